@@ -1,0 +1,1 @@
+//! librmm: built out in the C++ binding issue.

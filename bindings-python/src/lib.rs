@@ -1,0 +1,1 @@
+//! rmm._rmm: built out in the Python binding issue.

@@ -1,0 +1,174 @@
+//! Devices: count, current device, primary contexts, memory info, attributes.
+//!
+//! "Current device" follows the runtime API: the device of the calling thread's current context,
+//! or device 0 when the thread has none. Setting a device makes its primary context current, exactly
+//! like `cudaSetDevice`, so CuPy, PyTorch and Numba see the same device and share our pointers.
+
+use std::sync::OnceLock;
+
+use super::{check, driver, sys};
+use crate::error::{Error, Result};
+
+/// A CUDA device ordinal (RMM's `cuda_device_id`).
+pub type DeviceId = i32;
+
+/// Number of CUDA devices.
+///
+/// # Errors
+/// [`Error::NoDriver`] / [`Error::NoDevice`] in host mode.
+pub fn device_count() -> Result<i32> {
+    driver()?;
+    let mut count = 0;
+    // SAFETY: the driver is initialised; `count` is a valid out-pointer.
+    check(unsafe { sys::cuDeviceGetCount(&mut count) }, "cuDeviceGetCount")?;
+    Ok(count)
+}
+
+fn check_device(device: DeviceId) -> Result<sys::CUdevice> {
+    let count = device_count()?;
+    if device < 0 || device >= count {
+        return Err(Error::invalid(format!(
+            "device {device} does not exist ({count} device(s) present)"
+        )));
+    }
+    let mut handle: sys::CUdevice = 0;
+    // SAFETY: the ordinal is in range; `handle` is a valid out-pointer.
+    check(unsafe { sys::cuDeviceGet(&mut handle, device) }, "cuDeviceGet")?;
+    Ok(handle)
+}
+
+/// The primary context of `device`, retained once for the life of the process (as the runtime does).
+pub(crate) fn primary_context(device: DeviceId) -> Result<sys::CUcontext> {
+    static CONTEXTS: OnceLock<Vec<OnceLock<usize>>> = OnceLock::new();
+    let handle = check_device(device)?;
+    let slots = CONTEXTS.get_or_init(|| {
+        let n = device_count().unwrap_or(0).max(0) as usize;
+        (0..n).map(|_| OnceLock::new()).collect()
+    });
+    let slot = slots
+        .get(device as usize)
+        .ok_or_else(|| Error::invalid(format!("device {device} appeared after start-up")))?;
+    if let Some(ctx) = slot.get() {
+        return Ok(*ctx as sys::CUcontext);
+    }
+    let mut ctx: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: `handle` is a valid device; `ctx` is a valid out-pointer. A lost race retains twice,
+    // which only keeps the context alive (it is never released).
+    check(unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, handle) }, "cuDevicePrimaryCtxRetain")?;
+    Ok(*slot.get_or_init(|| ctx as usize) as sys::CUcontext)
+}
+
+/// The calling thread's current device (0 when no context is current).
+///
+/// # Errors
+/// [`Error::NoDriver`] / [`Error::NoDevice`] in host mode.
+pub fn current_device() -> Result<DeviceId> {
+    device_count()?;
+    let mut ctx: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: the driver is initialised; `ctx` is a valid out-pointer.
+    check(unsafe { sys::cuCtxGetCurrent(&mut ctx) }, "cuCtxGetCurrent")?;
+    if ctx.is_null() {
+        return Ok(0);
+    }
+    let mut dev: sys::CUdevice = 0;
+    // SAFETY: a context is current; `dev` is a valid out-pointer.
+    check(unsafe { sys::cuCtxGetDevice(&mut dev) }, "cuCtxGetDevice")?;
+    Ok(dev)
+}
+
+/// Makes `device`'s primary context current on the calling thread (`cudaSetDevice`).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a device that does not exist; host-mode errors.
+pub fn set_current_device(device: DeviceId) -> Result<()> {
+    let ctx = primary_context(device)?;
+    // SAFETY: `ctx` is a retained primary context, valid for the life of the process.
+    check(unsafe { sys::cuCtxSetCurrent(ctx) }, "cuCtxSetCurrent")
+}
+
+/// Makes sure the calling thread has a current context (device 0's primary one if it had none) and
+/// returns the current device. Every call that needs a context goes through here.
+pub(crate) fn ensure_context() -> Result<DeviceId> {
+    device_count()?;
+    let mut ctx: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: the driver is initialised; `ctx` is a valid out-pointer.
+    check(unsafe { sys::cuCtxGetCurrent(&mut ctx) }, "cuCtxGetCurrent")?;
+    if ctx.is_null() {
+        set_current_device(0)?;
+    }
+    current_device()
+}
+
+/// Free and total memory of `device`, in bytes.
+///
+/// # Errors
+/// Invalid device or host mode.
+pub fn mem_info(device: DeviceId) -> Result<(usize, usize)> {
+    let _guard = DeviceGuard::new(device)?;
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: the device's primary context is current; both are valid out-pointers.
+    check(unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) }, "cuMemGetInfo")?;
+    Ok((free, total))
+}
+
+/// A device attribute (`cuDeviceGetAttribute`).
+pub fn attribute(device: DeviceId, attribute: sys::CUdevice_attribute) -> Result<i32> {
+    let handle = check_device(device)?;
+    let mut value = 0;
+    // SAFETY: `handle` is a valid device; `value` is a valid out-pointer.
+    check(
+        unsafe { sys::cuDeviceGetAttribute(&mut value, attribute, handle) },
+        "cuDeviceGetAttribute",
+    )?;
+    Ok(value)
+}
+
+/// True when `device` can access pageable host memory (HMM or ATS): the condition for system memory
+/// to be device-accessible.
+pub fn supports_pageable_memory_access(device: DeviceId) -> bool {
+    attribute(device, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)
+        .map(|v| v != 0)
+        .unwrap_or(false)
+}
+
+/// True when `device` supports concurrent managed access (needed by managed memory pools).
+pub fn supports_concurrent_managed_access(device: DeviceId) -> bool {
+    attribute(device, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS)
+        .map(|v| v != 0)
+        .unwrap_or(false)
+}
+
+/// Makes a device current for its lifetime and restores the previous one on drop
+/// (RMM's `cuda_set_device_raii`). Does nothing when the device is already current.
+#[must_use = "the previous device is restored when the guard drops"]
+pub struct DeviceGuard {
+    previous: Option<DeviceId>,
+}
+
+impl DeviceGuard {
+    /// Switches to `device`.
+    ///
+    /// # Errors
+    /// Invalid device or host mode.
+    pub fn new(device: DeviceId) -> Result<Self> {
+        let previous = current_device()?;
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: the driver is initialised; `ctx` is a valid out-pointer.
+        check(unsafe { sys::cuCtxGetCurrent(&mut ctx) }, "cuCtxGetCurrent")?;
+        if previous == device && !ctx.is_null() {
+            return Ok(Self { previous: None });
+        }
+        set_current_device(device)?;
+        Ok(Self { previous: Some(previous) })
+    }
+}
+
+impl Drop for DeviceGuard {
+    fn drop(&mut self) {
+        if let Some(previous) = self.previous {
+            if let Err(e) = set_current_device(previous) {
+                tracing::error!("could not restore device {previous}: {e}");
+            }
+        }
+    }
+}

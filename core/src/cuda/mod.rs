@@ -1,0 +1,172 @@
+//! The CUDA driver layer: the only module that calls CUDA.
+//!
+//! Built on cudarc's raw driver bindings, loaded at run time: rmm builds and its CPU tests run where
+//! no CUDA is installed. [`driver`] loads and initialises the driver once and turns its absence
+//! into [`Error::NoDriver`] / [`Error::NoDevice`] instead of cudarc's panic.
+//!
+//! Glossary:
+//! - *primary context*: the one context per device that the CUDA runtime API uses. We use it too,
+//!   so pointers and streams are shared with CuPy, PyTorch and Numba.
+//! - *host mode*: no usable driver or no device. Only host-memory resources work; containers copy
+//!   with `memcpy` and the default streams synchronize trivially.
+
+pub mod device;
+pub mod event;
+pub mod memory;
+pub mod stream;
+
+use std::ffi::CStr;
+use std::sync::OnceLock;
+
+pub(crate) use cudarc::driver::sys;
+
+use crate::error::{Error, Result};
+
+pub use device::{
+    current_device, device_count, mem_info, set_current_device, DeviceGuard, DeviceId,
+};
+pub use event::{Event, EventFlags};
+pub use memory::{copy_async, copy_sync, set_async};
+pub use stream::{OwnedStream, Stream, StreamFlags, StreamPool};
+
+/// Loads and initialises the CUDA driver once per process.
+///
+/// # Errors
+/// [`Error::NoDriver`] when libcuda cannot be loaded, [`Error::NoDevice`] when it reports no
+/// device, [`Error::Cuda`] when `cuInit` fails otherwise. The answer is cached.
+pub fn driver() -> Result<()> {
+    static DRIVER: OnceLock<Result<()>> = OnceLock::new();
+    DRIVER.get_or_init(init_driver).clone()
+}
+
+fn init_driver() -> Result<()> {
+    // SAFETY: is_culib_present only tries to dlopen candidate names; it never panics.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(Error::NoDriver(
+            "libcuda.so could not be loaded (no NVIDIA driver on this machine)".into(),
+        ));
+    }
+    // SAFETY: the library is present (checked above), so loading cuInit cannot panic; flags must be 0.
+    let status = unsafe { sys::cuInit(0) };
+    match status {
+        sys::CUresult::CUDA_SUCCESS => Ok(()),
+        sys::CUresult::CUDA_ERROR_NO_DEVICE => {
+            Err(Error::NoDevice("the CUDA driver reports no device".into()))
+        }
+        other => Err(cuda_error(other, "cuInit")),
+    }
+}
+
+/// True when a CUDA driver and at least one device are usable.
+pub fn is_available() -> bool {
+    driver().is_ok() && device_count().map(|n| n > 0).unwrap_or(false)
+}
+
+/// True when the library is in host mode: no driver or no device, host memory only.
+pub fn is_host_mode() -> bool {
+    !is_available()
+}
+
+/// True when `name` is exported by the loaded driver (newer entry points may be missing on old drivers;
+/// cudarc panics when asked for a missing one, so check first).
+pub(crate) fn has_entry_point(name: &str) -> bool {
+    if driver().is_err() {
+        return false;
+    }
+    let symbol = format!("{name}\0");
+    // SAFETY: the driver is loaded (checked above); we only look the symbol up, never call it here.
+    unsafe { sys::culib().get::<unsafe extern "C" fn()>(symbol.as_bytes()).is_ok() }
+}
+
+/// Turns a `CUresult` into `Ok(())` or the matching [`Error`].
+pub(crate) fn check(status: sys::CUresult, call: &'static str) -> Result<()> {
+    if status == sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(cuda_error(status, call))
+    }
+}
+
+/// Like [`check`], but maps `CUDA_ERROR_OUT_OF_MEMORY` to [`Error::OutOfMemory`] for `resource`.
+pub(crate) fn check_alloc(
+    status: sys::CUresult,
+    call: &'static str,
+    bytes: usize,
+    resource: &str,
+) -> Result<()> {
+    match status {
+        sys::CUresult::CUDA_SUCCESS => Ok(()),
+        sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Err(Error::OutOfMemory {
+            bytes,
+            resource: resource.to_owned(),
+            detail: call.to_owned(),
+        }),
+        other => Err(cuda_error(other, call)),
+    }
+}
+
+pub(crate) fn cuda_error(status: sys::CUresult, call: &'static str) -> Error {
+    let mut name_ptr: *const std::ffi::c_char = std::ptr::null();
+    let mut text_ptr: *const std::ffi::c_char = std::ptr::null();
+    // SAFETY: a non-success CUresult implies the driver is loaded; both calls only write the
+    // out-pointers, which point to static strings owned by the driver (or stay null).
+    unsafe {
+        sys::cuGetErrorName(status, &mut name_ptr);
+        sys::cuGetErrorString(status, &mut text_ptr);
+    }
+    let read = |p: *const std::ffi::c_char, fallback: &str| {
+        if p.is_null() {
+            fallback.to_owned()
+        } else {
+            // SAFETY: non-null pointers from cuGetError* are NUL-terminated static strings.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
+    };
+    Error::Cuda {
+        code: status as i32,
+        name: read(name_ptr, &format!("{status:?}")),
+        message: read(text_ptr, "unknown CUDA error"),
+        call,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_answer_is_clean_either_way() {
+        // SAFETY: only probes for the library.
+        let present = unsafe { sys::is_culib_present() };
+        match driver() {
+            Ok(()) => assert!(present, "driver() succeeded without a loadable libcuda"),
+            Err(Error::NoDriver(msg)) => {
+                assert!(!present);
+                assert!(msg.contains("libcuda"), "{msg}");
+            }
+            Err(Error::NoDevice(_)) => assert!(present),
+            Err(other) => panic!("unexpected driver error {other}"),
+        }
+        assert_eq!(is_host_mode(), !is_available());
+    }
+
+    #[test]
+    fn missing_driver_makes_every_entry_point_fail_cleanly() {
+        if driver().is_ok() {
+            // With a driver, entry points must work (covered by the GPU tests).
+            assert!(device_count().is_ok());
+            return;
+        }
+        assert!(matches!(device_count(), Err(Error::NoDriver(_) | Error::NoDevice(_))));
+        assert!(matches!(current_device(), Err(Error::NoDriver(_) | Error::NoDevice(_))));
+        assert!(set_current_device(0).is_err());
+        assert!(mem_info(0).is_err());
+        assert!(OwnedStream::new(StreamFlags::NonBlocking).is_err());
+        assert!(StreamPool::new(4, StreamFlags::SyncDefault).is_err());
+        assert!(Event::new(EventFlags::DisableTiming).is_err());
+        assert!(!has_entry_point("cuMemAlloc_v2"));
+        // Default streams have nothing queued in host mode: synchronizing them succeeds.
+        assert!(Stream::DEFAULT.synchronize().is_ok());
+        assert!(Stream::PER_THREAD.synchronize().is_ok());
+    }
+}

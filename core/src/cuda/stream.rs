@@ -1,0 +1,272 @@
+//! Streams: a `Copy` handle, the special default streams, an owning stream and a stream pool.
+//!
+//! [`Stream`] is the raw `CUstream` value, which is the same handle as the runtime's
+//! `cudaStream_t`: a stream from CuPy, PyTorch or Numba can be wrapped without conversion.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::device::{current_device, ensure_context, DeviceGuard, DeviceId};
+use super::{check, driver, sys, Event};
+use crate::error::{Error, Result};
+
+/// A CUDA stream handle (`CUstream` / `cudaStream_t`). Copying it does not copy the stream.
+///
+/// ```
+/// use rmm_core::cuda::Stream;
+/// assert!(Stream::DEFAULT.is_default());
+/// assert!(Stream::PER_THREAD.is_per_thread_default());
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[repr(transparent)]
+pub struct Stream(usize);
+
+// The special handles CUDA defines (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD).
+const LEGACY_HANDLE: usize = 0x1;
+const PER_THREAD_HANDLE: usize = 0x2;
+
+impl Stream {
+    /// Stream 0, RMM's `cuda_stream_default` (the legacy default stream unless built for PTDS).
+    pub const DEFAULT: Stream = Stream(0);
+    /// `cudaStreamLegacy`, RMM's `cuda_stream_legacy`.
+    pub const LEGACY: Stream = Stream(LEGACY_HANDLE);
+    /// `cudaStreamPerThread`, RMM's `cuda_stream_per_thread`.
+    pub const PER_THREAD: Stream = Stream(PER_THREAD_HANDLE);
+
+    /// Wraps a raw `CUstream` / `cudaStream_t` value.
+    ///
+    /// # Safety
+    /// `raw` must be 0, one of the special handles, or a stream that stays alive for as long as this
+    /// handle (or any copy) is used.
+    pub const unsafe fn from_raw(raw: usize) -> Self {
+        Stream(raw)
+    }
+
+    /// The raw handle value, as `cudaStream_t` would carry it.
+    pub const fn as_raw(self) -> usize {
+        self.0
+    }
+
+    pub(crate) fn as_cu(self) -> sys::CUstream {
+        self.0 as sys::CUstream
+    }
+
+    /// True for stream 0 and the legacy default stream.
+    pub const fn is_default(self) -> bool {
+        self.0 == 0 || self.0 == LEGACY_HANDLE
+    }
+
+    /// True for the per-thread default stream.
+    pub const fn is_per_thread_default(self) -> bool {
+        self.0 == PER_THREAD_HANDLE
+    }
+
+    /// Blocks until all work queued on this stream has finished.
+    ///
+    /// In host mode nothing is ever queued, so the default streams synchronize trivially; a
+    /// non-default stream cannot exist there and gives [`Error::NoDriver`]/[`Error::NoDevice`].
+    pub fn synchronize(self) -> Result<()> {
+        if let Err(e) = driver() {
+            return if self.is_default() || self.is_per_thread_default() { Ok(()) } else { Err(e) };
+        }
+        if super::device_count()? == 0 {
+            return Ok(());
+        }
+        ensure_context()?;
+        // SAFETY: a context is current and the handle is valid (constructor contract).
+        check(unsafe { sys::cuStreamSynchronize(self.as_cu()) }, "cuStreamSynchronize")
+    }
+
+    /// True when all work queued on this stream has finished.
+    pub fn is_idle(self) -> Result<bool> {
+        if driver().is_err() && (self.is_default() || self.is_per_thread_default()) {
+            return Ok(true);
+        }
+        ensure_context()?;
+        // SAFETY: a context is current and the handle is valid (constructor contract).
+        let status = unsafe { sys::cuStreamQuery(self.as_cu()) };
+        match status {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            other => Err(super::cuda_error(other, "cuStreamQuery")),
+        }
+    }
+
+    /// Makes all future work on this stream wait until `event` has completed.
+    pub fn wait_event(self, event: &Event) -> Result<()> {
+        ensure_context()?;
+        // SAFETY: both handles are valid; flags must be 0.
+        check(unsafe { sys::cuStreamWaitEvent(self.as_cu(), event.as_cu(), 0) }, "cuStreamWaitEvent")
+    }
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            0 => write!(f, "Stream(default)"),
+            LEGACY_HANDLE => write!(f, "Stream(legacy)"),
+            PER_THREAD_HANDLE => write!(f, "Stream(per-thread)"),
+            raw => write!(f, "Stream({raw:#x})"),
+        }
+    }
+}
+
+impl std::fmt::Display for Stream {
+    /// The handle as a hex pointer, the way RMM's logs print `cudaStream_t`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// Creation flags of an owning stream (RMM's `cuda_stream::flags`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum StreamFlags {
+    /// Synchronizes with the legacy default stream (`cudaStreamDefault`).
+    #[default]
+    SyncDefault,
+    /// Does not synchronize with the legacy default stream (`cudaStreamNonBlocking`).
+    NonBlocking,
+}
+
+/// An owning CUDA stream, destroyed on drop (RMM's `cuda_stream`). Move-only.
+pub struct OwnedStream {
+    stream: Stream,
+    device: DeviceId,
+    flags: StreamFlags,
+}
+
+impl OwnedStream {
+    /// Creates a stream on the current device.
+    ///
+    /// # Errors
+    /// Host mode, or the driver's error.
+    pub fn new(flags: StreamFlags) -> Result<Self> {
+        let device = ensure_context()?;
+        let raw_flags = match flags {
+            StreamFlags::SyncDefault => sys::CUstream_flags::CU_STREAM_DEFAULT as u32,
+            StreamFlags::NonBlocking => sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+        };
+        let mut raw: sys::CUstream = std::ptr::null_mut();
+        // SAFETY: a context is current; `raw` is a valid out-pointer.
+        check(unsafe { sys::cuStreamCreate(&mut raw, raw_flags) }, "cuStreamCreate")?;
+        Ok(Self { stream: Stream(raw as usize), device, flags })
+    }
+
+    /// The (non-owning) handle.
+    pub fn stream(&self) -> Stream {
+        self.stream
+    }
+
+    /// The device the stream was created on.
+    pub fn device(&self) -> DeviceId {
+        self.device
+    }
+
+    /// The flags it was created with.
+    pub fn flags(&self) -> StreamFlags {
+        self.flags
+    }
+
+    /// Blocks until all work queued on the stream has finished.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize()
+    }
+}
+
+impl std::ops::Deref for OwnedStream {
+    type Target = Stream;
+    fn deref(&self) -> &Stream {
+        &self.stream
+    }
+}
+
+impl From<&OwnedStream> for Stream {
+    fn from(owned: &OwnedStream) -> Stream {
+        owned.stream
+    }
+}
+
+impl std::fmt::Debug for OwnedStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedStream")
+            .field("stream", &self.stream)
+            .field("device", &self.device)
+            .field("flags", &self.flags)
+            .finish()
+    }
+}
+
+impl Drop for OwnedStream {
+    fn drop(&mut self) {
+        let _guard = DeviceGuard::new(self.device);
+        // SAFETY: the stream was created by us and is destroyed exactly once; pending work still
+        // completes (cuStreamDestroy does not wait, nor does it cancel).
+        let status = unsafe { sys::cuStreamDestroy_v2(self.stream.as_cu()) };
+        if let Err(e) = check(status, "cuStreamDestroy") {
+            tracing::error!("destroying {:?}: {e}", self.stream);
+        }
+    }
+}
+
+/// A fixed set of owning streams handed out round robin (RMM's `cuda_stream_pool`).
+#[derive(Debug)]
+pub struct StreamPool {
+    streams: Vec<OwnedStream>,
+    next: AtomicUsize,
+}
+
+impl StreamPool {
+    /// RMM's default pool size.
+    pub const DEFAULT_SIZE: usize = 16;
+
+    /// Creates `size` streams on the current device.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `size == 0`; host mode; the driver's error.
+    pub fn new(size: usize, flags: StreamFlags) -> Result<Self> {
+        if size == 0 {
+            return Err(Error::invalid("a stream pool needs at least one stream"));
+        }
+        let streams = (0..size).map(|_| OwnedStream::new(flags)).collect::<Result<Vec<_>>>()?;
+        Ok(Self { streams, next: AtomicUsize::new(0) })
+    }
+
+    /// The next stream, round robin.
+    pub fn get_stream(&self) -> Stream {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        self.streams[i % self.streams.len()].stream
+    }
+
+    /// The stream with id `id` modulo the pool size (never fails, as in RMM).
+    pub fn get_stream_by_id(&self, id: usize) -> Stream {
+        self.streams[id % self.streams.len()].stream
+    }
+
+    /// Number of streams in the pool.
+    pub fn pool_size(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// The device the streams live on.
+    pub fn device(&self) -> Result<DeviceId> {
+        self.streams.first().map(|s| s.device).map_or_else(current_device, Ok)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn special_handles_classify() {
+        assert!(Stream::DEFAULT.is_default());
+        assert!(Stream::LEGACY.is_default());
+        assert!(!Stream::PER_THREAD.is_default());
+        assert!(Stream::PER_THREAD.is_per_thread_default());
+        assert_eq!(Stream::default(), Stream::DEFAULT);
+        assert_eq!(format!("{:?}", Stream::LEGACY), "Stream(legacy)");
+        // SAFETY: the handle is only formatted, never used.
+        let s = unsafe { Stream::from_raw(0xabc0) };
+        assert_eq!(s.to_string(), "0xabc0");
+        assert_eq!(s.as_raw(), 0xabc0);
+    }
+}

@@ -1,0 +1,20 @@
+//! rmm-core: the engine of rmm-rs.
+//!
+//! Stream-ordered memory resources in the shape of CCCL's `cuda::mr`, written once in Rust and
+//! offered to Python, C++ and Rust by thin bindings. This crate knows nothing about either binding.
+//!
+//! Map of the crate:
+//! - [`cuda`]: the only module that calls the CUDA driver (loaded at run time);
+//! - [`resource`]: [`MemoryResource`], [`Access`], [`AnyResource`], [`ResourceRef`];
+//! - [`mr`]: the resources, one file each;
+//! - [`error`]: the one [`Error`] type.
+
+pub mod aligned;
+pub mod cuda;
+pub mod error;
+pub mod mr;
+pub mod resource;
+
+pub use aligned::DEFAULT_ALIGNMENT;
+pub use error::{Error, Result};
+pub use resource::{downcast, Access, AnyResource, MemoryResource, ResourceRef};
