@@ -15,6 +15,9 @@ pub mod error;
 pub mod mr;
 pub mod resource;
 
+#[cfg(test)]
+pub(crate) mod testing;
+
 pub use aligned::DEFAULT_ALIGNMENT;
 pub use error::{Error, Result};
 pub use resource::{downcast, Access, AnyResource, MemoryResource, ResourceRef};

@@ -1,7 +1,9 @@
 //! Memory resources, one file each, named after RMM's.
 //!
-//! Base resources (talk to CUDA or the OS): [`SystemMemoryResource`] ...
+//! Base resources talk to CUDA or the OS; sub-allocators and adaptors own an upstream [`crate::AnyResource`].
 
+pub mod cuda;
 pub mod system;
 
+pub use cuda::CudaMemoryResource;
 pub use system::SystemMemoryResource;
