@@ -7,9 +7,11 @@
 //! - [`cuda`]: the only module that calls the CUDA driver (loaded at run time);
 //! - [`resource`]: [`MemoryResource`], [`Access`], [`AnyResource`], [`ResourceRef`];
 //! - [`mr`]: the resources, one file each;
+//! - [`buffer`]: the containers, [`DeviceBuffer`] first;
 //! - [`error`]: the one [`Error`] type.
 
 pub mod aligned;
+pub mod buffer;
 pub mod cuda;
 pub mod error;
 pub mod mr;
@@ -19,5 +21,6 @@ pub mod resource;
 pub(crate) mod testing;
 
 pub use aligned::DEFAULT_ALIGNMENT;
+pub use buffer::DeviceBuffer;
 pub use error::{Error, Result};
 pub use resource::{downcast, Access, AnyResource, MemoryResource, ResourceRef};
