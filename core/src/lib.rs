@@ -7,7 +7,7 @@
 //! - [`cuda`]: the only module that calls the CUDA driver (loaded at run time);
 //! - [`resource`]: [`MemoryResource`], [`Access`], [`AnyResource`], [`ResourceRef`];
 //! - [`mr`]: the resources, one file each;
-//! - [`buffer`]: the containers [`DeviceBuffer`], [`DeviceVector`] and `DeviceScalar`;
+//! - [`buffer`]: the containers [`DeviceBuffer`], [`DeviceVector`] and [`DeviceScalar`];
 //! - [`error`]: the one [`Error`] type.
 
 pub mod aligned;
@@ -21,6 +21,6 @@ pub mod resource;
 pub(crate) mod testing;
 
 pub use aligned::DEFAULT_ALIGNMENT;
-pub use buffer::{DeviceBuffer, DeviceVector};
+pub use buffer::{DeviceBuffer, DeviceScalar, DeviceVector};
 pub use error::{Error, Result};
 pub use resource::{downcast, Access, AnyResource, MemoryResource, ResourceRef};

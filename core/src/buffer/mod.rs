@@ -3,7 +3,7 @@
 //!
 //! - [`DeviceBuffer`]: untyped bytes with a size and a capacity;
 //! - [`DeviceVector<T>`]: uninitialized elements of a plain-data type `T` over a [`DeviceBuffer`];
-//! - `DeviceScalar<T>`: one such element.
+//! - [`DeviceScalar<T>`]: one such element.
 //!
 //! Rules all three keep:
 //! - **Ownership.** A container owns its allocation and a clone of the [`AnyResource`] it came from,
@@ -23,9 +23,11 @@
 //! [`AnyResource`]: crate::AnyResource
 
 mod device_buffer;
+mod device_scalar;
 mod device_vector;
 
 pub use device_buffer::DeviceBuffer;
+pub use device_scalar::DeviceScalar;
 pub use device_vector::DeviceVector;
 
 use crate::cuda::{self, Stream};
