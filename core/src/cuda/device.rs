@@ -116,10 +116,8 @@ pub fn attribute(device: DeviceId, attribute: sys::CUdevice_attribute) -> Result
     let handle = check_device(device)?;
     let mut value = 0;
     // SAFETY: `handle` is a valid device; `value` is a valid out-pointer.
-    check(
-        unsafe { sys::cuDeviceGetAttribute(&mut value, attribute, handle) },
-        "cuDeviceGetAttribute",
-    )?;
+    let status = unsafe { sys::cuDeviceGetAttribute(&mut value, attribute, handle) };
+    check(status, "cuDeviceGetAttribute")?;
     Ok(value)
 }
 

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 /// # Errors
 /// The driver's error (an invalid pointer is reported, not dereferenced, when a GPU is present).
 pub unsafe fn copy_async(dst: *mut u8, src: *const u8, bytes: usize, stream: Stream) -> Result<()> {
-    if bytes == 0 || dst as *const u8 == src {
+    if bytes == 0 || std::ptr::eq(dst, src) {
         return Ok(());
     }
     if dst.is_null() || src.is_null() {
