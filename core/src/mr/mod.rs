@@ -3,7 +3,12 @@
 //! Base resources talk to CUDA or the OS; sub-allocators and adaptors own an upstream [`crate::AnyResource`].
 
 pub mod cuda;
+pub(crate) mod detail;
+pub mod managed;
+pub mod pinned_host;
 pub mod system;
 
 pub use cuda::CudaMemoryResource;
+pub use managed::ManagedMemoryResource;
+pub use pinned_host::PinnedHostMemoryResource;
 pub use system::SystemMemoryResource;

@@ -1,0 +1,3 @@
+//! Helpers shared by several resources (RMM's `mr/detail/`): never part of the public API.
+
+pub(crate) mod size_guard;
