@@ -6,9 +6,11 @@ pub mod cuda;
 pub(crate) mod detail;
 pub mod managed;
 pub mod pinned_host;
+pub mod sam_headroom;
 pub mod system;
 
 pub use cuda::CudaMemoryResource;
 pub use managed::ManagedMemoryResource;
 pub use pinned_host::PinnedHostMemoryResource;
+pub use sam_headroom::SamHeadroomMemoryResource;
 pub use system::SystemMemoryResource;
