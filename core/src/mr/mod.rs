@@ -9,6 +9,9 @@ pub mod pinned_host;
 pub mod sam_headroom;
 pub mod system;
 
+#[cfg(test)]
+pub(crate) mod test_harness;
+
 pub use cuda::CudaMemoryResource;
 pub use managed::ManagedMemoryResource;
 pub use pinned_host::PinnedHostMemoryResource;
