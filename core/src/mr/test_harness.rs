@@ -13,6 +13,7 @@ use std::sync::{RwLock, RwLockReadGuard};
 
 use crate::cuda::{self as cu, DeviceGuard, OwnedStream, Stream, StreamFlags};
 use crate::mr::{
+    CudaAsyncManagedMemoryResource, CudaAsyncMemoryResource, CudaAsyncOptions, CudaAsyncViewMemoryResource,
     CudaMemoryResource, ManagedMemoryResource, PinnedHostMemoryResource, SamHeadroomMemoryResource,
     SystemMemoryResource,
 };
@@ -270,8 +271,23 @@ fn system_memory_unsupported() -> Option<String> {
     (!SystemMemoryResource::is_supported_on(device)).then(|| "System memory not supported".to_string())
 }
 
+fn async_managed_unsupported() -> Option<String> {
+    let device = cu::current_device().ok()?;
+    (!CudaAsyncManagedMemoryResource::is_supported_on(device))
+        .then(|| "managed memory pools not supported (needs CUDA 13 and concurrent managed access)".to_string())
+}
+
 resource_tests!(cuda, || Ok(AnyResource::new(CudaMemoryResource::new())));
 resource_tests!(managed, || Ok(AnyResource::new(ManagedMemoryResource::new())));
 resource_tests!(pinned_host, || Ok(AnyResource::new(PinnedHostMemoryResource::new())));
 resource_tests!(system, || Ok(AnyResource::new(SystemMemoryResource::new())), system_memory_unsupported);
 resource_tests!(sam_headroom, || SamHeadroomMemoryResource::new(GIB).map(AnyResource::new), system_memory_unsupported);
+resource_tests!(cuda_async, || CudaAsyncMemoryResource::new().map(AnyResource::new));
+resource_tests!(cuda_async_primed, || {
+    CudaAsyncMemoryResource::with_options(CudaAsyncOptions::default().initial_pool_size(64 * MIB)).map(AnyResource::new)
+});
+resource_tests!(cuda_async_view, || {
+    let owner = CudaAsyncMemoryResource::new()?;
+    Ok(AnyResource::new(CudaAsyncViewMemoryResource::from(&owner)))
+});
+resource_tests!(cuda_async_managed, || CudaAsyncManagedMemoryResource::new().map(AnyResource::new), async_managed_unsupported);
