@@ -3,7 +3,23 @@
 //! Base resources talk to CUDA or the OS; sub-allocators and adaptors own an upstream [`crate::AnyResource`].
 
 pub mod cuda;
+pub mod cuda_async;
+pub mod cuda_async_managed;
+pub mod cuda_async_view;
+pub(crate) mod detail;
+pub mod managed;
+pub mod pinned_host;
+pub mod sam_headroom;
 pub mod system;
 
+#[cfg(test)]
+pub(crate) mod test_harness;
+
 pub use cuda::CudaMemoryResource;
+pub use cuda_async::{CudaAsyncMemoryResource, CudaAsyncOptions, ExportHandleType};
+pub use cuda_async_managed::CudaAsyncManagedMemoryResource;
+pub use cuda_async_view::CudaAsyncViewMemoryResource;
+pub use managed::ManagedMemoryResource;
+pub use pinned_host::PinnedHostMemoryResource;
+pub use sam_headroom::SamHeadroomMemoryResource;
 pub use system::SystemMemoryResource;

@@ -2,7 +2,8 @@
 //!
 //! Host-accessible always; device-accessible too when the current device can access pageable
 //! memory (HMM or ATS). It is also the resource of host mode: with no GPU it is plain host memory.
-//! Allocation is immediate, so the stream is ignored.
+//! Allocation is immediate, so the stream is ignored; deallocation synchronizes the stream first
+//! (with a GPU), since `free` cannot wait for queued work that still uses the memory.
 
 use std::any::Any;
 
@@ -65,10 +66,16 @@ impl MemoryResource for SystemMemoryResource {
         }
     }
 
-    unsafe fn deallocate(&self, _stream: Stream, ptr: *mut u8, _bytes: usize, _alignment: usize) -> Result<()> {
-        // SAFETY: the caller guarantees `ptr` came from posix_memalign above (or is null).
+    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, _bytes: usize, _alignment: usize) -> Result<()> {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        // `free` is immediate, unlike a stream-ordered free: wait for the work queued on `stream`
+        // that may still use the memory (as RMM does). The memory is freed even if that fails.
+        let synced = if cuda::is_available() { stream.synchronize() } else { Ok(()) };
+        // SAFETY: the caller guarantees `ptr` came from posix_memalign above.
         unsafe { libc::free(ptr.cast()) };
-        Ok(())
+        synced
     }
 
     fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {

@@ -1,0 +1,4 @@
+//! Helpers shared by several resources (RMM's `mr/detail/`): never part of the public API.
+
+pub(crate) mod mempool;
+pub(crate) mod size_guard;

@@ -1,0 +1,162 @@
+//! `managed_memory_resource`: unified (managed) memory from `cuMemAllocManaged` / `cuMemFree`.
+//!
+//! Managed memory migrates on demand between host and device, so it is host- and
+//! device-accessible. Not stream-ordered underneath (`cuMemFree` synchronizes), so the stream
+//! argument orders nothing. Stateless: every instance is equal to every other.
+
+use std::any::Any;
+
+use crate::aligned::check_base_alignment;
+use crate::cuda::{self, device::ensure_context, sys, Stream};
+use crate::error::Result;
+use crate::mr::detail::size_guard::check_managed_size;
+use crate::resource::{Access, MemoryResource};
+
+/// Managed memory from `cuMemAllocManaged(.., CU_MEM_ATTACH_GLOBAL)` (RMM's
+/// `managed_memory_resource`).
+///
+/// # Size guard
+/// A request larger than the current device's total memory plus the host's physical memory can
+/// never be satisfied, and asking the driver for one can hang the GPU instead of failing. Such a
+/// request is refused with [`crate::Error::OutOfMemory`] (its detail says why) before the driver
+/// sees it.
+///
+/// ```no_run
+/// use rmm_core::{mr::ManagedMemoryResource, MemoryResource, cuda::Stream};
+/// let mr = ManagedMemoryResource::new();
+/// let p = mr.allocate(Stream::DEFAULT, 1 << 20, 256)?;
+/// // SAFETY: managed memory is host-accessible and `p` is valid for 1 MiB.
+/// unsafe { p.write(42) };
+/// // SAFETY: `p` came from `mr` with these arguments.
+/// unsafe { mr.deallocate(Stream::DEFAULT, p, 1 << 20, 256)? };
+/// # Ok::<(), rmm_core::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ManagedMemoryResource;
+
+impl ManagedMemoryResource {
+    /// The resource. Construction never fails; without a GPU, allocation returns
+    /// [`crate::Error::NoDriver`] or [`crate::Error::NoDevice`].
+    pub const fn new() -> Self {
+        ManagedMemoryResource
+    }
+}
+
+impl MemoryResource for ManagedMemoryResource {
+    fn allocate(&self, _stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
+        check_base_alignment(alignment, self.name())?;
+        if bytes == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        let device = ensure_context()?;
+        check_managed_size(bytes, device, self.name())?;
+        let mut ptr: sys::CUdeviceptr = 0;
+        // SAFETY: a context is current; `ptr` is a valid out-pointer; the size passed the guard.
+        let status = unsafe {
+            sys::cuMemAllocManaged(&mut ptr, bytes, sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32)
+        };
+        cuda::check_alloc(status, "cuMemAllocManaged", bytes, self.name())?;
+        Ok(ptr as *mut u8)
+    }
+
+    unsafe fn deallocate(&self, _stream: Stream, ptr: *mut u8, _bytes: usize, _alignment: usize) -> Result<()> {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        ensure_context()?;
+        // SAFETY: the caller guarantees `ptr` came from cuMemAllocManaged above and is freed once.
+        cuda::check(unsafe { sys::cuMemFree_v2(ptr as sys::CUdeviceptr) }, "cuMemFree")
+    }
+
+    fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
+        // cuMemAllocManaged memory is usable on every stream at once.
+        self.allocate(Stream::DEFAULT, bytes, alignment)
+    }
+
+    fn access(&self) -> Access {
+        Access::HOST_DEVICE
+    }
+
+    fn name(&self) -> &str {
+        "managed_memory_resource"
+    }
+
+    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
+        crate::resource::downcast::<Self>(other).is_some()
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mr::{CudaMemoryResource, SystemMemoryResource};
+    use crate::{AnyResource, Error};
+
+    #[test]
+    fn host_and_device_accessible_and_stateless() {
+        let mr = ManagedMemoryResource::new();
+        assert_eq!(mr.access(), Access::HOST_DEVICE);
+        assert_eq!(mr.name(), "managed_memory_resource");
+        assert!(mr.is_equal(&ManagedMemoryResource::new()));
+        assert!(mr.is_equal(&AnyResource::new(ManagedMemoryResource::new())));
+        assert!(!mr.is_equal(&CudaMemoryResource::new()));
+        assert!(!mr.is_equal(&SystemMemoryResource::new()));
+    }
+
+    #[test]
+    fn arguments_are_checked_before_the_driver() {
+        let mr = ManagedMemoryResource::new();
+        for align in [0usize, 3, 48, 512] {
+            assert!(matches!(mr.allocate(Stream::DEFAULT, 64, align), Err(Error::InvalidArgument(_))), "{align}");
+        }
+        assert!(mr.allocate(Stream::DEFAULT, 0, 256).unwrap().is_null());
+        // SAFETY: freeing null is a no-op.
+        unsafe { mr.deallocate(Stream::DEFAULT, std::ptr::null_mut(), 0, 256).unwrap() };
+    }
+
+    #[test]
+    fn without_a_gpu_allocation_fails_cleanly() {
+        if !cuda::is_host_mode() {
+            return; // the GPU harness covers this path
+        }
+        let mr = ManagedMemoryResource::new();
+        for bytes in [64usize, 1 << 50] {
+            let e = mr.allocate(Stream::DEFAULT, bytes, 256).unwrap_err();
+            assert!(matches!(e, Error::NoDriver(_) | Error::NoDevice(_)), "{e}");
+            let e = mr.allocate_sync(bytes, 256).unwrap_err();
+            assert!(matches!(e, Error::NoDriver(_) | Error::NoDevice(_)), "{e}");
+        }
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn memory_is_managed_and_host_writable() {
+        crate::testing::require_gpu();
+        let mr = ManagedMemoryResource::new();
+        let p = mr.allocate(Stream::DEFAULT, 4096, 256).unwrap();
+        assert!(cuda::memory::is_managed(p));
+        // SAFETY: managed memory is host-accessible and valid for 4096 bytes.
+        unsafe {
+            std::ptr::write_bytes(p, 7, 4096);
+            assert_eq!(*p.add(4095), 7);
+            mr.deallocate(Stream::DEFAULT, p, 4096, 256).unwrap();
+        }
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn more_than_can_exist_is_refused_before_the_driver() {
+        crate::testing::require_gpu();
+        let mr = ManagedMemoryResource::new();
+        let device = cuda::current_device().unwrap();
+        let (_, total) = cuda::mem_info(device).unwrap();
+        let too_much = total + crate::mr::detail::size_guard::host_physical_memory() + 1;
+        let err = mr.allocate(Stream::DEFAULT, too_much, 256).unwrap_err();
+        assert!(err.is_out_of_memory(), "{err}");
+        assert!(err.to_string().contains("refused before asking the driver"), "{err}");
+    }
+}
