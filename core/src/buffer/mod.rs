@@ -141,7 +141,9 @@ pub(crate) mod testutil {
 
     impl MemoryResource for Counting {
         fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
-            let p = self.sys.allocate(stream, bytes, alignment)?;
+            // The stream is only recorded: tests pass fake handles that must never reach CUDA.
+            let _ = stream;
+            let p = self.sys.allocate(Stream::DEFAULT, bytes, alignment)?;
             let mut l = self.ledger.lock().unwrap();
             l.allocations += 1;
             l.live.insert(p as usize, (bytes, alignment));
@@ -161,8 +163,9 @@ pub(crate) mod testutil {
                     None => l.mismatches.push(format!("{ptr:?}: never allocated")),
                 }
             }
-            // SAFETY: forwarded; every pointer we hand out comes from `self.sys`.
-            unsafe { self.sys.deallocate(stream, ptr, bytes, alignment) }
+            // SAFETY: forwarded; every pointer we hand out comes from `self.sys`. The recorded
+            // stream may be a fake handle, so the host memory is freed in default-stream order.
+            unsafe { self.sys.deallocate(Stream::DEFAULT, ptr, bytes, alignment) }
         }
 
         fn access(&self) -> Access {

@@ -63,11 +63,38 @@ pub unsafe fn set_async(dst: *mut u8, value: u8, bytes: usize, stream: Stream) -
         return Ok(());
     }
     ensure_context()?;
+    if !is_known_to_driver(dst) {
+        // Pageable host memory (malloc) cannot be filled by cuMemset on GPUs without HMM/ATS: wait
+        // for the work queued before the fill, then fill from the host, which keeps stream order.
+        stream.synchronize()?;
+        // SAFETY: the caller guarantees the range is writable; unknown pointers are host memory.
+        unsafe { std::ptr::write_bytes(dst, value, bytes) };
+        return Ok(());
+    }
     // SAFETY: caller contract; the context is current.
     check(
         unsafe { sys::cuMemsetD8Async(dst as sys::CUdeviceptr, value, bytes, stream.as_cu()) },
         "cuMemsetD8Async",
     )
+}
+
+/// True when the driver knows `ptr`: device, managed or pinned/registered host memory. False for
+/// pageable host memory from the system allocator.
+pub fn is_known_to_driver(ptr: *const u8) -> bool {
+    if ptr.is_null() || is_host_mode() || ensure_context().is_err() {
+        return false;
+    }
+    let mut memory_type: u32 = 0;
+    // SAFETY: the out-pointer is valid for the attribute's 4-byte result; unknown pointers only
+    // produce an error code.
+    let status = unsafe {
+        sys::cuPointerGetAttribute(
+            (&mut memory_type as *mut u32).cast(),
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            ptr as sys::CUdeviceptr,
+        )
+    };
+    status == sys::CUresult::CUDA_SUCCESS && memory_type != 0
 }
 
 /// True when `ptr` is CUDA managed memory (always false in host mode or for unknown pointers).
