@@ -52,7 +52,7 @@ for exe in "$STAGE"/rust/*; do
     result=$(grep -E '^test result:' "$OUT/rust.one" | tail -1)
     skipped=$(($(wc -l <"$RMM_TEST_SKIP_LOG") - before))
     if [ -z "$result" ]; then
-        echo "  $name: no 'test result' line (exit $rc): counted as 1 failed" | tee -a "$OUT/rust.log"
+        echo "  $name: no 'test result' line (exit $rc): counted as 1 failed" | tee -a "$OUT/rust.log" "$SUMMARY"
         rf=$((rf + 1))
         continue
     fi
