@@ -20,7 +20,7 @@ else
     note "rust gpu: no GPU (nvidia-smi -L failed); GPU tests listed as ignored above"
 fi
 
-if cargo clippy --version >/dev/null 2>&1 || rustup component add clippy >/dev/null 2>&1; then
+if cargo clippy --version >/dev/null 2>&1 || timeout 120 rustup component add clippy >/dev/null 2>&1; then
     advisory "rust clippy: -D warnings" cargo clippy --workspace --all-targets --locked -- -D warnings
 else
     note "rust clippy: not available"

@@ -28,7 +28,7 @@ suite_line() { # name pass fail skip note
 }
 num() { grep -oE "[0-9]+ $1" <<<"$2" | head -1 | grep -oE '^[0-9]+' || echo 0; }
 
-say "rmm-rs GPU run on $(hostname) at $(date -u +%FT%TZ)"
+say "rmm-rs GPU run on $(hostname 2>/dev/null || cat /etc/hostname 2>/dev/null) at $(date -u +%FT%TZ)"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     say "GPU: $(nvidia-smi -L | head -4 | tr '\n' ';')"
 else
