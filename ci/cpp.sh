@@ -3,7 +3,7 @@
 # GoogleTest tests and runs them with ctest. GPU tests skip themselves in host mode.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-cd "$RMM_ROOT"
+cd "$RMM_ROOT" || exit 1
 
 BUILD_DIR=${RMM_CPP_BUILD_DIR:-build/cpp}
 

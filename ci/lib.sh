@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for the CI suite scripts (ci/rust.sh, ci/python.sh, ci/cpp.sh) and scripts/*.sh.
 # Source it; it never exits by itself.
 #

@@ -3,7 +3,7 @@
 # "needs a CUDA GPU" in host mode and run when a GPU is present.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-cd "$RMM_ROOT"
+cd "$RMM_ROOT" || exit 1
 
 need_python || fail "python3 could not be installed"
 pip_install_if_missing pytest pytest || fail "pytest could not be installed"

@@ -3,7 +3,7 @@
 # with a GPU (nvidia-smi -L succeeds) also the ignored ones. Clippy is advisory.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-cd "$RMM_ROOT"
+cd "$RMM_ROOT" || exit 1
 
 if ! command -v cargo >/dev/null 2>&1; then
     fail "cargo not found: install Rust (https://rustup.rs) first"

@@ -10,7 +10,7 @@
 # tour.log peer.log; a per-suite count line each, and the final line `N passed, N failed, N skipped`
 # (tests, summed over suites). Exit status 1 when any test failed or nothing ran.
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 ROOT=$PWD
 STAGE=$ROOT/stage
 OUT=${OUT:-/tmp/rmm-gpu-out}
@@ -79,12 +79,14 @@ wheel=$(ls "$STAGE"/wheels/*.whl 2>/dev/null | head -1)
     elif ! python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "$wheel"; then
         note="pip install of $(basename "$wheel") failed"; pf=1
     else
-        cd "$STAGE/python"
-        PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} python3 -c 'import rmm; print("rmm", rmm.__version__, "from", rmm.__file__, "host mode:", rmm.is_host_mode())'
-        PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} python3 -m pytest tests -p no:cacheprovider -rs >"$OUT/python.one" 2>&1
+        (
+            cd "$STAGE/python" || exit 1
+            export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+            python3 -c 'import rmm; print("rmm", rmm.__version__, "from", rmm.__file__, "host mode:", rmm.is_host_mode())'
+            python3 -m pytest tests -p no:cacheprovider -rs
+        ) >"$OUT/python.one" 2>&1
         rc=$?
         cat "$OUT/python.one"
-        cd "$ROOT"
         result=$(grep -E '(passed|failed|skipped|error|no tests ran).* in [0-9.]+s' "$OUT/python.one" | tail -1)
         rm -f "$OUT/python.one"
         if [ -z "$result" ]; then

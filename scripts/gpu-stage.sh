@@ -15,7 +15,7 @@
 # peer). Options: RMM_STAGE_PEER=0 skips the peer download.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../ci/lib.sh"
-cd "$RMM_ROOT"
+cd "$RMM_ROOT" || exit 1
 
 STAGE=$RMM_ROOT/stage
 MANIFEST=$STAGE/MANIFEST.txt

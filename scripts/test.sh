@@ -5,7 +5,7 @@
 # Usage: bash scripts/test.sh [suite...]     (default: rust python cpp)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 suites=("$@")
 [ ${#suites[@]} -eq 0 ] && suites=(rust python cpp)
