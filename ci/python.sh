@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Python suite: builds rmm._rmm, runs pytest on bindings-python/tests. Tests marked `gpu` skip with
+# "needs a CUDA GPU" in host mode and run when a GPU is present.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$RMM_ROOT" || exit 1
+
+need_python || fail "python3 could not be installed"
+pip_install_if_missing pytest pytest || fail "pytest could not be installed"
+
+if [ "$RMM_FAILED" -eq 0 ]; then
+    step "python build: cargo build --release -p rmm-python" build_python_ext
+fi
+if [ "$RMM_FAILED" -eq 0 ]; then
+    if has_gpu; then
+        label="python cpu+gpu: pytest bindings-python/tests"
+    else
+        label="python cpu: pytest bindings-python/tests (gpu tests skip)"
+    fi
+    step "$label" env PYTHONPATH="$RMM_ROOT/bindings-python/python${PYTHONPATH:+:$PYTHONPATH}" \
+        python3 -m pytest bindings-python/tests -p no:cacheprovider
+fi
+
+finish python

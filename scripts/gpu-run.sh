@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# GPU runner, second half (runs THERE, on the GPU machine, from the repo root with stage/ carried;
+# see scripts/gpu-stage.sh). No cargo and no network are needed.
+#
+# Runs every staged suite: Rust test executables with --include-ignored, the Python wheel's pytest
+# suite, the prebuilt C++ GoogleTest executables. Missing pieces (no GPU, no python3, no pytest, a
+# suite that was not staged) are reported, never crash the run.
+#
+# Output: logs in $OUT (flat, at most 8 files): summary.txt rust.log python.log cpp.log skips.txt
+# tour.log peer.log; a per-suite count line each, and the final line `N passed, N failed, N skipped`
+# (tests, summed over suites). Exit status 1 when any test failed or nothing ran.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+ROOT=$PWD
+STAGE=$ROOT/stage
+OUT=${OUT:-/tmp/rmm-gpu-out}
+mkdir -p "$OUT"
+export RMM_TEST_SKIP_LOG=$OUT/skips.txt
+: >"$RMM_TEST_SKIP_LOG"
+SUMMARY=$OUT/summary.txt
+: >"$SUMMARY"
+
+say() { echo "$*" | tee -a "$SUMMARY"; }
+total_pass=0 total_fail=0 total_skip=0
+suite_line() { # name pass fail skip note
+    say "$(printf '%-7s %4d passed, %4d failed, %4d skipped%s' "$1:" "$2" "$3" "$4" "${5:+  ($5)}")"
+    total_pass=$((total_pass + $2)) total_fail=$((total_fail + $3)) total_skip=$((total_skip + $4))
+}
+num() { grep -oE "[0-9]+ $1" <<<"$2" | head -1 | grep -oE '^[0-9]+' || echo 0; }
+
+say "rmm-rs GPU run on $(hostname 2>/dev/null || cat /etc/hostname 2>/dev/null) at $(date -u +%FT%TZ)"
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    say "GPU: $(nvidia-smi -L | head -4 | tr '\n' ';')"
+else
+    say "GPU: none found (nvidia-smi -L failed): GPU tests will fail or skip"
+fi
+[ -f "$STAGE/MANIFEST.txt" ] || say "WARNING: no stage/MANIFEST.txt: was scripts/gpu-stage.sh run and stage/ carried?"
+
+# ---- Rust -------------------------------------------------------------------------------------
+rp=0 rf=0 rs=0 n=0 note=""
+: >"$OUT/rust.log"
+for exe in "$STAGE"/rust/*; do
+    [ -f "$exe" ] || continue
+    n=$((n + 1))
+    name=$(basename "$exe")
+    before=$(wc -l <"$RMM_TEST_SKIP_LOG")
+    echo "######## $name --include-ignored" >>"$OUT/rust.log"
+    chmod +x "$exe"
+    "$exe" --include-ignored >"$OUT/rust.one" 2>&1
+    rc=$?
+    cat "$OUT/rust.one" >>"$OUT/rust.log"
+    result=$(grep -E '^test result:' "$OUT/rust.one" | tail -1)
+    skipped=$(($(wc -l <"$RMM_TEST_SKIP_LOG") - before))
+    if [ -z "$result" ]; then
+        echo "  $name: no 'test result' line (exit $rc): counted as 1 failed" | tee -a "$OUT/rust.log" "$SUMMARY"
+        rf=$((rf + 1))
+        continue
+    fi
+    p=$(num passed "$result") f=$(num failed "$result") i=$(num ignored "$result")
+    # Tests that skipped themselves at run time (RMM_TEST_SKIP_LOG) ended as "ok": count them skipped.
+    rp=$((rp + p - skipped)) rf=$((rf + f)) rs=$((rs + i + skipped))
+    say "  $name: $result ($skipped skipped at run time)"
+done
+rm -f "$OUT/rust.one"
+[ "$n" -eq 0 ] && note="not staged"
+[ "$n" -gt 0 ] && note="$n executables"
+suite_line rust "$rp" "$rf" "$rs" "$note"
+
+# ---- Python -----------------------------------------------------------------------------------
+pp=0 pf=0 ps=0 note=""
+wheel=$(ls "$STAGE"/wheels/*.whl 2>/dev/null | head -1)
+{
+    if [ -z "$wheel" ]; then
+        note="not staged"
+    elif ! command -v python3 >/dev/null 2>&1; then
+        note="python3 missing"; pf=1
+    elif ! python3 -c 'import pytest' 2>/dev/null; then
+        note="pytest missing"; pf=1
+    elif ! python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "$wheel"; then
+        note="pip install of $(basename "$wheel") failed"; pf=1
+    else
+        (
+            cd "$STAGE/python" || exit 1
+            export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+            python3 -c 'import rmm; print("rmm", rmm.__version__, "from", rmm.__file__, "host mode:", rmm.is_host_mode())'
+            python3 -m pytest tests -p no:cacheprovider -rs
+        ) >"$OUT/python.one" 2>&1
+        rc=$?
+        cat "$OUT/python.one"
+        result=$(grep -E '(passed|failed|skipped|error|no tests ran).* in [0-9.]+s' "$OUT/python.one" | tail -1)
+        rm -f "$OUT/python.one"
+        if [ -z "$result" ]; then
+            note="no pytest summary (exit $rc)"; pf=1
+        else
+            pp=$(num passed "$result") ps=$(num skipped "$result")
+            pf=$(($(num failed "$result") + $(num 'errors?' "$result")))
+            [ "$rc" -ne 0 ] && [ "$pf" -eq 0 ] && { note="pytest exit $rc"; pf=1; }
+            note=${note:-$(basename "$wheel")}
+        fi
+    fi
+    echo "python: $note"
+} >"$OUT/python.log" 2>&1
+suite_line python "$pp" "$pf" "$ps" "$note"
+
+# ---- C++ --------------------------------------------------------------------------------------
+cp_=0 cf=0 cs=0 n=0 note=""
+: >"$OUT/cpp.log"
+export LD_LIBRARY_PATH=$STAGE/cpp/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+for exe in "$STAGE"/cpp/bin/*; do
+    [ -f "$exe" ] || continue
+    n=$((n + 1))
+    name=$(basename "$exe")
+    echo "######## $name" >>"$OUT/cpp.log"
+    chmod +x "$exe"
+    "$exe" >"$OUT/cpp.one" 2>&1
+    rc=$?
+    cat "$OUT/cpp.one" >>"$OUT/cpp.log"
+    if grep -q '^\[==========\] .* ran\.' "$OUT/cpp.one"; then
+        p=$(grep -oE '^\[  PASSED  \] [0-9]+' "$OUT/cpp.one" | grep -oE '[0-9]+$' | tail -1)
+        s=$(grep -oE '^\[  SKIPPED \] [0-9]+ tests?, listed below' "$OUT/cpp.one" | grep -oE '[0-9]+' | tail -1)
+        f=$(grep -oE '^\[  FAILED  \] [0-9]+ tests?, listed below' "$OUT/cpp.one" | grep -oE '[0-9]+' | tail -1)
+        p=${p:-0} s=${s:-0} f=${f:-0}
+        [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+        cp_=$((cp_ + p)) cs=$((cs + s)) cf=$((cf + f))
+        say "  $name: $p passed, $f failed, $s skipped (gtest, exit $rc)"
+    elif grep -q '^\[==========\]' "$OUT/cpp.one"; then
+        echo "  $name: gtest did not finish (exit $rc): counted as 1 failed" | tee -a "$OUT/cpp.log" "$SUMMARY"
+        cf=$((cf + 1))
+    elif [ "$rc" -eq 0 ]; then
+        cp_=$((cp_ + 1))   # a plain test program: one test, judged by its exit status
+    else
+        echo "  $name: exit $rc: counted as 1 failed" | tee -a "$OUT/cpp.log" "$SUMMARY"
+        cf=$((cf + 1))
+    fi
+done
+rm -f "$OUT/cpp.one"
+if [ "$n" -eq 0 ]; then
+    note=$(grep -E '^cpp:' "$STAGE/MANIFEST.txt" 2>/dev/null || echo "not staged")
+    note=${note#cpp: }
+else
+    note="$n executables"
+fi
+suite_line cpp "$cp_" "$cf" "$cs" "$note"
+
+# ---- Extras (not counted): the tour, the RMM 26.10 peer ------------------------------------------
+if [ -x "$STAGE/bin/tour" ]; then
+    "$STAGE/bin/tour" >"$OUT/tour.log" 2>&1 && say "tour:   ran (tour.log)" || say "tour:   exit $? (tour.log)"
+fi
+if ls .whl/rmm_cu13-*.whl >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then
+    {
+        python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/peer-site .whl/*.whl &&
+            PYTHONPATH=/tmp/peer-site python3 -c '
+import rmm
+mr = rmm.mr.CudaMemoryResource()
+buf = rmm.DeviceBuffer(size=1 << 20, mr=mr)
+print("peer rmm", rmm.__version__, "from", rmm.__file__, "DeviceBuffer of", buf.size, "bytes OK")'
+    } >"$OUT/peer.log" 2>&1 && say "peer:   $(tail -1 "$OUT/peer.log")" || say "peer:   not usable here (peer.log)"
+fi
+
+say ""
+say "$total_pass passed, $total_fail failed, $total_skip skipped"
+[ "$total_fail" -eq 0 ] && [ $((total_pass + total_skip)) -gt 0 ]

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# GPU runner, first half (runs HERE, where cargo is): builds and stages what the GPU machine needs
+# into stage/ (git-ignored), since that machine has no cargo and no network.
+#
+#   stage/rust/<package>__<target>   Rust test executables (debug info stripped)
+#   stage/bin/tour                   the Rust tour example (run there for show, not counted)
+#   stage/wheels/*.whl               the rmm-rs Python wheel (maturin, abi3)
+#   stage/python/                    the pytest suite and its config (pyproject.toml)
+#   stage/cpp/bin, stage/cpp/lib     prebuilt C++ test executables + the shared libraries they need
+#   stage/cpp/src                    bindings-cpp sources (include, tests, CMakeLists) for a rebuild there
+#   stage/MANIFEST.txt               what was staged, and what was not and why
+#   .whl/                            optional: RMM 26.10 peer wheels (rmm-cu13, librmm-cu13, rapids-logger)
+#
+# Then, with the device tool: run `bash scripts/gpu-run.sh` with carry ["stage"] (add ".whl" for the
+# peer). Options: RMM_STAGE_PEER=0 skips the peer download.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../ci/lib.sh"
+cd "$RMM_ROOT" || exit 1
+
+STAGE=$RMM_ROOT/stage
+MANIFEST=$STAGE/MANIFEST.txt
+LIMIT_MIB=60
+rm -rf "$STAGE"
+mkdir -p "$STAGE"/{rust,wheels,python,cpp}
+manifest() { echo "$*" | tee -a "$MANIFEST"; }
+status=0
+
+command -v strip >/dev/null 2>&1 || apt_install binutils
+need_python
+
+# ---- Rust: test executables -------------------------------------------------------------------
+log "rust: cargo test --workspace --no-run"
+if cargo test --workspace --locked --no-run --message-format=json-render-diagnostics >"$STAGE/cargo.json"; then
+    python3 - "$STAGE/cargo.json" "$STAGE/rust" <<'PY' || status=1
+import json, os, re, shutil, sys
+src, dst = sys.argv[1], sys.argv[2]
+seen = set()
+for line in open(src):
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
+        continue
+    if not msg.get("profile", {}).get("test"):
+        continue
+    pkg = re.split(r"[#@]", msg["package_id"].rstrip("/"))
+    # package_id: "path+file:///.../core#rmm-core@0.1.0" or "...#0.1.0" (name = last path part)
+    name = pkg[1] if len(pkg) > 2 else os.path.basename(pkg[0].split("#")[0])
+    kinds = msg["target"]["kind"]
+    lib = any(k in ("lib", "rlib", "cdylib", "staticlib", "dylib", "proc-macro") for k in kinds)
+    base = f"{name}__{msg['target']['name']}" + ("" if lib else f"__{kinds[0]}")
+    if base in seen:
+        continue
+    seen.add(base)
+    shutil.copy2(msg["executable"], os.path.join(dst, base))
+    print(f"  staged {base}")
+PY
+    rm -f "$STAGE/cargo.json"
+    for f in "$STAGE"/rust/*; do [ -f "$f" ] && strip --strip-debug "$f"; done
+    manifest "rust: $(find "$STAGE/rust" -type f | wc -l) test executables (doc-tests need rustc: not staged)"
+    # The tour, to see it on a GPU (run by gpu-run.sh, not counted as a test).
+    if cargo build --release --locked -q -p rmm --example tour 2>/dev/null; then
+        mkdir -p "$STAGE/bin"
+        cp "$(target_dir)/release/examples/tour" "$STAGE/bin/tour" && strip --strip-debug "$STAGE/bin/tour"
+        manifest "tour: stage/bin/tour"
+    fi
+else
+    manifest "rust: NOT STAGED (cargo test --no-run failed)"
+    status=1
+fi
+
+# ---- Python: wheel + tests ----------------------------------------------------------------------
+log "python: maturin build --release"
+pip_install_if_missing maturin maturin >/dev/null 2>&1 || true
+if ! command -v maturin >/dev/null 2>&1 && ! python3 -m maturin --version >/dev/null 2>&1; then
+    manifest "python: NOT STAGED (maturin could not be installed)"
+    status=1
+elif python3 -m maturin build --release --locked -m bindings-python/Cargo.toml -o "$STAGE/wheels" 2>&1 |
+    grep -v '^warning\|^ *|\|^ *=\|^ *-->\|^$'; then
+    cp bindings-python/pyproject.toml "$STAGE/python/"
+    cp -r bindings-python/tests "$STAGE/python/tests"
+    find "$STAGE/python" -name __pycache__ -prune -exec rm -rf {} +
+    manifest "python: $(cd "$STAGE/wheels" && ls *.whl) + $(ls "$STAGE"/python/tests/test_*.py | wc -l) test files"
+else
+    manifest "python: NOT STAGED (maturin build failed)"
+    status=1
+fi
+
+# ---- C++: prebuilt gtest executables (+ sources) -------------------------------------------------
+log "cpp: build the GoogleTest executables here"
+if [ ! -f bindings-cpp/CMakeLists.txt ]; then
+    manifest "cpp: NOT STAGED (bindings-cpp/CMakeLists.txt does not exist yet)"
+else
+    apt_install cmake ninja-build g++ libgtest-dev >/dev/null || true
+    build=build/cpp-stage
+    # shellcheck disable=SC2086
+    if cmake -S bindings-cpp -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${RMM_CPP_CMAKE_ARGS:-} >/dev/null &&
+        cmake --build "$build"; then
+        mkdir -p "$STAGE/cpp/bin" "$STAGE/cpp/lib"
+        # Every executable ctest would run (first word of each test command), staged once.
+        ctest --test-dir "$build" --show-only=json-v1 >"$STAGE/ctest.json" 2>/dev/null
+        python3 - "$STAGE/ctest.json" "$STAGE/cpp" <<'PY' || status=1
+import json, os, shutil, subprocess, sys
+info = json.load(open(sys.argv[1]))
+out = sys.argv[2]
+exes = []
+for t in info.get("tests", []):
+    cmd = t.get("command") or []
+    if cmd and os.path.isfile(cmd[0]) and os.access(cmd[0], os.X_OK) and cmd[0] not in exes:
+        exes.append(cmd[0])
+system = ("linux-vdso", "ld-linux", "libc.so", "libm.so", "libdl.so", "libpthread.so", "librt.so",
+          "libgcc_s.so", "libstdc++.so", "libcuda.so", "libnvidia")
+libs = set()
+for exe in exes:
+    shutil.copy2(exe, os.path.join(out, "bin", os.path.basename(exe)))
+    print(f"  staged {os.path.basename(exe)}")
+    ldd = subprocess.run(["ldd", exe], capture_output=True, text=True).stdout
+    for line in ldd.splitlines():
+        parts = line.split("=>")
+        if len(parts) == 2 and parts[1].strip().startswith("/"):
+            path = parts[1].split("(")[0].strip()
+            if not any(os.path.basename(path).startswith(s) for s in system):
+                libs.add(path)
+for lib in sorted(libs):
+    shutil.copy2(lib, os.path.join(out, "lib", os.path.basename(lib)))
+    print(f"  staged lib {os.path.basename(lib)}")
+if not exes:
+    print("  no test executables found in ctest's list")
+    sys.exit(1)
+PY
+        rm -f "$STAGE/ctest.json"
+        for f in "$STAGE"/cpp/bin/* "$STAGE"/cpp/lib/*; do [ -f "$f" ] && strip --strip-debug "$f"; done
+        manifest "cpp: $(ls "$STAGE/cpp/bin" | wc -l) test executables, $(ls "$STAGE/cpp/lib" | wc -l) libraries"
+    else
+        manifest "cpp: NOT STAGED (cmake configure/build of bindings-cpp failed)"
+        status=1
+    fi
+    # Sources too, for a rebuild on the GPU machine (nvcc there) once the CMake project can use a
+    # prebuilt librmm.so.
+    mkdir -p "$STAGE/cpp/src"
+    for d in CMakeLists.txt include tests cmake; do
+        [ -e "bindings-cpp/$d" ] && cp -r "bindings-cpp/$d" "$STAGE/cpp/src/"
+    done
+    so="$(target_dir)/release/librmm.so"
+    [ -f "$so" ] && cp "$so" "$STAGE/cpp/src/librmm.so" && strip --strip-debug "$STAGE/cpp/src/librmm.so"
+fi
+
+# ---- Peer: RMM 26.10 wheels (optional) ----------------------------------------------------------
+if [ "${RMM_STAGE_PEER:-1}" != 0 ]; then
+    log "peer: pip download rmm-cu13 26.10 into .whl/"
+    if ls .whl/rmm_cu13-26.10.* .whl/librmm_cu13-26.10.* .whl/rapids_logger-* >/dev/null 2>&1; then
+        manifest "peer: already in .whl/: $(cd .whl && ls | tr '\n' ' ')"
+    elif python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
+        'rmm-cu13==26.10.*' 'librmm-cu13==26.10.*' 'rapids-logger==0.3.*' </dev/null; then
+        manifest "peer: downloaded to .whl/: $(cd .whl && ls | tr '\n' ' ')"
+    else
+        manifest "peer: not downloaded (pip download failed; the peer is optional)"
+    fi
+fi
+
+# ---- Size check ---------------------------------------------------------------------------------
+size_kib=$(du -sk "$STAGE" | cut -f1)
+peer_kib=$( [ -d .whl ] && du -sk .whl | cut -f1 || echo 0)
+manifest "size: stage/ $((size_kib / 1024)) MiB, .whl/ $((peer_kib / 1024)) MiB (limit ${LIMIT_MIB} MiB for stage/)"
+if [ "$size_kib" -gt $((LIMIT_MIB * 1024)) ]; then
+    echo "ERROR: stage/ is larger than ${LIMIT_MIB} MiB" >&2
+    status=1
+fi
+echo
+echo "Staged into stage/ (see stage/MANIFEST.txt). On the GPU machine, with carry [\"stage\", \".whl\"]:"
+echo "  bash scripts/gpu-run.sh"
+exit "$status"
