@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Rust suite: cargo test on CPU (GPU tests are #[ignore = "needs a CUDA GPU"] and listed as ignored);
-# with a GPU (nvidia-smi -L succeeds) also the ignored ones. Clippy is advisory.
+# with a GPU (nvidia-smi -L succeeds) also the ignored ones. Clippy (-D warnings) gates when available.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$RMM_ROOT" || exit 1
@@ -21,7 +21,7 @@ else
 fi
 
 if cargo clippy --version >/dev/null 2>&1 || timeout 120 rustup component add clippy >/dev/null 2>&1; then
-    advisory "rust clippy: -D warnings" cargo clippy --workspace --all-targets --locked -- -D warnings
+    step "rust clippy: -D warnings" cargo clippy --workspace --all-targets --locked -- -D warnings
 else
     note "rust clippy: not available"
 fi

@@ -86,9 +86,8 @@ fn describe_gpus() {
     let count = rmm::cuda::device_count().unwrap_or(0);
     println!("CUDA: {count} device(s)");
     for device in 0..count {
-        let name = cudarc::driver::result::device::get(device)
-            .and_then(cudarc::driver::result::device::get_name)
-            .unwrap_or_else(|e| format!("<name unavailable: {e:?}>"));
+        let name = rmm::cuda::device::name(device)
+            .unwrap_or_else(|e| format!("<name unavailable: {e}>"));
         match rmm::cuda::mem_info(device) {
             Ok((free, total)) => {
                 println!("  device {device}: {name}, {} free of {}", human(free), human(total))

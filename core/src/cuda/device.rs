@@ -121,6 +121,20 @@ pub fn attribute(device: DeviceId, attribute: sys::CUdevice_attribute) -> Result
     Ok(value)
 }
 
+/// The device's name, e.g. `"NVIDIA H200"`.
+///
+/// # Errors
+/// Invalid device or host mode.
+pub fn name(device: DeviceId) -> Result<String> {
+    let handle = check_device(device)?;
+    let mut buf = [0 as std::ffi::c_char; 256];
+    // SAFETY: `buf` is writable for its full length, which is what we pass; `handle` is valid.
+    let status = unsafe { sys::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as i32, handle) };
+    check(status, "cuDeviceGetName")?;
+    // SAFETY: the driver wrote a NUL-terminated string into `buf`.
+    Ok(unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+}
+
 /// True when `device` can access pageable host memory (HMM or ATS): the condition for system memory
 /// to be device-accessible.
 pub fn supports_pageable_memory_access(device: DeviceId) -> bool {
