@@ -7,12 +7,16 @@
 //! - [`cuda`]: the only module that calls the CUDA driver (loaded at run time);
 //! - [`resource`]: [`MemoryResource`], [`Access`], [`AnyResource`], [`ResourceRef`];
 //! - [`mr`]: the resources, one file each;
+//! - [`registry`]: the per-device current resource;
+//! - [`abi`]: the stable C ABI through which resources cross into C, C++ and other binaries;
 //! - [`error`]: the one [`Error`] type.
 
+pub mod abi;
 pub mod aligned;
 pub mod cuda;
 pub mod error;
 pub mod mr;
+pub mod registry;
 pub mod resource;
 
 #[cfg(test)]
