@@ -289,7 +289,10 @@ pub fn reset_per_device_resource(device: DeviceId) -> Result<AnyResource> {
 /// # Errors
 /// Driver errors from asking for the current device.
 pub fn current_device_or_host() -> Result<DeviceId> {
-    if cuda::is_host_mode() {
+    // Host mode cannot change while the process runs (the driver's answer is cached), and this is
+    // on the hot path of every `current_resource()`: ask once.
+    static HOST_MODE: OnceLock<bool> = OnceLock::new();
+    if *HOST_MODE.get_or_init(cuda::is_host_mode) {
         Ok(0)
     } else {
         cuda::current_device()
