@@ -8,13 +8,17 @@
 //! - [`resource`]: [`MemoryResource`], [`Access`], [`AnyResource`], [`ResourceRef`];
 //! - [`mr`]: the resources, one file each;
 //! - [`buffer`]: the containers [`DeviceBuffer`], [`DeviceVector`] and [`DeviceScalar`];
+//! - [`registry`]: the per-device current resource;
+//! - [`abi`]: the stable C ABI through which resources cross into C, C++ and other binaries;
 //! - [`error`]: the one [`Error`] type.
 
+pub mod abi;
 pub mod aligned;
 pub mod buffer;
 pub mod cuda;
 pub mod error;
 pub mod mr;
+pub mod registry;
 pub mod resource;
 
 #[cfg(test)]

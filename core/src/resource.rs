@@ -173,6 +173,10 @@ pub fn downcast<R: MemoryResource>(resource: &dyn MemoryResource) -> Option<&R> 
 ///
 /// Cloning shares ownership: the resource lives until the last clone (in any language) is dropped.
 ///
+/// It also carries the C ABI vtable of its concrete type (see [`crate::abi`]), so it can cross into
+/// C, C++ or another binary as an `rmm_resource` handle without a copy or a second wrapper
+/// ([`AnyResource::into_handle`], [`AnyResource::from_handle`]).
+///
 /// ```
 /// use rmm_core::{AnyResource, MemoryResource, cuda::Stream, mr::SystemMemoryResource};
 /// let mr = AnyResource::new(SystemMemoryResource::new());
@@ -184,7 +188,9 @@ pub fn downcast<R: MemoryResource>(resource: &dyn MemoryResource) -> Option<&R> 
 /// ```
 #[derive(Clone)]
 pub struct AnyResource {
-    inner: Arc<dyn MemoryResource>,
+    pub(crate) inner: Arc<dyn MemoryResource>,
+    /// The C ABI vtable of the concrete type behind `inner` (one static per type).
+    pub(crate) vtable: &'static crate::abi::RustVTable,
 }
 
 impl AnyResource {
@@ -193,12 +199,12 @@ impl AnyResource {
         if let Some(any) = (&resource as &dyn Any).downcast_ref::<AnyResource>() {
             return any.clone();
         }
-        Self { inner: Arc::new(resource) }
+        Self { inner: Arc::new(resource), vtable: crate::abi::vtable_for::<R>() }
     }
 
     /// Wraps an already shared resource without copying it.
     pub fn from_arc<R: MemoryResource>(resource: Arc<R>) -> Self {
-        Self { inner: resource }
+        Self { inner: resource, vtable: crate::abi::vtable_for::<R>() }
     }
 
     /// Wraps `resource` after checking it provides `required` access

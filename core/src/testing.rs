@@ -23,3 +23,62 @@ pub(crate) fn skip(test: &str, reason: &str) {
         }
     }
 }
+
+/// A host-memory resource for tests: claims whatever access it is given, counts allocations and
+/// live blocks, and records its drop in a shared flag (so tests can see when the last owner, in any
+/// language, let go).
+pub(crate) struct Probe {
+    pub(crate) access: crate::Access,
+    pub(crate) allocations: std::sync::atomic::AtomicUsize,
+    pub(crate) live: std::sync::atomic::AtomicIsize,
+    pub(crate) dropped: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Probe {
+    /// A probe with `access`.
+    pub(crate) fn new(access: crate::Access) -> Self {
+        Self {
+            access,
+            allocations: Default::default(),
+            live: Default::default(),
+            dropped: Default::default(),
+        }
+    }
+
+    /// Allocations so far.
+    pub(crate) fn allocations(&self) -> usize {
+        self.allocations.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        self.dropped.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl crate::MemoryResource for Probe {
+    fn allocate(&self, stream: crate::cuda::Stream, bytes: usize, alignment: usize) -> crate::Result<*mut u8> {
+        let p = crate::mr::SystemMemoryResource::new().allocate(stream, bytes, alignment)?;
+        self.allocations.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.live.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(p)
+    }
+    unsafe fn deallocate(&self, stream: crate::cuda::Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> crate::Result<()> {
+        self.live.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        // SAFETY: forwarded; the probe allocates from the system resource.
+        unsafe { crate::mr::SystemMemoryResource::new().deallocate(stream, ptr, bytes, alignment) }
+    }
+    fn access(&self) -> crate::Access {
+        self.access
+    }
+    fn name(&self) -> &str {
+        "probe"
+    }
+    fn is_equal(&self, other: &dyn crate::MemoryResource) -> bool {
+        crate::resource::downcast::<Probe>(other).is_some_and(|o| std::ptr::eq(self, o))
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

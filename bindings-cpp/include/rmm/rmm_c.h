@@ -1,0 +1,208 @@
+/*
+ * rmm_c.h: the stable C ABI of librmm (rmm-rs).
+ *
+ * Plain C99, usable from C++. librmm.so is the process-wide owner of the per-device current
+ * resource; everything that crosses a language or binary boundary goes through this header.
+ *
+ * Resources
+ *   A resource crosses any boundary as an rmm_resource handle { self, vtable }. For resources made
+ *   by rmm (Rust), `self` is the Rust Arc's data pointer and retain/release move the Arc's own
+ *   reference count: nothing is copied, and the resource lives while anyone (in any language) holds
+ *   a reference. A resource written in C or C++ provides its own vtable (see rmm_resource_vtable).
+ *
+ * Ownership
+ *   - An "owning" handle carries one reference: give it back with rmm_resource_release().
+ *   - A "borrowed" handle must stay alive for the duration of the call; the callee retains it if it
+ *     keeps it.
+ *   - Every function below says which it takes and which it returns. Releasing the empty handle
+ *     {NULL, NULL} is a no-op.
+ *
+ * Errors
+ *   Fallible functions return RMM_OK (0) or an RMM_ERROR_* kind, and fill the optional rmm_error*
+ *   out-parameter (which may be NULL) with the details. On failure, handle out-parameters are set to
+ *   the empty handle. NULL for a required out-pointer is RMM_ERROR_INVALID_ARGUMENT, never a crash.
+ *   Nothing unwinds or throws across this ABI: Rust panics are caught and reported as
+ *   RMM_ERROR_PANIC; C++ resource implementations must catch their exceptions likewise.
+ *
+ * Threads
+ *   Every function may be called from any thread. Resource implementations must be thread-safe.
+ */
+#ifndef RMM_RMM_C_H
+#define RMM_RMM_C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The ABI's major version. Handles of another major version are rejected. */
+#define RMM_ABI_VERSION 1u
+
+/** Capacity of rmm_error.message, NUL included. */
+#define RMM_ERROR_MESSAGE_SIZE 512
+
+/** Status codes: the return value of fallible calls and rmm_error.kind. */
+enum rmm_status {
+  RMM_OK = 0,                     /**< success */
+  RMM_ERROR_OUT_OF_MEMORY = 1,    /**< the resource could not provide the memory; see bytes */
+  RMM_ERROR_CUDA = 2,             /**< a CUDA call failed; see cuda_code (a CUresult) */
+  RMM_ERROR_INVALID_ARGUMENT = 3, /**< bad argument, NULL out-pointer, invalid handle or device */
+  RMM_ERROR_NO_DRIVER = 4,        /**< no CUDA driver on this machine */
+  RMM_ERROR_NO_DEVICE = 5,        /**< no (such) CUDA device */
+  RMM_ERROR_UNSUPPORTED = 6,      /**< not supported by this resource, device or driver */
+  RMM_ERROR_PANIC = 7             /**< internal failure (a caught Rust panic or C++ exception) */
+};
+
+/** Details of a failed call. */
+typedef struct rmm_error {
+  int32_t kind;      /**< RMM_OK or an RMM_ERROR_* value (the call's return value) */
+  int32_t cuda_code; /**< the CUresult for RMM_ERROR_CUDA, else 0 */
+  uint64_t bytes;    /**< the requested size for RMM_ERROR_OUT_OF_MEMORY, else 0 */
+  char message[RMM_ERROR_MESSAGE_SIZE]; /**< UTF-8, NUL-terminated, truncated to fit */
+} rmm_error;
+
+typedef struct rmm_resource_vtable rmm_resource_vtable;
+
+/** A resource handle. Owning or borrowed depending on where it came from (see each function). */
+typedef struct rmm_resource {
+  void* self;                        /**< the object (Rust: the Arc's data pointer); may be NULL */
+  const rmm_resource_vtable* vtable; /**< the operations; NULL only in the empty handle */
+} rmm_resource;
+
+/**
+ * The operations of a resource. Every function pointer is required.
+ *
+ * To implement a resource in C or C++, fill a static vtable with abi_version = RMM_ABI_VERSION,
+ * size = sizeof(rmm_resource_vtable) and owner = the address of any object of yours (it is compared,
+ * never read). Entries must be thread-safe, must not throw, and must accept err == NULL. Streams are
+ * cudaStream_t values (NULL = the default stream). Allocation of 0 bytes returns NULL; deallocating
+ * NULL is a no-op. Alignment must be a power of two (RMM_ERROR_INVALID_ARGUMENT otherwise).
+ * Fields may be appended in later versions of the same major version; readers check `size`.
+ */
+struct rmm_resource_vtable {
+  uint32_t abi_version; /**< RMM_ABI_VERSION */
+  uint32_t size;        /**< sizeof(rmm_resource_vtable) as its producer knew it */
+  const void* owner;    /**< identifies the binary whose handles these are (rmm_abi_owner()) */
+  /** Adds a reference. */
+  void (*retain)(void* self);
+  /** Drops a reference; the last one frees the resource. */
+  void (*release)(void* self);
+  /** Stream-ordered allocation into *out; returns a status. */
+  int (*allocate)(void* self, void* stream, size_t bytes, size_t alignment, void** out, rmm_error* err);
+  /** Stream-ordered deallocation of ptr (from allocate with the same bytes and alignment). */
+  int (*deallocate)(void* self, void* stream, void* ptr, size_t bytes, size_t alignment, rmm_error* err);
+  /** Allocation usable on every stream as soon as it returns. */
+  int (*allocate_sync)(void* self, size_t bytes, size_t alignment, void** out, rmm_error* err);
+  /** Deallocation of memory no pending work uses. */
+  int (*deallocate_sync)(void* self, void* ptr, size_t bytes, size_t alignment, rmm_error* err);
+  /** Who can access the memory: bit 0 device, bit 1 host. */
+  uint32_t (*access)(void* self);
+  /** The resource's name; valid while the resource lives. */
+  const char* (*name)(void* self);
+  /** Non-zero when memory from self may be freed by other and vice versa. */
+  int (*is_equal)(void* self, void* other_self, const rmm_resource_vtable* other_vtable);
+};
+
+/** Access bits returned by rmm_resource_access() and vtable->access. */
+#define RMM_ACCESS_DEVICE 1u
+#define RMM_ACCESS_HOST 2u
+
+/* ---------------------------------------------------------------------------------------------
+ * Library
+ * ------------------------------------------------------------------------------------------- */
+
+/** RMM_ABI_VERSION of the loaded library. */
+uint32_t rmm_abi_version(void);
+
+/** The owner tag of this library's handles: vtable->owner == rmm_abi_owner() means the resource
+ *  was made by this librmm. */
+const void* rmm_abi_owner(void);
+
+/** 1 in host mode (no CUDA driver or no device: only device 0, host memory), else 0. */
+int rmm_is_host_mode(void);
+
+/** A static string naming a status, e.g. "RMM_ERROR_OUT_OF_MEMORY". Never NULL. */
+const char* rmm_error_kind_name(int kind);
+
+/* ---------------------------------------------------------------------------------------------
+ * Per-device current resource (the process's one registry)
+ *
+ * An unset device lazily gets the initial resource: cuda_memory_resource with a GPU; in host mode
+ * only device 0 exists and its initial resource is system_memory_resource. A resource must be
+ * device-accessible to be set when a GPU is present, host-accessible in host mode. The "current"
+ * variants use the calling thread's current CUDA device (device 0 in host mode).
+ * ------------------------------------------------------------------------------------------- */
+
+/** The resource of `device`. *out receives an OWNING handle: the caller must release it. */
+int rmm_get_per_device_resource(int device, rmm_resource* out, rmm_error* err);
+
+/** Makes `resource` (BORROWED: the registry retains its own reference) the resource of `device`.
+ *  *previous_out receives the previous resource as an OWNING handle (the caller must release it);
+ *  previous_out may be NULL, and the previous reference is then released. */
+int rmm_set_per_device_resource(int device, rmm_resource resource, rmm_resource* previous_out, rmm_error* err);
+
+/** Puts the initial resource of `device` back. *previous_out as for rmm_set_per_device_resource. */
+int rmm_reset_per_device_resource(int device, rmm_resource* previous_out, rmm_error* err);
+
+/** rmm_get_per_device_resource() on the current device. *out is OWNING. */
+int rmm_get_current_device_resource(rmm_resource* out, rmm_error* err);
+
+/** rmm_set_per_device_resource() on the current device. `resource` is BORROWED; *previous_out is
+ *  OWNING (or released when previous_out is NULL). */
+int rmm_set_current_device_resource(rmm_resource resource, rmm_resource* previous_out, rmm_error* err);
+
+/** rmm_reset_per_device_resource() on the current device. *previous_out is OWNING (or released). */
+int rmm_reset_current_device_resource(rmm_resource* previous_out, rmm_error* err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Resource operations (work on any valid handle, Rust or C; `resource` is always BORROWED)
+ * ------------------------------------------------------------------------------------------- */
+
+/** Adds a reference: the caller then owns one more. No-op for the empty handle. */
+void rmm_resource_retain(rmm_resource resource);
+
+/** Gives back one OWNED reference; the last one frees the resource. No-op for the empty handle. */
+void rmm_resource_release(rmm_resource resource);
+
+/** Allocates `bytes` aligned to `alignment` (a power of two; 256 is the default guarantee), ordered
+ *  on `stream` (a cudaStream_t, NULL = default stream), into *out. */
+int rmm_resource_allocate(rmm_resource resource, void* stream, size_t bytes, size_t alignment, void** out,
+                          rmm_error* err);
+
+/** Returns `ptr` (from rmm_resource_allocate with the same bytes and alignment), ordered on `stream`. */
+int rmm_resource_deallocate(rmm_resource resource, void* stream, void* ptr, size_t bytes, size_t alignment,
+                            rmm_error* err);
+
+/** Allocates memory usable on every stream as soon as this returns. */
+int rmm_resource_allocate_sync(rmm_resource resource, size_t bytes, size_t alignment, void** out, rmm_error* err);
+
+/** Returns memory (from rmm_resource_allocate_sync) that no pending work uses. */
+int rmm_resource_deallocate_sync(rmm_resource resource, void* ptr, size_t bytes, size_t alignment, rmm_error* err);
+
+/** Access bits (RMM_ACCESS_DEVICE | RMM_ACCESS_HOST); 0 for an invalid handle. */
+uint32_t rmm_resource_access(rmm_resource resource);
+
+/** The resource's name, valid while the resource lives; NULL for an invalid handle. */
+const char* rmm_resource_name(rmm_resource resource);
+
+/** 1 when memory from `a` may be returned to `b` (same object, or a's is_equal says so), else 0. */
+int rmm_resource_is_equal(rmm_resource a, rmm_resource b);
+
+/* ---------------------------------------------------------------------------------------------
+ * Base resources
+ * ------------------------------------------------------------------------------------------- */
+
+/** A new cuda_memory_resource (cuMemAlloc/cuMemFree). *out is OWNING. Succeeds in host mode too;
+ *  allocating from it there fails with RMM_ERROR_NO_DRIVER or RMM_ERROR_NO_DEVICE. */
+int rmm_cuda_memory_resource_new(rmm_resource* out, rmm_error* err);
+
+/** A new system_memory_resource (host malloc; device-accessible with HMM/ATS). *out is OWNING. */
+int rmm_system_memory_resource_new(rmm_resource* out, rmm_error* err);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* RMM_RMM_C_H */

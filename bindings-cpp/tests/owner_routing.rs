@@ -1,0 +1,123 @@
+//! A Rust binary with its own copy of rmm-core shares the process's one registry once librmm.so is
+//! loaded: its registry calls route to librmm through the C ABI, and its resources cross without a
+//! wrapper in either direction.
+//!
+//! One test function on purpose: the process registry is chosen at first use, so nothing may touch
+//! it before librmm is loaded.
+
+use std::any::Any;
+use std::ffi::{c_int, c_void, CString};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rmm_core::abi::{self, rmm_error, rmm_resource, RMM_OK};
+use rmm_core::cuda::Stream;
+use rmm_core::registry;
+use rmm_core::{Access, AnyResource, MemoryResource, Result};
+
+/// Host memory that claims host and device access (accepted in host and GPU mode) and counts.
+struct Counting(AtomicUsize);
+
+impl MemoryResource for Counting {
+    fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        rmm_core::mr::SystemMemoryResource::new().allocate(stream, bytes, alignment)
+    }
+    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+        // SAFETY: forwarded; allocated by the system resource above.
+        unsafe { rmm_core::mr::SystemMemoryResource::new().deallocate(stream, ptr, bytes, alignment) }
+    }
+    fn access(&self) -> Access {
+        Access::HOST_DEVICE
+    }
+    fn name(&self) -> &str {
+        "counting"
+    }
+    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
+        std::ptr::addr_eq(self, other)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+type GetCurrent = unsafe extern "C" fn(*mut rmm_resource, *mut rmm_error) -> c_int;
+type Release = unsafe extern "C" fn(rmm_resource);
+
+#[test]
+fn registry_calls_route_to_the_loaded_librmm() {
+    // target/<profile>/deps/owner_routing-<hash> -> target/<profile>/librmm.so
+    let exe = std::env::current_exe().unwrap();
+    let lib_path = exe.parent().unwrap().parent().unwrap().join("librmm.so");
+    assert!(lib_path.exists(), "{} was not built", lib_path.display());
+    assert!(abi::find_loaded_owner().is_none(), "not loaded yet");
+
+    let c_path = CString::new(lib_path.to_str().unwrap()).unwrap();
+    // SAFETY: loading librmm runs no initialisers that matter; RTLD_LOCAL as Python would load it.
+    let lib = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    assert!(!lib.is_null(), "dlopen failed");
+
+    // Found by SONAME although it was loaded RTLD_LOCAL, and recognised as another binary.
+    let table = abi::find_loaded_owner().expect("the loaded librmm is found");
+    assert!(!table.is_local());
+    assert_ne!(table.owner, abi::owner_tag());
+    assert!(registry::routes_to_owner(), "first registry use after loading picks librmm");
+
+    // librmm's own entry points, to look at its registry directly.
+    // SAFETY: symbols of rmm_c.h with these signatures.
+    let (get_current, release): (GetCurrent, Release) = unsafe {
+        let sym = |name: &str| {
+            let name = CString::new(name).unwrap();
+            let p = libc::dlsym(lib, name.as_ptr());
+            assert!(!p.is_null());
+            p
+        };
+        (
+            std::mem::transmute::<*mut c_void, GetCurrent>(sym("rmm_get_current_device_resource")),
+            std::mem::transmute::<*mut c_void, Release>(sym("rmm_resource_release")),
+        )
+    };
+
+    // The initial resource is librmm's, seen here as a foreign resource that works.
+    let initial = registry::current_resource().unwrap();
+    assert!(initial.downcast_ref::<abi::ForeignResource>().is_some());
+    let expected = if rmm_core::cuda::is_host_mode() { "system_memory_resource" } else { "cuda_memory_resource" };
+    assert_eq!(initial.name(), expected);
+    if rmm_core::cuda::is_host_mode() {
+        let p = initial.allocate(Stream::DEFAULT, 64, 64).unwrap();
+        // SAFETY: 64 host bytes from `initial`.
+        unsafe {
+            std::ptr::write_bytes(p, 1, 64);
+            initial.deallocate(Stream::DEFAULT, p, 64, 64).unwrap();
+        }
+    }
+
+    // Our resource goes into librmm's registry as a handle (librmm holds a reference)...
+    let mine = AnyResource::new(Counting(AtomicUsize::new(0)));
+    let previous = registry::set_current_resource(mine.clone()).unwrap();
+    assert!(previous.ptr_eq(&initial) || previous == initial);
+    assert_eq!(mine.owner_count(), 2, "ours and librmm's");
+    let mut h = rmm_resource::NULL;
+    let mut err = rmm_error::new();
+    // SAFETY: valid out-pointers; the owning handle is released below.
+    unsafe {
+        assert_eq!(get_current(&mut h, &mut err), RMM_OK);
+        assert_eq!(h, mine.borrow_handle(), "librmm stores our handle itself, no wrapper");
+        release(h);
+    }
+    // ...and comes back from it as the same Arc.
+    let back = registry::current_resource().unwrap();
+    assert!(back.ptr_eq(&mine));
+    let p = back.allocate(Stream::DEFAULT, 32, 32).unwrap();
+    // SAFETY: from `back` with these arguments.
+    unsafe { back.deallocate(Stream::DEFAULT, p, 32, 32).unwrap() };
+    assert_eq!(mine.downcast_ref::<Counting>().unwrap().0.load(Ordering::SeqCst), 1);
+    drop(back);
+
+    // Errors cross as values.
+    let err = registry::per_device_resource(4096).unwrap_err();
+    assert!(matches!(err, rmm_core::Error::InvalidArgument(_)), "{err}");
+    assert!(err.to_string().contains("4096"), "{err}");
+
+    assert!(registry::reset_current_resource().unwrap().ptr_eq(&mine));
+    assert_eq!(mine.owner_count(), 1, "librmm gave its reference back");
+}
