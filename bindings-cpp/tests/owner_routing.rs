@@ -40,15 +40,29 @@ impl MemoryResource for Counting {
     }
 }
 
+/// Builds librmm.so for this test: `cargo test` builds only the rlib of this crate, not its
+/// cdylib. A separate target folder keeps the nested cargo clear of the outer one's lock.
+fn build_librmm() -> std::path::PathBuf {
+    let manifest_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target_dir = manifest_dir.join("../target/librmm-for-tests");
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "-p", "rmm-cpp", "--lib", "--target-dir"])
+        .arg(&target_dir)
+        .current_dir(manifest_dir)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "cargo build -p rmm-cpp failed");
+    let lib_path = target_dir.join("debug/librmm.so");
+    assert!(lib_path.exists(), "{} was not built", lib_path.display());
+    lib_path
+}
+
 type GetCurrent = unsafe extern "C" fn(*mut rmm_resource, *mut rmm_error) -> c_int;
 type Release = unsafe extern "C" fn(rmm_resource);
 
 #[test]
 fn registry_calls_route_to_the_loaded_librmm() {
-    // target/<profile>/deps/owner_routing-<hash> -> target/<profile>/librmm.so
-    let exe = std::env::current_exe().unwrap();
-    let lib_path = exe.parent().unwrap().parent().unwrap().join("librmm.so");
-    assert!(lib_path.exists(), "{} was not built", lib_path.display());
+    let lib_path = build_librmm();
     assert!(abi::find_loaded_owner().is_none(), "not loaded yet");
 
     let c_path = CString::new(lib_path.to_str().unwrap()).unwrap();
