@@ -74,6 +74,22 @@ impl DeviceBuffer {
         Self::with_alignment(size, DEFAULT_ALIGNMENT, stream, mr)
     }
 
+    /// A buffer of `size` bytes from the current device's resource (RMM's default argument
+    /// `mr = get_current_device_resource_ref()`); the buffer shares ownership of that resource.
+    ///
+    /// ```
+    /// use rmm_core::{DeviceBuffer, cuda::Stream};
+    /// let buf = DeviceBuffer::with_current_resource(64, Stream::DEFAULT)?;
+    /// assert_eq!(buf.size(), 64);
+    /// # Ok::<(), rmm_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`DeviceBuffer::new`], and the registry's error for an invalid current device.
+    pub fn with_current_resource(size: usize, stream: Stream) -> Result<Self> {
+        Self::new(size, stream, crate::registry::current_resource()?)
+    }
+
     /// Like [`DeviceBuffer::new`] with an explicit `alignment`, which must be a power of two.
     ///
     /// ```

@@ -43,6 +43,14 @@ impl<T: Pod> DeviceScalar<T> {
         Ok(Self { inner: DeviceVector::new(1, stream, mr)? })
     }
 
+    /// An uninitialized scalar from the current device's resource (RMM's default `mr`).
+    ///
+    /// # Errors
+    /// As [`DeviceScalar::new`], and the registry's error for an invalid current device.
+    pub fn with_current_resource(stream: Stream) -> Result<Self> {
+        Self::new(stream, crate::registry::current_resource()?)
+    }
+
     /// A scalar holding `value` (the stream is synchronized before returning).
     ///
     /// ```

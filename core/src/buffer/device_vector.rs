@@ -88,6 +88,14 @@ impl<T: Pod> DeviceVector<T> {
         Ok(Self { buf, _elements: PhantomData })
     }
 
+    /// `len` uninitialized elements from the current device's resource (RMM's default `mr`).
+    ///
+    /// # Errors
+    /// As [`DeviceVector::new`], and the registry's error for an invalid current device.
+    pub fn with_current_resource(len: usize, stream: Stream) -> Result<Self> {
+        Self::new(len, stream, crate::registry::current_resource()?)
+    }
+
     /// A vector holding a copy of `src` (the stream is synchronized before returning).
     ///
     /// ```

@@ -211,3 +211,32 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod current_resource_tests {
+    use super::*;
+    use crate::cuda::Stream;
+    use crate::registry;
+    use crate::testing::Probe;
+    use crate::Access;
+
+    #[test]
+    fn containers_default_to_the_current_device_resource() {
+        let _lock = registry::process_registry_test_lock();
+        let previous = registry::set_current_resource(crate::AnyResource::new(Probe::new(Access::HOST_DEVICE))).unwrap();
+        let current = registry::current_resource().unwrap();
+        let live = || current.downcast_ref::<Probe>().unwrap().live.load(std::sync::atomic::Ordering::SeqCst);
+        {
+            let buf = DeviceBuffer::with_current_resource(100, Stream::DEFAULT).unwrap();
+            assert!(buf.memory_resource().ptr_eq(&current), "the buffer shares the current resource");
+            let vec = DeviceVector::<u32>::with_current_resource(10, Stream::DEFAULT).unwrap();
+            assert!(vec.memory_resource().ptr_eq(&current));
+            let mut scalar = DeviceScalar::<f64>::with_current_resource(Stream::DEFAULT).unwrap();
+            scalar.set_value(&2.5).unwrap();
+            assert_eq!(scalar.value().unwrap(), 2.5);
+            assert_eq!(live(), 3);
+        }
+        assert_eq!(live(), 0, "every container freed its memory");
+        registry::set_current_resource(previous).unwrap();
+    }
+}
