@@ -4,7 +4,7 @@
 //! the [`Tour`] (which keeps the statistics) and shows one feature. To extend the tour, write another
 //! `fn(&mut Tour) -> rmm::Result<()>` and add it to `stops()`; nothing else changes.
 
-use rmm::mr::{CudaMemoryResource, SystemMemoryResource};
+use rmm::mr::{CudaAsyncMemoryResource, CudaMemoryResource, SystemMemoryResource};
 use rmm::prelude::*;
 
 /// Sizes every resource stop allocates: tiny, odd, page-sized and large.
@@ -45,6 +45,9 @@ fn stops() -> Vec<(&'static str, Stop)> {
     vec![
         ("system memory (host, works everywhere)", system_stop),
         ("CUDA device memory", cuda_stop),
+        ("CUDA async memory pool (cuda_async_memory_resource)", cuda_async_stop),
+        ("the current device resource and a DeviceBuffer", registry_stop),
+        ("one resource, shared through the C ABI without a copy", c_abi_stop),
     ]
 }
 
@@ -107,6 +110,59 @@ fn cuda_stop(tour: &mut Tour) -> Result<()> {
         return Ok(());
     }
     show_allocations(tour, &AnyResource::new(CudaMemoryResource::new()))
+}
+
+fn cuda_async_stop(tour: &mut Tour) -> Result<()> {
+    if !tour.gpu {
+        println!("    skipped: needs a CUDA GPU");
+        return Ok(());
+    }
+    let pool = CudaAsyncMemoryResource::new()?;
+    show_allocations(tour, &AnyResource::new(pool.clone()))?;
+    println!(
+        "    pool {:#x}: {} reserved, {} in use after the frees",
+        pool.pool_handle(),
+        human(pool.reserved_bytes()? as usize),
+        human(pool.used_bytes()? as usize)
+    );
+    Ok(())
+}
+
+/// Containers default to the per-device current resource, which any language may set.
+fn registry_stop(tour: &mut Tour) -> Result<()> {
+    let current = rmm::registry::current_resource()?;
+    println!("    current resource: {} ({}-accessible)", current.name(), current.access());
+    let text = b"allocated through the registry, copied in and out";
+    let mut buf = DeviceBuffer::with_current_resource(text.len(), Stream::DEFAULT)?;
+    tour.stats.allocated(buf.size());
+    buf.copy_from_host(text)?;
+    let back = buf.to_vec()?;
+    println!("    DeviceBuffer of {} at {:#x}: {:?}", human(buf.size()), buf.as_ptr() as usize, String::from_utf8_lossy(&back));
+    tour.stats.freed(buf.size());
+    drop(buf);
+    if back != text {
+        return Err(Error::invalid("DeviceBuffer did not read back what was written"));
+    }
+    Ok(())
+}
+
+/// A resource crosses the C ABI as `{self, vtable}` whose refcount is the Rust `Arc`'s own.
+fn c_abi_stop(tour: &mut Tour) -> Result<()> {
+    let mr = rmm::registry::current_resource()?;
+    let before = mr.owner_count();
+    let handle = mr.to_handle();
+    println!("    handed to C as rmm_resource {{ self: {:p} }}: owners {before} -> {}", handle.self_, mr.owner_count());
+    // SAFETY: `handle` holds one reference, taken over here.
+    let back = unsafe { AnyResource::from_handle(handle) };
+    println!("    back in Rust: the same object? {}", back.ptr_eq(&mr));
+    let p = back.allocate(Stream::DEFAULT, 4096, DEFAULT_ALIGNMENT)?;
+    tour.stats.allocated(4096);
+    // SAFETY: `p` came from `back` (the same resource) with these arguments.
+    unsafe { mr.deallocate(Stream::DEFAULT, p, 4096, DEFAULT_ALIGNMENT)? };
+    tour.stats.freed(4096);
+    drop(back);
+    println!("    owners after release: {}", mr.owner_count());
+    Ok(())
 }
 
 /// Allocates [`SIZES`] from `mr`, shows pointer and alignment, checks the memory round-trips bytes,
