@@ -19,6 +19,8 @@ export RMM_TEST_SKIP_LOG=$OUT/skips.txt
 : >"$RMM_TEST_SKIP_LOG"
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
+# The staged owner_routing test loads this librmm.so (there is no cargo here to build one).
+export RMM_LIBRMM_PATH=$STAGE/cpp/lib/librmm.so
 
 say() { echo "$*" | tee -a "$SUMMARY"; }
 total_pass=0 total_fail=0 total_skip=0
@@ -46,7 +48,11 @@ for exe in "$STAGE"/rust/*; do
     before=$(wc -l <"$RMM_TEST_SKIP_LOG")
     echo "######## $name --include-ignored" >>"$OUT/rust.log"
     chmod +x "$exe"
-    "$exe" --include-ignored >"$OUT/rust.one" 2>&1
+    # One test at a time, as RMM's gtest binaries run: the multi-thread tests start their own
+    # threads. With libtest's default parallelism, unrelated GPU tests interleaving thousands of
+    # legacy-stream synchronizations and stream creations hung inside libcuda (driver 580, H200,
+    # 2026-11-21; every thread parked on a driver lock) in 2 of 3 runs: see docs/testing.md.
+    "$exe" --include-ignored --test-threads=1 >"$OUT/rust.one" 2>&1
     rc=$?
     cat "$OUT/rust.one" >>"$OUT/rust.log"
     result=$(grep -E '^test result:' "$OUT/rust.one" | tail -1)

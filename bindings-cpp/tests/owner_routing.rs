@@ -42,7 +42,13 @@ impl MemoryResource for Counting {
 
 /// Builds librmm.so for this test: `cargo test` builds only the rlib of this crate, not its
 /// cdylib. A separate target folder keeps the nested cargo clear of the outer one's lock.
+/// `RMM_LIBRMM_PATH` names a prebuilt one instead (the GPU machine has no cargo).
 fn build_librmm() -> std::path::PathBuf {
+    if let Some(prebuilt) = std::env::var_os("RMM_LIBRMM_PATH") {
+        let path = std::path::PathBuf::from(prebuilt);
+        assert!(path.exists(), "RMM_LIBRMM_PATH={} does not exist", path.display());
+        return path;
+    }
     let manifest_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let target_dir = manifest_dir.join("../target/librmm-for-tests");
     let status = std::process::Command::new(env!("CARGO"))
