@@ -5,7 +5,6 @@
 //! One test function on purpose: the process registry is chosen at first use, so nothing may touch
 //! it before librmm is loaded.
 
-use std::any::Any;
 use std::ffi::{c_int, c_void, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -34,9 +33,6 @@ impl MemoryResource for Counting {
     }
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
         std::ptr::addr_eq(self, other)
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

@@ -836,16 +836,13 @@ impl MemoryResource for ForeignResource {
         unsafe { (self.fns.is_equal)(self.handle.self_, other.handle.self_, other.handle.vtable) != 0 }
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 impl AnyResource {
     /// A borrowed handle: valid while `self` (or a clone) lives; the callee must retain it to keep it.
     /// For a [`ForeignResource`] this is the original handle.
     pub fn borrow_handle(&self) -> rmm_resource {
-        if let Some(foreign) = self.inner.as_any().downcast_ref::<ForeignResource>() {
+        if let Some(foreign) = (self.inner.as_ref() as &dyn Any).downcast_ref::<ForeignResource>() {
             return foreign.handle;
         }
         rmm_resource { self_: Arc::as_ptr(&self.inner) as *const () as *mut c_void, vtable: &self.vtable.c }
@@ -859,7 +856,7 @@ impl AnyResource {
     /// Turns this owner into an owning handle (the reference count is unchanged; nothing is copied).
     /// The receiver gives the reference back with `release`.
     pub fn into_handle(self) -> rmm_resource {
-        if let Some(foreign) = self.inner.as_any().downcast_ref::<ForeignResource>() {
+        if let Some(foreign) = (self.inner.as_ref() as &dyn Any).downcast_ref::<ForeignResource>() {
             foreign.retain();
             return foreign.handle;
         }

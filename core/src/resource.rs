@@ -101,7 +101,7 @@ impl fmt::Debug for Access {
 /// Memory from `allocate(stream, ..)` may be used by work on `stream` right away; other streams must
 /// synchronize with `stream` first. `deallocate(stream, ..)` may reuse the memory for work ordered
 /// after the work already queued on `stream`.
-pub trait MemoryResource: Send + Sync + 'static {
+pub trait MemoryResource: Any + Send + Sync {
     /// Allocates `bytes` bytes aligned to `alignment`, usable on `stream`.
     ///
     /// # Errors
@@ -144,9 +144,6 @@ pub trait MemoryResource: Send + Sync + 'static {
 
     /// True when memory from `self` may be returned to `other` and vice versa.
     fn is_equal(&self, other: &dyn MemoryResource) -> bool;
-
-    /// `self` as `Any`, for [`downcast`].
-    fn as_any(&self) -> &dyn Any;
 }
 
 /// `other` as an `R`, looking through [`AnyResource`] wrappers (CCCL's `resource_cast`).
@@ -159,10 +156,10 @@ pub trait MemoryResource: Send + Sync + 'static {
 pub fn downcast<R: MemoryResource>(resource: &dyn MemoryResource) -> Option<&R> {
     let mut current = resource;
     loop {
-        if let Some(r) = current.as_any().downcast_ref::<R>() {
+        if let Some(r) = (current as &dyn Any).downcast_ref::<R>() {
             return Some(r);
         }
-        match current.as_any().downcast_ref::<AnyResource>() {
+        match (current as &dyn Any).downcast_ref::<AnyResource>() {
             Some(any) => current = any.inner.as_ref(),
             None => return None,
         }
@@ -294,14 +291,11 @@ impl MemoryResource for AnyResource {
         self.inner.name()
     }
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        let other = match other.as_any().downcast_ref::<AnyResource>() {
+        let other = match (other as &dyn Any).downcast_ref::<AnyResource>() {
             Some(any) => any.inner.as_ref(),
             None => other,
         };
         self.inner.is_equal(other)
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 
@@ -400,9 +394,6 @@ mod tests {
         }
         fn is_equal(&self, other: &dyn MemoryResource) -> bool {
             std::ptr::eq(self as *const Self as *const u8, other as *const dyn MemoryResource as *const u8)
-        }
-        fn as_any(&self) -> &dyn Any {
-            self
         }
     }
 

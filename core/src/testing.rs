@@ -78,7 +78,21 @@ impl crate::MemoryResource for Probe {
     fn is_equal(&self, other: &dyn crate::MemoryResource) -> bool {
         crate::resource::downcast::<Probe>(other).is_some_and(|o| std::ptr::eq(self, o))
     }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+}
+
+/// The checks every base resource makes before it asks the driver for anything: alignments that
+/// are not powers of two (or above the 256 bytes a base resource guarantees) are invalid, 0 bytes
+/// gives null, and freeing null is a no-op on both the stream-ordered and the synchronous path.
+pub(crate) fn assert_arguments_checked_before_the_driver(mr: &dyn crate::MemoryResource) {
+    use crate::cuda::Stream;
+    for align in [0usize, 3, 48, 512] {
+        let result = mr.allocate(Stream::DEFAULT, 64, align);
+        assert!(matches!(result, Err(crate::Error::InvalidArgument(_))), "{}: alignment {align}", mr.name());
+    }
+    assert!(mr.allocate(Stream::DEFAULT, 0, 256).unwrap().is_null(), "{}: 0 bytes", mr.name());
+    // SAFETY: freeing null is a no-op.
+    unsafe {
+        mr.deallocate(Stream::DEFAULT, std::ptr::null_mut(), 0, 256).unwrap();
+        mr.deallocate_sync(std::ptr::null_mut(), 0, 256).unwrap();
     }
 }

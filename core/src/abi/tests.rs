@@ -465,9 +465,6 @@ impl MemoryResource for Panicky {
     fn is_equal(&self, _: &dyn MemoryResource) -> bool {
         panic!("boom in is_equal")
     }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 #[test]

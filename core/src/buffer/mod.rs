@@ -81,7 +81,6 @@ pub(crate) unsafe fn store_async(dst: *mut u8, value: &[u8], stream: Stream) -> 
 pub(crate) mod testutil {
     //! A resource that records every allocation, for asserting that containers free what they take.
 
-    use std::any::Any;
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex};
 
@@ -180,9 +179,6 @@ pub(crate) mod testutil {
             std::ptr::eq(self as *const Self as *const u8, other as *const dyn MemoryResource as *const u8)
         }
 
-        fn as_any(&self) -> &dyn Any {
-            self
-        }
     }
 }
 

@@ -4,7 +4,6 @@
 //! synchronizes the device, so the stream argument only orders nothing. Stateless: every instance is
 //! equal to every other.
 
-use std::any::Any;
 
 use crate::aligned::check_base_alignment;
 use crate::cuda::{self, device::ensure_context, sys, Stream};
@@ -72,9 +71,6 @@ impl MemoryResource for CudaMemoryResource {
         crate::resource::downcast::<Self>(other).is_some()
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 #[cfg(test)]

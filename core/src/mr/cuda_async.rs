@@ -4,7 +4,6 @@
 //! Stateful: the pool lives in shared state; clones share it, compare equal only to each other, and
 //! the last one to drop destroys the pool (on the device it was made for).
 
-use std::any::Any;
 use std::sync::Arc;
 
 use crate::cuda::{self, device::ensure_context, sys, DeviceGuard, DeviceId, Stream};
@@ -257,9 +256,6 @@ impl MemoryResource for CudaAsyncMemoryResource {
         crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.inner, &o.inner))
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 #[cfg(test)]
@@ -308,13 +304,7 @@ mod tests {
 
     #[test]
     fn arguments_are_checked_before_the_driver() {
-        let mr = CudaAsyncMemoryResource::null_for_tests();
-        for align in [0usize, 3, 48, 512] {
-            assert!(matches!(mr.allocate(Stream::DEFAULT, 64, align), Err(Error::InvalidArgument(_))), "{align}");
-        }
-        assert!(mr.allocate(Stream::DEFAULT, 0, 256).unwrap().is_null());
-        // SAFETY: freeing null is a no-op.
-        unsafe { mr.deallocate(Stream::DEFAULT, std::ptr::null_mut(), 0, 256).unwrap() };
+        crate::testing::assert_arguments_checked_before_the_driver(&CudaAsyncMemoryResource::null_for_tests());
     }
 
     fn gpu_test_lock() -> std::sync::RwLockWriteGuard<'static, ()> {

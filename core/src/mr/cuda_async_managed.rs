@@ -4,7 +4,6 @@
 //! The default pool belongs to the driver: the resource never destroys it. Two resources are equal
 //! when they use the same pool (the same device).
 
-use std::any::Any;
 
 use crate::cuda::{self, device::ensure_context, sys, DeviceId, Stream};
 use crate::error::{Error, Result};
@@ -105,9 +104,6 @@ impl MemoryResource for CudaAsyncManagedMemoryResource {
         crate::resource::downcast::<Self>(other).is_some_and(|o| o.pool == self.pool)
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 #[cfg(test)]
@@ -145,13 +141,7 @@ mod tests {
 
     #[test]
     fn arguments_are_checked_before_the_driver() {
-        let mr = fake(0x1000);
-        for align in [0usize, 3, 48, 512] {
-            assert!(matches!(mr.allocate(Stream::DEFAULT, 64, align), Err(Error::InvalidArgument(_))), "{align}");
-        }
-        assert!(mr.allocate(Stream::DEFAULT, 0, 256).unwrap().is_null());
-        // SAFETY: freeing null is a no-op.
-        unsafe { mr.deallocate(Stream::DEFAULT, std::ptr::null_mut(), 0, 256).unwrap() };
+        crate::testing::assert_arguments_checked_before_the_driver(&fake(0x1000));
     }
 
     #[test]

@@ -3,7 +3,6 @@
 //!
 //! Stateful: it holds the pool handle; two views are equal when they use the same pool.
 
-use std::any::Any;
 
 use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
@@ -103,9 +102,6 @@ impl MemoryResource for CudaAsyncViewMemoryResource {
         crate::resource::downcast::<Self>(other).is_some_and(|o| o.pool == self.pool)
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 #[cfg(test)]
@@ -150,13 +146,7 @@ mod tests {
 
     #[test]
     fn arguments_are_checked_before_the_driver() {
-        let mr = fake(0x1000);
-        for align in [0usize, 3, 48, 512] {
-            assert!(matches!(mr.allocate(Stream::DEFAULT, 64, align), Err(Error::InvalidArgument(_))), "{align}");
-        }
-        assert!(mr.allocate(Stream::DEFAULT, 0, 256).unwrap().is_null());
-        // SAFETY: freeing null is a no-op.
-        unsafe { mr.deallocate_sync(std::ptr::null_mut(), 0, 256).unwrap() };
+        crate::testing::assert_arguments_checked_before_the_driver(&fake(0x1000));
     }
 
     #[test]

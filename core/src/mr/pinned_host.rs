@@ -4,7 +4,6 @@
 //! copies can use it directly: it is host- and device-accessible. Allocation is immediate, so the
 //! stream argument orders nothing. Stateless: every instance is equal to every other.
 
-use std::any::Any;
 
 use crate::aligned::check_base_alignment;
 use crate::cuda::{self, device::ensure_context, sys, Stream};
@@ -81,9 +80,6 @@ impl MemoryResource for PinnedHostMemoryResource {
         crate::resource::downcast::<Self>(other).is_some()
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 #[cfg(test)]
@@ -105,13 +101,7 @@ mod tests {
 
     #[test]
     fn arguments_are_checked_before_the_driver() {
-        let mr = PinnedHostMemoryResource::new();
-        for align in [0usize, 3, 48, 512] {
-            assert!(matches!(mr.allocate(Stream::DEFAULT, 64, align), Err(Error::InvalidArgument(_))), "{align}");
-        }
-        assert!(mr.allocate(Stream::DEFAULT, 0, 256).unwrap().is_null());
-        // SAFETY: freeing null is a no-op.
-        unsafe { mr.deallocate_sync(std::ptr::null_mut(), 0, 256).unwrap() };
+        crate::testing::assert_arguments_checked_before_the_driver(&PinnedHostMemoryResource::new());
     }
 
     #[test]

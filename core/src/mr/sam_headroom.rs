@@ -9,7 +9,6 @@
 //! Stateful in RMM (it holds the headroom): clones are equal, and two resources are equal when they
 //! keep the same headroom.
 
-use std::any::Any;
 
 use crate::aligned::{align_down, check_base_alignment, DEFAULT_ALIGNMENT};
 use crate::cuda::{self, device::ensure_context, sys, DeviceId, Stream};
@@ -135,9 +134,6 @@ impl MemoryResource for SamHeadroomMemoryResource {
         crate::resource::downcast::<Self>(other).is_some_and(|o| o.headroom == self.headroom)
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 #[cfg(test)]
@@ -176,13 +172,7 @@ mod tests {
 
     #[test]
     fn arguments_are_checked_before_the_driver() {
-        let mr = unchecked(0);
-        for align in [0usize, 3, 48, 512] {
-            assert!(matches!(mr.allocate(Stream::DEFAULT, 64, align), Err(Error::InvalidArgument(_))), "{align}");
-        }
-        assert!(mr.allocate(Stream::DEFAULT, 0, 256).unwrap().is_null());
-        // SAFETY: freeing null is a no-op.
-        unsafe { mr.deallocate(Stream::DEFAULT, std::ptr::null_mut(), 0, 256).unwrap() };
+        crate::testing::assert_arguments_checked_before_the_driver(&unchecked(0));
     }
 
     #[test]

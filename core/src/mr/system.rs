@@ -5,7 +5,6 @@
 //! Allocation is immediate, so the stream is ignored; deallocation synchronizes the stream first
 //! (with a GPU), since `free` cannot wait for queued work that still uses the memory.
 
-use std::any::Any;
 
 use crate::aligned::check_alignment;
 use crate::cuda::{self, Stream};
@@ -94,9 +93,6 @@ impl MemoryResource for SystemMemoryResource {
         crate::resource::downcast::<Self>(other).is_some()
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 #[cfg(test)]
