@@ -14,8 +14,9 @@ fi
 step "rust cpu: cargo test --workspace" cargo test --workspace --locked
 
 if has_gpu; then
-    step "rust gpu: cargo test --workspace -- --include-ignored" \
-        cargo test --workspace --locked -- --include-ignored
+    # One test at a time on the GPU: see docs/testing.md ("One test at a time on the GPU").
+    step "rust gpu: cargo test --workspace -- --include-ignored --test-threads=1" \
+        cargo test --workspace --locked -- --include-ignored --test-threads=1
 else
     note "rust gpu: no GPU (nvidia-smi -L failed); GPU tests listed as ignored above"
 fi
