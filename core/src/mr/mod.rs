@@ -10,6 +10,7 @@ pub(crate) mod detail;
 pub mod managed;
 pub mod pinned_host;
 pub mod sam_headroom;
+pub mod simulated;
 pub mod system;
 
 #[cfg(test)]
@@ -22,4 +23,5 @@ pub use cuda_async_view::CudaAsyncViewMemoryResource;
 pub use managed::ManagedMemoryResource;
 pub use pinned_host::PinnedHostMemoryResource;
 pub use sam_headroom::SamHeadroomMemoryResource;
+pub use simulated::{SimulatedMemoryResource, SimulatedUsage};
 pub use system::SystemMemoryResource;

@@ -1,4 +1,5 @@
 //! Helpers shared by several resources (RMM's `mr/detail/`): never part of the public API.
 
+pub(crate) mod free_list;
 pub(crate) mod mempool;
 pub(crate) mod size_guard;

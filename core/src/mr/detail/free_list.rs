@@ -1,0 +1,330 @@
+//! An address-ordered, coalescing free list with best-fit and first-fit lookup.
+//!
+//! Glossary:
+//! - *block*: a free range `[addr, addr + size)`;
+//! - *region*: the upstream allocation a block lies in (identified by its start address). Blocks
+//!   coalesce only within one region, so a region that is wholly free can be handed back upstream;
+//! - *tag*: what the owner needs to remember about a free block (for a pool: the streams whose
+//!   queued work may still use it). Coalescing merges tags with [`BlockTag::merge`].
+//!
+//! Invariants (checked by [`FreeList::check_invariants`] in tests):
+//! - no two blocks overlap, and no two adjacent blocks of one region stay separate;
+//! - `by_size` indexes exactly the blocks of `by_addr`;
+//! - `free_bytes` is the sum of the block sizes.
+//!
+//! Every operation is O(log n).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a free block carries besides its range.
+pub(crate) trait BlockTag: Clone + Default + std::fmt::Debug {
+    /// Folds `other` into `self` when two blocks coalesce.
+    fn merge(&mut self, other: &Self);
+}
+
+impl BlockTag for () {
+    fn merge(&mut self, _other: &Self) {}
+}
+
+/// A free block as handed out by [`FreeList::take_best_fit`] and friends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FreeBlock<T> {
+    /// Start address.
+    pub addr: usize,
+    /// Length in bytes.
+    pub size: usize,
+    /// Start address of the region (upstream allocation) the block lies in.
+    pub region: usize,
+    /// The owner's tag.
+    pub tag: T,
+}
+
+#[derive(Clone, Debug)]
+struct Entry<T> {
+    size: usize,
+    region: usize,
+    tag: T,
+}
+
+/// Free blocks, ordered by address and indexed by size.
+#[derive(Debug)]
+pub(crate) struct FreeList<T: BlockTag = ()> {
+    by_addr: BTreeMap<usize, Entry<T>>,
+    by_size: BTreeSet<(usize, usize)>,
+    free_bytes: usize,
+}
+
+impl<T: BlockTag> Default for FreeList<T> {
+    fn default() -> Self {
+        Self { by_addr: BTreeMap::new(), by_size: BTreeSet::new(), free_bytes: 0 }
+    }
+}
+
+// The sub-allocators (pool, arena, fixed-size) are the users of most of this; until they land,
+// only the simulated device and the tests call it. Remove this once they do.
+#[allow(dead_code)]
+impl<T: BlockTag> FreeList<T> {
+    /// An empty list.
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Total free bytes.
+    pub(crate) fn free_bytes(&self) -> usize {
+        self.free_bytes
+    }
+
+    /// Number of free blocks.
+    pub(crate) fn len(&self) -> usize {
+        self.by_addr.len()
+    }
+
+    /// True when nothing is free.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_addr.is_empty()
+    }
+
+    /// The size of the largest free block (0 when empty).
+    pub(crate) fn largest(&self) -> usize {
+        self.by_size.last().map_or(0, |&(size, _)| size)
+    }
+
+    fn unlink(&mut self, addr: usize) -> Entry<T> {
+        let entry = self.by_addr.remove(&addr).expect("unlink of a block that is not free");
+        self.by_size.remove(&(entry.size, addr));
+        self.free_bytes -= entry.size;
+        entry
+    }
+
+    fn link(&mut self, addr: usize, entry: Entry<T>) {
+        self.by_size.insert((entry.size, addr));
+        self.free_bytes += entry.size;
+        self.by_addr.insert(addr, entry);
+    }
+
+    /// Returns `[addr, addr + size)` of `region` to the list, coalescing with free neighbours of the
+    /// same region. `size == 0` is ignored.
+    ///
+    /// The caller guarantees the range is not already free (a double free would corrupt the list;
+    /// debug builds assert it).
+    pub(crate) fn insert(&mut self, addr: usize, size: usize, region: usize, tag: T) {
+        if size == 0 {
+            return;
+        }
+        debug_assert!(!self.overlaps(addr, size), "double free of [{addr:#x}, +{size})");
+        let mut start = addr;
+        let mut entry = Entry { size, region, tag };
+        if let Some((&prev_addr, prev)) = self.by_addr.range(..addr).next_back() {
+            if prev.region == region && prev_addr + prev.size == addr {
+                let prev = self.unlink(prev_addr);
+                start = prev_addr;
+                let mut tag = prev.tag;
+                tag.merge(&entry.tag);
+                entry = Entry { size: prev.size + entry.size, region, tag };
+            }
+        }
+        let end = start + entry.size;
+        if let Some(next) = self.by_addr.get(&end) {
+            if next.region == region {
+                let next = self.unlink(end);
+                entry.tag.merge(&next.tag);
+                entry.size += next.size;
+            }
+        }
+        self.link(start, entry);
+    }
+
+    /// Removes and returns the smallest block that holds `size` bytes, split so that exactly `size`
+    /// bytes are returned and the rest stays free (with the same tag).
+    pub(crate) fn take_best_fit(&mut self, size: usize) -> Option<FreeBlock<T>> {
+        let &(_, addr) = self.by_size.range((size, 0)..).next()?;
+        Some(self.take_at(addr, size))
+    }
+
+    /// Removes and returns `size` bytes from the lowest-addressed block that holds them.
+    pub(crate) fn take_first_fit(&mut self, size: usize) -> Option<FreeBlock<T>> {
+        let addr = self.by_addr.iter().find(|(_, e)| e.size >= size).map(|(&a, _)| a)?;
+        Some(self.take_at(addr, size))
+    }
+
+    /// Removes and returns the smallest block of at least `size` bytes for which `accept` holds,
+    /// split as [`FreeList::take_best_fit`] does. Scans blocks in increasing size order.
+    pub(crate) fn take_best_fit_where(
+        &mut self,
+        size: usize,
+        mut accept: impl FnMut(&FreeBlock<T>) -> bool,
+    ) -> Option<FreeBlock<T>> {
+        let addr = self.by_size.range((size, 0)..).map(|&(_, a)| a).find(|a| {
+            let e = &self.by_addr[a];
+            accept(&FreeBlock { addr: *a, size: e.size, region: e.region, tag: e.tag.clone() })
+        })?;
+        Some(self.take_at(addr, size))
+    }
+
+    fn take_at(&mut self, addr: usize, size: usize) -> FreeBlock<T> {
+        let entry = self.unlink(addr);
+        debug_assert!(entry.size >= size);
+        if entry.size > size {
+            let rest = Entry { size: entry.size - size, region: entry.region, tag: entry.tag.clone() };
+            self.link(addr + size, rest);
+        }
+        FreeBlock { addr, size, region: entry.region, tag: entry.tag }
+    }
+
+    /// Removes the region `[region, region + size)` if it is wholly free (one block), returning its
+    /// tag; otherwise leaves the list alone and returns `None`.
+    pub(crate) fn remove_whole_region(&mut self, region: usize, size: usize) -> Option<T> {
+        match self.by_addr.get(&region) {
+            Some(e) if e.region == region && e.size == size => Some(self.unlink(region).tag),
+            _ => None,
+        }
+    }
+
+    /// Iterates over the free blocks in address order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = FreeBlock<T>> + '_ {
+        self.by_addr
+            .iter()
+            .map(|(&addr, e)| FreeBlock { addr, size: e.size, region: e.region, tag: e.tag.clone() })
+    }
+
+    /// Replaces every tag with `f(tag)` (for example to drop streams known to be idle).
+    pub(crate) fn retag(&mut self, mut f: impl FnMut(&mut T)) {
+        for e in self.by_addr.values_mut() {
+            f(&mut e.tag);
+        }
+    }
+
+    /// True when some free block overlaps `[addr, addr + size)`.
+    pub(crate) fn overlaps(&self, addr: usize, size: usize) -> bool {
+        let end = addr + size;
+        if let Some((&a, e)) = self.by_addr.range(..end).next_back() {
+            return a + e.size > addr;
+        }
+        false
+    }
+
+    /// Panics with a description when an invariant is broken (tests only).
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        let mut total = 0;
+        let mut prev: Option<(usize, &Entry<T>)> = None;
+        for (&addr, e) in &self.by_addr {
+            assert!(e.size > 0, "empty block at {addr:#x}");
+            assert!(self.by_size.contains(&(e.size, addr)), "block {addr:#x} missing from the size index");
+            if let Some((pa, pe)) = prev {
+                assert!(pa + pe.size <= addr, "blocks {pa:#x}+{} and {addr:#x} overlap", pe.size);
+                assert!(
+                    !(pa + pe.size == addr && pe.region == e.region),
+                    "adjacent blocks {pa:#x} and {addr:#x} of one region were not coalesced"
+                );
+            }
+            total += e.size;
+            prev = Some((addr, e));
+        }
+        assert_eq!(self.by_size.len(), self.by_addr.len(), "size index has stale entries");
+        assert_eq!(total, self.free_bytes, "free byte count drifted");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug, Default, PartialEq)]
+    struct Streams(Vec<u32>);
+
+    impl BlockTag for Streams {
+        fn merge(&mut self, other: &Self) {
+            for s in &other.0 {
+                if !self.0.contains(s) {
+                    self.0.push(*s);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn neighbours_coalesce_within_a_region_only() {
+        let mut fl = FreeList::<()>::new();
+        fl.insert(0, 100, 0, ());
+        fl.insert(200, 100, 0, ());
+        fl.insert(100, 100, 0, ());
+        assert_eq!(fl.len(), 1, "three contiguous blocks of one region become one");
+        fl.insert(300, 50, 300, ());
+        assert_eq!(fl.len(), 2, "a block of the next region stays apart");
+        fl.check_invariants();
+        assert_eq!(fl.free_bytes(), 350);
+        assert_eq!(fl.remove_whole_region(0, 300), Some(()));
+        assert_eq!(fl.remove_whole_region(300, 100), None, "only part of that region is free");
+    }
+
+    #[test]
+    fn best_fit_takes_the_smallest_block_and_splits_it() {
+        let mut fl = FreeList::<()>::new();
+        fl.insert(0, 1000, 0, ());
+        fl.insert(2000, 300, 2000, ());
+        fl.insert(4000, 500, 4000, ());
+        let b = fl.take_best_fit(256).unwrap();
+        assert_eq!((b.addr, b.size, b.region), (2000, 256, 2000));
+        assert_eq!(fl.free_bytes(), 1000 + 44 + 500);
+        assert!(fl.take_best_fit(2000).is_none());
+        let f = fl.take_first_fit(400).unwrap();
+        assert_eq!(f.addr, 0, "first fit takes the lowest address");
+        fl.check_invariants();
+    }
+
+    #[test]
+    fn tags_merge_when_blocks_coalesce_and_survive_splits() {
+        let mut fl = FreeList::<Streams>::new();
+        fl.insert(0, 256, 0, Streams(vec![1]));
+        fl.insert(256, 256, 0, Streams(vec![2]));
+        let b = fl.take_best_fit(128).unwrap();
+        assert_eq!(b.tag, Streams(vec![1, 2]));
+        assert_eq!(fl.iter().next().unwrap().tag, Streams(vec![1, 2]), "the remainder keeps the tag");
+        let picky = fl.take_best_fit_where(64, |blk| blk.tag.0.len() == 1);
+        assert!(picky.is_none());
+        fl.retag(|t| t.0.clear());
+        assert!(fl.take_best_fit_where(64, |blk| blk.tag.0.is_empty()).is_some());
+    }
+
+    proptest! {
+        /// Random inserts and takes against a byte-map model: no overlap, exact accounting,
+        /// everything coalesces back into whole regions at the end.
+        #[test]
+        fn random_operations_keep_the_invariants(ops in proptest::collection::vec((0u8..3, 1usize..64), 1..300)) {
+            const REGION: usize = 4096;
+            let regions = [0usize, REGION, 3 * REGION];
+            let mut fl = FreeList::<()>::new();
+            for r in regions {
+                fl.insert(r, REGION, r, ());
+            }
+            let mut taken: Vec<FreeBlock<()>> = Vec::new();
+            for (op, units) in ops {
+                let size = units * 16;
+                match op {
+                    0 => if let Some(b) = fl.take_best_fit(size) { taken.push(b) },
+                    1 => if let Some(b) = fl.take_first_fit(size) { taken.push(b) },
+                    _ => if !taken.is_empty() {
+                        let b = taken.swap_remove(units % taken.len());
+                        fl.insert(b.addr, b.size, b.region, ());
+                    },
+                }
+                for b in &taken {
+                    prop_assert!(!fl.overlaps(b.addr, b.size), "live block {:#x} is also free", b.addr);
+                    prop_assert!(b.addr >= b.region && b.addr + b.size <= b.region + REGION);
+                }
+                let live: usize = taken.iter().map(|b| b.size).sum();
+                prop_assert_eq!(fl.free_bytes() + live, 3 * REGION);
+                fl.check_invariants();
+            }
+            for b in taken.drain(..) {
+                fl.insert(b.addr, b.size, b.region, ());
+            }
+            for r in regions {
+                prop_assert_eq!(fl.remove_whole_region(r, REGION), Some(()));
+            }
+            prop_assert!(fl.is_empty());
+        }
+    }
+}
