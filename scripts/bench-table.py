@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Joins the Rust criterion results and RMM 26.10's peer CSV into one table.
+
+usage: bench-table.py CRITERION_DIR PEER_CSV OUT_CSV OUT_MD
+
+Criterion stores each benchmark under <dir>/<group>/<resource>/<threads>/new/ with estimates.json
+(times per iteration, ns) and benchmark.json (throughput: operations per iteration). ns per op is the
+median time per iteration over the operations of one iteration: the inverse of the aggregate
+throughput, the same unit as the peer's ns_per_op column.
+"""
+import csv
+import json
+import pathlib
+import sys
+
+
+def rust_rows(criterion_dir):
+    root = pathlib.Path(criterion_dir)
+    for estimates in sorted(root.glob("*/*/*/new/estimates.json")):
+        bench = json.loads((estimates.parent / "benchmark.json").read_text())
+        median_ns = json.loads(estimates.read_text())["median"]["point_estimate"]
+        elements = (bench.get("throughput") or {}).get("Elements") or 1
+        group, resource, threads = estimates.parts[-5], estimates.parts[-4], estimates.parts[-3]
+        yield {
+            "impl": "rmm-rs",
+            "resource": resource,
+            "workload": group,
+            "threads": int(threads),
+            "ns_per_op": median_ns / elements,
+        }
+
+
+def peer_rows(peer_csv):
+    with open(peer_csv, newline="") as f:
+        for row in csv.DictReader(f):
+            yield {
+                "impl": row["impl"],
+                "resource": row["resource"],
+                "workload": "pair256" if row["workload"] == "empty" else row["workload"],
+                "threads": int(row["threads"]),
+                "ns_per_op": float(row["ns_per_op"]),
+            }
+
+
+def main(criterion_dir, peer_csv, out_csv, out_md):
+    rows = list(rust_rows(criterion_dir)) + list(peer_rows(peer_csv))
+    with open(out_csv, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["impl", "resource", "workload", "threads", "ns_per_op"])
+        writer.writeheader()
+        writer.writerows(rows)
+    table = {}
+    for r in rows:
+        table.setdefault((r["workload"], r["resource"], r["threads"]), {})[r["impl"]] = r["ns_per_op"]
+    lines = [
+        "| workload | resource | threads | rmm-rs ns/op | RMM 26.10 ns/op | rmm-rs ÷ RMM |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for (workload, resource, threads), by_impl in sorted(table.items()):
+        ours, peer = by_impl.get("rmm-rs"), by_impl.get("rmm-26.10")
+        ratio = f"{ours / peer:.2f}" if ours and peer else "–"
+        fmt = lambda v: f"{v:,.1f}" if v is not None else "–"
+        lines.append(f"| {workload} | {resource} | {threads} | {fmt(ours)} | {fmt(peer)} | {ratio} |")
+    pathlib.Path(out_md).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 5:
+        sys.exit(__doc__)
+    main(*sys.argv[1:])
