@@ -87,16 +87,32 @@ pub fn set_current_device(device: DeviceId) -> Result<()> {
 }
 
 /// Makes sure the calling thread has a current context (device 0's primary one if it had none) and
-/// returns the current device. Every call that needs a context goes through here.
+/// returns the current device. Every call that needs a context goes through here, so it is on every
+/// allocation's path: one `cuCtxGetCurrent`, with the context's device cached per thread.
+///
+/// The cache is keyed by the context handle; contexts we use are primary contexts, which live as
+/// long as the process, so a handle never comes back for another device.
 pub(crate) fn ensure_context() -> Result<DeviceId> {
-    device_count()?;
+    thread_local! {
+        static LAST: std::cell::Cell<(usize, DeviceId)> = const { std::cell::Cell::new((0, 0)) };
+    }
+    driver()?;
     let mut ctx: sys::CUcontext = std::ptr::null_mut();
     // SAFETY: the driver is initialised; `ctx` is a valid out-pointer.
     check(unsafe { sys::cuCtxGetCurrent(&mut ctx) }, "cuCtxGetCurrent")?;
     if ctx.is_null() {
         set_current_device(0)?;
+        return Ok(0);
     }
-    current_device()
+    let (cached_ctx, cached_device) = LAST.with(|c| c.get());
+    if cached_ctx == ctx as usize {
+        return Ok(cached_device);
+    }
+    let mut dev: sys::CUdevice = 0;
+    // SAFETY: a context is current; `dev` is a valid out-pointer.
+    check(unsafe { sys::cuCtxGetDevice(&mut dev) }, "cuCtxGetDevice")?;
+    LAST.with(|c| c.set((ctx as usize, dev)));
+    Ok(dev)
 }
 
 /// Free and total memory of `device`, in bytes.
