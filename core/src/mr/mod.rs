@@ -12,6 +12,7 @@ pub mod managed;
 pub mod pinned_host;
 pub mod sam_headroom;
 pub mod simulated;
+pub mod statistics;
 pub mod system;
 
 #[cfg(test)]
@@ -26,4 +27,5 @@ pub use managed::ManagedMemoryResource;
 pub use pinned_host::PinnedHostMemoryResource;
 pub use sam_headroom::SamHeadroomMemoryResource;
 pub use simulated::{SimulatedMemoryResource, SimulatedUsage};
+pub use statistics::StatisticsResourceAdaptor;
 pub use system::SystemMemoryResource;
