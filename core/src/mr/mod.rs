@@ -14,6 +14,7 @@ pub mod sam_headroom;
 pub mod simulated;
 pub mod statistics;
 pub mod system;
+pub mod tracking;
 
 #[cfg(test)]
 pub(crate) mod test_harness;
@@ -29,3 +30,4 @@ pub use sam_headroom::SamHeadroomMemoryResource;
 pub use simulated::{SimulatedMemoryResource, SimulatedUsage};
 pub use statistics::StatisticsResourceAdaptor;
 pub use system::SystemMemoryResource;
+pub use tracking::TrackingResourceAdaptor;
