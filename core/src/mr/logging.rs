@@ -337,27 +337,7 @@ impl MemoryResource for LoggingResourceAdaptor {
 mod tests {
     use super::*;
     use crate::mr::{SimulatedMemoryResource, SystemMemoryResource};
-    use crate::testing::Probe;
-
-    /// A writer whose bytes the test can read while the adaptor still holds it.
-    #[derive(Clone, Default)]
-    struct Shared(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Shared {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Shared {
-        fn text(&self) -> String {
-            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-        }
-    }
+    use crate::testing::{Probe, SharedBuffer};
 
     /// A writer that always fails.
     struct Broken;
@@ -421,7 +401,7 @@ mod tests {
 
     #[test]
     fn header_then_one_line_per_event_over_host_memory() {
-        let out = Shared::default();
+        let out = SharedBuffer::default();
         let mr = LoggingResourceAdaptor::with_writer(Probe::new(Access::HOST), out.clone()).unwrap();
         assert_eq!(mr.header(), HEADER);
         assert_eq!(mr.file_name(), None);
@@ -457,7 +437,7 @@ mod tests {
 
     #[test]
     fn failures_are_logged_and_streams_are_hex_over_a_simulated_device() {
-        let out = Shared::default();
+        let out = SharedBuffer::default();
         let gpu = SimulatedMemoryResource::new(1 << 20).unwrap();
         let mr = LoggingResourceAdaptor::with_writer(gpu.clone(), out.clone()).unwrap();
         // SAFETY: a made-up handle; the simulated device never hands streams to CUDA.
@@ -548,7 +528,7 @@ mod tests {
 
     #[test]
     fn clones_share_the_log_and_compare_equal() {
-        let out = Shared::default();
+        let out = SharedBuffer::default();
         let a = LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), out.clone()).unwrap();
         let b = a.clone();
         assert!(a.is_equal(&b) && a.is_equal(&AnyResource::new(b.clone())));
@@ -561,7 +541,7 @@ mod tests {
 
     #[test]
     fn threads_write_whole_lines() {
-        let out = Shared::default();
+        let out = SharedBuffer::default();
         let mr = LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), out.clone()).unwrap();
         let threads: Vec<u64> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..8)
@@ -605,7 +585,7 @@ mod tests {
     #[ignore = "needs a CUDA GPU"]
     fn a_real_stream_is_logged_by_its_handle() {
         crate::testing::require_gpu();
-        let out = Shared::default();
+        let out = SharedBuffer::default();
         let mr = LoggingResourceAdaptor::with_writer(crate::mr::CudaAsyncMemoryResource::new().unwrap(), out.clone())
             .unwrap();
         let stream = crate::cuda::OwnedStream::new(crate::cuda::StreamFlags::NonBlocking).unwrap();

@@ -379,3 +379,82 @@ mod tests {
         Ok(AnyResource::new(TrackingResourceAdaptor::new(crate::mr::CudaAsyncMemoryResource::new()?, true)))
     });
 }
+
+/// The adaptors stacked: statistics over tracking over logging over a simulated device. Every
+/// layer's account of the same random workload agrees with the others and with the device.
+#[cfg(test)]
+mod composition_tests {
+    use proptest::prelude::*;
+
+    use crate::cuda::Stream;
+    use crate::mr::{LoggingResourceAdaptor, SimulatedMemoryResource, StatisticsResourceAdaptor, TrackingResourceAdaptor};
+    use crate::testing::SharedBuffer;
+    use crate::MemoryResource;
+
+    const CAPACITY: usize = 1 << 20;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn statistics_over_tracking_over_logging_agree(
+            ops in proptest::collection::vec((0usize..48, any::<bool>(), any::<u16>()), 1..300)
+        ) {
+            let gpu = SimulatedMemoryResource::new(CAPACITY).unwrap();
+            let out = SharedBuffer::default();
+            let logging = LoggingResourceAdaptor::with_writer(gpu.clone(), out.clone()).unwrap();
+            let tracking = TrackingResourceAdaptor::new(logging.clone(), false);
+            let stats = StatisticsResourceAdaptor::new(tracking.clone());
+            prop_assert_eq!(stats.access(), gpu.access(), "access passes through every layer");
+            let mut live: Vec<(usize, usize)> = Vec::new();
+            let (mut allocations, mut frees, mut failures) = (0i64, 0usize, 0usize);
+            for (blocks, free_one, pick) in ops {
+                if free_one && !live.is_empty() {
+                    let (p, bytes) = live.swap_remove(usize::from(pick) % live.len());
+                    // SAFETY: from `stats` with these arguments; simulated memory is never touched.
+                    unsafe { stats.deallocate(Stream::DEFAULT, p as *mut u8, bytes, 256).unwrap() };
+                    frees += 1;
+                } else {
+                    // Multiples of 256, so the device reserves exactly what was asked; now and then
+                    // more than the device has.
+                    let bytes = if pick % 29 == 0 { 2 * CAPACITY } else { blocks * 256 };
+                    match stats.allocate(Stream::DEFAULT, bytes, 256) {
+                        Ok(p) => {
+                            live.push((p as usize, bytes));
+                            allocations += 1;
+                        }
+                        Err(e) => {
+                            prop_assert!(e.is_out_of_memory());
+                            failures += 1;
+                        }
+                    }
+                }
+                let held: usize = live.iter().map(|&(_, b)| b).sum();
+                let nonzero = live.iter().filter(|&&(_, b)| b > 0).count();
+                let (bytes, count) = stats.counters();
+                let usage = gpu.usage();
+                prop_assert_eq!(bytes.value, held as i64);
+                prop_assert_eq!(tracking.allocated_bytes(), held);
+                prop_assert_eq!(usage.allocated_bytes, held);
+                prop_assert_eq!(bytes.peak, usage.peak_bytes as i64);
+                prop_assert_eq!(count.value, live.len() as i64, "zero-byte allocations count too");
+                prop_assert_eq!(tracking.outstanding_allocations().len(), nonzero, "but are not tracked");
+                prop_assert_eq!(usage.live_allocations, nonzero);
+            }
+            let mut tracked: Vec<(usize, usize)> =
+                tracking.outstanding_allocations().iter().map(|a| (a.address, a.bytes)).collect();
+            let mut expected: Vec<(usize, usize)> = live.iter().copied().filter(|&(_, b)| b > 0).collect();
+            tracked.sort_unstable();
+            expected.sort_unstable();
+            prop_assert_eq!(tracked, expected);
+            prop_assert_eq!(stats.allocations_counter().total, allocations);
+            logging.flush().unwrap();
+            let text = out.text();
+            let mut log = csv::Reader::from_reader(text.as_bytes());
+            let actions: Vec<String> = log.records().map(|r| r.unwrap()[2].to_string()).collect();
+            let count = |action: &str| actions.iter().filter(|a| *a == action).count();
+            prop_assert_eq!(count("allocate"), allocations as usize);
+            prop_assert_eq!(count("free"), frees);
+            prop_assert_eq!(count("allocate failure"), failures);
+        }
+    }
+}
