@@ -196,6 +196,11 @@ pub fn init_debug_log() -> Result<DebugLogSink> {
     if let Some(done) = state.as_ref() {
         return Ok(done.sink.clone());
     }
+    if tracing::dispatcher::has_been_set() {
+        // Checked first so that a host's subscriber spares RMM_DEBUG_LOG_FILE from being truncated.
+        *state = Some(Installed { sink: DebugLogSink::Host, filter: None, out: None });
+        return Ok(DebugLogSink::Host);
+    }
     let (out, sink): (Box<dyn Write + Send>, _) = match std::env::var_os(DEBUG_LOG_FILE_ENV) {
         Some(path) => {
             let path = PathBuf::from(path);
@@ -218,7 +223,7 @@ pub fn init_debug_log() -> Result<DebugLogSink> {
 /// [`init_debug_log`] when `RMM_DEBUG_LOG_FILE` is set, checked once per process (cheap after the
 /// first call). rmm-core calls it whenever a resource is wrapped in an [`crate::AnyResource`].
 pub(crate) fn init_from_env() {
-    if LAZY_CHECKED.swap(true, Ordering::AcqRel) {
+    if LAZY_CHECKED.load(Ordering::Acquire) || LAZY_CHECKED.swap(true, Ordering::AcqRel) {
         return;
     }
     if std::env::var_os(DEBUG_LOG_FILE_ENV).is_some() {

@@ -22,7 +22,10 @@ fn the_host_subscriber_is_kept() {
     let seen = Arc::new(AtomicUsize::new(0));
     let host = tracing_subscriber::registry().with(Count(seen.clone()));
     tracing::subscriber::set_global_default(host).unwrap();
+    let path = std::env::temp_dir().join(format!("rmm-debug-log-host-{}.log", std::process::id()));
+    std::env::set_var(debug_log::DEBUG_LOG_FILE_ENV, &path);
     assert_eq!(debug_log::init_debug_log().unwrap(), DebugLogSink::Host);
+    assert!(!path.exists(), "the file is neither created nor truncated");
     assert_eq!(debug_log::init_debug_log().unwrap(), DebugLogSink::Host, "idempotent");
     tracing::warn!(target: "rmm_core::it", "to the host");
     assert_eq!(seen.load(Ordering::SeqCst), 1);
