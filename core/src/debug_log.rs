@@ -170,6 +170,13 @@ struct Installed {
     out: Option<Arc<Sink>>,
 }
 
+impl Installed {
+    /// Nothing installed: the host's subscriber is in charge.
+    const fn host() -> Self {
+        Installed { sink: DebugLogSink::Host, filter: None, out: None }
+    }
+}
+
 static INSTALLED: Mutex<Option<Installed>> = Mutex::new(None);
 static LAZY_CHECKED: AtomicBool = AtomicBool::new(false);
 
@@ -198,7 +205,7 @@ pub fn init_debug_log() -> Result<DebugLogSink> {
     }
     if tracing::dispatcher::has_been_set() {
         // Checked first so that a host's subscriber spares RMM_DEBUG_LOG_FILE from being truncated.
-        *state = Some(Installed { sink: DebugLogSink::Host, filter: None, out: None });
+        *state = Some(Installed::host());
         return Ok(DebugLogSink::Host);
     }
     let (out, sink): (Box<dyn Write + Send>, _) = match std::env::var_os(DEBUG_LOG_FILE_ENV) {
@@ -213,11 +220,14 @@ pub fn init_debug_log() -> Result<DebugLogSink> {
     };
     let out = Arc::new(Sink::new(out));
     let (subscriber, filter) = subscriber(out.clone());
-    *state = Some(match tracing::subscriber::set_global_default(subscriber) {
+    let done = match tracing::subscriber::set_global_default(subscriber) {
         Ok(()) => Installed { sink, filter: Some(filter), out: Some(out) },
-        Err(_) => Installed { sink: DebugLogSink::Host, filter: None, out: None },
-    });
-    Ok(state.as_ref().map_or(DebugLogSink::Host, |done| done.sink.clone()))
+        // Another thread's subscriber won the race since the check above.
+        Err(_) => Installed::host(),
+    };
+    let sink = done.sink.clone();
+    *state = Some(done);
+    Ok(sink)
 }
 
 /// [`init_debug_log`] when `RMM_DEBUG_LOG_FILE` is set, checked once per process (cheap after the
