@@ -10,12 +10,14 @@
 //! - [`buffer`]: the containers [`DeviceBuffer`], [`DeviceVector`] and [`DeviceScalar`];
 //! - [`registry`]: the per-device current resource;
 //! - [`abi`]: the stable C ABI through which resources cross into C, C++ and other binaries;
-//! - [`error`]: the one [`Error`] type.
+//! - [`error`]: the one [`Error`] type;
+//! - [`debug_log`]: RMM's debug log (`RMM_DEBUG_LOG_FILE`, levels) over `tracing`.
 
 pub mod abi;
 pub mod aligned;
 pub mod buffer;
 pub mod cuda;
+pub mod debug_log;
 pub mod error;
 pub mod mr;
 pub mod registry;

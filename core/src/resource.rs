@@ -196,11 +196,13 @@ impl AnyResource {
         if let Some(any) = (&resource as &dyn Any).downcast_ref::<AnyResource>() {
             return any.clone();
         }
+        crate::debug_log::init_from_env();
         Self { inner: Arc::new(resource), vtable: crate::abi::vtable_for::<R>() }
     }
 
     /// Wraps an already shared resource without copying it.
     pub fn from_arc<R: MemoryResource>(resource: Arc<R>) -> Self {
+        crate::debug_log::init_from_env();
         Self { inner: resource, vtable: crate::abi::vtable_for::<R>() }
     }
 

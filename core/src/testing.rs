@@ -96,3 +96,24 @@ pub(crate) fn assert_arguments_checked_before_the_driver(mr: &dyn crate::MemoryR
         mr.deallocate_sync(std::ptr::null_mut(), 0, 256).unwrap();
     }
 }
+
+/// An in-memory writer whose bytes a test can read while something else still holds a clone.
+#[derive(Clone, Default)]
+pub(crate) struct SharedBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl SharedBuffer {
+    /// Everything written so far, as text.
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)).into_owned()
+    }
+}
+
+impl std::io::Write for SharedBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -7,11 +7,14 @@ pub mod cuda_async;
 pub mod cuda_async_managed;
 pub mod cuda_async_view;
 pub(crate) mod detail;
+pub mod logging;
 pub mod managed;
 pub mod pinned_host;
 pub mod sam_headroom;
 pub mod simulated;
+pub mod statistics;
 pub mod system;
+pub mod tracking;
 
 #[cfg(test)]
 pub(crate) mod test_harness;
@@ -20,8 +23,11 @@ pub use cuda::CudaMemoryResource;
 pub use cuda_async::{CudaAsyncMemoryResource, CudaAsyncOptions, ExportHandleType};
 pub use cuda_async_managed::CudaAsyncManagedMemoryResource;
 pub use cuda_async_view::CudaAsyncViewMemoryResource;
+pub use logging::LoggingResourceAdaptor;
 pub use managed::ManagedMemoryResource;
 pub use pinned_host::PinnedHostMemoryResource;
 pub use sam_headroom::SamHeadroomMemoryResource;
 pub use simulated::{SimulatedMemoryResource, SimulatedUsage};
+pub use statistics::StatisticsResourceAdaptor;
 pub use system::SystemMemoryResource;
+pub use tracking::TrackingResourceAdaptor;
