@@ -2,6 +2,7 @@
 //!
 //! Base resources talk to CUDA or the OS; sub-allocators and adaptors own an upstream [`crate::AnyResource`].
 
+pub mod callback;
 pub mod cuda;
 pub mod cuda_async;
 pub mod cuda_async_managed;
@@ -9,19 +10,24 @@ pub mod cuda_async_view;
 pub(crate) mod detail;
 pub mod managed;
 pub mod pinned_host;
+pub mod prefetch;
 pub mod sam_headroom;
 pub mod simulated;
 pub mod system;
+pub mod thread_safe;
 
 #[cfg(test)]
 pub(crate) mod test_harness;
 
+pub use callback::{AllocateCallback, CallbackMemoryResource, DeallocateCallback};
 pub use cuda::CudaMemoryResource;
 pub use cuda_async::{CudaAsyncMemoryResource, CudaAsyncOptions, ExportHandleType};
 pub use cuda_async_managed::CudaAsyncManagedMemoryResource;
 pub use cuda_async_view::CudaAsyncViewMemoryResource;
 pub use managed::ManagedMemoryResource;
 pub use pinned_host::PinnedHostMemoryResource;
+pub use prefetch::PrefetchResourceAdaptor;
 pub use sam_headroom::SamHeadroomMemoryResource;
 pub use simulated::{SimulatedMemoryResource, SimulatedUsage};
 pub use system::SystemMemoryResource;
+pub use thread_safe::ThreadSafeResourceAdaptor;
