@@ -2,12 +2,15 @@
 //!
 //! Base resources talk to CUDA or the OS; sub-allocators and adaptors own an upstream [`crate::AnyResource`].
 
+pub mod aligned;
 pub mod callback;
 pub mod cuda;
 pub mod cuda_async;
 pub mod cuda_async_managed;
 pub mod cuda_async_view;
 pub(crate) mod detail;
+pub mod failure_callback;
+pub mod limiting;
 pub mod managed;
 pub mod pinned_host;
 pub mod prefetch;
@@ -19,11 +22,14 @@ pub mod thread_safe;
 #[cfg(test)]
 pub(crate) mod test_harness;
 
+pub use aligned::AlignedResourceAdaptor;
 pub use callback::{AllocateCallback, CallbackMemoryResource, DeallocateCallback};
 pub use cuda::CudaMemoryResource;
 pub use cuda_async::{CudaAsyncMemoryResource, CudaAsyncOptions, ExportHandleType};
 pub use cuda_async_managed::CudaAsyncManagedMemoryResource;
 pub use cuda_async_view::CudaAsyncViewMemoryResource;
+pub use failure_callback::{FailureCallback, FailureCallbackResourceAdaptor};
+pub use limiting::LimitingResourceAdaptor;
 pub use managed::ManagedMemoryResource;
 pub use pinned_host::PinnedHostMemoryResource;
 pub use prefetch::PrefetchResourceAdaptor;
