@@ -20,6 +20,8 @@ pub mod system;
 pub mod thread_safe;
 
 #[cfg(test)]
+mod composition_tests;
+#[cfg(test)]
 pub(crate) mod test_harness;
 
 pub use aligned::AlignedResourceAdaptor;
