@@ -2,32 +2,46 @@
 //!
 //! Base resources talk to CUDA or the OS; sub-allocators and adaptors own an upstream [`crate::AnyResource`].
 
+pub mod aligned;
+pub mod callback;
 pub mod cuda;
 pub mod cuda_async;
 pub mod cuda_async_managed;
 pub mod cuda_async_view;
-pub(crate) mod detail;
+pub mod failure_callback;
+pub mod limiting;
 pub mod logging;
 pub mod managed;
 pub mod pinned_host;
+pub mod prefetch;
 pub mod sam_headroom;
 pub mod simulated;
 pub mod statistics;
 pub mod system;
+pub mod thread_safe;
 pub mod tracking;
+pub(crate) mod detail;
 
+#[cfg(test)]
+mod composition_tests;
 #[cfg(test)]
 pub(crate) mod test_harness;
 
+pub use aligned::AlignedResourceAdaptor;
+pub use callback::{AllocateCallback, CallbackMemoryResource, DeallocateCallback};
 pub use cuda::CudaMemoryResource;
 pub use cuda_async::{CudaAsyncMemoryResource, CudaAsyncOptions, ExportHandleType};
 pub use cuda_async_managed::CudaAsyncManagedMemoryResource;
 pub use cuda_async_view::CudaAsyncViewMemoryResource;
+pub use failure_callback::{FailureCallback, FailureCallbackResourceAdaptor};
+pub use limiting::LimitingResourceAdaptor;
 pub use logging::LoggingResourceAdaptor;
 pub use managed::ManagedMemoryResource;
 pub use pinned_host::PinnedHostMemoryResource;
+pub use prefetch::PrefetchResourceAdaptor;
 pub use sam_headroom::SamHeadroomMemoryResource;
 pub use simulated::{SimulatedMemoryResource, SimulatedUsage};
 pub use statistics::StatisticsResourceAdaptor;
 pub use system::SystemMemoryResource;
+pub use thread_safe::ThreadSafeResourceAdaptor;
 pub use tracking::TrackingResourceAdaptor;
