@@ -3,6 +3,7 @@
 //! Base resources talk to CUDA or the OS; sub-allocators and adaptors own an upstream [`crate::AnyResource`].
 
 pub mod aligned;
+pub mod arena;
 pub mod callback;
 pub mod cuda;
 pub mod cuda_async;
@@ -28,6 +29,7 @@ mod composition_tests;
 pub(crate) mod test_harness;
 
 pub use aligned::AlignedResourceAdaptor;
+pub use arena::{ArenaMemoryResource, ArenaOptions, ArenaStats};
 pub use callback::{AllocateCallback, CallbackMemoryResource, DeallocateCallback};
 pub use cuda::CudaMemoryResource;
 pub use cuda_async::{CudaAsyncMemoryResource, CudaAsyncOptions, ExportHandleType};

@@ -60,9 +60,6 @@ impl<T: BlockTag> Default for FreeList<T> {
     }
 }
 
-// The sub-allocators (pool, arena, fixed-size) are the users of most of this; until they land,
-// only the simulated device and the tests call it. Remove this once they do.
-#[allow(dead_code)]
 impl<T: BlockTag> FreeList<T> {
     /// An empty list.
     pub(crate) fn new() -> Self {
@@ -80,6 +77,7 @@ impl<T: BlockTag> FreeList<T> {
     }
 
     /// True when nothing is free.
+    #[allow(dead_code)] // unused by the arena; kept for the pool-style resources
     pub(crate) fn is_empty(&self) -> bool {
         self.by_addr.is_empty()
     }
@@ -141,6 +139,20 @@ impl<T: BlockTag> FreeList<T> {
         Some(self.take_at(addr, size))
     }
 
+    /// The smallest free block of at least `size` bytes, as `(addr, block size)`, left in place.
+    pub(crate) fn peek_best_fit(&self, size: usize) -> Option<(usize, usize)> {
+        self.by_size.range((size, 0)..).next().map(|&(block_size, addr)| (addr, block_size))
+    }
+
+    /// Removes and returns `[addr, addr + size)` from the free block that starts at `addr` (the rest
+    /// stays free); `None` when no free block of at least `size` bytes starts there.
+    pub(crate) fn take_prefix(&mut self, addr: usize, size: usize) -> Option<FreeBlock<T>> {
+        match self.by_addr.get(&addr) {
+            Some(e) if e.size >= size && size > 0 => Some(self.take_at(addr, size)),
+            _ => None,
+        }
+    }
+
     /// Removes and returns `size` bytes from the lowest-addressed block that holds them.
     pub(crate) fn take_first_fit(&mut self, size: usize) -> Option<FreeBlock<T>> {
         let addr = self.by_addr.iter().find(|(_, e)| e.size >= size).map(|(&a, _)| a)?;
@@ -149,6 +161,7 @@ impl<T: BlockTag> FreeList<T> {
 
     /// Removes and returns the smallest block of at least `size` bytes for which `accept` holds,
     /// split as [`FreeList::take_best_fit`] does. Scans blocks in increasing size order.
+    #[allow(dead_code)] // unused by the arena; kept for the pool-style resources
     pub(crate) fn take_best_fit_where(
         &mut self,
         size: usize,
@@ -173,6 +186,7 @@ impl<T: BlockTag> FreeList<T> {
 
     /// Removes the region `[region, region + size)` if it is wholly free (one block), returning its
     /// tag; otherwise leaves the list alone and returns `None`.
+    #[allow(dead_code)] // unused by the arena; kept for the pool-style resources
     pub(crate) fn remove_whole_region(&mut self, region: usize, size: usize) -> Option<T> {
         match self.by_addr.get(&region) {
             Some(e) if e.region == region && e.size == size => Some(self.unlink(region).tag),
@@ -188,6 +202,7 @@ impl<T: BlockTag> FreeList<T> {
     }
 
     /// Replaces every tag with `f(tag)` (for example to drop streams known to be idle).
+    #[allow(dead_code)] // unused by the arena; kept for the pool-style resources
     pub(crate) fn retag(&mut self, mut f: impl FnMut(&mut T)) {
         for e in self.by_addr.values_mut() {
             f(&mut e.tag);
@@ -271,6 +286,23 @@ mod tests {
         assert!(fl.take_best_fit(2000).is_none());
         let f = fl.take_first_fit(400).unwrap();
         assert_eq!(f.addr, 0, "first fit takes the lowest address");
+        fl.check_invariants();
+    }
+
+    #[test]
+    fn peek_leaves_the_block_and_take_prefix_splits_it() {
+        let mut fl = FreeList::<()>::new();
+        fl.insert(0, 1000, 0, ());
+        fl.insert(2000, 300, 2000, ());
+        assert_eq!(fl.peek_best_fit(256), Some((2000, 300)));
+        assert_eq!(fl.peek_best_fit(301), Some((0, 1000)));
+        assert_eq!(fl.peek_best_fit(1001), None);
+        assert_eq!(fl.free_bytes(), 1300, "peeking takes nothing");
+        assert!(fl.take_prefix(100, 10).is_none(), "no block starts there");
+        assert!(fl.take_prefix(2000, 301).is_none(), "too small");
+        let b = fl.take_prefix(0, 600).unwrap();
+        assert_eq!((b.addr, b.size, b.region), (0, 600, 0));
+        assert_eq!(fl.peek_best_fit(400), Some((600, 400)), "the rest stays free");
         fl.check_invariants();
     }
 

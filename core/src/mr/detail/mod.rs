@@ -1,5 +1,7 @@
 //! Helpers shared by several resources (RMM's `mr/detail/`): never part of the public API.
 
+pub(crate) mod arena;
+pub(crate) mod arena_impl;
 pub(crate) mod free_list;
 pub(crate) mod mempool;
 pub(crate) mod size_guard;

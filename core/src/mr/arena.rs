@@ -1,0 +1,315 @@
+//! `arena_memory_resource`: a sub-allocator of one fixed upstream block, with an arena per stream
+//! and per thread so that threads on different streams do not contend.
+//!
+//! Glossary (details in `mr/detail/arena.rs`):
+//! - the *arena size* is the total cap: it is allocated from the upstream once, at construction,
+//!   and the resource never grows;
+//! - a *superblock* is a 1 MiB piece of it that one arena carves small blocks from (first fit,
+//!   coalescing on free);
+//! - each stream has an *arena* (stream 0 and the legacy default stream share one); the per-thread
+//!   default stream gives each thread its own arena, returned to the global arena when the thread
+//!   exits;
+//! - the *global arena* holds what no arena holds, and serves requests above 1 MiB directly.
+//!
+//! Sizes are rounded up to 256 bytes. Alignments up to 256 are honoured; larger ones are rejected
+//! (wrap the resource in an aligned adaptor), where RMM silently ignores them.
+//!
+//! When a request finds no room, the resource *defragments* (synchronizes the device, returns every
+//! arena's empty superblocks to the global arena, where neighbours coalesce) and retries once, then
+//! fails with [`Error::OutOfMemory`] ("... No room in arena.") and, if asked to, writes its state
+//! to a dump file.
+//!
+//! Stream semantics: memory freed on a stream is reused by that stream's arena in stream order;
+//! memory crosses to other streams only after a synchronization (of the freeing stream, or of the
+//! device), so a free on any stream or thread is safe. In host mode, over host-only memory, and
+//! over a [`crate::mr::SimulatedMemoryResource`], nothing synchronizes and no CUDA call is made.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::aligned::{align_down, check_alignment, DEFAULT_ALIGNMENT};
+use crate::cuda::{self, Stream};
+use crate::error::{Error, Result};
+use crate::mr::detail::arena::SUPERBLOCK_SIZE;
+use crate::mr::detail::arena_impl::Shared;
+use crate::mr::SimulatedMemoryResource;
+use crate::resource::{Access, MemoryResource};
+use crate::AnyResource;
+
+/// The file the state is written to on failure unless another is configured (as RMM's).
+pub const DEFAULT_DUMP_FILE: &str = "rmm_arena_memory_dump.log";
+
+/// The default arena size in host mode (no GPU), when none is given: 256 MiB, or half the host's
+/// memory if that is less.
+pub const HOST_MODE_DEFAULT_SIZE: usize = 256 << 20;
+
+/// Options of an [`ArenaMemoryResource`] (RMM's constructor arguments, plus the dump file).
+///
+/// ```
+/// use rmm_core::mr::ArenaOptions;
+/// let options = ArenaOptions::default().arena_size(64 << 20).dump_log_on_failure(true);
+/// assert_eq!(options.arena_size, Some(64 << 20));
+/// assert_eq!(options.dump_path.to_str(), Some("rmm_arena_memory_dump.log"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArenaOptions {
+    /// The total cap in bytes, allocated from the upstream at construction (rounded down to 256;
+    /// at least 1 MiB). `None`: half the current device's free memory (at least 1 MiB); half the
+    /// capacity of a simulated upstream; [`HOST_MODE_DEFAULT_SIZE`] for host memory without a GPU.
+    pub arena_size: Option<usize>,
+    /// Write the arena's state to [`ArenaOptions::dump_path`] when an allocation fails.
+    pub dump_log_on_failure: bool,
+    /// Where the state is written ([`DEFAULT_DUMP_FILE`] in the working directory by default). The
+    /// first dump of a resource truncates the file; later ones append.
+    pub dump_path: PathBuf,
+}
+
+impl Default for ArenaOptions {
+    fn default() -> Self {
+        Self { arena_size: None, dump_log_on_failure: false, dump_path: PathBuf::from(DEFAULT_DUMP_FILE) }
+    }
+}
+
+impl ArenaOptions {
+    /// Sets [`ArenaOptions::arena_size`].
+    pub fn arena_size(mut self, bytes: usize) -> Self {
+        self.arena_size = Some(bytes);
+        self
+    }
+
+    /// Sets [`ArenaOptions::dump_log_on_failure`].
+    pub fn dump_log_on_failure(mut self, dump: bool) -> Self {
+        self.dump_log_on_failure = dump;
+        self
+    }
+
+    /// Sets [`ArenaOptions::dump_path`] (and nothing else: dumping still needs
+    /// [`ArenaOptions::dump_log_on_failure`]).
+    pub fn dump_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.dump_path = path.into();
+        self
+    }
+}
+
+/// The accounting of an [`ArenaMemoryResource`] at one moment.
+///
+/// `used_bytes + free_bytes == arena_size` always; `free_bytes` is the global arena's free space
+/// plus the free blocks inside superblocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ArenaStats {
+    /// The bytes the arena manages (its cap).
+    pub arena_size: usize,
+    /// Bytes handed out (each request rounded up to 256).
+    pub used_bytes: usize,
+    /// Bytes not handed out.
+    pub free_bytes: usize,
+    /// Free bytes of the global arena (outside every superblock).
+    pub global_free_bytes: usize,
+    /// The largest contiguous free range of the global arena: the largest request above 1 MiB that
+    /// can succeed without a defragmentation.
+    pub largest_global_free_block: usize,
+    /// Free bytes inside superblocks.
+    pub superblock_free_bytes: usize,
+    /// The largest free block inside any superblock.
+    pub largest_superblock_free_block: usize,
+    /// Superblocks held by arenas, or orphaned in the global arena.
+    pub superblocks: usize,
+    /// Superblocks with live blocks that no arena holds (their thread exited).
+    pub orphan_superblocks: usize,
+    /// Stream and thread arenas.
+    pub arenas: usize,
+    /// Live allocations above 1 MiB (served by the global arena).
+    pub large_allocations: usize,
+}
+
+/// A fixed-size sub-allocator with per-stream and per-thread arenas (RMM's
+/// `arena_memory_resource`).
+///
+/// Stateful: clones share the arena and compare equal only to each other; the upstream block goes
+/// back to the upstream when the last clone drops. See the [module documentation](self) for the
+/// design and the stream semantics.
+///
+/// ```
+/// use rmm_core::{mr::{ArenaMemoryResource, SystemMemoryResource}, AnyResource, MemoryResource, cuda::Stream};
+/// let arena = ArenaMemoryResource::new(AnyResource::new(SystemMemoryResource::new()), Some(8 << 20), false)?;
+/// let p = arena.allocate(Stream::DEFAULT, 1000, 256)?;
+/// assert_eq!(arena.used_bytes(), 1024);
+/// // SAFETY: `p` came from `arena` with these arguments.
+/// unsafe { arena.deallocate(Stream::DEFAULT, p, 1000, 256)? };
+/// let err = arena.allocate(Stream::DEFAULT, 9 << 20, 256).unwrap_err();
+/// assert!(err.is_out_of_memory() && err.to_string().contains("No room in arena."));
+/// # Ok::<(), rmm_core::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct ArenaMemoryResource {
+    shared: Arc<Shared>,
+}
+
+impl ArenaMemoryResource {
+    /// An arena of `arena_size` bytes (see [`ArenaOptions::arena_size`] for the default) taken from
+    /// `upstream`, writing its state to [`DEFAULT_DUMP_FILE`] on failure when
+    /// `dump_log_on_failure` is set.
+    ///
+    /// # Errors
+    /// As [`ArenaMemoryResource::with_options`].
+    pub fn new(upstream: AnyResource, arena_size: Option<usize>, dump_log_on_failure: bool) -> Result<Self> {
+        Self::with_options(upstream, ArenaOptions { arena_size, dump_log_on_failure, ..ArenaOptions::default() })
+    }
+
+    /// An arena configured by `options`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an arena size below 1 MiB; the upstream's error (usually
+    /// [`Error::OutOfMemory`]) when it cannot provide the arena; driver errors while measuring the
+    /// device's free memory.
+    pub fn with_options(upstream: AnyResource, options: ArenaOptions) -> Result<Self> {
+        let simulated = upstream.downcast_ref::<SimulatedMemoryResource>().map(SimulatedMemoryResource::capacity);
+        // Synchronize only for memory a GPU can use, never for a simulated device.
+        let gpu = if simulated.is_none() && upstream.access().device() && cuda::is_available() {
+            Some(cuda::current_device()?)
+        } else {
+            None
+        };
+        let size = match options.arena_size {
+            Some(size) => size,
+            None => match (simulated, gpu) {
+                (Some(capacity), _) => capacity / 2,
+                (None, Some(device)) => cuda::mem_info(device)?.0 / 2,
+                (None, None) => {
+                    let host = crate::mr::detail::size_guard::host_physical_memory();
+                    if host == 0 { HOST_MODE_DEFAULT_SIZE } else { HOST_MODE_DEFAULT_SIZE.min(host / 2) }
+                }
+            }
+            .max(SUPERBLOCK_SIZE),
+        };
+        let size = align_down(size, DEFAULT_ALIGNMENT);
+        if size < SUPERBLOCK_SIZE {
+            return Err(Error::invalid(format!(
+                "an arena of {size} bytes is too small: it must hold at least one {SUPERBLOCK_SIZE}-byte superblock"
+            )));
+        }
+        let dump = options.dump_log_on_failure.then_some(options.dump_path);
+        Ok(Self { shared: Shared::new(upstream, size, gpu, dump)? })
+    }
+
+    /// The upstream resource.
+    pub fn upstream(&self) -> &AnyResource {
+        self.shared.upstream()
+    }
+
+    /// The bytes the arena manages (its cap).
+    pub fn arena_size(&self) -> usize {
+        self.shared.size()
+    }
+
+    /// The accounting now (takes every lock in turn: meant for diagnostics, not hot loops).
+    pub fn stats(&self) -> ArenaStats {
+        let s = self.shared.snapshot();
+        ArenaStats {
+            arena_size: self.shared.size(),
+            used_bytes: s.used,
+            free_bytes: self.shared.size() - s.used,
+            global_free_bytes: s.global_free,
+            largest_global_free_block: s.largest_global_free,
+            superblock_free_bytes: s.superblock_free,
+            largest_superblock_free_block: s.largest_superblock_free,
+            superblocks: s.superblocks,
+            orphan_superblocks: s.orphan_superblocks,
+            arenas: s.arenas,
+            large_allocations: s.large_allocations,
+        }
+    }
+
+    /// Bytes handed out (each request rounded up to 256).
+    pub fn used_bytes(&self) -> usize {
+        self.stats().used_bytes
+    }
+
+    /// Bytes not handed out.
+    pub fn free_bytes(&self) -> usize {
+        self.stats().free_bytes
+    }
+
+    /// Superblocks held by arenas (or orphaned).
+    pub fn superblock_count(&self) -> usize {
+        self.stats().superblocks
+    }
+
+    /// Returns every arena's empty superblocks to the global arena, where neighbours coalesce
+    /// (what a failing allocation does before its retry). Synchronizes the device first when the
+    /// arena works for a GPU.
+    ///
+    /// # Errors
+    /// A failed device synchronization; nothing moves then.
+    pub fn defragment(&self) -> Result<()> {
+        self.shared.defragment()
+    }
+
+    /// The state as text: the global arena's free ranges, large allocations and orphans, then each
+    /// arena's superblocks and free blocks (what the dump file holds).
+    pub fn dump_state(&self) -> String {
+        self.shared.describe()
+    }
+
+    /// Panics when an internal invariant is broken (tests only).
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        self.shared.check_invariants();
+    }
+
+    /// The managed range `(base, size)` (tests only).
+    #[cfg(test)]
+    pub(crate) fn range(&self) -> (usize, usize) {
+        self.shared.range()
+    }
+}
+
+impl MemoryResource for ArenaMemoryResource {
+    fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
+        check_alignment(alignment)?;
+        if alignment > DEFAULT_ALIGNMENT {
+            return Err(Error::invalid(format!(
+                "arena_memory_resource guarantees {DEFAULT_ALIGNMENT}-byte alignment, {alignment} was requested \
+                 (wrap it in an aligned adaptor)"
+            )));
+        }
+        if bytes == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        self.shared.allocate(stream, bytes)
+    }
+
+    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, _alignment: usize) -> Result<()> {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        self.shared.deallocate(stream, ptr, bytes)
+    }
+
+    fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
+        let ptr = self.allocate(Stream::DEFAULT, bytes, alignment)?;
+        if self.shared.works_for_gpu() {
+            if let Err(e) = Stream::DEFAULT.synchronize() {
+                // SAFETY: `ptr` was just allocated with these arguments and never handed out.
+                let _ = unsafe { self.deallocate(Stream::DEFAULT, ptr, bytes, alignment) };
+                return Err(e);
+            }
+        }
+        Ok(ptr)
+    }
+
+    fn access(&self) -> Access {
+        self.shared.upstream().access()
+    }
+
+    fn name(&self) -> &str {
+        "arena_memory_resource"
+    }
+
+    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
+        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.shared, &o.shared))
+    }
+}
+
+#[cfg(test)]
+mod tests;

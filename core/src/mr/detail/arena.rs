@@ -1,0 +1,554 @@
+//! The data of the arena allocator (RMM's `mr/detail/arena.hpp`): superblocks, arenas and the
+//! global arena. The algorithm that drives them lives in [`super::arena_impl`].
+//!
+//! Glossary:
+//! - *upstream block*: the one allocation of `arena_size` bytes the resource takes from its
+//!   upstream at construction; everything below is a range of it. It is the hard cap.
+//! - *superblock*: a range of the upstream block, normally [`SUPERBLOCK_SIZE`] (1 MiB) and a
+//!   multiple of 256 bytes, that one arena carves small allocations from. It keeps its own free list
+//!   ([`FreeList`], one region: the superblock), with first fit and coalescing.
+//! - *arena*: the superblocks of one stream (or of one thread, for the per-thread default stream),
+//!   behind its own mutex.
+//! - *global arena*: what no arena holds: free space ([`FreeList`] with one region, the upstream
+//!   block, so neighbours always coalesce), *orphan* superblocks (left with live blocks by an exited
+//!   thread, or stolen during a defragmentation) and the live *large* allocations (more than 1 MiB),
+//!   which it serves directly.
+//!
+//! Invariants:
+//! - every byte of the upstream block is in exactly one place: a global free block, a large
+//!   allocation, or one superblock (of an arena or of the orphans);
+//! - inside a superblock, a byte is either free (in its free list) or handed out;
+//! - an orphan superblock always has live blocks (it joins the global free space when its last
+//!   block is freed); arenas may hold empty superblocks until a defragmentation or their thread's
+//!   exit;
+//! - free memory anywhere is *clean*: no queued GPU work of another stream can still use it,
+//!   except inside the arena of the stream that freed it (stream order makes reuse there safe).
+//!   Moving memory between arenas or into the global arena is done only after the right
+//!   synchronization (see [`super::arena_impl`]).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::error::{Error, Result};
+use crate::mr::detail::free_list::FreeList;
+
+/// The size of a superblock, and the threshold above which requests go to the global arena.
+pub(crate) const SUPERBLOCK_SIZE: usize = 1 << 20;
+
+/// A range of the upstream block owned by one arena, with its free blocks.
+#[derive(Debug)]
+pub(crate) struct Superblock {
+    start: usize,
+    size: usize,
+    /// `free.largest()`, cached so that first fit over an arena skips full superblocks quickly.
+    largest: usize,
+    free: FreeList<()>,
+}
+
+impl Superblock {
+    /// A wholly free superblock `[start, start + size)`.
+    pub(crate) fn new(start: usize, size: usize) -> Self {
+        let mut free = FreeList::new();
+        free.insert(start, size, start, ());
+        Self { start, size, largest: size, free }
+    }
+
+    /// Start address.
+    #[cfg(test)]
+    pub(crate) fn start(&self) -> usize {
+        self.start
+    }
+
+    /// Length in bytes.
+    #[cfg(test)]
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
+    /// True when nothing in it is handed out.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.free.free_bytes() == self.size
+    }
+
+    /// Bytes handed out.
+    pub(crate) fn used(&self) -> usize {
+        self.size - self.free.free_bytes()
+    }
+
+    /// Bytes free.
+    pub(crate) fn free_bytes(&self) -> usize {
+        self.free.free_bytes()
+    }
+
+    /// The largest free block.
+    pub(crate) fn largest(&self) -> usize {
+        self.largest
+    }
+
+    fn contains(&self, addr: usize) -> bool {
+        addr >= self.start && addr - self.start < self.size
+    }
+
+    /// First fit: `size` bytes from the lowest free block that holds them.
+    fn first_fit(&mut self, size: usize) -> Option<usize> {
+        if self.largest < size {
+            return None;
+        }
+        let block = self.free.take_first_fit(size)?;
+        self.largest = self.free.largest();
+        Some(block.addr)
+    }
+
+    /// Returns `[addr, addr + size)`, coalescing it with its free neighbours.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the range runs past the superblock or is (partly) free
+    /// already (a double free); nothing changes then.
+    fn free(&mut self, addr: usize, size: usize) -> Result<()> {
+        if size > self.size - (addr - self.start) {
+            return Err(Error::invalid(format!(
+                "{addr:#x} (+{size}) runs past the end of its arena superblock [{:#x}, +{})",
+                self.start, self.size
+            )));
+        }
+        if self.free.overlaps(addr, size) {
+            return Err(Error::invalid(format!("{addr:#x} (+{size}) is not allocated (double free?)")));
+        }
+        self.free.insert(addr, size, self.start, ());
+        self.largest = self.free.largest();
+        Ok(())
+    }
+
+    fn describe(&self, out: &mut String, indent: &str) {
+        let _ = writeln!(
+            out,
+            "{indent}superblock [{:#x}, +{}): used {}, free {} in {} blocks, largest {}",
+            self.start,
+            self.size,
+            self.used(),
+            self.free.free_bytes(),
+            self.free.len(),
+            self.largest
+        );
+        for b in self.free.iter() {
+            let _ = writeln!(out, "{indent}  free [{:#x}, +{})", b.addr, b.size);
+        }
+    }
+}
+
+/// Superblocks sorted by start address.
+#[derive(Debug, Default)]
+pub(crate) struct Superblocks {
+    list: Vec<Superblock>,
+}
+
+/// What [`Superblocks::free`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Freed {
+    /// The block was returned; `true` when its superblock is now empty.
+    Done { now_empty: bool, superblock: usize },
+    /// No superblock here contains the address.
+    NotHere,
+}
+
+impl Superblocks {
+    /// The number of superblocks.
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// The superblocks in address order.
+    #[cfg(test)]
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Superblock> {
+        self.list.iter()
+    }
+
+    /// Bytes handed out from these superblocks.
+    pub(crate) fn used(&self) -> usize {
+        self.list.iter().map(Superblock::used).sum()
+    }
+
+    /// Bytes free in these superblocks.
+    pub(crate) fn free_bytes(&self) -> usize {
+        self.list.iter().map(Superblock::free_bytes).sum()
+    }
+
+    /// The largest free block of any superblock (0 when none).
+    pub(crate) fn largest(&self) -> usize {
+        self.list.iter().map(Superblock::largest).max().unwrap_or(0)
+    }
+
+    fn index_of(&self, addr: usize) -> Option<usize> {
+        let i = self.list.partition_point(|sb| sb.start <= addr).checked_sub(1)?;
+        self.list[i].contains(addr).then_some(i)
+    }
+
+    /// Adds a superblock (which must not overlap the others).
+    pub(crate) fn insert(&mut self, sb: Superblock) {
+        let i = self.list.partition_point(|s| s.start < sb.start);
+        debug_assert!(i == self.list.len() || self.list[i].start >= sb.start + sb.size);
+        self.list.insert(i, sb);
+    }
+
+    /// Removes and returns the superblock starting at `start`.
+    pub(crate) fn remove(&mut self, start: usize) -> Option<Superblock> {
+        let i = self.index_of(start)?;
+        (self.list[i].start == start).then(|| self.list.remove(i))
+    }
+
+    /// First fit over the superblocks in address order, then inside the first that can hold it.
+    pub(crate) fn first_fit(&mut self, size: usize) -> Option<usize> {
+        self.list.iter_mut().find(|sb| sb.largest >= size)?.first_fit(size)
+    }
+
+    /// The lowest-addressed superblock whose largest free block holds `size` bytes, removed.
+    pub(crate) fn take_first_that_fits(&mut self, size: usize) -> Option<Superblock> {
+        let i = self.list.iter().position(|sb| sb.largest >= size)?;
+        Some(self.list.remove(i))
+    }
+
+    /// Returns `[addr, addr + size)` to the superblock that contains `addr`, if one here does.
+    ///
+    /// # Errors
+    /// As [`Superblock::free`].
+    pub(crate) fn free(&mut self, addr: usize, size: usize) -> Result<Freed> {
+        let Some(i) = self.index_of(addr) else { return Ok(Freed::NotHere) };
+        let sb = &mut self.list[i];
+        sb.free(addr, size)?;
+        Ok(Freed::Done { now_empty: sb.is_empty(), superblock: sb.start })
+    }
+
+    /// Removes and returns every empty superblock.
+    pub(crate) fn take_empty(&mut self) -> Vec<Superblock> {
+        let (empty, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.list).into_iter().partition(Superblock::is_empty);
+        self.list = kept;
+        empty
+    }
+
+    /// Removes and returns every superblock.
+    pub(crate) fn take_all(&mut self) -> Vec<Superblock> {
+        std::mem::take(&mut self.list)
+    }
+
+    fn describe(&self, out: &mut String, indent: &str) {
+        for sb in &self.list {
+            sb.describe(out, indent);
+        }
+    }
+
+    /// Panics when an invariant is broken (tests only).
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        for w in self.list.windows(2) {
+            assert!(w[0].start + w[0].size <= w[1].start, "superblocks {:#x} and {:#x} overlap", w[0].start, w[1].start);
+        }
+        for sb in &self.list {
+            sb.free.check_invariants();
+            assert_eq!(sb.largest, sb.free.largest(), "stale largest in superblock {:#x}", sb.start);
+            assert!(sb.start % crate::DEFAULT_ALIGNMENT == 0 && sb.size % crate::DEFAULT_ALIGNMENT == 0);
+        }
+    }
+}
+
+/// Who an arena belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ArenaKind {
+    /// A stream (its raw handle; stream 0 and the legacy default stream share one arena).
+    Stream(usize),
+    /// A thread, for the per-thread default stream (numbered in creation order: the thread's
+    /// handle may be gone while thread-local destructors run).
+    Thread(u64),
+}
+
+/// The superblocks of one stream or thread, behind their own lock.
+#[derive(Debug)]
+pub(crate) struct Arena {
+    kind: ArenaKind,
+    superblocks: Mutex<Superblocks>,
+}
+
+impl Arena {
+    /// An empty arena.
+    pub(crate) fn new(kind: ArenaKind) -> Self {
+        Self { kind, superblocks: Mutex::new(Superblocks::default()) }
+    }
+
+    /// Locks the arena (a poisoned lock is recovered: every operation leaves the data consistent
+    /// before it can fail).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Superblocks> {
+        self.superblocks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn describe(&self, superblocks: &Superblocks, out: &mut String) {
+        let _ = match self.kind {
+            ArenaKind::Stream(s) => write!(out, "Stream arena {s:#x}"),
+            ArenaKind::Thread(t) => write!(out, "Thread arena #{t}"),
+        };
+        let _ = writeln!(
+            out,
+            ": {} superblocks, used {}, free {}",
+            superblocks.len(),
+            superblocks.used(),
+            superblocks.free_bytes()
+        );
+        superblocks.describe(out, "  ");
+    }
+}
+
+/// What no arena holds: free space, orphan superblocks, large allocations, and the registry of
+/// arenas. Behind the resource's one global lock.
+#[derive(Debug)]
+pub(crate) struct Global {
+    base: usize,
+    size: usize,
+    /// Free space (no superblock), one region: the upstream block.
+    free: FreeList<()>,
+    /// Superblocks with live blocks that no arena holds.
+    pub(crate) orphans: Superblocks,
+    /// Live large allocations: address → bytes (rounded to 256).
+    large: HashMap<usize, usize>,
+    large_bytes: usize,
+    /// Arenas of streams, by normalized raw handle.
+    pub(crate) streams: HashMap<usize, Arc<Arena>>,
+    /// Arenas of live threads (for the per-thread default stream).
+    pub(crate) threads: Vec<Arc<Arena>>,
+}
+
+impl Global {
+    /// The global arena over `[base, base + size)`, all free.
+    pub(crate) fn new(base: usize, size: usize) -> Self {
+        let mut free = FreeList::new();
+        free.insert(base, size, base, ());
+        Self {
+            base,
+            size,
+            free,
+            orphans: Superblocks::default(),
+            large: HashMap::new(),
+            large_bytes: 0,
+            streams: HashMap::new(),
+            threads: Vec::new(),
+        }
+    }
+
+    /// Free bytes outside every superblock.
+    pub(crate) fn free_bytes(&self) -> usize {
+        self.free.free_bytes()
+    }
+
+    /// The largest free range outside every superblock.
+    pub(crate) fn largest_free(&self) -> usize {
+        self.free.largest()
+    }
+
+    /// Bytes of live large allocations, and how many there are.
+    pub(crate) fn large(&self) -> (usize, usize) {
+        (self.large_bytes, self.large.len())
+    }
+
+    /// Every arena, streams first.
+    pub(crate) fn arenas(&self) -> Vec<Arc<Arena>> {
+        self.streams.values().chain(self.threads.iter()).cloned().collect()
+    }
+
+    /// A large allocation of `size` bytes (a multiple of 256, above [`SUPERBLOCK_SIZE`]): best fit
+    /// in the free space.
+    pub(crate) fn allocate_large(&mut self, size: usize) -> Option<usize> {
+        let block = self.free.take_best_fit(size)?;
+        self.large.insert(block.addr, size);
+        self.large_bytes += size;
+        Some(block.addr)
+    }
+
+    /// Frees a large allocation.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `addr` is not a live large allocation of `size` bytes.
+    pub(crate) fn free_large(&mut self, addr: usize, size: usize) -> Result<()> {
+        match self.large.get(&addr) {
+            Some(&s) if s == size => {
+                self.large.remove(&addr);
+                self.large_bytes -= size;
+                self.free.insert(addr, size, self.base, ());
+                Ok(())
+            }
+            Some(&s) => Err(Error::invalid(format!("{addr:#x} was allocated with {s} bytes (rounded) but freed with {size}"))),
+            None => Err(Error::invalid(format!("{addr:#x} (+{size}) is not a live allocation of this arena"))),
+        }
+    }
+
+    /// A superblock for an arena that needs `size` (≤ [`SUPERBLOCK_SIZE`]) bytes:
+    /// 1. the lowest orphan superblock with room for it;
+    /// 2. else a new superblock of [`SUPERBLOCK_SIZE`] from the smallest free range that holds one
+    ///    (the whole range when less than another superblock would be left over);
+    /// 3. else, when free space is so fragmented that no range holds a full superblock, the
+    ///    smallest range that holds `size`, whole.
+    pub(crate) fn acquire(&mut self, size: usize) -> Option<Superblock> {
+        if let Some(sb) = self.orphans.take_first_that_fits(size) {
+            return Some(sb);
+        }
+        let (addr, block) = match self.free.peek_best_fit(SUPERBLOCK_SIZE) {
+            Some((addr, block)) if block - SUPERBLOCK_SIZE < SUPERBLOCK_SIZE => (addr, block),
+            Some((addr, _)) => (addr, SUPERBLOCK_SIZE),
+            None => self.free.peek_best_fit(size)?,
+        };
+        let taken = self.free.take_prefix(addr, block)?;
+        Some(Superblock::new(taken.addr, taken.size))
+    }
+
+    /// Takes back a superblock from an arena: an empty one joins the free space (coalescing with
+    /// its neighbours), one with live blocks becomes an orphan.
+    pub(crate) fn release(&mut self, sb: Superblock) {
+        if sb.is_empty() {
+            self.free.insert(sb.start, sb.size, self.base, ());
+        } else {
+            self.orphans.insert(sb);
+        }
+    }
+
+    /// Frees a small block of an orphan superblock, if an orphan holds it; an orphan that becomes
+    /// empty joins the free space.
+    ///
+    /// # Errors
+    /// As [`Superblock::free`].
+    pub(crate) fn free_in_orphan(&mut self, addr: usize, size: usize) -> Result<Freed> {
+        let freed = self.orphans.free(addr, size)?;
+        if let Freed::Done { now_empty: true, superblock } = freed {
+            if let Some(sb) = self.orphans.remove(superblock) {
+                self.release(sb);
+            }
+        }
+        Ok(freed)
+    }
+
+    /// The state of the global arena, for the dump.
+    pub(crate) fn describe(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "Global arena: [{:#x}, +{}): free {} in {} ranges (largest {}), {} large allocations ({} bytes), {} orphan superblocks",
+            self.base,
+            self.size,
+            self.free.free_bytes(),
+            self.free.len(),
+            self.free.largest(),
+            self.large.len(),
+            self.large_bytes,
+            self.orphans.len()
+        );
+        for b in self.free.iter() {
+            let _ = writeln!(out, "  free [{:#x}, +{})", b.addr, b.size);
+        }
+        let mut large: Vec<_> = self.large.iter().collect();
+        large.sort();
+        for (addr, size) in large {
+            let _ = writeln!(out, "  large [{addr:#x}, +{size})");
+        }
+        self.orphans.describe(out, "  orphan ");
+    }
+
+    /// Panics when an invariant is broken (tests only).
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        self.free.check_invariants();
+        self.orphans.check_invariants();
+        assert!(self.orphans.iter().all(|sb| !sb.is_empty()), "an empty orphan was not returned to the free space");
+        assert_eq!(self.large.values().sum::<usize>(), self.large_bytes);
+        for (&addr, &size) in &self.large {
+            assert!(!self.free.overlaps(addr, size), "large allocation {addr:#x} is also free");
+            assert!(addr >= self.base && addr + size <= self.base + self.size);
+        }
+    }
+
+    /// True when `[addr, addr + size)` overlaps free space (tests only).
+    #[cfg(test)]
+    pub(crate) fn free_overlaps(&self, addr: usize, size: usize) -> bool {
+        self.free.overlaps(addr, size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = SUPERBLOCK_SIZE;
+
+    #[test]
+    fn superblock_first_fit_and_coalescing() {
+        let mut sb = Superblock::new(MIB, MIB);
+        let a = sb.first_fit(256).unwrap();
+        let b = sb.first_fit(512).unwrap();
+        assert_eq!((a, b), (MIB, MIB + 256), "first fit takes the lowest addresses");
+        assert_eq!(sb.used(), 768);
+        sb.free(a, 256).unwrap();
+        assert_eq!(sb.first_fit(256), Some(a), "the hole at the start is reused first");
+        assert!(sb.free(b, 512).is_ok());
+        assert!(sb.free(b, 512).is_err(), "a double free is an error, not a corruption");
+        assert!(sb.free(MIB + MIB - 256, 512).is_err(), "a range past the end is an error");
+        sb.free(a, 256).unwrap();
+        assert!(sb.is_empty());
+        assert_eq!(sb.largest(), MIB, "everything coalesced");
+    }
+
+    #[test]
+    fn global_carves_superblocks_and_large_blocks_and_takes_them_back() {
+        let base = 16 * MIB;
+        let mut g = Global::new(base, 5 * MIB + MIB / 2);
+        let sb = g.acquire(256).unwrap();
+        assert_eq!((sb.start(), sb.size()), (base, MIB));
+        let big = g.allocate_large(3 * MIB).unwrap();
+        assert_eq!(big, base + MIB);
+        // 1.5 MiB are left: a superblock takes all of it rather than leave a useless half.
+        let sb2 = g.acquire(256).unwrap();
+        assert_eq!(sb2.size(), MIB + MIB / 2);
+        assert!(g.acquire(256).is_none());
+        assert!(g.allocate_large(2 * MIB).is_none());
+        g.release(sb);
+        g.release(sb2);
+        assert!(g.free_large(big, 2 * MIB).is_err(), "wrong size");
+        g.free_large(big, 3 * MIB).unwrap();
+        assert!(g.free_large(big, 3 * MIB).is_err(), "double free");
+        assert_eq!((g.free_bytes(), g.largest_free()), (5 * MIB + MIB / 2, 5 * MIB + MIB / 2));
+        g.check_invariants();
+    }
+
+    #[test]
+    fn fragments_become_small_superblocks_only_as_a_last_resort() {
+        let base = 16 * MIB;
+        let mut g = Global::new(base, 4 * MIB);
+        let a = g.allocate_large(MIB + MIB / 2).unwrap();
+        let b = g.allocate_large(2 * MIB).unwrap();
+        // MIB/2 left over, less than a superblock.
+        let sb = g.acquire(4096).unwrap();
+        assert_eq!((sb.start(), sb.size()), (base + 3 * MIB + MIB / 2, MIB / 2));
+        assert!(g.acquire(4096).is_none());
+        g.release(sb);
+        g.free_large(a, MIB + MIB / 2).unwrap();
+        g.free_large(b, 2 * MIB).unwrap();
+        assert_eq!(g.largest_free(), 4 * MIB);
+    }
+
+    #[test]
+    fn orphans_are_reused_first_and_rejoin_the_free_space_when_empty() {
+        let base = 16 * MIB;
+        let mut g = Global::new(base, 4 * MIB);
+        let mut sb = g.acquire(256).unwrap();
+        let p = sb.first_fit(1024).unwrap();
+        g.release(sb);
+        assert_eq!(g.orphans.len(), 1, "a superblock with a live block becomes an orphan");
+        let mut again = g.acquire(256).unwrap();
+        assert_eq!(again.start(), base, "the orphan is handed out before new space");
+        assert_eq!(again.used(), 1024);
+        again.free(p, 1024).unwrap();
+        g.release(again);
+        assert_eq!(g.free_bytes(), 4 * MIB);
+
+        let mut sb = g.acquire(256).unwrap();
+        let p = sb.first_fit(1024).unwrap();
+        g.release(sb);
+        assert_eq!(g.free_in_orphan(p, 1024).unwrap(), Freed::Done { now_empty: true, superblock: base });
+        assert_eq!((g.orphans.len(), g.free_bytes()), (0, 4 * MIB));
+        assert_eq!(g.free_in_orphan(p, 1024).unwrap(), Freed::NotHere);
+        g.check_invariants();
+    }
+}

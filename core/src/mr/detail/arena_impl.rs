@@ -1,0 +1,508 @@
+//! The arena allocator's algorithm (RMM's `arena_memory_resource_impl`), over the data of
+//! [`super::arena`].
+//!
+//! Locks (never more than these, always in this order):
+//! 1. the *global* lock (one per resource): the global arena and the registry of arenas;
+//! 2. *arena* locks, one per arena.
+//!
+//! The fast path (a small request, or the free of a small block, served by the caller's own arena)
+//! takes only its arena's lock, which it finds through a thread-local cache: no lock, counter or
+//! cache line is shared between threads that use different streams (RMM takes two process-wide
+//! `shared_mutex`es on every call). Anything that needs more than one arena, or the global arena,
+//! takes the global lock first and then arena locks; nothing waits for the global lock while it
+//! holds an arena lock. Every move of a superblock between arenas and the global arena happens
+//! under the global lock, so a search under it sees each superblock exactly once.
+//!
+//! Stream safety (memory is only reused where no queued work can still use it):
+//! - a small block freed into its stream's arena is reused by that stream only (stream order);
+//! - a block freed on another stream or thread than its arena's first waits for the freeing
+//!   stream, then goes to the arena that holds it;
+//! - a large block waits for the freeing stream before it rejoins the global arena;
+//! - defragmentation locks every arena and synchronizes the device before it moves superblocks;
+//! - a thread's arena waits for the thread's per-thread default stream when the thread exits.
+//!
+//! Waiting only happens when the arena works for a GPU ([`Shared::gpu`]): in host mode, or over a
+//! simulated upstream, nothing here calls CUDA (tests pass made-up stream handles).
+
+use std::cell::RefCell;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use super::arena::{Arena, ArenaKind, Freed, Global, Superblocks, SUPERBLOCK_SIZE};
+use crate::aligned::{align_up, DEFAULT_ALIGNMENT};
+use crate::cuda::{self, DeviceGuard, DeviceId, Stream};
+use crate::error::{Error, Result};
+use crate::{AnyResource, MemoryResource};
+
+/// RMM's message for an arena that is full.
+pub(crate) const NO_ROOM: &str = "No room in arena.";
+
+/// The most stream arenas a thread remembers per resource.
+const STREAM_CACHE: usize = 8;
+
+/// A snapshot of the arena's accounting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Snapshot {
+    pub used: usize,
+    pub global_free: usize,
+    pub largest_global_free: usize,
+    pub superblock_free: usize,
+    pub largest_superblock_free: usize,
+    pub superblocks: usize,
+    pub orphan_superblocks: usize,
+    pub arenas: usize,
+    pub large_allocations: usize,
+}
+
+/// The state every clone of an arena resource shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// Unique per resource, never reused: the key of the thread-local caches.
+    id: u64,
+    upstream: AnyResource,
+    /// The upstream block as allocated.
+    block: usize,
+    block_bytes: usize,
+    /// The 256-aligned part of it that the arena manages.
+    base: usize,
+    size: usize,
+    /// The device to synchronize with, when the arena works for a GPU.
+    gpu: Option<DeviceId>,
+    dump_path: Option<PathBuf>,
+    /// Whether a dump was written already (the first truncates the file, later ones append).
+    dumped: AtomicBool,
+    global: Mutex<Global>,
+}
+
+/// Where `stream`'s arena lives: `None` for the per-thread default stream (the thread's arena),
+/// otherwise the raw handle, with stream 0 and the legacy default stream sharing one arena.
+fn stream_key(stream: Stream) -> Option<usize> {
+    if stream.is_per_thread_default() {
+        None
+    } else if stream.is_default() {
+        Some(0)
+    } else {
+        Some(stream.as_raw())
+    }
+}
+
+impl Shared {
+    /// Takes `size` bytes (a multiple of 256, at least [`SUPERBLOCK_SIZE`]) from `upstream`.
+    ///
+    /// # Errors
+    /// The upstream's allocation error.
+    pub(crate) fn new(upstream: AnyResource, size: usize, gpu: Option<DeviceId>, dump_path: Option<PathBuf>) -> Result<Arc<Self>> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        let ptr = upstream.allocate_sync(size, DEFAULT_ALIGNMENT)?;
+        let block = ptr as usize;
+        // Base resources return 256-aligned memory; should one not, use the aligned part.
+        let base = align_up(block, DEFAULT_ALIGNMENT).unwrap_or(block);
+        let usable = (size - (base - block)) & !(DEFAULT_ALIGNMENT - 1);
+        Ok(Arc::new(Self {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            upstream,
+            block,
+            block_bytes: size,
+            base,
+            size: usable,
+            gpu,
+            dump_path,
+            dumped: AtomicBool::new(false),
+            global: Mutex::new(Global::new(base, usable)),
+        }))
+    }
+
+    /// The bytes the arena manages.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The upstream resource.
+    pub(crate) fn upstream(&self) -> &AnyResource {
+        &self.upstream
+    }
+
+    /// True when the arena synchronizes with a GPU.
+    pub(crate) fn works_for_gpu(&self) -> bool {
+        self.gpu.is_some()
+    }
+
+    fn lock_global(&self) -> MutexGuard<'_, Global> {
+        self.global.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn oom(&self, bytes: usize, detail: String) -> Error {
+        Error::OutOfMemory { bytes, resource: "arena_memory_resource".to_owned(), detail }
+    }
+
+    // ---- arenas -------------------------------------------------------------------------------
+
+    /// The arena of `stream` for the calling thread (found in the thread-local cache, created on
+    /// first use).
+    fn arena_for(self: &Arc<Self>, stream: Stream) -> Arc<Arena> {
+        let key = stream_key(stream);
+        let cached = LOCAL.try_with(|local| {
+            let mut local = local.try_borrow_mut().ok()?;
+            Some(local.arena(self, key))
+        });
+        match cached {
+            Ok(Some(arena)) => arena,
+            // The thread is exiting (its cache is gone): share an arena keyed by the handle.
+            _ => self.stream_arena(key.unwrap_or(Stream::PER_THREAD.as_raw())),
+        }
+    }
+
+    /// The arena of stream `key`, created on first use.
+    fn stream_arena(&self, key: usize) -> Arc<Arena> {
+        let mut global = self.lock_global();
+        global.streams.entry(key).or_insert_with(|| Arc::new(Arena::new(ArenaKind::Stream(key)))).clone()
+    }
+
+    /// A new arena for the calling thread.
+    fn new_thread_arena(&self) -> Arc<Arena> {
+        static THREAD_ARENAS: AtomicU64 = AtomicU64::new(1);
+        let arena = Arc::new(Arena::new(ArenaKind::Thread(THREAD_ARENAS.fetch_add(1, Ordering::Relaxed))));
+        self.lock_global().threads.push(arena.clone());
+        arena
+    }
+
+    /// Returns an exiting thread's arena to the global arena: empty superblocks join the free
+    /// space, the others become orphans until their last block is freed.
+    fn retire_thread_arena(&self, arena: &Arc<Arena>) {
+        if self.gpu.is_some() {
+            // Blocks freed on this thread's default stream may still be used by work queued there.
+            if let Err(e) = Stream::PER_THREAD.synchronize() {
+                tracing::warn!("arena_memory_resource: synchronizing an exiting thread's stream: {e}");
+            }
+        }
+        let mut global = self.lock_global();
+        global.threads.retain(|a| !Arc::ptr_eq(a, arena));
+        let superblocks = arena.lock().take_all();
+        for sb in superblocks {
+            global.release(sb);
+        }
+    }
+
+    // ---- synchronization ----------------------------------------------------------------------
+
+    fn synchronize_stream(&self, stream: Stream) -> Result<()> {
+        match self.gpu {
+            Some(_) => stream.synchronize(),
+            None => Ok(()),
+        }
+    }
+
+    fn synchronize_device(&self) -> Result<()> {
+        match self.gpu {
+            Some(device) => {
+                let _device = DeviceGuard::new(device)?;
+                cuda::memory::device_synchronize()
+            }
+            None => Ok(()),
+        }
+    }
+
+    // ---- allocation ---------------------------------------------------------------------------
+
+    /// Allocates `bytes` (> 0) bytes on `stream`.
+    pub(crate) fn allocate(self: &Arc<Self>, stream: Stream, bytes: usize) -> Result<*mut u8> {
+        let size = match align_up(bytes, DEFAULT_ALIGNMENT) {
+            Some(size) if size <= self.size => size,
+            _ => {
+                return Err(self.oom(bytes, format!("the arena holds {} bytes in all. {NO_ROOM}", self.size)));
+            }
+        };
+        let found = if size > SUPERBLOCK_SIZE {
+            self.lock_global().allocate_large(size)
+        } else {
+            self.allocate_small(&self.arena_for(stream), size)
+        };
+        match found {
+            Some(addr) => Ok(addr as *mut u8),
+            None => self.defragment_and_retry(stream, bytes, size),
+        }
+    }
+
+    /// First fit in `arena`; else a superblock from the global arena.
+    fn allocate_small(&self, arena: &Arena, size: usize) -> Option<usize> {
+        let fast = arena.lock().first_fit(size);
+        if fast.is_some() {
+            return fast;
+        }
+        let mut global = self.lock_global();
+        let mut superblocks = arena.lock();
+        // Another thread may have freed into this arena meanwhile.
+        if let Some(addr) = superblocks.first_fit(size) {
+            return Some(addr);
+        }
+        let sb = global.acquire(size)?;
+        superblocks.insert(sb);
+        superblocks.first_fit(size)
+    }
+
+    /// Locks every arena (after the global lock), synchronizes the device, and returns every
+    /// empty superblock to the global arena, where neighbours coalesce.
+    fn defragment_locked(&self, global: &mut Global, guards: &mut [MutexGuard<'_, Superblocks>]) -> Result<()> {
+        // With every arena locked, no free can land between the synchronization and the move.
+        self.synchronize_device()?;
+        for guard in guards.iter_mut() {
+            for sb in guard.take_empty() {
+                global.release(sb);
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns every arena's empty superblocks to the global arena.
+    ///
+    /// # Errors
+    /// A failed device synchronization (nothing moves then).
+    pub(crate) fn defragment(&self) -> Result<()> {
+        let mut global = self.lock_global();
+        let arenas = global.arenas();
+        let mut guards: Vec<_> = arenas.iter().map(|a| a.lock()).collect();
+        self.defragment_locked(&mut global, &mut guards)
+    }
+
+    /// The slow path after a failed allocation: defragment, retry once (still holding every lock,
+    /// so the memory just gathered cannot be taken by others first), then dump and fail.
+    fn defragment_and_retry(self: &Arc<Self>, stream: Stream, bytes: usize, size: usize) -> Result<*mut u8> {
+        let own = (size <= SUPERBLOCK_SIZE).then(|| self.arena_for(stream));
+        let mut global = self.lock_global();
+        let arenas = global.arenas();
+        let mut guards: Vec<_> = arenas.iter().map(|a| a.lock()).collect();
+        self.defragment_locked(&mut global, &mut guards)?;
+        let found = match &own {
+            None => global.allocate_large(size),
+            Some(own) => match arenas.iter().position(|a| Arc::ptr_eq(a, own)) {
+                Some(i) => retry_small(&mut global, &mut guards, i, size),
+                None => None,
+            },
+        };
+        if let Some(addr) = found {
+            return Ok(addr as *mut u8);
+        }
+        let detail = format!("{bytes} bytes on stream {stream}. {NO_ROOM}");
+        self.dump(&global, &arenas, &guards, bytes, stream);
+        Err(self.oom(bytes, detail))
+    }
+
+    // ---- deallocation -------------------------------------------------------------------------
+
+    /// Frees `[ptr, ptr + bytes)` on `stream`.
+    pub(crate) fn deallocate(self: &Arc<Self>, stream: Stream, ptr: *mut u8, bytes: usize) -> Result<()> {
+        let addr = ptr as usize;
+        let size = align_up(bytes, DEFAULT_ALIGNMENT).unwrap_or(usize::MAX);
+        if addr < self.base || addr - self.base >= self.size || size > self.size {
+            return Err(Error::invalid(format!("{ptr:p} (+{bytes}) was not allocated by this arena")));
+        }
+        if size > SUPERBLOCK_SIZE {
+            // The global arena serves every stream: wait for the work that may use the block.
+            let synced = self.synchronize_stream(stream);
+            self.lock_global().free_large(addr, size)?;
+            return synced;
+        }
+        let arena = self.arena_for(stream);
+        let fast = arena.lock().free(addr, size)?;
+        drop(arena);
+        if let Freed::Done { .. } = fast {
+            return Ok(());
+        }
+        // Allocated on another stream or thread (or its superblock moved): the block may join an
+        // arena whose stream is not ordered after `stream`, so wait for `stream` first.
+        let synced = self.synchronize_stream(stream);
+        let mut global = self.lock_global();
+        for other in global.arenas() {
+            if let Freed::Done { .. } = other.lock().free(addr, size)? {
+                return synced;
+            }
+        }
+        match global.free_in_orphan(addr, size)? {
+            Freed::Done { .. } => synced,
+            Freed::NotHere => Err(Error::invalid(format!("{ptr:p} (+{bytes}) is not a live allocation of this arena"))),
+        }
+    }
+
+    // ---- accounting and dump ------------------------------------------------------------------
+
+    /// The accounting, with every lock taken in turn.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let global = self.lock_global();
+        let arenas = global.arenas();
+        let (large_bytes, large_allocations) = global.large();
+        let mut s = Snapshot {
+            used: large_bytes + global.orphans.used(),
+            global_free: global.free_bytes(),
+            largest_global_free: global.largest_free(),
+            superblock_free: global.orphans.free_bytes(),
+            largest_superblock_free: global.orphans.largest(),
+            superblocks: global.orphans.len(),
+            orphan_superblocks: global.orphans.len(),
+            arenas: arenas.len(),
+            large_allocations,
+        };
+        for arena in &arenas {
+            let sbs = arena.lock();
+            s.used += sbs.used();
+            s.superblock_free += sbs.free_bytes();
+            s.largest_superblock_free = s.largest_superblock_free.max(sbs.largest());
+            s.superblocks += sbs.len();
+        }
+        s
+    }
+
+    /// The whole state as text (what the dump file holds).
+    pub(crate) fn describe(&self) -> String {
+        let global = self.lock_global();
+        let arenas = global.arenas();
+        let guards: Vec<_> = arenas.iter().map(|a| a.lock()).collect();
+        describe(&global, &arenas, &guards)
+    }
+
+    /// Writes the state to the dump file, when the resource was asked to.
+    fn dump(&self, global: &Global, arenas: &[Arc<Arena>], guards: &[MutexGuard<'_, Superblocks>], bytes: usize, stream: Stream) {
+        let Some(path) = &self.dump_path else { return };
+        let mut text = String::new();
+        let _ = writeln!(text, "**************************************************");
+        let _ = writeln!(text, "Ran out of memory trying to allocate {bytes} bytes on stream {stream}.");
+        let _ = writeln!(text, "**************************************************");
+        text.push_str(&describe(global, arenas, guards));
+        let first = !self.dumped.swap(true, Ordering::Relaxed);
+        let file = std::fs::OpenOptions::new().create(true).write(true).append(!first).truncate(first).open(path);
+        if let Err(e) = file.and_then(|mut f| f.write_all(text.as_bytes())) {
+            tracing::warn!("arena_memory_resource: could not write the memory dump to {}: {e}", path.display());
+        }
+    }
+
+    /// The managed range `(base, size)` (tests only).
+    #[cfg(test)]
+    pub(crate) fn range(&self) -> (usize, usize) {
+        (self.base, self.size)
+    }
+
+    /// Panics when an invariant is broken (tests only).
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        let global = self.lock_global();
+        global.check_invariants();
+        let arenas = global.arenas();
+        let mut all: Vec<(usize, usize)> = global.orphans.iter().map(|sb| (sb.start(), sb.size())).collect();
+        for arena in &arenas {
+            let sbs = arena.lock();
+            sbs.check_invariants();
+            all.extend(sbs.iter().map(|sb| (sb.start(), sb.size())));
+        }
+        all.sort_unstable();
+        for w in all.windows(2) {
+            assert!(w[0].0 + w[0].1 <= w[1].0, "superblocks {:#x} and {:#x} of different arenas overlap", w[0].0, w[1].0);
+        }
+        for &(start, size) in &all {
+            assert!(start >= self.base && start + size <= self.base + self.size, "superblock {start:#x} outside the arena");
+            assert!(!global.free_overlaps(start, size), "superblock {start:#x} is also free space");
+        }
+    }
+}
+
+/// The retry of a small request after defragmentation, with the global lock and every arena lock
+/// held (`own` indexes the requesting arena): first fit in the own arena, then a superblock from
+/// the global arena, then a partly used superblock of another arena with a free block that fits
+/// (safe to move: the device was just synchronized).
+fn retry_small(global: &mut Global, guards: &mut [MutexGuard<'_, Superblocks>], own: usize, size: usize) -> Option<usize> {
+    if let Some(addr) = guards[own].first_fit(size) {
+        return Some(addr);
+    }
+    let sb = global.acquire(size).or_else(|| {
+        guards.iter_mut().enumerate().filter(|(i, _)| *i != own).find_map(|(_, g)| g.take_first_that_fits(size))
+    })?;
+    guards[own].insert(sb);
+    guards[own].first_fit(size)
+}
+
+fn describe(global: &Global, arenas: &[Arc<Arena>], guards: &[MutexGuard<'_, Superblocks>]) -> String {
+    let mut text = String::new();
+    global.describe(&mut text);
+    for (arena, sbs) in arenas.iter().zip(guards) {
+        arena.describe(sbs, &mut text);
+    }
+    text
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: the block came from `upstream.allocate_sync` with these arguments in `new`, and
+        // the arena is gone: nothing can hand out its memory any more.
+        let freed = unsafe { self.upstream.deallocate_sync(self.block as *mut u8, self.block_bytes, DEFAULT_ALIGNMENT) };
+        if let Err(e) = freed {
+            tracing::error!("arena_memory_resource: returning {} bytes to {}: {e}", self.block_bytes, self.upstream.name());
+        }
+    }
+}
+
+// ---- the thread-local cache ---------------------------------------------------------------------
+
+thread_local! {
+    static LOCAL: RefCell<Local> = RefCell::new(Local::default());
+}
+
+/// What a thread remembers about each arena resource it used.
+#[derive(Default)]
+struct Local {
+    entries: Vec<LocalEntry>,
+}
+
+struct LocalEntry {
+    id: u64,
+    shared: Weak<Shared>,
+    /// The thread's own arena (per-thread default stream), created on first use.
+    thread_arena: Option<Arc<Arena>>,
+    /// Recently used stream arenas, most recent last.
+    streams: Vec<(usize, Arc<Arena>)>,
+}
+
+impl Local {
+    fn arena(&mut self, shared: &Arc<Shared>, key: Option<usize>) -> Arc<Arena> {
+        let i = match self.entries.iter().position(|e| e.id == shared.id) {
+            Some(i) => i,
+            None => {
+                // Forget resources that are gone, then remember this one.
+                self.entries.retain(|e| e.shared.strong_count() > 0);
+                self.entries.push(LocalEntry {
+                    id: shared.id,
+                    shared: Arc::downgrade(shared),
+                    thread_arena: None,
+                    streams: Vec::new(),
+                });
+                self.entries.len() - 1
+            }
+        };
+        let entry = &mut self.entries[i];
+        match key {
+            None => entry.thread_arena.get_or_insert_with(|| shared.new_thread_arena()).clone(),
+            Some(key) => {
+                if let Some((_, arena)) = entry.streams.iter().rev().find(|(k, _)| *k == key) {
+                    return arena.clone();
+                }
+                let arena = shared.stream_arena(key);
+                if entry.streams.len() == STREAM_CACHE {
+                    entry.streams.remove(0);
+                }
+                entry.streams.push((key, arena.clone()));
+                arena
+            }
+        }
+    }
+}
+
+impl Drop for Local {
+    /// The thread is exiting: its arenas go back to the resources still alive.
+    fn drop(&mut self) {
+        for entry in self.entries.drain(..) {
+            if let (Some(arena), Some(shared)) = (entry.thread_arena, entry.shared.upgrade()) {
+                shared.retire_thread_arena(&arena);
+            }
+        }
+    }
+}
