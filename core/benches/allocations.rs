@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rmm_core::cuda::{self, OwnedStream, Stream, StreamFlags};
-use rmm_core::mr::{CudaAsyncMemoryResource, CudaMemoryResource, SimulatedMemoryResource, SystemMemoryResource};
+use rmm_core::mr::{
+    ArenaMemoryResource, CudaAsyncMemoryResource, CudaMemoryResource, SimulatedMemoryResource, SystemMemoryResource,
+};
 use rmm_core::{Access, AnyResource, MemoryResource, Result, DEFAULT_ALIGNMENT};
 
 const THREADS: [usize; 4] = [1, 4, 16, 0];
@@ -59,6 +61,12 @@ fn resources() -> Vec<(&'static str, Factory)> {
         ];
     }
     vec![
+        // As RMM's benchmark: the arena takes all free memory but 64 MiB.
+        ("arena", || {
+            let (free, _) = cuda::mem_info(cuda::current_device()?)?;
+            let size = (free - (64 << 20)) & !(DEFAULT_ALIGNMENT - 1);
+            Ok(AnyResource::new(ArenaMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), Some(size), false)?))
+        }),
         ("cuda", || Ok(AnyResource::new(CudaMemoryResource::new()))),
         ("cuda_async", || Ok(AnyResource::new(CudaAsyncMemoryResource::new()?))),
     ]
