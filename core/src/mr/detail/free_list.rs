@@ -16,6 +16,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::aligned::align_up;
+
 /// What a free block carries besides its range.
 pub(crate) trait BlockTag: Clone + Default + std::fmt::Debug {
     /// Folds `other` into `self` when two blocks coalesce.
@@ -46,6 +48,17 @@ struct Entry<T> {
     tag: T,
 }
 
+/// A free block that can serve a request, as listed by [`FreeList::fits`].
+#[derive(Debug)]
+pub(crate) struct Fit<'a, T> {
+    /// Start address of the free block.
+    pub block: usize,
+    /// Where the request would start inside it (the block start rounded up to the alignment).
+    pub start: usize,
+    /// The block's tag.
+    pub tag: &'a T,
+}
+
 /// Free blocks, ordered by address and indexed by size.
 #[derive(Debug)]
 pub(crate) struct FreeList<T: BlockTag = ()> {
@@ -60,9 +73,6 @@ impl<T: BlockTag> Default for FreeList<T> {
     }
 }
 
-// The sub-allocators (pool, arena, fixed-size) are the users of most of this; until they land,
-// only the simulated device and the tests call it. Remove this once they do.
-#[allow(dead_code)]
 impl<T: BlockTag> FreeList<T> {
     /// An empty list.
     pub(crate) fn new() -> Self {
@@ -80,6 +90,7 @@ impl<T: BlockTag> FreeList<T> {
     }
 
     /// True when nothing is free.
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.by_addr.is_empty()
     }
@@ -142,6 +153,7 @@ impl<T: BlockTag> FreeList<T> {
     }
 
     /// Removes and returns `size` bytes from the lowest-addressed block that holds them.
+    #[allow(dead_code)] // first fit is for the arena, which is not here yet
     pub(crate) fn take_first_fit(&mut self, size: usize) -> Option<FreeBlock<T>> {
         let addr = self.by_addr.iter().find(|(_, e)| e.size >= size).map(|(&a, _)| a)?;
         Some(self.take_at(addr, size))
@@ -149,6 +161,7 @@ impl<T: BlockTag> FreeList<T> {
 
     /// Removes and returns the smallest block of at least `size` bytes for which `accept` holds,
     /// split as [`FreeList::take_best_fit`] does. Scans blocks in increasing size order.
+    #[allow(dead_code)] // superseded by `fits` + `take_range` in the pool; kept for the arena
     pub(crate) fn take_best_fit_where(
         &mut self,
         size: usize,
@@ -159,6 +172,38 @@ impl<T: BlockTag> FreeList<T> {
             accept(&FreeBlock { addr: *a, size: e.size, region: e.region, tag: e.tag.clone() })
         })?;
         Some(self.take_at(addr, size))
+    }
+
+    /// The free blocks that can hold `size` bytes starting at an `alignment`-aligned address
+    /// (`alignment` a power of two), smallest block first: the best fit comes first.
+    pub(crate) fn fits(&self, size: usize, alignment: usize) -> impl Iterator<Item = Fit<'_, T>> + '_ {
+        self.by_size.range((size, 0)..).filter_map(move |&(block_size, block)| {
+            let start = align_up(block, alignment)?;
+            if start.checked_add(size)? > block + block_size {
+                return None;
+            }
+            Some(Fit { block, start, tag: &self.by_addr[&block].tag })
+        })
+    }
+
+    /// Takes `[start, start + size)` out of the free block that begins at `block` (as listed by
+    /// [`FreeList::fits`]). The pieces before and after it stay free, tagged `rest_tag`, or with the
+    /// block's own tag when that is `None`. Returns the taken range with the block's tag.
+    ///
+    /// The caller guarantees `block` is a free block containing the range (debug builds assert it).
+    pub(crate) fn take_range(&mut self, block: usize, start: usize, size: usize, rest_tag: Option<T>) -> FreeBlock<T> {
+        let entry = self.unlink(block);
+        let end = block + entry.size;
+        debug_assert!(start >= block && start + size <= end, "[{start:#x}, +{size}) is not inside the block");
+        let rest = rest_tag.unwrap_or_else(|| entry.tag.clone());
+        // The block was maximal, so its pieces have no free neighbours to coalesce with.
+        if start > block {
+            self.link(block, Entry { size: start - block, region: entry.region, tag: rest.clone() });
+        }
+        if end > start + size {
+            self.link(start + size, Entry { size: end - start - size, region: entry.region, tag: rest });
+        }
+        FreeBlock { addr: start, size, region: entry.region, tag: entry.tag }
     }
 
     fn take_at(&mut self, addr: usize, size: usize) -> FreeBlock<T> {

@@ -3,3 +3,4 @@
 pub(crate) mod free_list;
 pub(crate) mod mempool;
 pub(crate) mod size_guard;
+pub(crate) mod stream_ordered;
