@@ -986,13 +986,11 @@ impl Core {
 
     /// Exact counters (takes every lock).
     pub(crate) fn stats(&self) -> CoreStats {
+        // All locks at once (global first, as everywhere): no block is between two places.
         let g = lock(&self.global);
-        let (mut cached_bytes, mut cached_blocks) = (0, 0);
-        for shard in self.shards.iter() {
-            let s = lock(&shard.0);
-            cached_bytes += s.bytes;
-            cached_blocks += s.blocks.len();
-        }
+        let shards: Vec<MutexGuard<'_, Shard>> = self.shards.iter().map(|s| lock(&s.0)).collect();
+        let cached_bytes = shards.iter().map(|s| s.bytes).sum();
+        let cached_blocks = shards.iter().map(|s| s.blocks.len()).sum();
         CoreStats {
             pool_size: g.pool_size,
             used: self.used.load(Ordering::Relaxed),

@@ -145,6 +145,10 @@ impl Subject for FixedSizeMemoryResource {
         assert_eq!(s.bytes_free, s.pool_size - s.bytes_used);
         assert_eq!(s.pool_size % self.block_size, 0, "whole blocks only");
     }
+    fn check_books(&self) {
+        let s = self.statistics();
+        assert_eq!(s.bytes_free + s.bytes_used, s.pool_size, "{s:?}");
+    }
     fn release(&self) -> Result<usize> {
         self.release_unused()
     }

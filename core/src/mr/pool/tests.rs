@@ -161,6 +161,10 @@ impl Subject for PoolMemoryResource {
             assert!(s.pool_size <= max);
         }
     }
+    fn check_books(&self) {
+        let s = self.statistics();
+        assert_eq!(s.bytes_free + s.bytes_used, s.pool_size, "{s:?}");
+    }
     fn release(&self) -> Result<usize> {
         let before = self.pool_size();
         let released = self.release_unused()?;

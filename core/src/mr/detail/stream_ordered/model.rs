@@ -318,6 +318,8 @@ pub(crate) trait Subject: MemoryResource {
     fn check_accounting(&self, held: usize);
     /// Gives wholly free upstream blocks back.
     fn release(&self) -> Result<usize>;
+    /// Checks `free + used == pool size` (must hold exactly at any moment, even mid-flight).
+    fn check_books(&self);
 }
 
 /// One random operation: `(kind, stream index, size seed, alignment seed)`.
@@ -422,14 +424,33 @@ pub(crate) fn drive<R: Subject>(mr: &R, syncer: &RecordingSyncer, ops: &[Op]) ->
     Ok(ops.len())
 }
 
+/// Counts a worker out when it ends (even by panic).
+struct Done<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Done<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// `threads` threads on host memory, each on its own fake stream, two shared ones and its PTDS,
 /// `ops` random allocate/free each (sizes up to `max_bytes`, alignments up to 4 KiB): every block
 /// is filled with its thread's byte and checked before it is freed, the model checks stream order,
-/// and at the end nothing is held. `mr` must hand out host memory.
+/// and at the end nothing is held; meanwhile an observer checks the books stay balanced. `mr`
+/// must hand out host memory.
 pub(crate) fn stress_threads<R: Subject>(mr: &R, syncer: &RecordingSyncer, threads: usize, ops: usize, max_bytes: usize) {
+    let running = std::sync::atomic::AtomicUsize::new(threads);
     std::thread::scope(|scope| {
+        let running = &running;
+        scope.spawn(move || {
+            while running.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                mr.check_books();
+                std::thread::yield_now();
+            }
+        });
         for t in 0..threads {
             scope.spawn(move || {
+                let _done = Done(running);
                 let streams = [fake_stream(100 + t), fake_stream(1), fake_stream(2), Stream::PER_THREAD];
                 let mut live: Vec<(*mut u8, usize, usize, usize, usize)> = Vec::new();
                 let mut x = 0x1234_5678_u64 + t as u64;
