@@ -110,8 +110,14 @@ impl FixedSizeMemoryResource {
         self.core.release_unused()
     }
 
+    /// Panics when the engine's books or free list are inconsistent (tests only).
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        self.core.check_invariants();
+    }
+
     /// The block holding `ptr` (an allocation of this resource).
-    fn block_of(&self, ptr: usize) -> Result<usize> {
+    pub(crate) fn block_of(&self, ptr: usize) -> Result<usize> {
         let (start, _) = self
             .core
             .region_containing(ptr)

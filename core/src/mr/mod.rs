@@ -2,6 +2,7 @@
 //!
 //! Base resources talk to CUDA or the OS; sub-allocators and adaptors own an upstream [`crate::AnyResource`].
 
+pub mod binning;
 pub mod cuda;
 pub mod cuda_async;
 pub mod cuda_async_managed;
@@ -18,6 +19,7 @@ pub mod system;
 #[cfg(test)]
 pub(crate) mod test_harness;
 
+pub use binning::BinningMemoryResource;
 pub use cuda::CudaMemoryResource;
 pub use cuda_async::{CudaAsyncMemoryResource, CudaAsyncOptions, ExportHandleType};
 pub use cuda_async_managed::CudaAsyncManagedMemoryResource;

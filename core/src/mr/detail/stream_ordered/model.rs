@@ -261,10 +261,14 @@ impl ModelUpstream {
         Self { inner, syncer: syncer.clone() }
     }
 
-    fn released(&self, ptr: *mut u8, bytes: usize) -> Result<()> {
+    /// Memory comes back: on `stream` (stream-ordered: that stream's pending work is fine), or
+    /// synchronously (`None`: all work on it must be complete).
+    fn released(&self, stream: Option<Stream>, ptr: *mut u8, bytes: usize) -> Result<()> {
         let len = align_up(bytes, DEFAULT_ALIGNMENT).unwrap_or(bytes);
+        let on = stream.map(|s| self.syncer.key(s));
         let mut m = self.syncer.model();
-        m.clear(ptr as usize, ptr as usize + len, |m, t, point| m.completed(t, point)).map_err(Error::invalid)
+        m.clear(ptr as usize, ptr as usize + len, |m, t, point| Some(t) == on || m.completed(t, point))
+            .map_err(Error::invalid)
     }
 }
 
@@ -280,12 +284,12 @@ impl MemoryResource for ModelUpstream {
         self.inner.allocate_sync(bytes, alignment)
     }
     unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
-        self.released(ptr, bytes)?;
+        self.released(Some(stream), ptr, bytes)?;
         // SAFETY: forwarded caller contract.
         unsafe { self.inner.deallocate(stream, ptr, bytes, alignment) }
     }
     unsafe fn deallocate_sync(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
-        self.released(ptr, bytes)?;
+        self.released(None, ptr, bytes)?;
         // SAFETY: forwarded caller contract.
         unsafe { self.inner.deallocate_sync(ptr, bytes, alignment) }
     }
