@@ -129,8 +129,13 @@ impl Stream {
     /// the id of the current device's stream they name.
     ///
     /// # Errors
-    /// Host mode, or the driver's error (for example for a destroyed stream).
+    /// Host mode, a driver older than CUDA 12.0, or the driver's error (for example for a
+    /// destroyed stream).
     pub fn id(self) -> Result<u64> {
+        static SUPPORTED: OnceLock<bool> = OnceLock::new();
+        if !*SUPPORTED.get_or_init(|| super::has_entry_point("cuStreamGetId")) {
+            return Err(Error::Unsupported("cuStreamGetId needs CUDA 12.0 or newer".into()));
+        }
         ensure_context()?;
         let mut id: std::ffi::c_ulonglong = 0;
         // SAFETY: a context is current; `id` is a valid out-pointer; an invalid handle is reported
@@ -328,5 +333,25 @@ mod tests {
         let s = unsafe { Stream::from_raw(0xabc0) };
         assert_eq!(s.to_string(), "0xabc0");
         assert_eq!(s.as_raw(), 0xabc0);
+        if super::super::is_host_mode() {
+            assert!(s.id().is_err() && s.device().is_err(), "no driver to ask");
+        }
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn ids_are_unique_and_devices_known() {
+        crate::testing::require_gpu();
+        let a = OwnedStream::new(StreamFlags::NonBlocking).unwrap();
+        let b = OwnedStream::new(StreamFlags::NonBlocking).unwrap();
+        let (ida, idb) = (a.id().unwrap(), b.id().unwrap());
+        assert_ne!(ida, idb);
+        assert_eq!(a.id().unwrap(), ida, "stable");
+        let device = current_device().unwrap();
+        assert_eq!(a.stream().device().unwrap(), device);
+        assert_eq!(Stream::DEFAULT.device().unwrap(), device);
+        drop(a);
+        let c = OwnedStream::new(StreamFlags::NonBlocking).unwrap();
+        assert_ne!(c.id().unwrap(), ida, "ids are never reused");
     }
 }

@@ -381,7 +381,7 @@ impl CudaSyncer {
     /// event's context require); `None` when the stream is gone (destroyed, its handle perhaps
     /// reused by another stream): it can no longer be recorded on.
     fn record(&self, key: StreamKey) -> Result<Option<PooledEvent>> {
-        if key.device().is_none() && key.stream().id().ok() != Some(key.id) {
+        if key.device().is_none() && key.stream().id().unwrap_or(0) != key.id {
             return Ok(None);
         }
         let device = self.device_of(key)?;
@@ -436,7 +436,7 @@ impl Syncer for CudaSyncer {
         }
     }
     fn is_idle(&self, key: StreamKey) -> Result<bool> {
-        if key.device().is_none() && key.stream().id().ok() != Some(key.id) {
+        if key.device().is_none() && key.stream().id().unwrap_or(0) != key.id {
             return Ok(false);
         }
         let _guard = key.device().map(DeviceGuard::new).transpose()?;
