@@ -117,9 +117,13 @@ impl Subject for BinningMemoryResource {
         None
     }
     fn check_accounting(&self, held: usize) {
-        let in_bins: usize = self.bin_resources().iter().map(|(_, r)| fixed(r).statistics().bytes_used).sum();
+        let mut in_bins = 0;
+        for (_, r) in self.bin_resources() {
+            let s = fixed(&r).statistics();
+            assert_eq!(s.bytes_free + s.bytes_used, s.pool_size, "{s:?}");
+            in_bins += s.bytes_used;
+        }
         assert!(in_bins <= held, "bins hold {in_bins} of {held} bytes");
-        self.check_books();
     }
     fn release(&self) -> Result<usize> {
         self.bin_resources().iter().map(|(_, r)| fixed(r).release_unused()).sum()
