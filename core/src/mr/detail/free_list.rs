@@ -333,6 +333,24 @@ mod tests {
         assert!(fl.take_best_fit_where(64, |blk| blk.tag.0.is_empty()).is_some());
     }
 
+    #[test]
+    fn aligned_fits_split_into_three_pieces() {
+        let mut fl = FreeList::<Streams>::new();
+        fl.insert(0x1100, 0x300, 0x1000, Streams(vec![1]));
+        fl.insert(0x4000, 0x2000, 0x4000, Streams(vec![2]));
+        let fits: Vec<(usize, usize)> = fl.fits(0x100, 0x1000).map(|f| (f.block, f.start)).collect();
+        assert_eq!(fits, [(0x4000, 0x4000)], "the small block holds no 4 KiB-aligned range");
+        let fits: Vec<(usize, usize)> = fl.fits(0x100, 0x200).map(|f| (f.block, f.start)).collect();
+        assert_eq!(fits, [(0x1100, 0x1200), (0x4000, 0x4000)], "best fit first");
+        let b = fl.take_range(0x1100, 0x1200, 0x100, Some(Streams(vec![9])));
+        assert_eq!((b.addr, b.size, b.region, b.tag), (0x1200, 0x100, 0x1000, Streams(vec![1])));
+        let rest: Vec<(usize, usize, Vec<u32>)> = fl.iter().map(|f| (f.addr, f.size, f.tag.0)).collect();
+        assert_eq!(rest, [(0x1100, 0x100, vec![9]), (0x1300, 0x100, vec![9]), (0x4000, 0x2000, vec![2])]);
+        fl.check_invariants();
+        fl.insert(0x1200, 0x100, 0x1000, Streams(vec![3]));
+        assert_eq!(fl.iter().next().map(|f| (f.size, f.tag.0)), Some((0x300, vec![9, 3])), "coalesced again");
+    }
+
     proptest! {
         /// Random inserts and takes against a byte-map model: no overlap, exact accounting,
         /// everything coalesces back into whole regions at the end.
