@@ -4,6 +4,7 @@
 //! `cudaStream_t`: a stream from CuPy, PyTorch or Numba can be wrapped without conversion.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use super::device::{current_device, ensure_context, DeviceGuard, DeviceId};
 use super::{check, driver, sys, Event};
@@ -89,6 +90,58 @@ impl Stream {
             sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
             other => Err(super::cuda_error(other, "cuStreamQuery")),
         }
+    }
+
+    /// The device this stream belongs to; for the default and per-thread default streams, the
+    /// calling thread's current device (whose stream the handle then means).
+    ///
+    /// # Errors
+    /// Host mode, or the driver's error (for example a destroyed stream).
+    pub fn device(self) -> Result<DeviceId> {
+        if self.is_default() || self.is_per_thread_default() {
+            return current_device();
+        }
+        ensure_context()?;
+        if super::has_entry_point("cuStreamGetDevice") {
+            let mut device: sys::CUdevice = 0;
+            // SAFETY: a context is current, the handle is valid (constructor contract) and `device`
+            // is a valid out-pointer.
+            check(unsafe { sys::cuStreamGetDevice(self.as_cu(), &mut device) }, "cuStreamGetDevice")?;
+            return Ok(device);
+        }
+        // Drivers before CUDA 12.8: the device of the stream's context.
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: as above; `ctx` is a valid out-pointer.
+        check(unsafe { sys::cuStreamGetCtx(self.as_cu(), &mut ctx) }, "cuStreamGetCtx")?;
+        // SAFETY: `ctx` is the stream's live context; it is pushed and popped around one query.
+        check(unsafe { sys::cuCtxPushCurrent_v2(ctx) }, "cuCtxPushCurrent")?;
+        let mut device: sys::CUdevice = 0;
+        // SAFETY: a context (the stream's) is current; `device` is a valid out-pointer.
+        let got = check(unsafe { sys::cuCtxGetDevice(&mut device) }, "cuCtxGetDevice");
+        let mut popped: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: undoes the push above.
+        check(unsafe { sys::cuCtxPopCurrent_v2(&mut popped) }, "cuCtxPopCurrent")?;
+        got.map(|()| device)
+    }
+
+    /// The stream's id (`cuStreamGetId`): unique for the life of the process, so unlike the handle
+    /// it is never reused by a stream created after this one is destroyed. The special handles give
+    /// the id of the current device's stream they name.
+    ///
+    /// # Errors
+    /// Host mode, a driver older than CUDA 12.0, or the driver's error (for example for a
+    /// destroyed stream).
+    pub fn id(self) -> Result<u64> {
+        static SUPPORTED: OnceLock<bool> = OnceLock::new();
+        if !*SUPPORTED.get_or_init(|| super::has_entry_point("cuStreamGetId")) {
+            return Err(Error::Unsupported("cuStreamGetId needs CUDA 12.0 or newer".into()));
+        }
+        ensure_context()?;
+        let mut id: std::ffi::c_ulonglong = 0;
+        // SAFETY: a context is current; `id` is a valid out-pointer; an invalid handle is reported
+        // as an error by the driver.
+        check(unsafe { sys::cuStreamGetId(self.as_cu(), &mut id) }, "cuStreamGetId")?;
+        Ok(id as u64)
     }
 
     /// Makes all future work on this stream wait until `event` has completed.
@@ -195,9 +248,21 @@ impl std::fmt::Debug for OwnedStream {
     }
 }
 
+/// Called with each [`OwnedStream`] just before it is destroyed (set once, by the stream-ordered
+/// sub-allocators, which may still hold blocks freed on it; see `mr::detail::stream_ordered`).
+static DESTROY_HOOK: OnceLock<fn(Stream)> = OnceLock::new();
+
+/// Installs the hook [`OwnedStream`] calls before destroying its stream (only the first call counts).
+pub(crate) fn set_destroy_hook(hook: fn(Stream)) {
+    let _ = DESTROY_HOOK.set(hook);
+}
+
 impl Drop for OwnedStream {
     fn drop(&mut self) {
         let _guard = DeviceGuard::new(self.device);
+        if let Some(hook) = DESTROY_HOOK.get() {
+            hook(self.stream);
+        }
         // SAFETY: the stream was created by us and is destroyed exactly once; pending work still
         // completes (cuStreamDestroy does not wait, nor does it cancel).
         let status = unsafe { sys::cuStreamDestroy_v2(self.stream.as_cu()) };
@@ -268,5 +333,25 @@ mod tests {
         let s = unsafe { Stream::from_raw(0xabc0) };
         assert_eq!(s.to_string(), "0xabc0");
         assert_eq!(s.as_raw(), 0xabc0);
+        if super::super::is_host_mode() {
+            assert!(s.id().is_err() && s.device().is_err(), "no driver to ask");
+        }
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn ids_are_unique_and_devices_known() {
+        crate::testing::require_gpu();
+        let a = OwnedStream::new(StreamFlags::NonBlocking).unwrap();
+        let b = OwnedStream::new(StreamFlags::NonBlocking).unwrap();
+        let (ida, idb) = (a.id().unwrap(), b.id().unwrap());
+        assert_ne!(ida, idb);
+        assert_eq!(a.id().unwrap(), ida, "stable");
+        let device = current_device().unwrap();
+        assert_eq!(a.stream().device().unwrap(), device);
+        assert_eq!(Stream::DEFAULT.device().unwrap(), device);
+        drop(a);
+        let c = OwnedStream::new(StreamFlags::NonBlocking).unwrap();
+        assert_ne!(c.id().unwrap(), ida, "ids are never reused");
     }
 }

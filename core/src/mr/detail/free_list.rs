@@ -16,6 +16,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::aligned::align_up;
+
 /// What a free block carries besides its range.
 pub(crate) trait BlockTag: Clone + Default + std::fmt::Debug {
     /// Folds `other` into `self` when two blocks coalesce.
@@ -44,6 +46,17 @@ struct Entry<T> {
     size: usize,
     region: usize,
     tag: T,
+}
+
+/// A free block that can serve a request, as listed by [`FreeList::fits`].
+#[derive(Debug)]
+pub(crate) struct Fit<'a, T> {
+    /// Start address of the free block.
+    pub block: usize,
+    /// Where the request would start inside it (the block start rounded up to the alignment).
+    pub start: usize,
+    /// The block's tag.
+    pub tag: &'a T,
 }
 
 /// Free blocks, ordered by address and indexed by size.
@@ -77,7 +90,7 @@ impl<T: BlockTag> FreeList<T> {
     }
 
     /// True when nothing is free.
-    #[allow(dead_code)] // unused by the arena; kept for the pool-style resources
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.by_addr.is_empty()
     }
@@ -159,19 +172,36 @@ impl<T: BlockTag> FreeList<T> {
         Some(self.take_at(addr, size))
     }
 
-    /// Removes and returns the smallest block of at least `size` bytes for which `accept` holds,
-    /// split as [`FreeList::take_best_fit`] does. Scans blocks in increasing size order.
-    #[allow(dead_code)] // unused by the arena; kept for the pool-style resources
-    pub(crate) fn take_best_fit_where(
-        &mut self,
-        size: usize,
-        mut accept: impl FnMut(&FreeBlock<T>) -> bool,
-    ) -> Option<FreeBlock<T>> {
-        let addr = self.by_size.range((size, 0)..).map(|&(_, a)| a).find(|a| {
-            let e = &self.by_addr[a];
-            accept(&FreeBlock { addr: *a, size: e.size, region: e.region, tag: e.tag.clone() })
-        })?;
-        Some(self.take_at(addr, size))
+    /// The free blocks that can hold `size` bytes starting at an `alignment`-aligned address
+    /// (`alignment` a power of two), smallest block first: the best fit comes first.
+    pub(crate) fn fits(&self, size: usize, alignment: usize) -> impl Iterator<Item = Fit<'_, T>> + '_ {
+        self.by_size.range((size, 0)..).filter_map(move |&(block_size, block)| {
+            let start = align_up(block, alignment)?;
+            if start.checked_add(size)? > block + block_size {
+                return None;
+            }
+            Some(Fit { block, start, tag: &self.by_addr[&block].tag })
+        })
+    }
+
+    /// Takes `[start, start + size)` out of the free block that begins at `block` (as listed by
+    /// [`FreeList::fits`]). The pieces before and after it stay free, tagged `rest_tag`, or with the
+    /// block's own tag when that is `None`. Returns the taken range with the block's tag.
+    ///
+    /// The caller guarantees `block` is a free block containing the range (debug builds assert it).
+    pub(crate) fn take_range(&mut self, block: usize, start: usize, size: usize, rest_tag: Option<T>) -> FreeBlock<T> {
+        let entry = self.unlink(block);
+        let end = block + entry.size;
+        debug_assert!(start >= block && start + size <= end, "[{start:#x}, +{size}) is not inside the block");
+        let rest = rest_tag.unwrap_or_else(|| entry.tag.clone());
+        // The block was maximal, so its pieces have no free neighbours to coalesce with.
+        if start > block {
+            self.link(block, Entry { size: start - block, region: entry.region, tag: rest.clone() });
+        }
+        if end > start + size {
+            self.link(start + size, Entry { size: end - start - size, region: entry.region, tag: rest });
+        }
+        FreeBlock { addr: start, size, region: entry.region, tag: entry.tag }
     }
 
     fn take_at(&mut self, addr: usize, size: usize) -> FreeBlock<T> {
@@ -186,7 +216,6 @@ impl<T: BlockTag> FreeList<T> {
 
     /// Removes the region `[region, region + size)` if it is wholly free (one block), returning its
     /// tag; otherwise leaves the list alone and returns `None`.
-    #[allow(dead_code)] // unused by the arena; kept for the pool-style resources
     pub(crate) fn remove_whole_region(&mut self, region: usize, size: usize) -> Option<T> {
         match self.by_addr.get(&region) {
             Some(e) if e.region == region && e.size == size => Some(self.unlink(region).tag),
@@ -202,7 +231,6 @@ impl<T: BlockTag> FreeList<T> {
     }
 
     /// Replaces every tag with `f(tag)` (for example to drop streams known to be idle).
-    #[allow(dead_code)] // unused by the arena; kept for the pool-style resources
     pub(crate) fn retag(&mut self, mut f: impl FnMut(&mut T)) {
         for e in self.by_addr.values_mut() {
             f(&mut e.tag);
@@ -314,10 +342,26 @@ mod tests {
         let b = fl.take_best_fit(128).unwrap();
         assert_eq!(b.tag, Streams(vec![1, 2]));
         assert_eq!(fl.iter().next().unwrap().tag, Streams(vec![1, 2]), "the remainder keeps the tag");
-        let picky = fl.take_best_fit_where(64, |blk| blk.tag.0.len() == 1);
-        assert!(picky.is_none());
         fl.retag(|t| t.0.clear());
-        assert!(fl.take_best_fit_where(64, |blk| blk.tag.0.is_empty()).is_some());
+        assert!(fl.iter().all(|blk| blk.tag.0.is_empty()), "retag reaches every block");
+    }
+
+    #[test]
+    fn aligned_fits_split_into_three_pieces() {
+        let mut fl = FreeList::<Streams>::new();
+        fl.insert(0x1100, 0x300, 0x1000, Streams(vec![1]));
+        fl.insert(0x4000, 0x2000, 0x4000, Streams(vec![2]));
+        let fits: Vec<(usize, usize)> = fl.fits(0x100, 0x1000).map(|f| (f.block, f.start)).collect();
+        assert_eq!(fits, [(0x4000, 0x4000)], "the small block holds no 4 KiB-aligned range");
+        let fits: Vec<(usize, usize)> = fl.fits(0x100, 0x200).map(|f| (f.block, f.start)).collect();
+        assert_eq!(fits, [(0x1100, 0x1200), (0x4000, 0x4000)], "best fit first");
+        let b = fl.take_range(0x1100, 0x1200, 0x100, Some(Streams(vec![9])));
+        assert_eq!((b.addr, b.size, b.region, b.tag), (0x1200, 0x100, 0x1000, Streams(vec![1])));
+        let rest: Vec<(usize, usize, Vec<u32>)> = fl.iter().map(|f| (f.addr, f.size, f.tag.0)).collect();
+        assert_eq!(rest, [(0x1100, 0x100, vec![9]), (0x1300, 0x100, vec![9]), (0x4000, 0x2000, vec![2])]);
+        fl.check_invariants();
+        fl.insert(0x1200, 0x100, 0x1000, Streams(vec![3]));
+        assert_eq!(fl.iter().next().map(|f| (f.size, f.tag.0)), Some((0x300, vec![9, 3])), "coalesced again");
     }
 
     proptest! {

@@ -5,3 +5,4 @@ pub(crate) mod arena_impl;
 pub(crate) mod free_list;
 pub(crate) mod mempool;
 pub(crate) mod size_guard;
+pub(crate) mod stream_ordered;

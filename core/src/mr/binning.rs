@@ -1,0 +1,197 @@
+//! `binning_memory_resource`: requests routed by size to bins, larger ones to the upstream.
+//!
+//! Each bin serves requests up to its size; a request goes to the smallest bin that can hold it,
+//! or to the upstream when none can. A bin is any resource, by default a
+//! [`FixedSizeMemoryResource`] of the bin's size over the upstream. Deallocation routes the same
+//! way, so the bins must not change while memory is allocated: unlike RMM (where adding a bin then
+//! misroutes later frees), [`BinningMemoryResource::add_bin`] refuses once anything was allocated.
+//!
+//! Stream semantics are those of the resource a request is routed to.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use crate::aligned::{align_up, check_alignment, DEFAULT_ALIGNMENT};
+use crate::cuda::Stream;
+use crate::error::{Error, Result};
+use crate::mr::detail::stream_ordered::{default_syncer, CacheLimits, Syncer};
+use crate::mr::FixedSizeMemoryResource;
+use crate::resource::{Access, AnyResource, MemoryResource};
+
+#[derive(Debug)]
+struct Inner {
+    upstream: AnyResource,
+    bins: RwLock<BTreeMap<usize, AnyResource>>,
+    /// Set by the first allocation; from then on the bins are fixed.
+    used: AtomicBool,
+    syncer: Arc<dyn Syncer>,
+}
+
+/// Size-routed sub-allocation (RMM's `binning_memory_resource`).
+///
+/// Stateful: clones share the bins and compare equal only to each other.
+///
+/// ```
+/// use rmm_core::{mr::{BinningMemoryResource, SystemMemoryResource}, AnyResource, MemoryResource, cuda::Stream};
+/// let upstream = AnyResource::new(SystemMemoryResource::new());
+/// // Bins of 1 KiB, 2 KiB and 4 KiB blocks; larger requests go to the upstream.
+/// let mr = BinningMemoryResource::with_exponents(upstream, 10, 12)?;
+/// assert_eq!(mr.bin_resources().iter().map(|(size, _)| *size).collect::<Vec<_>>(), [1024, 2048, 4096]);
+/// let small = mr.allocate(Stream::DEFAULT, 1500, 256)?; // from the 2 KiB bin
+/// let large = mr.allocate(Stream::DEFAULT, 1 << 20, 256)?; // from the upstream
+/// // SAFETY: both came from `mr` with these arguments.
+/// unsafe {
+///     mr.deallocate(Stream::DEFAULT, small, 1500, 256)?;
+///     mr.deallocate(Stream::DEFAULT, large, 1 << 20, 256)?;
+/// }
+/// # Ok::<(), rmm_core::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct BinningMemoryResource {
+    inner: Arc<Inner>,
+}
+
+impl BinningMemoryResource {
+    /// A resource with no bins yet: everything goes to `upstream` until bins are added.
+    pub fn new(upstream: AnyResource) -> Self {
+        Self::build(upstream, default_syncer())
+    }
+
+    pub(crate) fn build(upstream: AnyResource, syncer: Arc<dyn Syncer>) -> Self {
+        let inner = Inner { upstream, bins: RwLock::default(), used: AtomicBool::new(false), syncer };
+        Self { inner: Arc::new(inner) }
+    }
+
+    /// A resource with fixed-size bins of 2^`min_size_exponent` ... 2^`max_size_exponent` bytes
+    /// (RMM's constructor with exponents; bins below 256 bytes become one 256-byte bin).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `min_size_exponent > max_size_exponent` or the largest bin
+    /// does not fit in `usize`; the errors of [`FixedSizeMemoryResource::new`] (each bin
+    /// preallocates its first chunk from the upstream).
+    pub fn with_exponents(upstream: AnyResource, min_size_exponent: u32, max_size_exponent: u32) -> Result<Self> {
+        Self::build_with_exponents(upstream, min_size_exponent, max_size_exponent, default_syncer())
+    }
+
+    pub(crate) fn build_with_exponents(
+        upstream: AnyResource,
+        min_size_exponent: u32,
+        max_size_exponent: u32,
+        syncer: Arc<dyn Syncer>,
+    ) -> Result<Self> {
+        if min_size_exponent > max_size_exponent || max_size_exponent >= usize::BITS - 1 {
+            return Err(Error::invalid(format!(
+                "bin size exponents {min_size_exponent}..={max_size_exponent} are not a valid range"
+            )));
+        }
+        let mr = Self::build(upstream, syncer);
+        for exponent in min_size_exponent..=max_size_exponent {
+            mr.add_bin(1 << exponent, None)?;
+        }
+        Ok(mr)
+    }
+
+    /// Adds a bin for requests of up to `allocation_size` bytes (rounded up to 256), served by
+    /// `bin_resource`, or by a new [`FixedSizeMemoryResource`] of that block size over the
+    /// upstream (with RMM's 128 blocks per chunk) when `None`. Adding an owned bin of a size that
+    /// already has one does nothing, as in RMM.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] once anything has been allocated (frees would be misrouted),
+    /// for a size of 0, or for an explicit resource where a bin of that size exists (RMM ignores
+    /// it silently); the errors of [`FixedSizeMemoryResource::new`].
+    pub fn add_bin(&self, allocation_size: usize, bin_resource: Option<AnyResource>) -> Result<()> {
+        let size = align_up(allocation_size, DEFAULT_ALIGNMENT)
+            .filter(|&n| n > 0)
+            .ok_or_else(|| Error::invalid(format!("a bin of {allocation_size} bytes cannot be made")))?;
+        let mut bins = self.inner.bins.write().unwrap_or_else(PoisonError::into_inner);
+        // Checked under the lock the first allocation also takes to set it.
+        if self.inner.used.load(Ordering::Acquire) {
+            return Err(Error::invalid(
+                "bins can only be added before the first allocation (later frees would be routed to the new bin)",
+            ));
+        }
+        if bins.contains_key(&size) {
+            return match bin_resource {
+                None => Ok(()),
+                Some(_) => Err(Error::invalid(format!("a bin for {size} bytes exists already"))),
+            };
+        }
+        let resource = match bin_resource {
+            Some(r) => r,
+            None => AnyResource::new(FixedSizeMemoryResource::build(
+                self.inner.upstream.clone(),
+                size,
+                FixedSizeMemoryResource::DEFAULT_BLOCKS_TO_PREALLOCATE,
+                self.inner.syncer.clone(),
+                CacheLimits::DEFAULT,
+            )?),
+        };
+        bins.insert(size, resource);
+        Ok(())
+    }
+
+    /// The bins, smallest first: (largest request served, resource).
+    pub fn bin_resources(&self) -> Vec<(usize, AnyResource)> {
+        let bins = self.inner.bins.read().unwrap_or_else(PoisonError::into_inner);
+        bins.iter().map(|(&size, r)| (size, r.clone())).collect()
+    }
+
+    /// The upstream resource (for requests larger than every bin).
+    pub fn upstream_resource(&self) -> &AnyResource {
+        &self.inner.upstream
+    }
+
+    /// The resource that serves (or served) `bytes` at `alignment`: the smallest bin that holds the
+    /// request with its worst-case alignment padding, else the upstream.
+    fn route(&self, bytes: usize, alignment: usize) -> AnyResource {
+        let needed = bytes.saturating_add(alignment.saturating_sub(DEFAULT_ALIGNMENT));
+        let bins = self.inner.bins.read().unwrap_or_else(PoisonError::into_inner);
+        bins.range(needed..).next().map_or_else(|| self.inner.upstream.clone(), |(_, r)| r.clone())
+    }
+}
+
+impl MemoryResource for BinningMemoryResource {
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an alignment that is not a power of two; otherwise the
+    /// errors of the bin or upstream the request is routed to.
+    fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
+        check_alignment(alignment)?;
+        if bytes == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        if !self.inner.used.load(Ordering::Relaxed) {
+            // Holding the write lock orders this against a concurrent `add_bin`.
+            let _bins = self.inner.bins.write().unwrap_or_else(PoisonError::into_inner);
+            self.inner.used.store(true, Ordering::Release);
+        }
+        self.route(bytes, alignment).allocate(stream, bytes, alignment)
+    }
+
+    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        // SAFETY: the bins have not changed since the allocation, so this is the resource that
+        // made it; the caller's contract is forwarded.
+        unsafe { self.route(bytes, alignment).deallocate(stream, ptr, bytes, alignment) }
+    }
+
+    /// What the upstream and every bin provide.
+    fn access(&self) -> Access {
+        let bins = self.inner.bins.read().unwrap_or_else(PoisonError::into_inner);
+        bins.values().fold(self.inner.upstream.access(), |a, r| Access::from_bits(a.bits() & r.access().bits()))
+    }
+
+    fn name(&self) -> &str {
+        "binning_memory_resource"
+    }
+
+    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
+        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.inner, &o.inner))
+    }
+}
+
+#[cfg(test)]
+mod tests;

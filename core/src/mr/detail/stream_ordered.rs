@@ -1,0 +1,1094 @@
+//! Stream-ordered sub-allocation shared by the pool and fixed-size resources (RMM's
+//! `stream_ordered_memory_resource`), with one free list for all streams and no event per free.
+//!
+//! Glossary:
+//! - *upstream block* (*region*): memory the [`Core`] got from its upstream; free blocks coalesce
+//!   only inside one region, so a wholly free region can be given back;
+//! - *stream key* ([`StreamKey`]): which stream a free or an allocation was ordered on. The legacy
+//!   default stream (handles 0 and 1) and the per-thread default stream (PTDS) are per device, and
+//!   PTDS is per thread too, so their keys carry the device and (for PTDS) the thread; an ordinary
+//!   stream's key carries CUDA's process-unique stream id, so a handle reused by a new stream after
+//!   the old one was destroyed is never taken for the old one;
+//! - *pending work* ([`Pending`], the tag of a free block): the streams whose queued work may still
+//!   use the block, each either *live* (an ordinary or legacy stream: anyone can record an event on
+//!   it later) or a *marker* (an event recorded at the free; used for PTDS, whose queue only its own
+//!   thread can name, and for streams destroyed while blocks freed on them were still tagged);
+//! - *ordering* a stream S after a block: for each live stream T in the tag, record an event on T
+//!   *now* (it captures everything queued on T so far, a superset of the work before the free) and
+//!   make S wait on it; for each marker, make S wait on the marker's event;
+//! - *shard*: a small per-thread cache of recently freed blocks in front of the shared free list.
+//!
+//! Invariants:
+//! - every byte of every region is in exactly one place: the free list, one shard, or handed out;
+//!   `pool_size` is the sum of the regions, `used` the bytes handed out;
+//! - a block is handed out on stream S only after S was ordered after every other stream in its tag
+//!   (a block whose tag names only S, or nothing, needs no ordering);
+//! - a region goes back upstream only when it is wholly free and every stream in its tag has been
+//!   synchronized;
+//! - lock order: the shared list (`global`) before any shard; a shard is never held while `global`
+//!   is taken.
+//!
+//! All driver work goes through the [`Syncer`] trait: CUDA in GPU mode, nothing at all in host mode,
+//! and a recording model of stream order in the CPU tests.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use crate::aligned::{align_down, align_up, DEFAULT_ALIGNMENT};
+use crate::cuda::{self, DeviceGuard, DeviceId, Event, EventFlags, Stream};
+use crate::error::{Error, Result};
+use crate::mr::detail::free_list::{BlockTag, FreeList};
+use crate::resource::{AnyResource, MemoryResource};
+
+/// Device of a stream that is not a special handle: found from the stream when it is needed.
+const UNKNOWN_DEVICE: DeviceId = -1;
+/// Special stream handles (CUDA's `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD`).
+const LEGACY: usize = 1;
+const PER_THREAD: usize = 2;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A small, process-unique number for the calling thread (never 0).
+pub(crate) fn thread_number() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static NUMBER: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    NUMBER.with(|n| *n)
+}
+
+/// The identity of a stream for stream ordering.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct StreamKey {
+    raw: usize,
+    device: DeviceId,
+    thread: u64,
+    id: u64,
+}
+
+impl StreamKey {
+    /// The key of `stream` on the calling thread; `device` is asked only for the special handles,
+    /// `id` only for the others.
+    pub(crate) fn of(stream: Stream, device: impl FnOnce() -> DeviceId, id: impl FnOnce() -> u64) -> Self {
+        match stream.as_raw() {
+            // Handle 0 is the legacy default stream in the driver API.
+            0 | LEGACY => Self { raw: LEGACY, device: device(), thread: 0, id: 0 },
+            PER_THREAD => Self { raw: PER_THREAD, device: device(), thread: thread_number(), id: 0 },
+            raw => Self { raw, device: UNKNOWN_DEVICE, thread: 0, id: id() },
+        }
+    }
+
+    /// The handle; for the special handles it means this key's stream only on the key's device (and,
+    /// for PTDS, on the key's thread).
+    pub(crate) fn stream(self) -> Stream {
+        // SAFETY: `raw` came from a `Stream`, whose constructor contract covers it.
+        unsafe { Stream::from_raw(self.raw) }
+    }
+
+    /// The device of a special handle, or `None` for an ordinary stream (ask the stream).
+    pub(crate) fn device(self) -> Option<DeviceId> {
+        (self.device != UNKNOWN_DEVICE).then_some(self.device)
+    }
+
+    /// True for a per-thread default stream: only its own thread can record on it.
+    pub(crate) fn is_per_thread(self) -> bool {
+        self.raw == PER_THREAD
+    }
+}
+
+impl fmt::Debug for StreamKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.raw {
+            LEGACY => write!(f, "legacy@{}", self.device),
+            PER_THREAD => write!(f, "ptds@{}/t{}", self.device, self.thread),
+            raw => write!(f, "{raw:#x}#{}", self.id),
+        }
+    }
+}
+
+/// What a [`Syncer`] recorded for a marker.
+pub(crate) enum MarkerToken {
+    /// A CUDA event, returned to its pool when the marker is dropped.
+    Event(PooledEvent),
+    /// An identifier (host mode and tests).
+    Id(u64),
+}
+
+impl fmt::Debug for MarkerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MarkerToken::Event(e) => write!(f, "{e:?}"),
+            MarkerToken::Id(id) => write!(f, "marker#{id}"),
+        }
+    }
+}
+
+/// The work queued on `owner` up to some point, captured by a recorded event.
+#[derive(Debug)]
+pub(crate) struct Marker {
+    owner: StreamKey,
+    /// Order of recording: of two markers of one stream, the later one captures more.
+    seq: u64,
+    token: MarkerToken,
+}
+
+impl Marker {
+    fn new(owner: StreamKey, token: MarkerToken) -> Arc<Self> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        Arc::new(Self { owner, seq: SEQ.fetch_add(1, Ordering::Relaxed), token })
+    }
+
+    /// What the syncer recorded.
+    #[cfg(test)]
+    pub(crate) fn token(&self) -> &MarkerToken {
+        &self.token
+    }
+}
+
+/// One stream whose queued work may still use a free block.
+#[derive(Clone, Debug)]
+pub(crate) enum PendingOn {
+    /// Everything queued on this stream until someone records on it.
+    Stream(StreamKey),
+    /// Everything queued on the marker's stream before the marker.
+    Marker(Arc<Marker>),
+}
+
+impl PendingOn {
+    fn owner(&self) -> StreamKey {
+        match self {
+            PendingOn::Stream(key) => *key,
+            PendingOn::Marker(m) => m.owner,
+        }
+    }
+}
+
+/// The tag of a free block: the streams whose queued work may still use it (usually none or one).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Pending(Repr);
+
+#[derive(Clone, Debug, Default)]
+enum Repr {
+    #[default]
+    Empty,
+    One(PendingOn),
+    Many(Vec<PendingOn>),
+}
+
+impl Pending {
+    /// A tag naming one stream.
+    pub(crate) fn one(on: PendingOn) -> Self {
+        Pending(Repr::One(on))
+    }
+
+    /// The streams named.
+    pub(crate) fn entries(&self) -> &[PendingOn] {
+        match &self.0 {
+            Repr::Empty => &[],
+            Repr::One(on) => std::slice::from_ref(on),
+            Repr::Many(v) => v,
+        }
+    }
+
+    /// True when a block with this tag may be used on `key` without any ordering.
+    pub(crate) fn only(&self, key: StreamKey) -> bool {
+        self.entries().iter().all(|e| e.owner() == key)
+    }
+
+    /// How many entries a stream `key` would have to be ordered after.
+    fn foreign(&self, key: StreamKey) -> usize {
+        self.entries().iter().filter(|e| e.owner() != key).count()
+    }
+
+    /// Adds `on`, dropping what it subsumes (a live stream subsumes its markers; of two markers of
+    /// one stream the later one subsumes the earlier).
+    fn add(&mut self, on: PendingOn) {
+        let subsumed = |have: &PendingOn| match (have, &on) {
+            (PendingOn::Stream(a), PendingOn::Stream(b)) => a == b,
+            (PendingOn::Stream(a), PendingOn::Marker(m)) => *a == m.owner,
+            (PendingOn::Marker(h), PendingOn::Marker(m)) => h.owner == m.owner && h.seq >= m.seq,
+            (PendingOn::Marker(_), PendingOn::Stream(_)) => false,
+        };
+        if self.entries().iter().any(subsumed) {
+            return;
+        }
+        let mut v = match std::mem::take(&mut self.0) {
+            Repr::Empty => {
+                self.0 = Repr::One(on);
+                return;
+            }
+            Repr::One(e) => vec![e],
+            Repr::Many(v) => v,
+        };
+        v.retain(|have| match (have, &on) {
+            (PendingOn::Marker(h), PendingOn::Stream(b)) => h.owner != *b,
+            (PendingOn::Marker(h), PendingOn::Marker(m)) => h.owner != m.owner,
+            _ => true,
+        });
+        v.push(on);
+        self.0 = Repr::Many(v);
+    }
+
+    /// Rewrites the entries: `f` gives `None` to keep an entry, `Some(Some(other))` to replace it and
+    /// `Some(None)` to drop it.
+    fn rewrite(&mut self, mut f: impl FnMut(&PendingOn) -> Option<Option<PendingOn>>) {
+        let entries = self.entries().to_vec();
+        let mut out = Pending::default();
+        for e in entries {
+            match f(&e) {
+                None => out.add(e),
+                Some(Some(replacement)) => out.add(replacement),
+                Some(None) => {}
+            }
+        }
+        *self = out;
+    }
+}
+
+impl BlockTag for Pending {
+    fn merge(&mut self, other: &Self) {
+        for e in other.entries() {
+            self.add(e.clone());
+        }
+    }
+}
+
+/// The driver work stream ordering needs, behind one small interface so that host mode makes no
+/// CUDA call at all and the tests can count (and check) every wait.
+pub(crate) trait Syncer: Send + Sync + fmt::Debug {
+    /// The calling thread's current device (keys of the special stream handles carry it).
+    fn current_device(&self) -> DeviceId;
+    /// The process-unique id of an ordinary stream (0 where there is none to ask).
+    fn stream_id(&self, _stream: Stream) -> u64 {
+        0
+    }
+    /// The key of `stream` on the calling thread.
+    fn key(&self, stream: Stream) -> StreamKey {
+        StreamKey::of(stream, || self.current_device(), || self.stream_id(stream))
+    }
+    /// Records an event on `on` now and makes `waiter` wait for it.
+    fn wait_stream(&self, waiter: StreamKey, on: StreamKey) -> Result<()>;
+    /// Records an event on `key` now (called on `key`'s own thread for a PTDS).
+    fn record_marker(&self, key: StreamKey) -> Result<MarkerToken>;
+    /// Makes `waiter` wait for a recorded marker.
+    fn wait_marker(&self, waiter: StreamKey, marker: &Marker) -> Result<()>;
+    /// True when all the work queued on `key` so far has finished.
+    fn is_idle(&self, key: StreamKey) -> Result<bool>;
+    /// Blocks until the work queued on `key` so far has finished.
+    fn sync_stream(&self, key: StreamKey) -> Result<()>;
+    /// Blocks until the work captured by `marker` has finished.
+    fn sync_marker(&self, marker: &Marker) -> Result<()>;
+    /// True when streams can be destroyed under us (GPU mode): the core then listens for
+    /// [`OwnedStream`](crate::cuda::OwnedStream) destruction.
+    fn tracks_stream_lifetimes(&self) -> bool {
+        false
+    }
+}
+
+/// Host mode: nothing is ever queued, so every stream is always idle and nothing is recorded.
+#[derive(Debug, Default)]
+pub(crate) struct HostSyncer;
+
+impl Syncer for HostSyncer {
+    fn current_device(&self) -> DeviceId {
+        0
+    }
+    fn wait_stream(&self, _waiter: StreamKey, _on: StreamKey) -> Result<()> {
+        Ok(())
+    }
+    fn record_marker(&self, _key: StreamKey) -> Result<MarkerToken> {
+        Ok(MarkerToken::Id(0))
+    }
+    fn wait_marker(&self, _waiter: StreamKey, _marker: &Marker) -> Result<()> {
+        Ok(())
+    }
+    fn is_idle(&self, _key: StreamKey) -> Result<bool> {
+        Ok(true)
+    }
+    fn sync_stream(&self, _key: StreamKey) -> Result<()> {
+        Ok(())
+    }
+    fn sync_marker(&self, _marker: &Marker) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Reusable events, one list per device (an event belongs to the device it was created on).
+#[derive(Debug, Default)]
+struct EventPool {
+    free: Mutex<BTreeMap<DeviceId, Vec<Event>>>,
+}
+
+impl EventPool {
+    /// An event of `device`; the caller has made `device` current.
+    fn get(&self, device: DeviceId) -> Result<Event> {
+        if let Some(e) = lock(&self.free).get_mut(&device).and_then(Vec::pop) {
+            return Ok(e);
+        }
+        Event::new(EventFlags::DisableTiming)
+    }
+
+    fn put(&self, event: Event) {
+        lock(&self.free).entry(event.device()).or_default().push(event);
+    }
+}
+
+/// An event on loan from an [`EventPool`]; it goes back when dropped.
+pub(crate) struct PooledEvent {
+    event: Option<Event>,
+    pool: Arc<EventPool>,
+}
+
+impl PooledEvent {
+    fn event(&self) -> &Event {
+        self.event.as_ref().expect("a pooled event is present until dropped")
+    }
+}
+
+impl fmt::Debug for PooledEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.event)
+    }
+}
+
+impl Drop for PooledEvent {
+    fn drop(&mut self) {
+        if let Some(e) = self.event.take() {
+            self.pool.put(e);
+        }
+    }
+}
+
+/// GPU mode: events from a per-device pool, recorded only when a block changes streams.
+#[derive(Debug, Default)]
+pub(crate) struct CudaSyncer {
+    events: Arc<EventPool>,
+}
+
+impl CudaSyncer {
+    fn device_of(&self, key: StreamKey) -> Result<DeviceId> {
+        match key.device() {
+            Some(d) => Ok(d),
+            None => key.stream().device(),
+        }
+    }
+
+    /// Records a pooled event on `key` (with its device current, as the special handles and the
+    /// event's context require); `None` when the stream is gone (destroyed, its handle perhaps
+    /// reused by another stream): it can no longer be recorded on.
+    fn record(&self, key: StreamKey) -> Result<Option<PooledEvent>> {
+        if key.device().is_none() && key.stream().id().unwrap_or(0) != key.id {
+            return Ok(None);
+        }
+        let device = self.device_of(key)?;
+        let _guard = DeviceGuard::new(device)?;
+        let event = PooledEvent { event: Some(self.events.get(device)?), pool: self.events.clone() };
+        event.event().record(key.stream())?;
+        Ok(Some(event))
+    }
+
+    /// For a stream that is gone: its remaining work still runs, and only a device-wide
+    /// synchronization (of every device: we no longer know its own) waits for it.
+    fn synchronize_everything(key: StreamKey) -> Result<()> {
+        tracing::debug!("{key:?} was destroyed with blocks still tagged: synchronizing every device");
+        for device in 0..cuda::device_count()? {
+            let _guard = DeviceGuard::new(device)?;
+            cuda::memory::device_synchronize()?;
+        }
+        Ok(())
+    }
+
+    fn wait(&self, waiter: StreamKey, event: &Event) -> Result<()> {
+        // A special handle names the stream of the current device; an ordinary one its own.
+        let _guard = waiter.device().map(DeviceGuard::new).transpose()?;
+        waiter.stream().wait_event(event)
+    }
+}
+
+impl Syncer for CudaSyncer {
+    fn current_device(&self) -> DeviceId {
+        cuda::current_device().unwrap_or(0)
+    }
+    fn stream_id(&self, stream: Stream) -> u64 {
+        stream.id().unwrap_or(0)
+    }
+    fn wait_stream(&self, waiter: StreamKey, on: StreamKey) -> Result<()> {
+        // The event may go straight back to the pool: a wait captures the record it follows.
+        match self.record(on)? {
+            Some(event) => self.wait(waiter, event.event()),
+            None => Self::synchronize_everything(on),
+        }
+    }
+    fn record_marker(&self, key: StreamKey) -> Result<MarkerToken> {
+        match self.record(key)? {
+            Some(event) => Ok(MarkerToken::Event(event)),
+            None => Self::synchronize_everything(key).map(|()| MarkerToken::Id(0)),
+        }
+    }
+    fn wait_marker(&self, waiter: StreamKey, marker: &Marker) -> Result<()> {
+        match &marker.token {
+            MarkerToken::Event(e) => self.wait(waiter, e.event()),
+            MarkerToken::Id(_) => Ok(()),
+        }
+    }
+    fn is_idle(&self, key: StreamKey) -> Result<bool> {
+        if key.device().is_none() && key.stream().id().unwrap_or(0) != key.id {
+            return Ok(false);
+        }
+        let _guard = key.device().map(DeviceGuard::new).transpose()?;
+        key.stream().is_idle()
+    }
+    fn sync_stream(&self, key: StreamKey) -> Result<()> {
+        // An event bounds the wait to the work queued so far (a stream may keep getting more).
+        match self.record(key)? {
+            Some(event) => event.event().synchronize(),
+            None => Self::synchronize_everything(key),
+        }
+    }
+    fn sync_marker(&self, marker: &Marker) -> Result<()> {
+        match &marker.token {
+            MarkerToken::Event(e) => e.event().synchronize(),
+            MarkerToken::Id(_) => Ok(()),
+        }
+    }
+    fn tracks_stream_lifetimes(&self) -> bool {
+        true
+    }
+}
+
+/// The syncer for a new resource: CUDA with a GPU, none in host mode.
+pub(crate) fn default_syncer() -> Arc<dyn Syncer> {
+    if cuda::is_host_mode() {
+        Arc::new(HostSyncer)
+    } else {
+        Arc::new(CudaSyncer::default())
+    }
+}
+
+/// How a [`Core`] grows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Growth {
+    /// RMM's pool policy: without a maximum, by at least the pool's size (it doubles); with one, by
+    /// half of what remains (at least the request); on upstream out-of-memory, halve down to the
+    /// request.
+    Pool {
+        /// The most the pool may hold (a multiple of 256).
+        maximum: Option<usize>,
+    },
+    /// Fixed-size blocks: `chunk` bytes at a time, halved (in whole `unit`s) down to the request on
+    /// upstream out-of-memory.
+    Chunks {
+        /// Bytes per upstream request.
+        chunk: usize,
+        /// The block size; chunks are multiples of it.
+        unit: usize,
+    },
+}
+
+/// Limits of the per-thread caches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CacheLimits {
+    /// Blocks above this size are never cached.
+    pub max_block: usize,
+    /// Blocks per shard.
+    pub max_blocks: usize,
+    /// Bytes per shard.
+    pub max_bytes: usize,
+}
+
+impl CacheLimits {
+    /// What the resources use: up to 32 blocks of at most 1 MiB, 8 MiB per shard.
+    pub(crate) const DEFAULT: CacheLimits = CacheLimits { max_block: 1 << 20, max_blocks: 32, max_bytes: 8 << 20 };
+    /// No caching: every call goes to the shared list (for comparisons and some tests).
+    #[cfg(test)]
+    pub(crate) const OFF: CacheLimits = CacheLimits { max_block: 0, max_blocks: 0, max_bytes: 0 };
+}
+
+/// Exact counters of a [`Core`], taken under all its locks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CoreStats {
+    pub pool_size: usize,
+    pub used: usize,
+    pub free: usize,
+    pub cached_bytes: usize,
+    pub cached_blocks: usize,
+    pub free_blocks: usize,
+    pub largest_free: usize,
+    pub upstream_blocks: usize,
+    pub upstream_allocations: u64,
+    pub upstream_releases: u64,
+}
+
+#[derive(Debug)]
+struct Cached {
+    addr: usize,
+    size: usize,
+    tag: Pending,
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    blocks: Vec<Cached>,
+    bytes: usize,
+}
+
+/// One shard per cache line pair, so threads on different shards do not share lines.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Padded(Mutex<Shard>);
+
+#[derive(Debug, Default)]
+struct Global {
+    free: FreeList<Pending>,
+    /// Upstream blocks: start → size.
+    regions: BTreeMap<usize, usize>,
+    pool_size: usize,
+    upstream_allocations: u64,
+    upstream_releases: u64,
+}
+
+impl Global {
+    /// The region that holds `[addr, addr + size)`.
+    fn region_of(&self, addr: usize, size: usize) -> Option<usize> {
+        let (&start, &len) = self.regions.range(..=addr).next_back()?;
+        (addr.checked_add(size)? <= start + len).then_some(start)
+    }
+}
+
+/// How many best-fit candidates an allocation looks at for one it can use without ordering.
+const SCAN: usize = 16;
+
+/// The stream-ordered sub-allocator the pool and fixed-size resources are made of.
+pub(crate) struct Core {
+    name: &'static str,
+    upstream: AnyResource,
+    syncer: Arc<dyn Syncer>,
+    growth: Growth,
+    cache: CacheLimits,
+    global: Mutex<Global>,
+    shards: Box<[Padded]>,
+    /// Bytes handed out; changed only under the lock (shard or global) that hands them out.
+    used: AtomicUsize,
+}
+
+impl fmt::Debug for Core {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Core")
+            .field("name", &self.name)
+            .field("upstream", &self.upstream)
+            .field("growth", &self.growth)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Core {
+    /// A core over `upstream` that starts with `initial` bytes (a multiple of 256, allocated with
+    /// `allocate_sync`, so usable on every stream).
+    pub(crate) fn new(
+        name: &'static str,
+        upstream: AnyResource,
+        syncer: Arc<dyn Syncer>,
+        growth: Growth,
+        cache: CacheLimits,
+        initial: usize,
+    ) -> Result<Arc<Self>> {
+        let threads = std::thread::available_parallelism().map_or(8, |n| n.get());
+        let shards = if cache.max_blocks == 0 { 1 } else { threads.clamp(8, 64).next_power_of_two() };
+        let core = Arc::new(Self {
+            name,
+            upstream,
+            syncer,
+            growth,
+            cache,
+            global: Mutex::default(),
+            shards: (0..shards).map(|_| Padded::default()).collect(),
+            used: AtomicUsize::new(0),
+        });
+        if initial > 0 {
+            let ptr = core.upstream.allocate_sync(initial, DEFAULT_ALIGNMENT)?;
+            core.add_region(&mut lock(&core.global), ptr as usize, initial, Pending::default());
+        }
+        if core.syncer.tracks_stream_lifetimes() {
+            registry::register(&core);
+        }
+        Ok(core)
+    }
+
+    /// The upstream resource.
+    pub(crate) fn upstream(&self) -> &AnyResource {
+        &self.upstream
+    }
+
+    fn key(&self, stream: Stream) -> StreamKey {
+        self.syncer.key(stream)
+    }
+
+    fn shard(&self) -> &Mutex<Shard> {
+        thread_local! {
+            static SEED: usize = {
+                static NEXT: AtomicUsize = AtomicUsize::new(0);
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            };
+        }
+        let seed = SEED.with(|s| *s);
+        &self.shards[seed & (self.shards.len() - 1)].0
+    }
+
+    fn add_region(&self, g: &mut Global, addr: usize, size: usize, tag: Pending) {
+        g.free.insert(addr, size, addr, tag);
+        g.regions.insert(addr, size);
+        g.pool_size += size;
+        g.upstream_allocations += 1;
+    }
+
+    /// Hands out `size` bytes (a multiple of 256) at an `alignment`-aligned address (a power of
+    /// two, at least 256), usable on `stream` in stream order.
+    pub(crate) fn allocate(&self, stream: Stream, size: usize, alignment: usize) -> Result<usize> {
+        let key = self.key(stream);
+        if size <= self.cache.max_block {
+            let mut shard = lock(self.shard());
+            if let Some(i) =
+                shard.blocks.iter().rposition(|b| b.size == size && b.addr % alignment == 0 && b.tag.only(key))
+            {
+                let block = shard.blocks.remove(i);
+                shard.bytes -= size;
+                self.used.fetch_add(size, Ordering::Relaxed);
+                return Ok(block.addr);
+            }
+        }
+        let mut g = lock(&self.global);
+        if let Some(addr) = self.take(&mut g, key, size, alignment)? {
+            return Ok(addr);
+        }
+        // Nothing in the shared list: reclaim every cache before growing.
+        if self.flush_caches(&mut g) > 0 {
+            if let Some(addr) = self.take(&mut g, key, size, alignment)? {
+                return Ok(addr);
+            }
+        }
+        self.grow(&mut g, stream, key, size, alignment)
+    }
+
+    /// Takes the best block for `key` from the shared list: among the [`SCAN`] best fits, the first
+    /// that needs no ordering, else the one that needs the least. Orders `key` after what it needs;
+    /// the rest of the block is then tagged with `key` alone (whose queue is now ordered after it).
+    fn take(&self, g: &mut Global, key: StreamKey, size: usize, alignment: usize) -> Result<Option<usize>> {
+        // (block, start, streams to order after, the block's tag when that is not zero)
+        let mut best: Option<(usize, usize, usize, Option<Pending>)> = None;
+        for fit in g.free.fits(size, alignment).take(SCAN) {
+            let foreign = fit.tag.foreign(key);
+            if best.as_ref().is_none_or(|b| foreign < b.2) {
+                best = Some((fit.block, fit.start, foreign, (foreign > 0).then(|| fit.tag.clone())));
+            }
+            if foreign == 0 {
+                break;
+            }
+        }
+        let Some((block, start, _, tag)) = best else { return Ok(None) };
+        let rest = match tag {
+            None => None,
+            Some(tag) => {
+                self.order_after(key, &tag)?;
+                // `key`'s queue is now ordered after the whole tag, so others can be ordered after
+                // the rest of the block by recording on `key` alone; not on a PTDS, which only this
+                // thread can name: there the rest keeps its tag.
+                (!key.is_per_thread()).then(|| Pending::one(PendingOn::Stream(key)))
+            }
+        };
+        let taken = g.free.take_range(block, start, size, rest);
+        self.used.fetch_add(size, Ordering::Relaxed);
+        Ok(Some(taken.addr))
+    }
+
+    /// Makes `key` wait for every other stream's work in `tag`.
+    fn order_after(&self, key: StreamKey, tag: &Pending) -> Result<()> {
+        for on in tag.entries() {
+            match on {
+                PendingOn::Stream(other) if *other != key => self.syncer.wait_stream(key, *other)?,
+                PendingOn::Marker(m) if m.owner != key => self.syncer.wait_marker(key, m)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Blocks until no queued work in `tag` can still use its block.
+    fn synchronize(&self, tag: &Pending) -> Result<()> {
+        for on in tag.entries() {
+            match on {
+                PendingOn::Stream(key) => self.syncer.sync_stream(*key)?,
+                PendingOn::Marker(m) => self.syncer.sync_marker(m)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves every cached block to the shared list; returns how many there were.
+    fn flush_caches(&self, g: &mut Global) -> usize {
+        let mut moved = 0;
+        for shard in self.shards.iter() {
+            let blocks = {
+                let mut s = lock(&shard.0);
+                s.bytes = 0;
+                std::mem::take(&mut s.blocks)
+            };
+            moved += blocks.len();
+            for b in blocks {
+                self.insert_free(g, b.addr, b.size, b.tag);
+            }
+        }
+        moved
+    }
+
+    fn insert_free(&self, g: &mut Global, addr: usize, size: usize, tag: Pending) {
+        match g.region_of(addr, size) {
+            Some(region) if !g.free.overlaps(addr, size) => g.free.insert(addr, size, region, tag),
+            _ => tracing::error!("{}: dropping a bad cached block [{addr:#x}, +{size})", self.name),
+        }
+    }
+
+    /// Grows from upstream (RMM's `expand_pool`) and hands out `size` bytes of the new region.
+    fn grow(&self, g: &mut Global, stream: Stream, key: StreamKey, size: usize, alignment: usize) -> Result<usize> {
+        let exceeded = |detail: String| Error::OutOfMemory { bytes: size, resource: self.name.into(), detail };
+        // Regions start 256-aligned: this much always holds an aligned `size`.
+        let need = size
+            .checked_add(alignment - DEFAULT_ALIGNMENT)
+            .ok_or_else(|| exceeded("Maximum pool size exceeded".into()))?;
+        let (first, min) = match self.growth {
+            Growth::Pool { maximum: Some(max) } => {
+                let remaining = max.saturating_sub(g.pool_size);
+                if need > remaining {
+                    return Err(exceeded(format!(
+                        "Maximum pool size exceeded: the pool holds {} of at most {max} bytes",
+                        g.pool_size
+                    )));
+                }
+                (need.max(align_up(remaining / 2, DEFAULT_ALIGNMENT).unwrap_or(remaining)).min(remaining), need)
+            }
+            Growth::Pool { maximum: None } => (need.max(g.pool_size), need),
+            Growth::Chunks { chunk, unit } => {
+                let need = align_up(need, unit).ok_or_else(|| exceeded("request too large".into()))?;
+                (chunk.max(need), need)
+            }
+        };
+        let mut try_size = first;
+        let mut released = false;
+        let cause = loop {
+            match self.upstream.allocate(stream, try_size, DEFAULT_ALIGNMENT) {
+                Ok(ptr) => {
+                    // The new memory is ordered on `stream` (stream-ordered upstreams allocate there).
+                    let tag = if key.is_per_thread() {
+                        Pending::one(PendingOn::Marker(Marker::new(key, self.syncer.record_marker(key)?)))
+                    } else {
+                        Pending::one(PendingOn::Stream(key))
+                    };
+                    self.add_region(g, ptr as usize, try_size, tag);
+                    return self
+                        .take(g, key, size, alignment)?
+                        .ok_or_else(|| exceeded("a new upstream block did not fit the request".into()));
+                }
+                Err(e) if e.is_out_of_memory() => {
+                    if try_size > min {
+                        try_size = match self.growth {
+                            Growth::Chunks { unit, .. } => align_down(try_size / 2, unit),
+                            Growth::Pool { .. } => align_up(try_size / 2, DEFAULT_ALIGNMENT).unwrap_or(min),
+                        }
+                        .max(min);
+                    } else if !released && self.release_free_regions(g)? > 0 {
+                        // Wholly free upstream blocks too small for the request: give them back and
+                        // try the smallest growth once more.
+                        released = true;
+                    } else {
+                        break e;
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        Err(exceeded(format!("Maximum pool size exceeded (the upstream failed: {cause})")))
+    }
+
+    /// Takes every wholly free region out of the pool's books (the caller holds `global` and has
+    /// flushed the caches); they still have to be synchronized and given back ([`Core::give_back`]).
+    fn detach_free_regions(&self, g: &mut Global) -> Vec<(usize, usize, Pending)> {
+        let regions: Vec<(usize, usize)> = g.regions.iter().map(|(&a, &s)| (a, s)).collect();
+        let mut detached = Vec::new();
+        for (addr, size) in regions {
+            if let Some(tag) = g.free.remove_whole_region(addr, size) {
+                g.regions.remove(&addr);
+                g.pool_size -= size;
+                detached.push((addr, size, tag));
+            }
+        }
+        detached
+    }
+
+    /// Synchronizes each detached region's streams and returns it upstream; returns the bytes
+    /// released and the regions that could not be synchronized (still the pool's memory), with the
+    /// first error.
+    fn give_back(&self, regions: Vec<(usize, usize, Pending)>) -> (usize, Vec<(usize, usize, Pending)>, Option<Error>) {
+        let mut released = 0;
+        let mut kept = Vec::new();
+        let mut error = None;
+        for (addr, size, tag) in regions {
+            if let Err(e) = self.synchronize(&tag) {
+                error.get_or_insert(e);
+                kept.push((addr, size, tag));
+                continue;
+            }
+            // SAFETY: the region came from `upstream.allocate` with this size and alignment, is
+            // wholly free and out of the books, and the work that might still use it has finished.
+            match unsafe { self.upstream.deallocate_sync(addr as *mut u8, size, DEFAULT_ALIGNMENT) } {
+                Ok(()) => released += size,
+                Err(e) => {
+                    tracing::error!("{}: returning [{addr:#x}, +{size}) upstream: {e}", self.name);
+                    error.get_or_insert(e);
+                }
+            }
+        }
+        (released, kept, error)
+    }
+
+    fn readmit(&self, g: &mut Global, regions: Vec<(usize, usize, Pending)>) {
+        for (addr, size, tag) in regions {
+            g.free.insert(addr, size, addr, tag);
+            g.regions.insert(addr, size);
+            g.pool_size += size;
+        }
+    }
+
+    /// Returns every wholly free region to the upstream while the caller holds `global` (the
+    /// out-of-memory path); the bytes released.
+    fn release_free_regions(&self, g: &mut Global) -> Result<usize> {
+        self.flush_caches(g);
+        let detached = self.detach_free_regions(g);
+        let count = detached.len() as u64;
+        let (released, kept, error) = self.give_back(detached);
+        g.upstream_releases += count - kept.len() as u64;
+        self.readmit(g, kept);
+        match error {
+            Some(e) => Err(e),
+            None => Ok(released),
+        }
+    }
+
+    /// Returns `[addr, addr + size)`, handed out by [`Core::allocate`] with this `size`, in
+    /// `stream` order.
+    pub(crate) fn deallocate(&self, stream: Stream, addr: usize, size: usize) -> Result<()> {
+        let key = self.key(stream);
+        let on = if key.is_per_thread() {
+            // Nobody else can name this thread's PTDS later: capture its queue now.
+            PendingOn::Marker(Marker::new(key, self.syncer.record_marker(key)?))
+        } else {
+            PendingOn::Stream(key)
+        };
+        let tag = Pending::one(on);
+        if size <= self.cache.max_block {
+            let mut shard = lock(self.shard());
+            if shard.blocks.iter().any(|b| b.addr == addr) {
+                return Err(Error::invalid(format!("{}: {addr:#x} was freed twice", self.name)));
+            }
+            if shard.blocks.len() < self.cache.max_blocks && shard.bytes + size <= self.cache.max_bytes {
+                shard.blocks.push(Cached { addr, size, tag });
+                shard.bytes += size;
+                self.used.fetch_sub(size, Ordering::Relaxed);
+                return Ok(());
+            }
+        }
+        let mut g = lock(&self.global);
+        let region = g.region_of(addr, size).ok_or_else(|| {
+            Error::invalid(format!("{}: [{addr:#x}, +{size}) was not allocated from this resource", self.name))
+        })?;
+        if g.free.overlaps(addr, size) {
+            return Err(Error::invalid(format!("{}: [{addr:#x}, +{size}) is already free", self.name)));
+        }
+        g.free.insert(addr, size, region, tag);
+        self.used.fetch_sub(size, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The start and size of the upstream block holding `addr`.
+    pub(crate) fn region_containing(&self, addr: usize) -> Option<(usize, usize)> {
+        let g = lock(&self.global);
+        let (&start, &size) = g.regions.range(..=addr).next_back()?;
+        (addr < start + size).then_some((start, size))
+    }
+
+    /// Gives every wholly free upstream block back, after synchronizing the streams that may still
+    /// use it; drops idle streams from the tags of the blocks that stay. Returns the bytes released.
+    pub(crate) fn release_unused(&self) -> Result<usize> {
+        let detached = {
+            let mut g = lock(&self.global);
+            self.flush_caches(&mut g);
+            self.detach_free_regions(&mut g)
+        };
+        // Synchronize outside the lock: other threads keep allocating meanwhile.
+        let count = detached.len() as u64;
+        let (released, kept, error) = self.give_back(detached);
+        let mut g = lock(&self.global);
+        g.upstream_releases += count - kept.len() as u64;
+        self.readmit(&mut g, kept);
+        if let Some(e) = error {
+            return Err(e);
+        }
+        // Streams found idle no longer hold back the blocks that stay.
+        let mut keys: Vec<StreamKey> = Vec::new();
+        for block in g.free.iter() {
+            for on in block.tag.entries() {
+                if let PendingOn::Stream(k) = on {
+                    if !keys.contains(k) {
+                        keys.push(*k);
+                    }
+                }
+            }
+        }
+        let idle: Vec<StreamKey> = keys.into_iter().filter(|k| self.syncer.is_idle(*k).unwrap_or(false)).collect();
+        if !idle.is_empty() {
+            g.free.retag(|t| t.rewrite(|on| matches!(on, PendingOn::Stream(k) if idle.contains(k)).then_some(None)));
+        }
+        Ok(released)
+    }
+
+    /// Called before `stream` is destroyed: blocks still waiting on it get a marker recorded now
+    /// (or, if that fails, the stream is synchronized), so nobody records on a dead handle.
+    pub(crate) fn retire(&self, stream: Stream) {
+        if matches!(stream.as_raw(), 0 | LEGACY | PER_THREAD) {
+            return;
+        }
+        let key = self.key(stream);
+        let mut g = lock(&self.global);
+        self.flush_caches(&mut g);
+        let names = |t: &Pending| t.entries().iter().any(|on| matches!(on, PendingOn::Stream(k) if *k == key));
+        if !g.free.iter().any(|b| names(&b.tag)) {
+            return;
+        }
+        let replacement = match self.syncer.record_marker(key) {
+            Ok(token) => Some(PendingOn::Marker(Marker::new(key, token))),
+            Err(e) => {
+                tracing::warn!("{}: recording on {key:?} before it is destroyed: {e}; synchronizing it", self.name);
+                if let Err(e) = self.syncer.sync_stream(key) {
+                    tracing::error!("{}: synchronizing {key:?}: {e}", self.name);
+                }
+                None
+            }
+        };
+        g.free.retag(|t| {
+            if names(t) {
+                t.rewrite(|on| matches!(on, PendingOn::Stream(k) if *k == key).then(|| replacement.clone()));
+            }
+        });
+    }
+
+    /// Exact counters (takes every lock).
+    pub(crate) fn stats(&self) -> CoreStats {
+        // All locks at once (global first, as everywhere): no block is between two places.
+        let g = lock(&self.global);
+        let shards: Vec<MutexGuard<'_, Shard>> = self.shards.iter().map(|s| lock(&s.0)).collect();
+        let cached_bytes = shards.iter().map(|s| s.bytes).sum();
+        let cached_blocks = shards.iter().map(|s| s.blocks.len()).sum();
+        CoreStats {
+            pool_size: g.pool_size,
+            used: self.used.load(Ordering::Relaxed),
+            free: g.free.free_bytes() + cached_bytes,
+            cached_bytes,
+            cached_blocks,
+            free_blocks: g.free.len() + cached_blocks,
+            largest_free: g.free.largest(),
+            upstream_blocks: g.regions.len(),
+            upstream_allocations: g.upstream_allocations,
+            upstream_releases: g.upstream_releases,
+        }
+    }
+
+    /// The pool's size.
+    pub(crate) fn pool_size(&self) -> usize {
+        lock(&self.global).pool_size
+    }
+
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        let g = lock(&self.global);
+        g.free.check_invariants();
+        let stats_free: usize = g.free.free_bytes()
+            + self.shards.iter().map(|s| lock(&s.0).blocks.iter().map(|b| b.size).sum::<usize>()).sum::<usize>();
+        assert_eq!(g.regions.values().sum::<usize>(), g.pool_size, "regions and pool size disagree");
+        assert_eq!(stats_free + self.used.load(Ordering::Relaxed), g.pool_size, "free + used != pool size");
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        let g = self.global.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let mut tags: Vec<Pending> = g.free.iter().map(|b| b.tag).collect();
+        for shard in self.shards.iter_mut() {
+            let s = shard.0.get_mut().unwrap_or_else(PoisonError::into_inner);
+            tags.extend(s.blocks.drain(..).map(|b| b.tag));
+        }
+        let used = *self.used.get_mut();
+        if used > 0 {
+            tracing::warn!("{} dropped with {used} bytes still allocated; they are freed too", self.name);
+        }
+        // Each stream once: everything queued on it so far.
+        let mut done: Vec<StreamKey> = Vec::new();
+        for tag in &tags {
+            for on in tag.entries() {
+                let result = match on {
+                    PendingOn::Stream(k) if !done.contains(k) => {
+                        done.push(*k);
+                        self.syncer.sync_stream(*k)
+                    }
+                    PendingOn::Marker(m) => self.syncer.sync_marker(m),
+                    PendingOn::Stream(_) => Ok(()),
+                };
+                if let Err(e) = result {
+                    tracing::error!("{}: synchronizing before release: {e}", self.name);
+                }
+            }
+        }
+        drop(tags);
+        let g = self.global.get_mut().unwrap_or_else(PoisonError::into_inner);
+        g.free = FreeList::default();
+        for (addr, size) in std::mem::take(&mut g.regions) {
+            // SAFETY: every region came from `upstream.allocate` with this size and alignment; its
+            // free blocks' streams were synchronized above, and allocations still live at drop are
+            // the caller's breach of contract (RMM frees them too).
+            if let Err(e) = unsafe { self.upstream.deallocate_sync(addr as *mut u8, size, DEFAULT_ALIGNMENT) } {
+                tracing::error!("{}: returning [{addr:#x}, +{size}) upstream: {e}", self.name);
+            }
+        }
+    }
+}
+
+/// The cores that listen for stream destruction (GPU mode only).
+mod registry {
+    use super::*;
+
+    static LIVE: Mutex<Vec<Weak<Core>>> = Mutex::new(Vec::new());
+
+    pub(super) fn register(core: &Arc<Core>) {
+        cuda::stream::set_destroy_hook(stream_destroyed);
+        let mut live = lock(&LIVE);
+        live.retain(|w| w.strong_count() > 0);
+        live.push(Arc::downgrade(core));
+    }
+
+    /// Every live core forgets `stream` (see [`Core::retire`]).
+    pub(crate) fn stream_destroyed(stream: Stream) {
+        let cores: Vec<Arc<Core>> = lock(&LIVE).iter().filter_map(Weak::upgrade).collect();
+        for core in cores {
+            core.retire(stream);
+        }
+    }
+}
+
+
+#[cfg(test)]
+pub(crate) mod model;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,332 @@
+//! Stream-ordering behaviour of [`Core`], checked against the recording model (no CUDA).
+
+use super::model::{fake_stream, ModelUpstream, RecordingSyncer};
+use super::*;
+use crate::mr::SimulatedMemoryResource;
+
+const KIB: usize = 1 << 10;
+
+struct Rig {
+    core: Arc<Core>,
+    syncer: RecordingSyncer,
+    device: SimulatedMemoryResource,
+}
+
+fn rig(initial: usize, growth: Growth, cache: CacheLimits) -> Rig {
+    let syncer = RecordingSyncer::new(0, 1);
+    let device = SimulatedMemoryResource::new(64 << 20).unwrap();
+    let upstream = AnyResource::new(ModelUpstream::new(AnyResource::new(device.clone()), &syncer));
+    let core = Core::new("test_core", upstream, Arc::new(syncer.clone()), growth, cache, initial).unwrap();
+    Rig { core, syncer, device }
+}
+
+impl Rig {
+    fn alloc(&self, stream: Stream, size: usize) -> usize {
+        let addr = self.core.allocate(stream, size, 256).unwrap();
+        let key = self.syncer.key(stream);
+        self.syncer.model().allocated(key, addr, size).unwrap();
+        addr
+    }
+
+    fn free(&self, stream: Stream, addr: usize, size: usize) {
+        let key = self.syncer.key(stream);
+        self.syncer.model().freed(key, addr, size);
+        self.core.deallocate(stream, addr, size).unwrap();
+    }
+}
+
+const POOL: Growth = Growth::Pool { maximum: None };
+
+#[test]
+fn same_stream_reuse_needs_no_wait() {
+    for cache in [CacheLimits::DEFAULT, CacheLimits::OFF] {
+        let r = rig(4 * KIB, POOL, cache);
+        let a = fake_stream(1);
+        for _ in 0..10 {
+            let p = r.alloc(a, KIB);
+            let q = r.alloc(a, 3 * KIB);
+            r.free(a, p, KIB);
+            r.free(a, q, 3 * KIB);
+        }
+        assert_eq!(r.syncer.counts().stream_waits, 0);
+        assert_eq!(r.syncer.counts().markers, 0, "no event is recorded on a free");
+        assert_eq!(r.core.stats().pool_size, 4 * KIB, "no growth");
+    }
+}
+
+#[test]
+fn cross_stream_reuse_waits_once_then_the_rest_belongs_to_the_new_stream() {
+    for cache in [CacheLimits::DEFAULT, CacheLimits::OFF] {
+        let r = rig(4 * KIB, POOL, cache);
+        let (a, b) = (fake_stream(1), fake_stream(2));
+        let p = r.alloc(a, 4 * KIB);
+        r.free(a, p, 4 * KIB);
+        // The only memory was freed on A: B must wait for A, exactly once.
+        let q = r.alloc(b, KIB);
+        let (ka, kb) = (r.syncer.key(a), r.syncer.key(b));
+        assert_eq!(r.syncer.model().waits, vec![(kb, ka)]);
+        // The rest of the block is now B's: B takes it without waiting, A has to wait for B.
+        let q2 = r.alloc(b, KIB);
+        assert_eq!(r.syncer.counts().stream_waits, 1);
+        let p2 = r.alloc(a, KIB);
+        assert_eq!(r.syncer.model().waits, vec![(kb, ka), (ka, kb)]);
+        r.free(b, q, KIB);
+        r.free(b, q2, KIB);
+        r.free(a, p2, KIB);
+        assert_eq!(r.core.stats().pool_size, 4 * KIB, "reuse across streams, no growth");
+    }
+}
+
+#[test]
+fn coalesced_blocks_remember_every_stream() {
+    let r = rig(2 * KIB, POOL, CacheLimits::OFF);
+    let (a, b, c) = (fake_stream(1), fake_stream(2), fake_stream(3));
+    let p = r.alloc(a, KIB);
+    let q = r.alloc(b, KIB);
+    r.free(a, p, KIB);
+    r.free(b, q, KIB);
+    let x = r.alloc(c, 2 * KIB);
+    assert_eq!(r.syncer.counts().stream_waits, 2, "C waits for both A and B");
+    r.free(c, x, 2 * KIB);
+}
+
+#[test]
+fn a_block_without_waits_is_preferred() {
+    let r = rig(8 * KIB, POOL, CacheLimits::OFF);
+    let (a, b) = (fake_stream(1), fake_stream(2));
+    let pa = r.alloc(a, KIB);
+    let _gap = r.alloc(a, KIB);
+    let pb = r.alloc(b, 2 * KIB);
+    let _gap2 = r.alloc(a, KIB);
+    r.free(a, pa, KIB);
+    r.free(b, pb, 2 * KIB);
+    // A 1 KiB request on B: A's 1 KiB block fits best, B's 2 KiB block needs no wait.
+    let x = r.alloc(b, KIB);
+    assert_eq!(x, pb);
+    assert_eq!(r.syncer.counts().stream_waits, 0);
+}
+
+#[test]
+fn the_default_handles_are_one_stream() {
+    let r = rig(KIB, POOL, CacheLimits::OFF);
+    let p = r.alloc(Stream::DEFAULT, KIB);
+    r.free(Stream::DEFAULT, p, KIB);
+    let q = r.alloc(Stream::LEGACY, KIB);
+    assert_eq!(q, p);
+    assert_eq!(r.syncer.counts().stream_waits, 0, "0 and cudaStreamLegacy are the same stream");
+    r.free(Stream::LEGACY, q, KIB);
+}
+
+#[test]
+fn per_thread_default_streams_are_per_thread() {
+    let r = rig(KIB, POOL, CacheLimits::OFF);
+    let p = r.alloc(Stream::PER_THREAD, KIB);
+    r.free(Stream::PER_THREAD, p, KIB);
+    assert_eq!(r.syncer.counts().markers, 1, "a PTDS free records a marker");
+    // The same thread's PTDS reuses it freely.
+    let p = r.alloc(Stream::PER_THREAD, KIB);
+    assert_eq!(r.syncer.counts().marker_waits, 0);
+    r.free(Stream::PER_THREAD, p, KIB);
+    // Another thread's PTDS is another stream: it waits for the marker.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let q = r.alloc(Stream::PER_THREAD, KIB);
+            assert_eq!(q, p);
+            r.free(Stream::PER_THREAD, q, KIB);
+        });
+    });
+    let c = r.syncer.counts();
+    assert_eq!((c.marker_waits, c.stream_waits), (1, 0));
+    let _ = r.alloc(fake_stream(1), KIB);
+    assert_eq!(r.syncer.counts().marker_waits, 2, "an ordinary stream waits for the other thread's marker");
+}
+
+#[test]
+fn a_retired_stream_is_never_recorded_on_again() {
+    let r = rig(KIB, POOL, CacheLimits::DEFAULT);
+    let (a, b) = (fake_stream(1), fake_stream(2));
+    let p = r.alloc(a, KIB);
+    r.free(a, p, KIB);
+    r.core.retire(a);
+    assert_eq!(r.syncer.counts().markers, 1, "one marker replaces the stream in the tags");
+    let q = r.alloc(b, KIB);
+    let c = r.syncer.counts();
+    assert_eq!((c.stream_waits, c.marker_waits), (0, 1));
+    r.free(b, q, KIB);
+    r.core.retire(fake_stream(9));
+    assert_eq!(r.syncer.counts().markers, 1, "retiring an unknown stream records nothing");
+}
+
+#[test]
+fn release_unused_synchronizes_then_returns_whole_regions() {
+    let r = rig(0, POOL, CacheLimits::DEFAULT);
+    let a = fake_stream(1);
+    let p = r.alloc(a, 4 * KIB);
+    let q = r.alloc(a, 4 * KIB); // second region (the pool doubles)
+    assert_eq!(r.core.stats().upstream_blocks, 2);
+    r.free(a, p, 4 * KIB);
+    // The model fails the release if A was not synchronized first.
+    assert_eq!(r.core.release_unused().unwrap(), 4 * KIB);
+    assert!(r.syncer.counts().syncs >= 1);
+    let s = r.core.stats();
+    assert_eq!((s.pool_size, s.used, s.upstream_blocks), (4 * KIB, 4 * KIB, 1));
+    r.free(a, q, 4 * KIB);
+    assert_eq!(r.core.release_unused().unwrap(), 4 * KIB);
+    assert_eq!(r.device.usage().allocated_bytes, 0);
+    assert_eq!(r.core.stats(), CoreStats { upstream_allocations: 2, upstream_releases: 2, ..Default::default() });
+}
+
+#[test]
+fn idle_streams_are_dropped_from_tags_on_release() {
+    let syncer = RecordingSyncer::new(100, 7);
+    let device = SimulatedMemoryResource::new(1 << 20).unwrap();
+    let core = Core::new("t", AnyResource::new(device), Arc::new(syncer.clone()), POOL, CacheLimits::OFF, 2 * KIB)
+        .unwrap();
+    let (a, b) = (fake_stream(1), fake_stream(2));
+    let p = core.allocate(a, KIB, 256).unwrap();
+    let _keep = core.allocate(a, KIB, 256).unwrap();
+    core.deallocate(a, p, KIB).unwrap();
+    core.release_unused().unwrap();
+    assert_eq!(syncer.counts().idle_queries, 1);
+    let _ = core.allocate(b, KIB, 256).unwrap();
+    assert_eq!(syncer.counts().stream_waits, 0, "A was idle: B needs no wait");
+}
+
+#[test]
+fn growth_follows_rmm_and_halves_on_upstream_exhaustion() {
+    let syncer = RecordingSyncer::new(0, 1);
+    let device = SimulatedMemoryResource::new(10 * KIB).unwrap();
+    let core =
+        Core::new("t", AnyResource::new(device.clone()), Arc::new(syncer), POOL, CacheLimits::OFF, 0).unwrap();
+    let s = fake_stream(1);
+    let _a = core.allocate(s, KIB, 256).unwrap();
+    assert_eq!(core.pool_size(), KIB, "from empty: the request");
+    let _b = core.allocate(s, KIB, 256).unwrap();
+    assert_eq!(core.pool_size(), 2 * KIB, "then by the pool's size");
+    let _c = core.allocate(s, 3 * KIB, 256).unwrap();
+    assert_eq!(core.pool_size(), 5 * KIB, "or the request when larger");
+    // 5 KiB more would double the pool, but only 5 KiB is left: 5 KiB fits.
+    let _d = core.allocate(s, 3 * KIB, 256).unwrap();
+    assert_eq!(core.pool_size(), 10 * KIB);
+    // 2 KiB of that region is left and the device is full.
+    let err = core.allocate(s, 3 * KIB, 256).unwrap_err();
+    assert!(err.is_out_of_memory());
+    assert!(err.to_string().contains("Maximum pool size exceeded"), "{err}");
+    assert!(core.allocate(s, 2 * KIB, 256).is_ok());
+    assert_eq!(device.usage().allocated_bytes, 10 * KIB);
+}
+
+#[test]
+fn a_maximum_grows_by_half_the_remainder() {
+    let syncer = RecordingSyncer::new(0, 1);
+    let device = SimulatedMemoryResource::new(1 << 20).unwrap();
+    let growth = Growth::Pool { maximum: Some(64 * KIB) };
+    let core = Core::new("t", AnyResource::new(device), Arc::new(syncer), growth, CacheLimits::OFF, 0).unwrap();
+    let s = fake_stream(1);
+    let _a = core.allocate(s, KIB, 256).unwrap();
+    assert_eq!(core.pool_size(), 32 * KIB);
+    let _b = core.allocate(s, 32 * KIB, 256).unwrap();
+    assert_eq!(core.pool_size(), 64 * KIB, "the request is more than half the remainder");
+    let err = core.allocate(s, 31 * KIB + 512, 256).unwrap_err();
+    assert!(err.to_string().contains("Maximum pool size exceeded"), "{err}");
+    assert!(core.allocate(s, 31 * KIB, 256).is_ok(), "still usable after the failure");
+}
+
+#[test]
+fn out_of_memory_gives_back_free_regions_and_retries() {
+    let syncer = RecordingSyncer::new(0, 1);
+    let device = SimulatedMemoryResource::new(8 * KIB).unwrap();
+    let core =
+        Core::new("t", AnyResource::new(device.clone()), Arc::new(syncer), POOL, CacheLimits::DEFAULT, 0).unwrap();
+    let s = fake_stream(1);
+    let a = core.allocate(s, 2 * KIB, 256).unwrap();
+    let b = core.allocate(s, 2 * KIB, 256).unwrap();
+    core.deallocate(s, a, 2 * KIB).unwrap();
+    core.deallocate(s, b, 2 * KIB).unwrap();
+    // Two free 2 KiB regions cannot hold 6 KiB, and the device has only 4 KiB left.
+    let big = core.allocate(s, 6 * KIB, 256).unwrap();
+    assert_eq!(core.pool_size(), 6 * KIB);
+    assert_eq!(core.stats().upstream_releases, 2);
+    core.deallocate(s, big, 6 * KIB).unwrap();
+}
+
+#[test]
+fn fixed_chunks_are_carved_in_whole_blocks() {
+    let syncer = RecordingSyncer::new(0, 1);
+    let device = SimulatedMemoryResource::new(10 * KIB).unwrap();
+    let growth = Growth::Chunks { chunk: 8 * KIB, unit: KIB };
+    let core =
+        Core::new("t", AnyResource::new(device.clone()), Arc::new(syncer), growth, CacheLimits::OFF, 0).unwrap();
+    let s = fake_stream(1);
+    let blocks: Vec<usize> = (0..10).map(|_| core.allocate(s, KIB, 256).unwrap()).collect();
+    assert_eq!(core.pool_size(), 10 * KIB, "8 KiB, then halved to the 2 KiB that was left");
+    assert!(core.allocate(s, KIB, 256).unwrap_err().is_out_of_memory());
+    for b in blocks {
+        core.deallocate(s, b, KIB).unwrap();
+    }
+}
+
+#[test]
+fn bad_frees_are_errors() {
+    let r = rig(4 * KIB, POOL, CacheLimits::OFF);
+    let s = fake_stream(1);
+    let p = r.core.allocate(s, KIB, 256).unwrap();
+    r.core.deallocate(s, p, KIB).unwrap();
+    assert!(matches!(r.core.deallocate(s, p, KIB), Err(Error::InvalidArgument(_))), "double free");
+    assert!(matches!(r.core.deallocate(s, 0x100, KIB), Err(Error::InvalidArgument(_))), "foreign pointer");
+    let cached = rig(4 * KIB, POOL, CacheLimits::DEFAULT);
+    let p = cached.core.allocate(s, KIB, 256).unwrap();
+    cached.core.deallocate(s, p, KIB).unwrap();
+    assert!(cached.core.deallocate(s, p, KIB).is_err(), "double free into the cache");
+}
+
+#[test]
+fn drop_synchronizes_and_returns_everything() {
+    let r = rig(4 * KIB, POOL, CacheLimits::DEFAULT);
+    let (a, b) = (fake_stream(1), fake_stream(2));
+    let p = r.alloc(a, 2 * KIB);
+    let q = r.alloc(b, 8 * KIB);
+    r.free(a, p, 2 * KIB);
+    r.free(b, q, 8 * KIB);
+    let Rig { core, syncer, device } = r;
+    drop(core);
+    assert_eq!(device.usage().allocated_bytes, 0);
+    assert!(syncer.counts().syncs >= 2, "A and B were synchronized before release");
+}
+
+#[test]
+fn caches_are_reclaimed_before_growing() {
+    let r = rig(4 * KIB, POOL, CacheLimits::DEFAULT);
+    let s = fake_stream(1);
+    let blocks: Vec<usize> = (0..4).map(|_| r.alloc(s, KIB)).collect();
+    for b in blocks {
+        r.free(s, b, KIB);
+    }
+    assert_eq!(r.core.stats().cached_blocks, 4);
+    // The four cached blocks coalesce into the 4 KiB this needs: no growth.
+    let big = r.alloc(s, 4 * KIB);
+    assert_eq!(r.core.stats().pool_size, 4 * KIB);
+    r.free(s, big, 4 * KIB);
+    r.core.check_invariants();
+}
+
+#[test]
+fn pending_tags_merge_and_subsume() {
+    let k = |i| StreamKey::of(fake_stream(i), || 0, || 0);
+    let mut t = Pending::one(PendingOn::Stream(k(1)));
+    t.merge(&Pending::one(PendingOn::Stream(k(1))));
+    assert_eq!(t.entries().len(), 1);
+    t.merge(&Pending::one(PendingOn::Stream(k(2))));
+    assert_eq!(t.entries().len(), 2);
+    assert!(!t.only(k(1)) && t.foreign(k(1)) == 1);
+    let m1 = Marker::new(k(3), MarkerToken::Id(1));
+    let m2 = Marker::new(k(3), MarkerToken::Id(2));
+    t.merge(&Pending::one(PendingOn::Marker(m1)));
+    t.merge(&Pending::one(PendingOn::Marker(m2.clone())));
+    assert_eq!(t.entries().len(), 3, "the later marker of a stream replaces the earlier");
+    assert!(matches!(&t.entries()[2], PendingOn::Marker(m) if Arc::ptr_eq(m, &m2)));
+    t.merge(&Pending::one(PendingOn::Stream(k(3))));
+    assert_eq!(t.entries().len(), 3, "the live stream subsumes its markers");
+    assert!(t.entries().iter().all(|e| matches!(e, PendingOn::Stream(_))));
+    assert!(Pending::default().only(k(1)));
+}

@@ -1,0 +1,228 @@
+//! `pool_memory_resource`: a coalescing, growing, shrinkable pool over any upstream.
+//!
+//! Like RMM's pool, it rounds requests to 256 bytes, serves them best fit from address-ordered
+//! free blocks that coalesce within each upstream block, and grows with RMM's policy. Unlike it:
+//! - **one free list for all streams** (RMM keeps one per stream and merges them only as a last
+//!   resort, issue #2039): a block freed on one stream is usable by every other, so memory is never
+//!   stranded on a stream. Each free block remembers the streams that freed into it; a stream
+//!   taking a block freed elsewhere is ordered after that stream's queued work with one event
+//!   recorded *then* (preferring blocks that need none);
+//! - **no event per free** (RMM records one on every deallocation, issue #1995): a free costs no
+//!   driver call, except on a per-thread default stream, which only its own thread can name;
+//! - **no global lock on the common path** (issue #1887): each thread has a small cache of recently
+//!   freed blocks in front of the shared list; caches are reclaimed before the pool grows or fails;
+//! - **it shrinks** (issue #724): [`PoolMemoryResource::release_unused`] gives wholly free upstream
+//!   blocks back; and on upstream out-of-memory it does so before failing;
+//! - **alignments above 256 are honoured** (RMM ignores them).
+//!
+//! See `docs/design/pool.md` for the design and its trade-offs. Stream semantics: memory from
+//! `allocate(stream, ..)` is usable on `stream` at once; `deallocate(stream, ..)` lets the memory be
+//! reused after the work queued on `stream` so far.
+
+use std::sync::Arc;
+
+use crate::aligned::{align_down, align_up, check_alignment, is_aligned, DEFAULT_ALIGNMENT};
+use crate::cuda::{self, Stream};
+use crate::error::{Error, Result};
+use crate::mr::detail::stream_ordered::{default_syncer, CacheLimits, Core, CoreStats, Growth, Syncer};
+use crate::resource::{Access, AnyResource, MemoryResource};
+
+/// Counters of a [`PoolMemoryResource`], exact at the moment they are taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStatistics {
+    /// Bytes held from the upstream.
+    pub pool_size: usize,
+    /// Bytes handed out (requests rounded up to 256).
+    pub bytes_used: usize,
+    /// Bytes free in the pool (`pool_size - bytes_used`), cached ones included.
+    pub bytes_free: usize,
+    /// Free blocks, cached ones included.
+    pub free_blocks: usize,
+    /// The largest free block in the shared list (cached blocks are small and not counted).
+    pub largest_free_block: usize,
+    /// Free bytes sitting in the per-thread caches.
+    pub cached_bytes: usize,
+    /// Upstream blocks held now.
+    pub upstream_blocks: usize,
+    /// Upstream allocations made so far.
+    pub upstream_allocations: u64,
+    /// Upstream blocks given back so far (by [`PoolMemoryResource::release_unused`] or on
+    /// out-of-memory).
+    pub upstream_releases: u64,
+}
+
+impl From<CoreStats> for PoolStatistics {
+    fn from(s: CoreStats) -> Self {
+        PoolStatistics {
+            pool_size: s.pool_size,
+            bytes_used: s.used,
+            bytes_free: s.free,
+            free_blocks: s.free_blocks,
+            largest_free_block: s.largest_free,
+            cached_bytes: s.cached_bytes,
+            upstream_blocks: s.upstream_blocks,
+            upstream_allocations: s.upstream_allocations,
+            upstream_releases: s.upstream_releases,
+        }
+    }
+}
+
+/// A coalescing pool of memory from an upstream resource (RMM's `pool_memory_resource`).
+///
+/// Stateful: clones share the pool and compare equal only to each other; the last clone to drop
+/// gives every upstream block back.
+///
+/// ```
+/// use rmm_core::{mr::{PoolMemoryResource, SystemMemoryResource}, AnyResource, MemoryResource, cuda::Stream};
+/// let upstream = AnyResource::new(SystemMemoryResource::new());
+/// let pool = PoolMemoryResource::new(upstream, Some(1 << 20), Some(16 << 20))?;
+/// let p = pool.allocate(Stream::DEFAULT, 1000, 256)?;
+/// assert_eq!(pool.statistics().bytes_used, 1024);
+/// // SAFETY: `p` came from `pool` with these arguments.
+/// unsafe { pool.deallocate(Stream::DEFAULT, p, 1000, 256)? };
+/// assert_eq!(pool.pool_size(), 1 << 20);
+/// assert_eq!(pool.release_unused()?, 1 << 20);
+/// assert_eq!(pool.pool_size(), 0);
+/// # Ok::<(), rmm_core::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct PoolMemoryResource {
+    core: Arc<Core>,
+    maximum: Option<usize>,
+}
+
+impl PoolMemoryResource {
+    /// A pool over `upstream` (RMM's constructor).
+    ///
+    /// - `initial_pool_size`: bytes to take from the upstream now (with `allocate_sync`, so they are
+    ///   usable on every stream). `None`: half of the current device's free memory, rounded down to
+    ///   256 and capped at the maximum, as RMM's Python default; 0 in host mode or over a
+    ///   host-only upstream (the pool then grows on demand).
+    /// - `maximum_pool_size`: the most the pool may hold; `None`: no limit but the upstream's.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a size that is not a multiple of 256, or an initial size
+    /// above the maximum (`"Initial pool size exceeds the maximum pool size!"`); the upstream's
+    /// error when the initial allocation fails.
+    pub fn new(upstream: AnyResource, initial_pool_size: Option<usize>, maximum_pool_size: Option<usize>) -> Result<Self> {
+        Self::build(upstream, initial_pool_size, maximum_pool_size, default_syncer(), CacheLimits::DEFAULT)
+    }
+
+    pub(crate) fn build(
+        upstream: AnyResource,
+        initial_pool_size: Option<usize>,
+        maximum_pool_size: Option<usize>,
+        syncer: Arc<dyn Syncer>,
+        cache: CacheLimits,
+    ) -> Result<Self> {
+        if initial_pool_size.is_some_and(|n| !is_aligned(n, DEFAULT_ALIGNMENT)) {
+            return Err(Error::invalid("Error, Initial pool size required to be a multiple of 256 bytes"));
+        }
+        if maximum_pool_size.is_some_and(|n| !is_aligned(n, DEFAULT_ALIGNMENT)) {
+            return Err(Error::invalid("Error, Maximum pool size required to be a multiple of 256 bytes"));
+        }
+        let initial = match initial_pool_size {
+            Some(n) => n,
+            None => default_initial_size(&upstream)?.min(maximum_pool_size.unwrap_or(usize::MAX)),
+        };
+        if maximum_pool_size.is_some_and(|max| initial > max) {
+            return Err(Error::invalid("Initial pool size exceeds the maximum pool size!"));
+        }
+        let growth = Growth::Pool { maximum: maximum_pool_size };
+        let core = Core::new("pool_memory_resource", upstream, syncer, growth, cache, initial)?;
+        Ok(Self { core, maximum: maximum_pool_size })
+    }
+
+    /// Bytes currently held from the upstream.
+    pub fn pool_size(&self) -> usize {
+        self.core.pool_size()
+    }
+
+    /// The most the pool may hold, if limited.
+    pub fn maximum_pool_size(&self) -> Option<usize> {
+        self.maximum
+    }
+
+    /// The upstream resource.
+    pub fn upstream_resource(&self) -> &AnyResource {
+        self.core.upstream()
+    }
+
+    /// Exact counters (briefly takes every lock of the pool).
+    pub fn statistics(&self) -> PoolStatistics {
+        PoolStatistics::from(self.core.stats())
+    }
+
+    /// Gives every wholly free upstream block back to the upstream and returns the bytes released
+    /// (RMM has no way to shrink a pool, issue #724).
+    ///
+    /// Before a block goes back, the work still queued on the streams that freed into it is waited
+    /// for (only that work: an event recorded now on each such stream). The pool stays usable and
+    /// grows again on demand. Streams found idle on the way stop holding back the blocks that stay.
+    ///
+    /// # Errors
+    /// A driver error while synchronizing (the blocks concerned stay in the pool) or the
+    /// upstream's error when it takes memory back.
+    #[doc(alias = "trim")]
+    pub fn release_unused(&self) -> Result<usize> {
+        self.core.release_unused()
+    }
+}
+
+/// Half of the current device's free memory, rounded down to 256 (RMM's Python default); 0 in host
+/// mode or for a host-only upstream.
+fn default_initial_size(upstream: &AnyResource) -> Result<usize> {
+    if cuda::is_host_mode() || !upstream.access().device() {
+        return Ok(0);
+    }
+    let (free, _) = cuda::mem_info(cuda::current_device()?)?;
+    Ok(align_down(free / 2, DEFAULT_ALIGNMENT))
+}
+
+impl MemoryResource for PoolMemoryResource {
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an alignment that is not a power of two;
+    /// [`Error::OutOfMemory`] ("Maximum pool size exceeded ...") when neither the pool nor the
+    /// upstream can provide the memory.
+    fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
+        check_alignment(alignment)?;
+        if bytes == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        let exceeded = || Error::OutOfMemory {
+            bytes,
+            resource: self.name().into(),
+            detail: "Maximum pool size exceeded".into(),
+        };
+        let size = align_up(bytes, DEFAULT_ALIGNMENT).ok_or_else(exceeded)?;
+        if self.maximum.is_some_and(|max| size > max) {
+            return Err(exceeded());
+        }
+        let addr = self.core.allocate(stream, size, alignment.max(DEFAULT_ALIGNMENT))?;
+        Ok(addr as *mut u8)
+    }
+
+    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, _alignment: usize) -> Result<()> {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        let size = align_up(bytes, DEFAULT_ALIGNMENT)
+            .ok_or_else(|| Error::invalid(format!("{bytes} bytes cannot have come from this pool")))?;
+        self.core.deallocate(stream, ptr as usize, size)
+    }
+
+    fn access(&self) -> Access {
+        self.core.upstream().access()
+    }
+
+    fn name(&self) -> &str {
+        "pool_memory_resource"
+    }
+
+    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
+        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.core, &o.core))
+    }
+}
+
+#[cfg(test)]
+mod tests;
