@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rmm_core::cuda::{self, OwnedStream, Stream, StreamFlags};
 use rmm_core::mr::{
-    ArenaMemoryResource, CudaAsyncMemoryResource, CudaMemoryResource, SimulatedMemoryResource, SystemMemoryResource,
+    ArenaMemoryResource, BinningMemoryResource, CudaAsyncMemoryResource, CudaMemoryResource, PoolMemoryResource,
+    SimulatedMemoryResource, SystemMemoryResource,
 };
 use rmm_core::{Access, AnyResource, MemoryResource, Result, DEFAULT_ALIGNMENT};
 
@@ -56,6 +57,10 @@ type Factory = fn() -> Result<AnyResource>;
 fn resources() -> Vec<(&'static str, Factory)> {
     if cuda::is_host_mode() {
         return vec![
+            ("pool", || {
+                let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
+                Ok(AnyResource::new(PoolMemoryResource::new(upstream, Some(1 << 30), None)?))
+            }),
             ("system", || Ok(AnyResource::new(SystemMemoryResource::new()))),
             ("simulated", || Ok(AnyResource::new(SimulatedMemoryResource::new(64 << 30)?))),
         ];
@@ -67,8 +72,15 @@ fn resources() -> Vec<(&'static str, Factory)> {
             let size = (free - (64 << 20)) & !(DEFAULT_ALIGNMENT - 1);
             Ok(AnyResource::new(ArenaMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), Some(size), false)?))
         }),
+        ("binning", || {
+            // As RMM's benchmark: fixed-size bins of 2^18..2^22 bytes over a pool.
+            let pool = PoolMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), None, None)?;
+            Ok(AnyResource::new(BinningMemoryResource::with_exponents(AnyResource::new(pool), 18, 22)?))
+        }),
         ("cuda", || Ok(AnyResource::new(CudaMemoryResource::new()))),
         ("cuda_async", || Ok(AnyResource::new(CudaAsyncMemoryResource::new()?))),
+        // As RMM's benchmark: a pool over cuda starting at half the free memory (the default).
+        ("pool", || Ok(AnyResource::new(PoolMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), None, None)?))),
     ]
 }
 
