@@ -15,7 +15,7 @@
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
 use rmm_core::cuda::{self, OwnedStream, Stream, StreamFlags};
 use rmm_core::mr::{
     ArenaMemoryResource, BinningMemoryResource, CudaAsyncMemoryResource, CudaMemoryResource, PoolMemoryResource,
@@ -192,7 +192,9 @@ fn bench(c: &mut Criterion) {
     pairs.finish();
 
     let mut random = c.benchmark_group("random");
+    // One workload run takes milliseconds to seconds (cuda): ten flat samples, not a linear ramp.
     random.sample_size(10);
+    random.sampling_mode(SamplingMode::Flat);
     for (name, factory) in resources() {
         let mr = match factory() {
             Ok(mr) => mr,

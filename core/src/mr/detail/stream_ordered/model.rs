@@ -274,7 +274,9 @@ impl ModelUpstream {
 
 impl MemoryResource for ModelUpstream {
     fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        let p = self.inner.allocate(stream, bytes, alignment)?;
+        // The model tracks the (fake) stream; the real upstream only ever sees the default stream,
+        // because fake handles must never reach CUDA (these tests also run on the GPU machine).
+        let p = self.inner.allocate(Stream::DEFAULT, bytes, alignment)?;
         let len = align_up(bytes, DEFAULT_ALIGNMENT).unwrap_or(bytes);
         let key = self.syncer.key(stream);
         self.syncer.model().add_obligation(key, p as usize, len).map_err(Error::invalid)?;
@@ -285,8 +287,9 @@ impl MemoryResource for ModelUpstream {
     }
     unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
         self.released(Some(stream), ptr, bytes)?;
-        // SAFETY: forwarded caller contract.
-        unsafe { self.inner.deallocate(stream, ptr, bytes, alignment) }
+        // SAFETY: forwarded caller contract; the model checked the stream order above, so the real
+        // upstream frees in default-stream order (a fake handle must never reach CUDA).
+        unsafe { self.inner.deallocate(Stream::DEFAULT, ptr, bytes, alignment) }
     }
     unsafe fn deallocate_sync(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
         self.released(None, ptr, bytes)?;
