@@ -1,8 +1,11 @@
 //! End-to-end: the `rmm-replay` binary on small logs, its output files and its exit codes.
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
+use clap::Parser;
+use rmm_replay::cli::{self, Args};
 use rmm_replay::resources::{Make, RESOURCES};
 
 /// `tests/data/sample.csv`: 3 threads, 4 streams (0x0, 0x2 and two created ones), 108 events and
@@ -10,18 +13,38 @@ use rmm_replay::resources::{Make, RESOURCES};
 const SAMPLE: &str = include_str!("data/sample.csv");
 const SAMPLE_PEAK: u64 = 520_093_796;
 
-/// The binary cargo built for this test, or one beside the test executable (a staged copy).
-fn binary() -> PathBuf {
+/// The binary cargo built for this test, or a staged copy beside the test executable (or in
+/// `../bin`); `None` when neither exists (a test executable copied to another machine alone).
+fn binary() -> Option<PathBuf> {
     let built = PathBuf::from(env!("CARGO_BIN_EXE_rmm-replay"));
-    if built.exists() {
-        return built;
-    }
-    let exe = std::env::current_exe().expect("the test's own path");
-    let dir = exe.parent().expect("a directory");
-    [dir.join("rmm-replay"), dir.join("../rmm-replay")]
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [built, dir.join("rmm-replay"), dir.join("../bin/rmm-replay")]
         .into_iter()
         .find(|p| p.exists())
-        .unwrap_or(built)
+}
+
+/// Runs `rmm-replay args`: the binary when there is one, else the same code in this process
+/// (`main` is `Args::parse` + `cli::run`), so the tests still run where only they were copied.
+fn run_args(args: &[OsString]) -> (Option<i32>, Vec<u8>, Vec<u8>) {
+    if let Some(binary) = binary() {
+        let out = Command::new(binary)
+            .args(args)
+            .output()
+            .expect("rmm-replay runs");
+        return (out.status.code(), out.stdout, out.stderr);
+    }
+    eprintln!("note: no rmm-replay binary here; running its code in-process");
+    let argv = std::iter::once(OsString::from("rmm-replay")).chain(args.iter().cloned());
+    match Args::try_parse_from(argv) {
+        Ok(args) => {
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let code = cli::run(&args, &mut out, &mut err);
+            (Some(i32::from(code)), out, err)
+        }
+        Err(e) if e.use_stderr() => (Some(e.exit_code()), Vec::new(), e.to_string().into_bytes()),
+        Err(e) => (Some(e.exit_code()), e.to_string().into_bytes(), Vec::new()),
+    }
 }
 
 /// A scratch directory of this test, removed on drop.
@@ -51,11 +74,21 @@ impl Drop for Scratch {
     }
 }
 
-fn run(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    Command::new(binary())
-        .args(args.iter().map(|a| a.as_ref()))
-        .output()
-        .expect("rmm-replay runs")
+/// What a run of the command gave.
+struct Output {
+    code: Option<i32>,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+fn run(args: &[&dyn AsRef<OsStr>]) -> Output {
+    let args: Vec<OsString> = args.iter().map(|a| a.as_ref().to_os_string()).collect();
+    let (code, stdout, stderr) = run_args(&args);
+    Output {
+        code,
+        stdout,
+        stderr,
+    }
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -82,7 +115,7 @@ fn a_replay_that_fits_exits_0_and_writes_json_and_a_png() {
         &"--quiet",
     ]);
     assert_eq!(
-        out.status.code(),
+        out.code,
         Some(0),
         "{}{}",
         text(&out.stdout),
@@ -131,7 +164,7 @@ fn a_log_bigger_than_the_device_exits_1_with_its_failures() {
         &report,
     ]);
     assert_eq!(
-        out.status.code(),
+        out.code,
         Some(1),
         "{}{}",
         text(&out.stdout),
@@ -157,7 +190,7 @@ fn json_can_go_to_stdout() {
     let dir = Scratch::new("stdout");
     let log = dir.file("sample.csv", SAMPLE);
     let out = run(&[&log, &"-s", &"1", &"--json", &"-"]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.code, Some(0));
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["peak_live_bytes"], SAMPLE_PEAK);
 }
@@ -167,7 +200,7 @@ fn malformed_and_unreadable_logs_exit_2_naming_the_line() {
     let dir = Scratch::new("malformed");
     let bad = dir.file("bad.csv", "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.0,allocate,0x10,64,0x0\n1,10:00:00.1,free,0x10,sixty-four,0x0\n");
     let out = run(&[&bad, &"-s", &"1"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.code, Some(2));
     let stderr = text(&out.stderr);
     assert!(
         stderr.contains("bad.csv:3: bad Size `sixty-four`"),
@@ -176,7 +209,7 @@ fn malformed_and_unreadable_logs_exit_2_naming_the_line() {
     assert!(out.stdout.is_empty(), "no report for a bad log");
 
     let out = run(&[&dir.path("missing.csv"), &"-s", &"1"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.code, Some(2));
     assert!(
         text(&out.stderr).contains("cannot read"),
         "{}",
@@ -201,14 +234,10 @@ fn bad_arguments_exit_2() {
             "1".as_ref(),
         ],
     ] {
-        let out = Command::new(binary()).args(&args).output().unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            text(&out.stderr)
-        );
-        assert!(!out.stderr.is_empty(), "{args:?} says why");
+        let args: Vec<OsString> = args.iter().map(|a| a.to_os_string()).collect();
+        let (code, _, stderr) = run_args(&args);
+        assert_eq!(code, Some(2), "{args:?}: {}", text(&stderr));
+        assert!(!stderr.is_empty(), "{args:?} says why");
     }
     // Resources RMM offers that this build lacks say so.
     if let Some(missing) = RESOURCES
@@ -216,7 +245,7 @@ fn bad_arguments_exit_2() {
         .find(|e| matches!(e.make, Make::Unavailable))
     {
         let out = run(&[&log, &"-r", &missing.name, &"-s", &"1"]);
-        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(out.code, Some(2));
         assert!(
             text(&out.stderr).contains("not available in this build"),
             "{}",
@@ -224,7 +253,7 @@ fn bad_arguments_exit_2() {
         );
     }
     let help = run(&[&"--help"]);
-    assert_eq!(help.status.code(), Some(0));
+    assert_eq!(help.code, Some(0));
     assert!(
         text(&help.stdout).contains("cuda_async"),
         "the help lists the resources"
@@ -239,7 +268,7 @@ fn without_a_gpu_the_default_resource_points_to_the_simulator() {
     let dir = Scratch::new("no-gpu");
     let log = dir.file("sample.csv", SAMPLE);
     let out = run(&[&log]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.code, Some(2));
     assert!(
         text(&out.stderr).contains("--simulate-gib"),
         "{}",
@@ -247,7 +276,7 @@ fn without_a_gpu_the_default_resource_points_to_the_simulator() {
     );
     // Host memory needs no GPU.
     let out = run(&[&log, &"-r", &"system"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.code, Some(0), "{}", text(&out.stderr));
 }
 
 #[test]
@@ -263,7 +292,7 @@ fn replays_on_the_gpu() {
         let report = dir.path(&format!("{resource}.json"));
         let out = run(&[&log, &"-r", &resource, &"--json", &report, &"-q"]);
         assert_eq!(
-            out.status.code(),
+            out.code,
             Some(0),
             "{resource}: {}{}",
             text(&out.stdout),
