@@ -130,7 +130,7 @@ fn try_run(args: &Args, out: &mut dyn Write) -> anyhow::Result<u8> {
     } else {
         let bar = ProgressBar::new(replayed);
         if let Ok(style) = ProgressStyle::with_template(
-            "{spinner} replaying [{bar:40}] {pos}/{len} events ({per_sec}, {eta} left)",
+            "{spinner} replaying [{bar:40}] {human_pos}/{human_len} events, {eta} left",
         ) {
             bar.set_style(style.progress_chars("=> "));
         }

@@ -34,6 +34,9 @@ use crate::log::{seconds_since_start, Action, Event};
 use crate::resources::Setup;
 use crate::streams::StreamMap;
 
+/// The progress bar moves every this many events (it takes a lock).
+const PROGRESS_STEP: usize = 1024;
+
 /// At most this many failures and problems are kept with their details (all are counted).
 pub const MAX_DETAILS: usize = 100;
 
@@ -217,7 +220,7 @@ struct Gathered {
 
 /// Replays `events` on `setup`'s resource, the logged streams mapped by `streams`.
 ///
-/// Blocks until the replay is over; `progress` advances by one per event. Allocation failures
+/// Blocks until the replay is over; `progress` is set to the number of events done as it goes. Allocation failures
 /// are counted in the [`Outcome`], not returned as errors.
 ///
 /// ```
@@ -512,7 +515,9 @@ fn run_thread(shared: &Shared<'_>, me: usize, thread: u64, mine: &[usize]) -> Ga
                 }
             }
         }
-        shared.progress.inc(1);
+        if (k + 1) % PROGRESS_STEP == 0 || k + 1 == shared.order.len() {
+            shared.progress.set_position((k + 1) as u64);
+        }
     }
     g
 }
