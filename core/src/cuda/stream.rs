@@ -136,10 +136,14 @@ impl Stream {
         if !*SUPPORTED.get_or_init(|| super::has_entry_point("cuStreamGetId")) {
             return Err(Error::Unsupported("cuStreamGetId needs CUDA 12.0 or newer".into()));
         }
-        ensure_context()?;
+        // Only the special handles name "the current device's" stream and need a current context;
+        // an ordinary handle carries its own. This is on every pool operation: one driver call.
+        if self.is_default() || self.is_per_thread_default() {
+            ensure_context()?;
+        }
         let mut id: std::ffi::c_ulonglong = 0;
-        // SAFETY: a context is current; `id` is a valid out-pointer; an invalid handle is reported
-        // as an error by the driver.
+        // SAFETY: the driver is loaded (has_entry_point checked it); a special handle has a current
+        // context; `id` is a valid out-pointer; an invalid handle is reported as an error.
         check(unsafe { sys::cuStreamGetId(self.as_cu(), &mut id) }, "cuStreamGetId")?;
         Ok(id as u64)
     }
