@@ -2,7 +2,8 @@
 # Benchmarks, second half (runs THERE, on the GPU machine, with stage/ carried; see bench-stage.sh).
 # Runs the Rust criterion benchmark and RMM 26.10's peer binary on the same workloads in one go, and
 # writes $OUT/bench.csv (every number), $OUT/bench.md (the table for docs/benchmarks.md) and the logs.
-# RMM_BENCH_QUICK=1 shortens criterion's measurement for a smoke run.
+# RMM_BENCH_QUICK=1 shortens criterion's measurement for a smoke run; RMM_BENCH_RESOURCES (peer) and
+# RMM_BENCH_FILTER (Rust, a regex such as "/pool/") run a subset.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 B=$PWD/stage/bench
@@ -31,8 +32,10 @@ done
 
 times="--warm-up-time 1 --measurement-time 3"
 [ "${RMM_BENCH_QUICK:-0}" = 1 ] && times="--warm-up-time 0.2 --measurement-time 0.5"
+# RMM_BENCH_FILTER narrows the Rust side the way RMM_BENCH_RESOURCES narrows the peer (a regex).
 # shellcheck disable=SC2086
-"$B/allocations" --bench $times >"$OUT/rust.log" 2>&1 || echo "rust benchmark exit $? (rust.log)"
+"$B/allocations" --bench $times ${RMM_BENCH_FILTER:+"$RMM_BENCH_FILTER"} >"$OUT/rust.log" 2>&1 ||
+    echo "rust benchmark exit $? (rust.log)"
 
 python3 "$B/bench-table.py" "$CRITERION_HOME" "$peer" "$OUT/bench.csv" "$OUT/bench.md"
 cat "$OUT/bench.md"
