@@ -22,20 +22,20 @@ for workload in pair256 random; do
         for t in 1 4 16; do
             iters=200000; [ "$r" = cuda ] && iters=2000
             "$B/rmm_peer_bench" --resource "$r" --workload "$workload" --threads "$t" --iters "$iters" \
-                >>"$peer" 2>>"$OUT/peer.log" || echo "peer $r $workload $t failed (peer.log)" | tee -a "$OUT/peer.log"
+                >>"$peer" 2>>"$OUT/bench-peer.log" || echo "peer $r $workload $t failed (bench-peer.log)" | tee -a "$OUT/bench-peer.log"
         done
     done
 done
 for t in 1 4 16; do
-    "$B/rmm_peer_bench" --workload empty --threads "$t" --iters 2000000 >>"$peer" 2>>"$OUT/peer.log"
+    "$B/rmm_peer_bench" --workload empty --threads "$t" --iters 2000000 >>"$peer" 2>>"$OUT/bench-peer.log"
 done
 
 times="--warm-up-time 1 --measurement-time 3"
 [ "${RMM_BENCH_QUICK:-0}" = 1 ] && times="--warm-up-time 0.2 --measurement-time 0.5"
 # RMM_BENCH_FILTER narrows the Rust side the way RMM_BENCH_RESOURCES narrows the peer (a regex).
 # shellcheck disable=SC2086
-"$B/allocations" --bench $times ${RMM_BENCH_FILTER:+"$RMM_BENCH_FILTER"} >"$OUT/rust.log" 2>&1 ||
-    echo "rust benchmark exit $? (rust.log)"
+"$B/allocations" --bench $times ${RMM_BENCH_FILTER:+"$RMM_BENCH_FILTER"} >"$OUT/bench-rust.log" 2>&1 ||
+    echo "rust benchmark exit $? (bench-rust.log)"
 
 python3 "$B/bench-table.py" "$CRITERION_HOME" "$peer" "$OUT/bench.csv" "$OUT/bench.md"
 cat "$OUT/bench.md"

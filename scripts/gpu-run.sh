@@ -41,6 +41,9 @@ fi
 # ---- Rust -------------------------------------------------------------------------------------
 rp=0 rf=0 rs=0 n=0 note=""
 : >"$OUT/rust.log"
+for gz in "$STAGE"/rust/*.gz; do
+    [ -f "$gz" ] && gunzip -f "$gz"
+done
 for exe in "$STAGE"/rust/*; do
     [ -f "$exe" ] || continue
     n=$((n + 1))

@@ -2,7 +2,7 @@
 # GPU runner, first half (runs HERE, where cargo is): builds and stages what the GPU machine needs
 # into stage/ (git-ignored), since that machine has no cargo and no network.
 #
-#   stage/rust/<package>__<target>   Rust test executables (debug info stripped)
+#   stage/rust/<package>__<target>.gz   Rust test executables (debug info stripped, gzipped)
 #   stage/bin/tour                   the Rust tour example (run there for show, not counted)
 #   stage/wheels/*.whl               the rmm-rs Python wheel (maturin, abi3)
 #   stage/python/                    the pytest suite and its config (pyproject.toml)
@@ -57,7 +57,8 @@ for line in open(src):
     print(f"  staged {base}")
 PY
     rm -f "$STAGE/cargo.json"
-    for f in "$STAGE"/rust/*; do [ -f "$f" ] && strip --strip-debug "$f"; done
+    # Stripped and gzipped: the debug test executables are ~12 MB each and the carry limit is 64 MiB.
+    for f in "$STAGE"/rust/*; do [ -f "$f" ] && strip --strip-debug "$f" && gzip -9 "$f"; done
     manifest "rust: $(find "$STAGE/rust" -type f | wc -l) test executables (doc-tests need rustc: not staged)"
     # The tour, to see it on a GPU (run by gpu-run.sh, not counted as a test).
     if cargo build --release --locked -q -p rmm --example tour 2>/dev/null; then
