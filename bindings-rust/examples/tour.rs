@@ -4,7 +4,9 @@
 //! the [`Tour`] (which keeps the statistics) and shows one feature. To extend the tour, write another
 //! `fn(&mut Tour) -> rmm::Result<()>` and add it to `stops()`; nothing else changes.
 
-use rmm::mr::{CudaAsyncMemoryResource, CudaMemoryResource, SystemMemoryResource};
+use rmm::mr::{
+    CudaAsyncMemoryResource, CudaMemoryResource, PoolMemoryResource, StatisticsResourceAdaptor, SystemMemoryResource,
+};
 use rmm::prelude::*;
 
 /// Sizes every resource stop allocates: tiny, odd, page-sized and large.
@@ -46,8 +48,10 @@ fn stops() -> Vec<(&'static str, Stop)> {
         ("system memory (host, works everywhere)", system_stop),
         ("CUDA device memory", cuda_stop),
         ("CUDA async memory pool (cuda_async_memory_resource)", cuda_async_stop),
+        ("a pool with statistics, made the current device resource", pool_stop),
         ("the current device resource and a DeviceBuffer", registry_stop),
         ("one resource, shared through the C ABI without a copy", c_abi_stop),
+        ("what the pool's statistics saw", pool_statistics_stop),
     ]
 }
 
@@ -125,6 +129,46 @@ fn cuda_async_stop(tour: &mut Tour) -> Result<()> {
         human(pool.reserved_bytes()? as usize),
         human(pool.used_bytes()? as usize)
     );
+    Ok(())
+}
+
+/// A pool (over CUDA memory, or host memory without a GPU) behind a statistics adaptor becomes the
+/// current device resource: the stops after this one allocate through it.
+fn pool_stop(tour: &mut Tour) -> Result<()> {
+    let base = if tour.gpu {
+        AnyResource::new(CudaMemoryResource::new())
+    } else {
+        AnyResource::new(SystemMemoryResource::new())
+    };
+    let pool = PoolMemoryResource::new(base, Some(64 << 20), None)?;
+    let stats = StatisticsResourceAdaptor::new(pool.clone());
+    show_allocations(tour, &AnyResource::new(stats.clone()))?;
+    rmm::registry::set_current_resource(AnyResource::new(stats))?;
+    println!("    pool of {} over {}; now the current device resource", human(pool.pool_size()), pool.upstream_resource().name());
+    Ok(())
+}
+
+/// The statistics adaptor counted every allocation made through the current resource.
+fn pool_statistics_stop(_tour: &mut Tour) -> Result<()> {
+    let current = rmm::registry::current_resource()?;
+    let Some(stats) = current.downcast_ref::<StatisticsResourceAdaptor>() else {
+        println!("    the current resource is {}, not the tour's statistics adaptor", current.name());
+        return Ok(());
+    };
+    let (bytes, count) = (stats.bytes_counter(), stats.allocations_counter());
+    println!(
+        "    bytes: {} live, {} peak, {} in total; allocations: {} live, {} peak, {} in total",
+        human(bytes.value.max(0) as usize),
+        human(bytes.peak.max(0) as usize),
+        human(bytes.total.max(0) as usize),
+        count.value,
+        count.peak,
+        count.total
+    );
+    if let Some(pool) = stats.upstream().downcast_ref::<PoolMemoryResource>() {
+        let p = pool.statistics();
+        println!("    pool: {} reserved from {}, {} in use", human(p.pool_size), pool.upstream_resource().name(), human(p.bytes_used));
+    }
     Ok(())
 }
 
