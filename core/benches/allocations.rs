@@ -23,7 +23,7 @@ use rmm_core::mr::{
 };
 use rmm_core::{Access, AnyResource, MemoryResource, Result, DEFAULT_ALIGNMENT};
 
-const THREADS: [usize; 4] = [1, 4, 16, 0];
+const THREADS: [usize; 3] = [1, 4, 16];
 const RANDOM_ALLOCATIONS: usize = 10_000;
 const RANDOM_MAX_SIZE: usize = 1 << 20;
 const RANDOM_MAX_USAGE: usize = 16_000 << 20;
@@ -168,17 +168,16 @@ fn run_threads(streams: &[Stream], work: &(dyn Fn(usize, Stream) + Sync)) -> Dur
     .elapsed()
 }
 
+/// The resource, or `None` (and a note on stderr) when it cannot be made here.
+fn make(name: &str, factory: Factory) -> Option<AnyResource> {
+    factory().map_err(|e| eprintln!("skipping {name}: {e}")).ok()
+}
+
 fn bench(c: &mut Criterion) {
     let mut pairs = c.benchmark_group("pair256");
     for (name, factory) in resources().into_iter().chain([("empty", (|| Ok(AnyResource::new(EmptyResource))) as Factory)]) {
-        let mr = match factory() {
-            Ok(mr) => mr,
-            Err(e) => {
-                eprintln!("skipping {name}: {e}");
-                continue;
-            }
-        };
-        for threads in THREADS.into_iter().filter(|&t| t > 0) {
+        let Some(mr) = make(name, factory) else { continue };
+        for threads in THREADS {
             let (_owned, streams) = thread_streams(threads);
             pair_loop(&mr, streams[0], 1000);
             pairs.throughput(Throughput::Elements(threads as u64));
@@ -196,14 +195,8 @@ fn bench(c: &mut Criterion) {
     random.sample_size(10);
     random.sampling_mode(SamplingMode::Flat);
     for (name, factory) in resources() {
-        let mr = match factory() {
-            Ok(mr) => mr,
-            Err(e) => {
-                eprintln!("skipping {name}: {e}");
-                continue;
-            }
-        };
-        for threads in THREADS.into_iter().filter(|&t| t > 0) {
+        let Some(mr) = make(name, factory) else { continue };
+        for threads in THREADS {
             let (_owned, streams) = thread_streams(threads);
             let cap = RANDOM_MAX_USAGE / threads;
             let ops: u64 = (0..threads).map(|t| random_loop(&mr, streams[t], 1234 + t as u64, cap)).sum();
