@@ -1,0 +1,142 @@
+/**
+ * @file c_resource.hpp
+ * @brief rmm::mr::detail::c_resource: a copyable CCCL resource over a librmm rmm_resource handle.
+ */
+#pragma once
+
+#include <rmm/aligned.hpp>
+#include <rmm/error.hpp>
+#include <rmm/rmm_c.h>
+
+#include <cuda/memory_resource>
+#include <cuda/stream_ref>
+
+#include <cstddef>
+#include <cstdio>
+#include <utility>
+
+namespace rmm::mr::detail {
+
+/** @brief Tag of the constructors that take over a handle librmm made for that resource type. */
+struct adopt_handle_t {};
+
+/**
+ * @brief A value type that owns one reference of an rmm_resource handle (a resource of rmm-rs, or one
+ * written in C or C++ behind the C ABI).
+ *
+ * Copies share the resource: copying retains the handle, destruction releases it. Every operation
+ * goes through librmm's C ABI (rmm_resource_*), so this works for any valid handle. A moved-from
+ * c_resource holds the empty handle; only destruction and assignment are valid on it.
+ *
+ * Satisfies `cuda::mr::resource_with<c_resource, cuda::mr::device_accessible>`.
+ */
+class c_resource {
+ public:
+  /** @brief Takes over the OWNING handle @p handle (no retain). */
+  static c_resource adopt(rmm_resource handle) noexcept { return c_resource{handle}; }
+
+  /** @brief Retains the BORROWED handle @p handle and owns that new reference. */
+  static c_resource retain(rmm_resource handle) noexcept
+  {
+    rmm_resource_retain(handle);
+    return c_resource{handle};
+  }
+
+  c_resource(c_resource const& other) noexcept : handle_{other.handle_} { rmm_resource_retain(handle_); }
+  c_resource(c_resource&& other) noexcept : handle_{std::exchange(other.handle_, rmm_resource{nullptr, nullptr})}
+  {
+  }
+  c_resource& operator=(c_resource const& other) noexcept
+  {
+    if (this != &other) {
+      rmm_resource_retain(other.handle_);
+      rmm_resource_release(std::exchange(handle_, other.handle_));
+    }
+    return *this;
+  }
+  c_resource& operator=(c_resource&& other) noexcept
+  {
+    if (this != &other) {
+      rmm_resource_release(std::exchange(handle_, std::exchange(other.handle_, rmm_resource{nullptr, nullptr})));
+    }
+    return *this;
+  }
+  ~c_resource() { rmm_resource_release(handle_); }
+
+  /** @brief The handle, BORROWED: valid while this object (or a copy) lives. */
+  [[nodiscard]] rmm_resource handle() const noexcept { return handle_; }
+
+  /**
+   * @brief Allocates @p bytes aligned to @p alignment, ordered on @p stream.
+   * @throws rmm::out_of_memory, rmm::cuda_error or rmm::logic_error (see rmm::detail::throw_rmm_error)
+   */
+  void* allocate(cuda::stream_ref stream, std::size_t bytes, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT)
+  {
+    void* ptr = nullptr;
+    rmm_error err{};
+    rmm::detail::check(rmm_resource_allocate(handle_, stream.get(), bytes, alignment, &ptr, &err), err,
+                       "rmm::mr allocate");
+    return ptr;
+  }
+
+  /** @brief Returns @p ptr, ordered on @p stream. Failures are printed to stderr (it cannot throw). */
+  void deallocate(cuda::stream_ref stream,
+                  void* ptr,
+                  std::size_t bytes,
+                  std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT) noexcept
+  {
+    rmm_error err{};
+    report(rmm_resource_deallocate(handle_, stream.get(), ptr, bytes, alignment, &err), err, "deallocate");
+  }
+
+  /**
+   * @brief Allocates memory usable on every stream as soon as this returns.
+   * @throws rmm::out_of_memory, rmm::cuda_error or rmm::logic_error
+   */
+  void* allocate_sync(std::size_t bytes, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT)
+  {
+    void* ptr = nullptr;
+    rmm_error err{};
+    rmm::detail::check(rmm_resource_allocate_sync(handle_, bytes, alignment, &ptr, &err), err,
+                       "rmm::mr allocate_sync");
+    return ptr;
+  }
+
+  /** @brief Returns memory no pending work uses. Failures are printed to stderr (it cannot throw). */
+  void deallocate_sync(void* ptr, std::size_t bytes, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT) noexcept
+  {
+    rmm_error err{};
+    report(rmm_resource_deallocate_sync(handle_, ptr, bytes, alignment, &err), err, "deallocate_sync");
+  }
+
+  /** @brief Whether memory from @p lhs may be returned to @p rhs (rmm_resource_is_equal). */
+  [[nodiscard]] friend bool operator==(c_resource const& lhs, c_resource const& rhs) noexcept
+  {
+    return rmm_resource_is_equal(lhs.handle_, rhs.handle_) != 0;
+  }
+  /** @brief The negation of ==. */
+  [[nodiscard]] friend bool operator!=(c_resource const& lhs, c_resource const& rhs) noexcept
+  {
+    return !(lhs == rhs);
+  }
+
+  /** @brief Memory of every rmm resource is device-accessible. */
+  friend void get_property(c_resource const&, cuda::mr::device_accessible) noexcept {}
+
+ protected:
+  explicit c_resource(rmm_resource handle) noexcept : handle_{handle} {}
+
+ private:
+  static void report(int status, rmm_error const& err, const char* what) noexcept
+  {
+    if (status != RMM_OK) {
+      std::fprintf(stderr, "rmm::mr %s failed: %s: %s\n", what, rmm_error_kind_name(status), err.message);
+    }
+  }
+
+  rmm_resource handle_{nullptr, nullptr};
+};
+
+static_assert(cuda::mr::resource_with<c_resource, cuda::mr::device_accessible>);
+
+}  // namespace rmm::mr::detail

@@ -1,0 +1,50 @@
+/**
+ * @file system_memory_resource.hpp
+ * @brief rmm::mr::system_memory_resource (host malloc, in librmm).
+ */
+#pragma once
+
+#include <rmm/error.hpp>
+#include <rmm/mr/detail/c_resource.hpp>
+#include <rmm/rmm_c.h>
+
+#include <utility>
+
+namespace rmm::mr {
+
+/**
+ * @brief System (malloc) memory: host-accessible, and device-accessible on systems with HMM or ATS.
+ * It is the initial per-device resource in host mode (no CUDA driver or device).
+ *
+ * A value type: copies share one librmm resource, and all compare equal to each other.
+ *
+ * Satisfies `cuda::mr::resource_with<system_memory_resource, cuda::mr::device_accessible,
+ * cuda::mr::host_accessible>`.
+ */
+class system_memory_resource : public detail::c_resource {
+ public:
+  /** @brief A new system_memory_resource (rmm_system_memory_resource_new). */
+  system_memory_resource() : detail::c_resource{make()} {}
+
+  /** @brief Takes over @p owned, which must hold a librmm system_memory_resource (used by the registry functions). */
+  system_memory_resource(detail::adopt_handle_t, detail::c_resource owned) noexcept : detail::c_resource{std::move(owned)} {}
+
+  /** @brief System memory is host-accessible. */
+  friend void get_property(system_memory_resource const&, cuda::mr::host_accessible) noexcept {}
+
+ private:
+  static rmm_resource make()
+  {
+    rmm_resource handle{nullptr, nullptr};
+    rmm_error err{};
+    rmm::detail::check(rmm_system_memory_resource_new(&handle, &err), err, "system_memory_resource");
+    return handle;
+  }
+};
+
+static_assert(cuda::mr::resource_with<system_memory_resource, cuda::mr::device_accessible>);
+static_assert(cuda::mr::resource_with<system_memory_resource, cuda::mr::host_accessible>);
+static_assert(
+  cuda::mr::resource_with<system_memory_resource, cuda::mr::device_accessible, cuda::mr::host_accessible>);
+
+}  // namespace rmm::mr
