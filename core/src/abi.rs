@@ -1425,5 +1425,8 @@ unsafe fn owner_table_from(lib: *mut c_void) -> Option<OwnerTable> {
     }
 }
 
+mod resources;
+pub use resources::*;
+
 #[cfg(test)]
 mod tests;

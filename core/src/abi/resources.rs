@@ -1,0 +1,635 @@
+//! C constructors and accessors of the sub-allocators and adaptors (`rmm_<rmm name>_new`,
+//! `rmm_<rmm name>_<accessor>` in `rmm_c.h`).
+//!
+//! Conventions shared by every function here:
+//! - an `upstream` (or bin) handle is BORROWED: the new resource retains its own reference;
+//! - the new resource is written OWNING to `*out` (`{NULL, NULL}` on failure);
+//! - an optional size is a `uint64_t` where [`RMM_SIZE_NONE`] (`UINT64_MAX`) means "none";
+//! - an accessor checks that its handle is a resource of this copy of rmm-core of the named type
+//!   (our owner tag, then a downcast), else fails with `RMM_ERROR_INVALID_ARGUMENT`.
+
+use std::ffi::c_int;
+
+use super::{clear_out, guarded, null_out, put, rmm_error, rmm_resource, with_borrowed};
+use crate::error::{Error, Result};
+use crate::mr::statistics::Counter;
+use crate::mr::{
+    AlignedResourceAdaptor, ArenaMemoryResource, BinningMemoryResource, FixedSizeMemoryResource,
+    LimitingResourceAdaptor, PoolMemoryResource, SimulatedMemoryResource,
+    StatisticsResourceAdaptor, TrackingResourceAdaptor,
+};
+use crate::resource::{downcast, AnyResource, MemoryResource};
+
+/// An optional size given as "none" (`UINT64_MAX`, `RMM_SIZE_NONE` in C).
+pub const RMM_SIZE_NONE: u64 = u64::MAX;
+
+/// A statistics counter (`rmm_counter` in C; RMM's `statistics_resource_adaptor::counter`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct rmm_counter {
+    /// The current amount.
+    pub value: i64,
+    /// The highest `value` reached.
+    pub peak: i64,
+    /// Everything ever added.
+    pub total: i64,
+}
+
+impl From<Counter> for rmm_counter {
+    fn from(c: Counter) -> Self {
+        Self {
+            value: c.value,
+            peak: c.peak,
+            total: c.total,
+        }
+    }
+}
+
+fn size(value: u64, what: &str) -> Result<usize> {
+    usize::try_from(value)
+        .map_err(|_| Error::invalid(format!("{what} {value} does not fit in size_t")))
+}
+
+fn optional_size(value: u64, what: &str) -> Result<Option<usize>> {
+    if value == RMM_SIZE_NONE {
+        Ok(None)
+    } else {
+        size(value, what).map(Some)
+    }
+}
+
+/// Builds a resource into `*out` (OWNING), catching errors and panics.
+///
+/// # Safety
+/// `out` and `err` are NULL or valid for writes.
+unsafe fn new_resource(
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+    f: impl FnOnce() -> Result<AnyResource>,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        clear_out(out);
+        guarded(err, || {
+            if out.is_null() {
+                return Err(null_out("out"));
+            }
+            put(out, f()?.into_handle(), "out")
+        })
+    }
+}
+
+/// A new owner of the BORROWED `upstream` handle.
+///
+/// # Safety
+/// `upstream` is live or fails the check.
+unsafe fn upstream_of(upstream: rmm_resource) -> Result<AnyResource> {
+    if upstream.is_null() {
+        return Err(Error::invalid("upstream must not be the empty handle"));
+    }
+    // SAFETY: caller contract.
+    unsafe { AnyResource::from_borrowed_handle(upstream) }
+}
+
+/// Runs `f` on the `R` behind the BORROWED `resource`, or fails with InvalidArgument when it is
+/// not an `R` of this copy of rmm-core.
+///
+/// # Safety
+/// `resource` is live or fails the check.
+unsafe fn with_resource<R: MemoryResource, T>(
+    resource: rmm_resource,
+    type_name: &str,
+    f: impl FnOnce(&R) -> Result<T>,
+) -> Result<T> {
+    // SAFETY: caller contract.
+    unsafe {
+        with_borrowed(resource, |r| match downcast::<R>(r) {
+            Some(r) => f(r),
+            None => Err(Error::invalid(format!(
+                "resource is a {}, not a {type_name}",
+                r.name()
+            ))),
+        })?
+    }
+}
+
+/// An accessor: `f`'s value on the `R` behind `resource`, written to `*out`.
+///
+/// # Safety
+/// `resource` is live or fails the check; `out` and `err` are NULL or valid for writes.
+unsafe fn accessor<R: MemoryResource, T>(
+    resource: rmm_resource,
+    type_name: &str,
+    out: *mut T,
+    err: *mut rmm_error,
+    f: impl FnOnce(&R) -> Result<T>,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        guarded(err, || {
+            if out.is_null() {
+                return Err(null_out("out"));
+            }
+            let value = with_resource::<R, T>(resource, type_name, f)?;
+            put(out, value, "out")
+        })
+    }
+}
+
+/// Writes a `(bytes, allocations)` pair to two out-pointers (both required).
+///
+/// # Safety
+/// `resource` is live or fails the check; pointers NULL or valid for writes.
+unsafe fn counter_pair(
+    resource: rmm_resource,
+    bytes_out: *mut rmm_counter,
+    allocations_out: *mut rmm_counter,
+    err: *mut rmm_error,
+    f: impl FnOnce(&StatisticsResourceAdaptor) -> Result<(Counter, Counter)>,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        guarded(err, || {
+            if bytes_out.is_null() {
+                return Err(null_out("bytes_out"));
+            }
+            if allocations_out.is_null() {
+                return Err(null_out("allocations_out"));
+            }
+            let (bytes, allocations) = with_resource(resource, "statistics_resource_adaptor", f)?;
+            put(bytes_out, bytes.into(), "bytes_out")?;
+            put(allocations_out, allocations.into(), "allocations_out")
+        })
+    }
+}
+
+// --- pool ------------------------------------------------------------------------------------
+
+/// A new `pool_memory_resource` over `upstream` (BORROWED); sizes may be [`RMM_SIZE_NONE`].
+///
+/// # Safety
+/// `upstream` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_pool_memory_resource_new(
+    upstream: rmm_resource,
+    initial_pool_size: u64,
+    maximum_pool_size: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            let initial = optional_size(initial_pool_size, "initial_pool_size")?;
+            let maximum = optional_size(maximum_pool_size, "maximum_pool_size")?;
+            Ok(AnyResource::new(PoolMemoryResource::new(
+                upstream_of(upstream)?,
+                initial,
+                maximum,
+            )?))
+        })
+    }
+}
+
+/// The bytes the pool holds from its upstream.
+///
+/// # Safety
+/// `resource` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_pool_memory_resource_pool_size(
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        accessor(
+            resource,
+            "pool_memory_resource",
+            out,
+            err,
+            |p: &PoolMemoryResource| Ok(p.pool_size() as u64),
+        )
+    }
+}
+
+// --- statistics ------------------------------------------------------------------------------
+
+/// A new `statistics_resource_adaptor` over `upstream` (BORROWED).
+///
+/// # Safety
+/// `upstream` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_statistics_resource_adaptor_new(
+    upstream: rmm_resource,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            Ok(AnyResource::new(StatisticsResourceAdaptor::new(
+                upstream_of(upstream)?,
+            )))
+        })
+    }
+}
+
+/// The bytes counter of the current frame.
+///
+/// # Safety
+/// `resource` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_bytes_counter(
+    resource: rmm_resource,
+    out: *mut rmm_counter,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        accessor(
+            resource,
+            "statistics_resource_adaptor",
+            out,
+            err,
+            |s: &StatisticsResourceAdaptor| Ok(s.bytes_counter().into()),
+        )
+    }
+}
+
+/// The allocations counter of the current frame.
+///
+/// # Safety
+/// `resource` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_allocations_counter(
+    resource: rmm_resource,
+    out: *mut rmm_counter,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        accessor(
+            resource,
+            "statistics_resource_adaptor",
+            out,
+            err,
+            |s: &StatisticsResourceAdaptor| Ok(s.allocations_counter().into()),
+        )
+    }
+}
+
+/// Starts a new frame; the counters from before go to the out-pointers.
+///
+/// # Safety
+/// `resource` is live; out-pointers and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_statistics_resource_adaptor_push_counters(
+    resource: rmm_resource,
+    bytes_out: *mut rmm_counter,
+    allocations_out: *mut rmm_counter,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        counter_pair(resource, bytes_out, allocations_out, err, |s| {
+            Ok(s.push_counters())
+        })
+    }
+}
+
+/// Ends the current frame (folded into its parent) and returns its counters; popping the last
+/// frame fails with `RMM_ERROR_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `resource` is live; out-pointers and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_statistics_resource_adaptor_pop_counters(
+    resource: rmm_resource,
+    bytes_out: *mut rmm_counter,
+    allocations_out: *mut rmm_counter,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        counter_pair(resource, bytes_out, allocations_out, err, |s| {
+            s.pop_counters()
+        })
+    }
+}
+
+// --- limiting --------------------------------------------------------------------------------
+
+/// A new `limiting_resource_adaptor` over `upstream` (BORROWED): at most `allocation_limit` bytes,
+/// sizes counted rounded up to `alignment` (a power of two; RMM's default is 256).
+///
+/// # Safety
+/// `upstream` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_limiting_resource_adaptor_new(
+    upstream: rmm_resource,
+    allocation_limit: u64,
+    alignment: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            let limit = size(allocation_limit, "allocation_limit")?;
+            let alignment = size(alignment, "alignment")?;
+            Ok(AnyResource::new(LimitingResourceAdaptor::with_alignment(
+                upstream_of(upstream)?,
+                limit,
+                alignment,
+            )?))
+        })
+    }
+}
+
+/// The bytes allocated through the adaptor and not yet freed (rounded as it counts them).
+///
+/// # Safety
+/// `resource` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocated_bytes(
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        accessor(
+            resource,
+            "limiting_resource_adaptor",
+            out,
+            err,
+            |l: &LimitingResourceAdaptor| Ok(l.allocated_bytes() as u64),
+        )
+    }
+}
+
+/// The adaptor's limit in bytes.
+///
+/// # Safety
+/// `resource` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocation_limit(
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        accessor(
+            resource,
+            "limiting_resource_adaptor",
+            out,
+            err,
+            |l: &LimitingResourceAdaptor| Ok(l.allocation_limit() as u64),
+        )
+    }
+}
+
+// --- tracking --------------------------------------------------------------------------------
+
+/// A new `tracking_resource_adaptor` over `upstream` (BORROWED); non-zero `capture_stacks` records
+/// a stack trace per allocation.
+///
+/// # Safety
+/// `upstream` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_tracking_resource_adaptor_new(
+    upstream: rmm_resource,
+    capture_stacks: c_int,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            Ok(AnyResource::new(TrackingResourceAdaptor::new(
+                upstream_of(upstream)?,
+                capture_stacks != 0,
+            )))
+        })
+    }
+}
+
+/// The bytes outstanding through the adaptor.
+///
+/// # Safety
+/// `resource` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_allocated_bytes(
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        accessor(
+            resource,
+            "tracking_resource_adaptor",
+            out,
+            err,
+            |t: &TrackingResourceAdaptor| Ok(t.allocated_bytes() as u64),
+        )
+    }
+}
+
+// --- aligned ---------------------------------------------------------------------------------
+
+/// A new `aligned_resource_adaptor` over `upstream` (BORROWED): allocations of at least
+/// `alignment_threshold` bytes ([`RMM_SIZE_NONE`]: RMM's default, 0) are aligned to `alignment`.
+///
+/// # Safety
+/// `upstream` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_aligned_resource_adaptor_new(
+    upstream: rmm_resource,
+    alignment: u64,
+    alignment_threshold: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            let alignment = size(alignment, "alignment")?;
+            let threshold = optional_size(alignment_threshold, "alignment_threshold")?
+                .unwrap_or(AlignedResourceAdaptor::DEFAULT_ALIGNMENT_THRESHOLD);
+            Ok(AnyResource::new(AlignedResourceAdaptor::with_threshold(
+                upstream_of(upstream)?,
+                alignment,
+                threshold,
+            )?))
+        })
+    }
+}
+
+// --- arena -----------------------------------------------------------------------------------
+
+/// A new `arena_memory_resource` over `upstream` (BORROWED); `arena_size` may be [`RMM_SIZE_NONE`].
+///
+/// # Safety
+/// `upstream` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_arena_memory_resource_new(
+    upstream: rmm_resource,
+    arena_size: u64,
+    dump_log_on_failure: c_int,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            let arena_size = optional_size(arena_size, "arena_size")?;
+            Ok(AnyResource::new(ArenaMemoryResource::new(
+                upstream_of(upstream)?,
+                arena_size,
+                dump_log_on_failure != 0,
+            )?))
+        })
+    }
+}
+
+// --- fixed size ------------------------------------------------------------------------------
+
+/// A new `fixed_size_memory_resource` over `upstream` (BORROWED).
+///
+/// # Safety
+/// `upstream` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_fixed_size_memory_resource_new(
+    upstream: rmm_resource,
+    block_size: u64,
+    blocks_to_preallocate: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            let block_size = size(block_size, "block_size")?;
+            let blocks = size(blocks_to_preallocate, "blocks_to_preallocate")?;
+            Ok(AnyResource::new(FixedSizeMemoryResource::new(
+                upstream_of(upstream)?,
+                block_size,
+                blocks,
+            )?))
+        })
+    }
+}
+
+/// The block size of a `fixed_size_memory_resource`.
+///
+/// # Safety
+/// `resource` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_fixed_size_memory_resource_get_block_size(
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        accessor(
+            resource,
+            "fixed_size_memory_resource",
+            out,
+            err,
+            |f: &FixedSizeMemoryResource| Ok(f.block_size() as u64),
+        )
+    }
+}
+
+// --- binning ---------------------------------------------------------------------------------
+
+/// A new `binning_memory_resource` over `upstream` (BORROWED) without bins (everything goes to
+/// the upstream until [`rmm_binning_memory_resource_add_bin`]).
+///
+/// # Safety
+/// `upstream` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_binning_memory_resource_new(
+    upstream: rmm_resource,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            Ok(AnyResource::new(BinningMemoryResource::new(upstream_of(
+                upstream,
+            )?)))
+        })
+    }
+}
+
+/// A new `binning_memory_resource` with fixed-size bins of 2^min ... 2^max bytes.
+///
+/// # Safety
+/// `upstream` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_binning_memory_resource_new_with_exponents(
+    upstream: rmm_resource,
+    min_size_exponent: c_int,
+    max_size_exponent: c_int,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            let exponent = |e: c_int, what: &str| {
+                u32::try_from(e)
+                    .map_err(|_| Error::invalid(format!("{what} {e} must not be negative")))
+            };
+            let min = exponent(min_size_exponent, "min_size_exponent")?;
+            let max = exponent(max_size_exponent, "max_size_exponent")?;
+            Ok(AnyResource::new(BinningMemoryResource::with_exponents(
+                upstream_of(upstream)?,
+                min,
+                max,
+            )?))
+        })
+    }
+}
+
+/// Adds a bin for allocations up to `allocation_size` bytes: `bin_resource` (BORROWED, retained),
+/// or a new fixed-size resource over the upstream when it is the empty handle.
+///
+/// # Safety
+/// `resource` and a non-empty `bin_resource` are live; `err` is NULL or valid for writes.
+pub unsafe extern "C" fn rmm_binning_memory_resource_add_bin(
+    resource: rmm_resource,
+    allocation_size: u64,
+    bin_resource: rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        guarded(err, || {
+            let bytes = size(allocation_size, "allocation_size")?;
+            let bin = if bin_resource.is_null() {
+                None
+            } else {
+                Some(AnyResource::from_borrowed_handle(bin_resource)?)
+            };
+            with_resource(
+                resource,
+                "binning_memory_resource",
+                |b: &BinningMemoryResource| b.add_bin(bytes, bin),
+            )
+        })
+    }
+}
+
+// --- simulated -------------------------------------------------------------------------------
+
+/// A new simulated device of `capacity` bytes (fake addresses, never dereferenceable: for tests of
+/// sub-allocators that need lots of address space).
+///
+/// # Safety
+/// `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_simulated_memory_resource_new(
+    capacity: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            Ok(AnyResource::new(SimulatedMemoryResource::new(size(
+                capacity, "capacity",
+            )?)?))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,375 @@
+//! Round trips through the C constructors and accessors.
+
+use std::ffi::c_void;
+use std::ptr::null_mut;
+
+use super::*;
+use crate::abi::{
+    rmm_resource_allocate_sync, rmm_resource_deallocate_sync, rmm_resource_release,
+    rmm_system_memory_resource_new, RMM_ERROR_INVALID_ARGUMENT, RMM_ERROR_OUT_OF_MEMORY, RMM_OK,
+};
+
+/// An owning handle released on drop.
+struct Owned(rmm_resource);
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        // SAFETY: we own this reference.
+        unsafe { rmm_resource_release(self.0) }
+    }
+}
+
+fn made(f: impl FnOnce(*mut rmm_resource, *mut rmm_error) -> c_int) -> Owned {
+    let mut out = rmm_resource::NULL;
+    let mut err = rmm_error::new();
+    let status = f(&mut out, &mut err);
+    assert_eq!(status, RMM_OK, "{err:?}");
+    assert!(!out.is_null());
+    Owned(out)
+}
+
+fn system() -> Owned {
+    // SAFETY: valid out-pointers.
+    made(|o, e| unsafe { rmm_system_memory_resource_new(o, e) })
+}
+
+fn alloc(r: &Owned, bytes: usize) -> *mut c_void {
+    let mut p = null_mut();
+    let mut err = rmm_error::new();
+    // SAFETY: live handle, valid out-pointers.
+    let status = unsafe { rmm_resource_allocate_sync(r.0, bytes, 256, &mut p, &mut err) };
+    assert_eq!(status, RMM_OK, "{err:?}");
+    p
+}
+
+fn free(r: &Owned, p: *mut c_void, bytes: usize) {
+    let mut err = rmm_error::new();
+    // SAFETY: `p` came from `r` with these arguments.
+    let status = unsafe { rmm_resource_deallocate_sync(r.0, p, bytes, 256, &mut err) };
+    assert_eq!(status, RMM_OK, "{err:?}");
+}
+
+fn get_u64(f: impl FnOnce(*mut u64, *mut rmm_error) -> c_int) -> u64 {
+    let mut v = 0u64;
+    let mut err = rmm_error::new();
+    assert_eq!(f(&mut v, &mut err), RMM_OK, "{err:?}");
+    v
+}
+
+fn owners(r: &Owned) -> usize {
+    // SAFETY: live handle; the new owner is dropped at once.
+    unsafe { AnyResource::from_borrowed_handle(r.0) }
+        .unwrap()
+        .owner_count()
+        - 1
+}
+
+#[test]
+fn pool_round_trip() {
+    let up = system();
+    // SAFETY: live upstream, valid out-pointers.
+    let pool =
+        made(|o, e| unsafe { rmm_pool_memory_resource_new(up.0, 1 << 20, RMM_SIZE_NONE, o, e) });
+    assert_eq!(owners(&up), 2, "the pool retains its upstream");
+    // SAFETY: live handle.
+    let size = || get_u64(|o, e| unsafe { rmm_pool_memory_resource_pool_size(pool.0, o, e) });
+    assert_eq!(size(), 1 << 20);
+    let p = alloc(&pool, 1000);
+    assert!(!p.is_null());
+    free(&pool, p, 1000);
+    assert_eq!(size(), 1 << 20);
+    drop(pool);
+    assert_eq!(owners(&up), 1, "the pool released its upstream");
+}
+
+#[test]
+fn pool_bounded_by_maximum() {
+    let up = system();
+    // SAFETY: as above.
+    let pool =
+        made(|o, e| unsafe { rmm_pool_memory_resource_new(up.0, RMM_SIZE_NONE, 1 << 20, o, e) });
+    let mut p = null_mut();
+    let mut err = rmm_error::new();
+    // SAFETY: live handle, valid out-pointers.
+    let status = unsafe { rmm_resource_allocate_sync(pool.0, 2 << 20, 256, &mut p, &mut err) };
+    assert_eq!(status, RMM_ERROR_OUT_OF_MEMORY);
+    assert_eq!(err.bytes, 2 << 20);
+}
+
+#[test]
+fn constructors_reject_bad_arguments() {
+    let up = system();
+    let mut out = rmm_resource::NULL;
+    let mut err = rmm_error::new();
+    // SAFETY: an empty upstream is reported, not used.
+    let status = unsafe {
+        rmm_pool_memory_resource_new(
+            rmm_resource::NULL,
+            RMM_SIZE_NONE,
+            RMM_SIZE_NONE,
+            &mut out,
+            &mut err,
+        )
+    };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    assert!(out.is_null());
+    // SAFETY: valid pointers; a pool size that is not a multiple of 256.
+    let status =
+        unsafe { rmm_pool_memory_resource_new(up.0, 1000, RMM_SIZE_NONE, &mut out, &mut err) };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT, "{err:?}");
+    // SAFETY: NULL out is reported.
+    let status = unsafe { rmm_statistics_resource_adaptor_new(up.0, null_mut(), &mut err) };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    // SAFETY: valid pointers.
+    let status =
+        unsafe { rmm_aligned_resource_adaptor_new(up.0, 1000, RMM_SIZE_NONE, &mut out, &mut err) };
+    assert_eq!(
+        status, RMM_ERROR_INVALID_ARGUMENT,
+        "alignment must be a power of two"
+    );
+    // SAFETY: valid pointers.
+    let status =
+        unsafe { rmm_binning_memory_resource_new_with_exponents(up.0, -1, 4, &mut out, &mut err) };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    assert_eq!(owners(&up), 1, "failed constructors keep no reference");
+}
+
+#[test]
+fn accessors_check_the_type() {
+    let up = system();
+    // SAFETY: as above.
+    let stats = made(|o, e| unsafe { rmm_statistics_resource_adaptor_new(up.0, o, e) });
+    let mut v = 0u64;
+    let mut err = rmm_error::new();
+    // SAFETY: live handles of the wrong type are reported.
+    let status = unsafe { rmm_pool_memory_resource_pool_size(stats.0, &mut v, &mut err) };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    assert!(
+        err.message().contains("not a pool_memory_resource"),
+        "{}",
+        err.message()
+    );
+    // SAFETY: as above.
+    let status =
+        unsafe { rmm_limiting_resource_adaptor_get_allocated_bytes(up.0, &mut v, &mut err) };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    // SAFETY: the empty handle is reported.
+    let status = unsafe {
+        rmm_tracking_resource_adaptor_get_allocated_bytes(rmm_resource::NULL, &mut v, &mut err)
+    };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    let mut c = rmm_counter::default();
+    // SAFETY: NULL out is reported.
+    let status =
+        unsafe { rmm_statistics_resource_adaptor_get_bytes_counter(stats.0, null_mut(), &mut err) };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    // SAFETY: valid.
+    let status =
+        unsafe { rmm_statistics_resource_adaptor_get_bytes_counter(stats.0, &mut c, &mut err) };
+    assert_eq!(status, RMM_OK);
+}
+
+fn counters(r: &Owned) -> (rmm_counter, rmm_counter) {
+    let (mut b, mut a) = (rmm_counter::default(), rmm_counter::default());
+    let mut err = rmm_error::new();
+    // SAFETY: live handle, valid out-pointers.
+    unsafe {
+        assert_eq!(
+            rmm_statistics_resource_adaptor_get_bytes_counter(r.0, &mut b, &mut err),
+            RMM_OK
+        );
+        assert_eq!(
+            rmm_statistics_resource_adaptor_get_allocations_counter(r.0, &mut a, &mut err),
+            RMM_OK
+        );
+    }
+    (b, a)
+}
+
+#[test]
+fn statistics_round_trip() {
+    let up = system();
+    // SAFETY: as above.
+    let stats = made(|o, e| unsafe { rmm_statistics_resource_adaptor_new(up.0, o, e) });
+    let p = alloc(&stats, 100);
+    assert_eq!(
+        counters(&stats),
+        (
+            rmm_counter {
+                value: 100,
+                peak: 100,
+                total: 100
+            },
+            rmm_counter {
+                value: 1,
+                peak: 1,
+                total: 1
+            }
+        )
+    );
+    let (mut b, mut a) = (rmm_counter::default(), rmm_counter::default());
+    let mut err = rmm_error::new();
+    // SAFETY: valid.
+    assert_eq!(
+        unsafe { rmm_statistics_resource_adaptor_push_counters(stats.0, &mut b, &mut a, &mut err) },
+        RMM_OK
+    );
+    assert_eq!(
+        (b.value, a.value),
+        (100, 1),
+        "push returns the counters from before"
+    );
+    let q = alloc(&stats, 50);
+    assert_eq!(
+        counters(&stats).0,
+        rmm_counter {
+            value: 50,
+            peak: 50,
+            total: 50
+        }
+    );
+    free(&stats, q, 50);
+    // SAFETY: valid.
+    assert_eq!(
+        unsafe { rmm_statistics_resource_adaptor_pop_counters(stats.0, &mut b, &mut a, &mut err) },
+        RMM_OK
+    );
+    assert_eq!(
+        b,
+        rmm_counter {
+            value: 0,
+            peak: 50,
+            total: 50
+        }
+    );
+    assert_eq!(
+        counters(&stats).0,
+        rmm_counter {
+            value: 100,
+            peak: 150,
+            total: 150
+        }
+    );
+    // SAFETY: valid; popping the last frame fails.
+    let status =
+        unsafe { rmm_statistics_resource_adaptor_pop_counters(stats.0, &mut b, &mut a, &mut err) };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    assert!(
+        err.message().contains("cannot pop the last counter pair"),
+        "{}",
+        err.message()
+    );
+    free(&stats, p, 100);
+    assert_eq!(
+        counters(&stats).1,
+        rmm_counter {
+            value: 0,
+            peak: 2,
+            total: 2
+        }
+    );
+}
+
+#[test]
+fn limiting_round_trip() {
+    let up = system();
+    // SAFETY: as above.
+    let lim = made(|o, e| unsafe { rmm_limiting_resource_adaptor_new(up.0, 1024, 256, o, e) });
+    // SAFETY: live handle.
+    let allocated = || {
+        get_u64(|o, e| unsafe { rmm_limiting_resource_adaptor_get_allocated_bytes(lim.0, o, e) })
+    };
+    // SAFETY: live handle.
+    assert_eq!(
+        get_u64(|o, e| unsafe { rmm_limiting_resource_adaptor_get_allocation_limit(lim.0, o, e) }),
+        1024
+    );
+    let p = alloc(&lim, 100);
+    assert_eq!(allocated(), 256);
+    let mut q = null_mut();
+    let mut err = rmm_error::new();
+    // SAFETY: valid.
+    let status = unsafe { rmm_resource_allocate_sync(lim.0, 1000, 256, &mut q, &mut err) };
+    assert_eq!(status, RMM_ERROR_OUT_OF_MEMORY);
+    free(&lim, p, 100);
+    assert_eq!(allocated(), 0);
+}
+
+#[test]
+fn tracking_round_trip() {
+    let up = system();
+    // SAFETY: as above.
+    let tr = made(|o, e| unsafe { rmm_tracking_resource_adaptor_new(up.0, 0, o, e) });
+    // SAFETY: live handle.
+    let allocated =
+        || get_u64(|o, e| unsafe { rmm_tracking_resource_adaptor_get_allocated_bytes(tr.0, o, e) });
+    let p = alloc(&tr, 300);
+    assert_eq!(allocated(), 300);
+    free(&tr, p, 300);
+    assert_eq!(allocated(), 0);
+}
+
+#[test]
+fn aligned_round_trip() {
+    let up = system();
+    // SAFETY: as above.
+    let al =
+        made(|o, e| unsafe { rmm_aligned_resource_adaptor_new(up.0, 4096, RMM_SIZE_NONE, o, e) });
+    let p = alloc(&al, 100);
+    assert_eq!(p as usize % 4096, 0);
+    free(&al, p, 100);
+}
+
+#[test]
+fn arena_fixed_size_binning_simulated_round_trip() {
+    // SAFETY: valid out-pointers.
+    let sim = made(|o, e| unsafe { rmm_simulated_memory_resource_new(1 << 30, o, e) });
+    // SAFETY: as above.
+    let arena = made(|o, e| unsafe { rmm_arena_memory_resource_new(sim.0, 64 << 20, 0, o, e) });
+    let p = alloc(&arena, 5000);
+    free(&arena, p, 5000);
+
+    // SAFETY: as above.
+    let fixed = made(|o, e| unsafe { rmm_fixed_size_memory_resource_new(sim.0, 4096, 16, o, e) });
+    // SAFETY: live handle.
+    assert_eq!(
+        get_u64(|o, e| unsafe { rmm_fixed_size_memory_resource_get_block_size(fixed.0, o, e) }),
+        4096
+    );
+    let p = alloc(&fixed, 4000);
+    free(&fixed, p, 4000);
+
+    // SAFETY: as above.
+    let bin =
+        made(|o, e| unsafe { rmm_binning_memory_resource_new_with_exponents(sim.0, 10, 12, o, e) });
+    let p = alloc(&bin, 2000);
+    free(&bin, p, 2000);
+
+    // SAFETY: as above.
+    let empty = made(|o, e| unsafe { rmm_binning_memory_resource_new(sim.0, o, e) });
+    let mut err = rmm_error::new();
+    // SAFETY: live handles; the bin is retained.
+    assert_eq!(
+        unsafe { rmm_binning_memory_resource_add_bin(empty.0, 4096, fixed.0, &mut err) },
+        RMM_OK,
+        "{err:?}"
+    );
+    // SAFETY: as above; the empty handle asks for a fixed-size bin over the upstream.
+    assert_eq!(
+        unsafe { rmm_binning_memory_resource_add_bin(empty.0, 1024, rmm_resource::NULL, &mut err) },
+        RMM_OK
+    );
+    assert_eq!(
+        owners(&fixed),
+        2,
+        "the binning resource holds its explicit bin"
+    );
+    let p = alloc(&empty, 3000);
+    free(&empty, p, 3000);
+    // SAFETY: wrong type is reported.
+    let status =
+        unsafe { rmm_binning_memory_resource_add_bin(fixed.0, 1024, rmm_resource::NULL, &mut err) };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    drop(empty);
+    assert_eq!(owners(&fixed), 1);
+}
