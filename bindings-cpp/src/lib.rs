@@ -9,7 +9,7 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use rmm_core::abi::{self, rmm_error, rmm_resource};
+use rmm_core::abi::{self, rmm_counter, rmm_error, rmm_resource};
 
 /// See `rmm_abi_version` in rmm_c.h.
 #[no_mangle]
@@ -242,4 +242,300 @@ pub unsafe extern "C" fn rmm_cuda_memory_resource_new(out: *mut rmm_resource, er
 pub unsafe extern "C" fn rmm_system_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { abi::rmm_system_memory_resource_new(out, err) }
+}
+
+/// See `rmm_pool_memory_resource_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_pool_memory_resource_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_pool_memory_resource_new(
+    upstream: rmm_resource,
+    initial_pool_size: u64,
+    maximum_pool_size: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_pool_memory_resource_new(upstream, initial_pool_size, maximum_pool_size, out, err) }
+}
+
+/// See `rmm_pool_memory_resource_pool_size` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_pool_memory_resource_pool_size`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_pool_memory_resource_pool_size(
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_pool_memory_resource_pool_size(resource, out, err) }
+}
+
+/// See `rmm_statistics_resource_adaptor_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_statistics_resource_adaptor_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_statistics_resource_adaptor_new(
+    upstream: rmm_resource,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_statistics_resource_adaptor_new(upstream, out, err) }
+}
+
+/// See `rmm_statistics_resource_adaptor_get_bytes_counter` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_statistics_resource_adaptor_get_bytes_counter`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_bytes_counter(
+    resource: rmm_resource,
+    out: *mut rmm_counter,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_statistics_resource_adaptor_get_bytes_counter(resource, out, err) }
+}
+
+/// See `rmm_statistics_resource_adaptor_get_allocations_counter` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_statistics_resource_adaptor_get_allocations_counter`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_allocations_counter(
+    resource: rmm_resource,
+    out: *mut rmm_counter,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_statistics_resource_adaptor_get_allocations_counter(resource, out, err) }
+}
+
+/// See `rmm_statistics_resource_adaptor_push_counters` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_statistics_resource_adaptor_push_counters`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_statistics_resource_adaptor_push_counters(
+    resource: rmm_resource,
+    bytes_out: *mut rmm_counter,
+    allocations_out: *mut rmm_counter,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_statistics_resource_adaptor_push_counters(resource, bytes_out, allocations_out, err) }
+}
+
+/// See `rmm_statistics_resource_adaptor_pop_counters` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_statistics_resource_adaptor_pop_counters`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_statistics_resource_adaptor_pop_counters(
+    resource: rmm_resource,
+    bytes_out: *mut rmm_counter,
+    allocations_out: *mut rmm_counter,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_statistics_resource_adaptor_pop_counters(resource, bytes_out, allocations_out, err) }
+}
+
+/// See `rmm_limiting_resource_adaptor_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_limiting_resource_adaptor_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_limiting_resource_adaptor_new(
+    upstream: rmm_resource,
+    allocation_limit: u64,
+    alignment: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_limiting_resource_adaptor_new(upstream, allocation_limit, alignment, out, err) }
+}
+
+/// See `rmm_limiting_resource_adaptor_get_allocated_bytes` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_limiting_resource_adaptor_get_allocated_bytes`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocated_bytes(
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_limiting_resource_adaptor_get_allocated_bytes(resource, out, err) }
+}
+
+/// See `rmm_limiting_resource_adaptor_get_allocation_limit` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_limiting_resource_adaptor_get_allocation_limit`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocation_limit(
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_limiting_resource_adaptor_get_allocation_limit(resource, out, err) }
+}
+
+/// See `rmm_tracking_resource_adaptor_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_tracking_resource_adaptor_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_tracking_resource_adaptor_new(
+    upstream: rmm_resource,
+    capture_stacks: c_int,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_tracking_resource_adaptor_new(upstream, capture_stacks, out, err) }
+}
+
+/// See `rmm_tracking_resource_adaptor_get_allocated_bytes` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_tracking_resource_adaptor_get_allocated_bytes`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_allocated_bytes(
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_tracking_resource_adaptor_get_allocated_bytes(resource, out, err) }
+}
+
+/// See `rmm_aligned_resource_adaptor_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_aligned_resource_adaptor_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_aligned_resource_adaptor_new(
+    upstream: rmm_resource,
+    alignment: u64,
+    alignment_threshold: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_aligned_resource_adaptor_new(upstream, alignment, alignment_threshold, out, err) }
+}
+
+/// See `rmm_arena_memory_resource_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_arena_memory_resource_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_arena_memory_resource_new(
+    upstream: rmm_resource,
+    arena_size: u64,
+    dump_log_on_failure: c_int,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_arena_memory_resource_new(upstream, arena_size, dump_log_on_failure, out, err) }
+}
+
+/// See `rmm_fixed_size_memory_resource_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_fixed_size_memory_resource_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_fixed_size_memory_resource_new(
+    upstream: rmm_resource,
+    block_size: u64,
+    blocks_to_preallocate: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_fixed_size_memory_resource_new(upstream, block_size, blocks_to_preallocate, out, err) }
+}
+
+/// See `rmm_fixed_size_memory_resource_get_block_size` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_fixed_size_memory_resource_get_block_size`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_fixed_size_memory_resource_get_block_size(
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_fixed_size_memory_resource_get_block_size(resource, out, err) }
+}
+
+/// See `rmm_binning_memory_resource_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_binning_memory_resource_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_binning_memory_resource_new(
+    upstream: rmm_resource,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_binning_memory_resource_new(upstream, out, err) }
+}
+
+/// See `rmm_binning_memory_resource_new_with_exponents` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_binning_memory_resource_new_with_exponents`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_binning_memory_resource_new_with_exponents(
+    upstream: rmm_resource,
+    min_size_exponent: c_int,
+    max_size_exponent: c_int,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_binning_memory_resource_new_with_exponents(upstream, min_size_exponent, max_size_exponent, out, err) }
+}
+
+/// See `rmm_binning_memory_resource_add_bin` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_binning_memory_resource_add_bin`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_binning_memory_resource_add_bin(
+    resource: rmm_resource,
+    allocation_size: u64,
+    bin_resource: rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_binning_memory_resource_add_bin(resource, allocation_size, bin_resource, err) }
+}
+
+/// See `rmm_simulated_memory_resource_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_simulated_memory_resource_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_simulated_memory_resource_new(
+    capacity: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_simulated_memory_resource_new(capacity, out, err) }
 }

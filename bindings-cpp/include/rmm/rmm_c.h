@@ -201,6 +201,114 @@ int rmm_cuda_memory_resource_new(rmm_resource* out, rmm_error* err);
 /** A new system_memory_resource (host malloc; device-accessible with HMM/ATS). *out is OWNING. */
 int rmm_system_memory_resource_new(rmm_resource* out, rmm_error* err);
 
+/* ---------------------------------------------------------------------------------------------
+ * Sub-allocators and adaptors
+ *
+ * Shared conventions:
+ * - an `upstream` (or bin) handle is BORROWED: the new resource retains its own reference, so the
+ *   caller may release its handle at once; any valid handle works (Rust, C or C++ resources);
+ * - the new resource is written OWNING to *out (the caller must release it); *out is {NULL, NULL}
+ *   on failure;
+ * - an optional size is a uint64_t where RMM_SIZE_NONE (UINT64_MAX) means "none" (the default);
+ * - an accessor takes its `resource` BORROWED and fails with RMM_ERROR_INVALID_ARGUMENT unless it
+ *   is a resource of that type made by this librmm.
+ * ------------------------------------------------------------------------------------------- */
+
+/** "No value" for an optional size argument. */
+#define RMM_SIZE_NONE UINT64_MAX
+
+/** A statistics counter (RMM's statistics_resource_adaptor::counter). */
+typedef struct rmm_counter {
+  int64_t value; /**< The current amount. */
+  int64_t peak;  /**< The highest value reached. */
+  int64_t total; /**< Everything ever added. */
+} rmm_counter;
+
+/** A new pool_memory_resource over `upstream`. Both sizes may be RMM_SIZE_NONE (initial: rmm-rs's
+ *  default; maximum: unbounded); given sizes must be multiples of 256 (else INVALID_ARGUMENT). */
+int rmm_pool_memory_resource_new(rmm_resource upstream, uint64_t initial_pool_size, uint64_t maximum_pool_size,
+                                 rmm_resource* out, rmm_error* err);
+
+/** The bytes a pool_memory_resource holds from its upstream, into *out. */
+int rmm_pool_memory_resource_pool_size(rmm_resource resource, uint64_t* out, rmm_error* err);
+
+/** A new statistics_resource_adaptor over `upstream`. */
+int rmm_statistics_resource_adaptor_new(rmm_resource upstream, rmm_resource* out, rmm_error* err);
+
+/** The bytes counter of the adaptor's current frame, into *out. */
+int rmm_statistics_resource_adaptor_get_bytes_counter(rmm_resource resource, rmm_counter* out, rmm_error* err);
+
+/** The allocations counter of the adaptor's current frame, into *out. */
+int rmm_statistics_resource_adaptor_get_allocations_counter(rmm_resource resource, rmm_counter* out,
+                                                            rmm_error* err);
+
+/** Starts a new frame of zero counters; the counters from before go to *bytes_out and
+ *  *allocations_out (both required). */
+int rmm_statistics_resource_adaptor_push_counters(rmm_resource resource, rmm_counter* bytes_out,
+                                                  rmm_counter* allocations_out, rmm_error* err);
+
+/** Ends the current frame, folds it into its parent and returns its counters. Popping the last
+ *  frame (no push before) fails with RMM_ERROR_INVALID_ARGUMENT ("cannot pop the last counter pair";
+ *  RMM throws std::out_of_range). */
+int rmm_statistics_resource_adaptor_pop_counters(rmm_resource resource, rmm_counter* bytes_out,
+                                                 rmm_counter* allocations_out, rmm_error* err);
+
+/** A new limiting_resource_adaptor over `upstream`: allocations past `allocation_limit` bytes fail
+ *  with RMM_ERROR_OUT_OF_MEMORY; sizes count rounded up to `alignment` (a power of two, RMM's
+ *  default 256). */
+int rmm_limiting_resource_adaptor_new(rmm_resource upstream, uint64_t allocation_limit, uint64_t alignment,
+                                      rmm_resource* out, rmm_error* err);
+
+/** The bytes allocated through a limiting_resource_adaptor and not yet freed, into *out. */
+int rmm_limiting_resource_adaptor_get_allocated_bytes(rmm_resource resource, uint64_t* out, rmm_error* err);
+
+/** The limit of a limiting_resource_adaptor in bytes, into *out. */
+int rmm_limiting_resource_adaptor_get_allocation_limit(rmm_resource resource, uint64_t* out, rmm_error* err);
+
+/** A new tracking_resource_adaptor over `upstream`; non-zero `capture_stacks` records a stack trace
+ *  per allocation. */
+int rmm_tracking_resource_adaptor_new(rmm_resource upstream, int capture_stacks, rmm_resource* out, rmm_error* err);
+
+/** The bytes outstanding through a tracking_resource_adaptor, into *out. */
+int rmm_tracking_resource_adaptor_get_allocated_bytes(rmm_resource resource, uint64_t* out, rmm_error* err);
+
+/** A new aligned_resource_adaptor over `upstream`: allocations of at least `alignment_threshold`
+ *  bytes (RMM_SIZE_NONE: RMM's default, 0 = every one) are aligned to `alignment` (a power of two;
+ *  below 256 means 256). */
+int rmm_aligned_resource_adaptor_new(rmm_resource upstream, uint64_t alignment, uint64_t alignment_threshold,
+                                     rmm_resource* out, rmm_error* err);
+
+/** A new arena_memory_resource over `upstream`; `arena_size` may be RMM_SIZE_NONE (rmm-rs's
+ *  default); non-zero `dump_log_on_failure` writes the arena's state to a log when it runs out. */
+int rmm_arena_memory_resource_new(rmm_resource upstream, uint64_t arena_size, int dump_log_on_failure,
+                                  rmm_resource* out, rmm_error* err);
+
+/** A new fixed_size_memory_resource over `upstream` (RMM's defaults: 1 MiB blocks, 128 preallocated). */
+int rmm_fixed_size_memory_resource_new(rmm_resource upstream, uint64_t block_size, uint64_t blocks_to_preallocate,
+                                       rmm_resource* out, rmm_error* err);
+
+/** The block size of a fixed_size_memory_resource, into *out. */
+int rmm_fixed_size_memory_resource_get_block_size(rmm_resource resource, uint64_t* out, rmm_error* err);
+
+/** A new binning_memory_resource over `upstream` without bins (every size goes to the upstream
+ *  until rmm_binning_memory_resource_add_bin). */
+int rmm_binning_memory_resource_new(rmm_resource upstream, rmm_resource* out, rmm_error* err);
+
+/** A new binning_memory_resource with fixed-size bins of 2^min_size_exponent ... 2^max_size_exponent
+ *  bytes (negative or min > max: INVALID_ARGUMENT). */
+int rmm_binning_memory_resource_new_with_exponents(rmm_resource upstream, int min_size_exponent,
+                                                   int max_size_exponent, rmm_resource* out, rmm_error* err);
+
+/** Adds a bin for allocations up to `allocation_size` bytes to a binning_memory_resource:
+ *  `bin_resource` (BORROWED and retained: unlike RMM's non-owning ref, it is kept alive), or a new
+ *  fixed_size_memory_resource over the upstream when it is the empty handle {NULL, NULL}. */
+int rmm_binning_memory_resource_add_bin(rmm_resource resource, uint64_t allocation_size, rmm_resource bin_resource,
+                                        rmm_error* err);
+
+/** A new simulated device of `capacity` bytes: fake, never dereferenceable addresses, for testing
+ *  sub-allocators that need much address space without a GPU. Not an RMM resource. */
+int rmm_simulated_memory_resource_new(uint64_t capacity, rmm_resource* out, rmm_error* err);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
