@@ -209,8 +209,8 @@ fn statistics_round_trip() {
     );
     let (mut b, mut a) = (rmm_counter::default(), rmm_counter::default());
     let mut err = rmm_error::new();
-    // SAFETY: valid.
     assert_eq!(
+        // SAFETY: valid.
         unsafe { rmm_statistics_resource_adaptor_push_counters(stats.0, &mut b, &mut a, &mut err) },
         RMM_OK
     );
@@ -229,8 +229,8 @@ fn statistics_round_trip() {
         }
     );
     free(&stats, q, 50);
-    // SAFETY: valid.
     assert_eq!(
+        // SAFETY: valid.
         unsafe { rmm_statistics_resource_adaptor_pop_counters(stats.0, &mut b, &mut a, &mut err) },
         RMM_OK
     );
@@ -275,12 +275,12 @@ fn limiting_round_trip() {
     let up = system();
     // SAFETY: as above.
     let lim = made(|o, e| unsafe { rmm_limiting_resource_adaptor_new(up.0, 1024, 256, o, e) });
-    // SAFETY: live handle.
     let allocated = || {
+        // SAFETY: live handle.
         get_u64(|o, e| unsafe { rmm_limiting_resource_adaptor_get_allocated_bytes(lim.0, o, e) })
     };
-    // SAFETY: live handle.
     assert_eq!(
+        // SAFETY: live handle.
         get_u64(|o, e| unsafe { rmm_limiting_resource_adaptor_get_allocation_limit(lim.0, o, e) }),
         1024
     );
@@ -331,8 +331,8 @@ fn arena_fixed_size_binning_simulated_round_trip() {
 
     // SAFETY: as above.
     let fixed = made(|o, e| unsafe { rmm_fixed_size_memory_resource_new(sim.0, 4096, 16, o, e) });
-    // SAFETY: live handle.
     assert_eq!(
+        // SAFETY: live handle.
         get_u64(|o, e| unsafe { rmm_fixed_size_memory_resource_get_block_size(fixed.0, o, e) }),
         4096
     );
@@ -348,14 +348,14 @@ fn arena_fixed_size_binning_simulated_round_trip() {
     // SAFETY: as above.
     let empty = made(|o, e| unsafe { rmm_binning_memory_resource_new(sim.0, o, e) });
     let mut err = rmm_error::new();
-    // SAFETY: live handles; the bin is retained.
     assert_eq!(
+        // SAFETY: live handles; the bin is retained.
         unsafe { rmm_binning_memory_resource_add_bin(empty.0, 4096, fixed.0, &mut err) },
         RMM_OK,
         "{err:?}"
     );
-    // SAFETY: as above; the empty handle asks for a fixed-size bin over the upstream.
     assert_eq!(
+        // SAFETY: as above; the empty handle asks for a fixed-size bin over the upstream.
         unsafe { rmm_binning_memory_resource_add_bin(empty.0, 1024, rmm_resource::NULL, &mut err) },
         RMM_OK
     );
