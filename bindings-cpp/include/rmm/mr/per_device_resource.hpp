@@ -283,11 +283,18 @@ struct is_type_erased<cuda::mr::any_resource<Ps...>> : std::true_type {};
 template <class... Ps>
 struct is_type_erased<cuda::mr::resource_ref<Ps...>> : std::true_type {};
 
-/** @brief Erases @p res keeping host_accessible visible to try_get_property when R has it. */
+/**
+ * @brief Erases @p res keeping host_accessible visible to try_get_property when R has it. A librmm
+ * resource type other than the base ones (pool_memory_resource, statistics_resource_adaptor, ...: any
+ * class derived from c_resource) is erased as its c_resource, so its handle passes through unchanged.
+ */
 template <class R>
 device_any_resource erase(R res)
 {
-  if constexpr (cuda::mr::resource_with<R, cuda::mr::device_accessible, cuda::mr::host_accessible>) {
+  if constexpr (std::is_base_of_v<c_resource, R> && !std::is_same_v<R, c_resource> &&
+                !std::is_same_v<R, cuda_memory_resource> && !std::is_same_v<R, system_memory_resource>) {
+    return device_any_resource{static_cast<c_resource const&>(res)};
+  } else if constexpr (cuda::mr::resource_with<R, cuda::mr::device_accessible, cuda::mr::host_accessible>) {
     return device_any_resource{
       cuda::mr::any_resource<cuda::mr::device_accessible, cuda::mr::host_accessible>{std::move(res)}};
   } else {

@@ -1,0 +1,76 @@
+/**
+ * @file upstream.hpp
+ * @brief Helpers of the C++ value types of librmm's sub-allocators and adaptors: how an upstream
+ * becomes a handle, how the new resource is made, and how accessors call the C ABI.
+ */
+#pragma once
+
+#include <rmm/error.hpp>
+#include <rmm/mr/detail/c_resource.hpp>
+#include <rmm/mr/per_device_resource.hpp>
+#include <rmm/resource_ref.hpp>
+#include <rmm/rmm_c.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+namespace rmm::mr::detail {
+
+/**
+ * @brief The upstream of a librmm sub-allocator or adaptor, as its C++ value type keeps it: one
+ * reference to the upstream's handle (librmm keeps its own), for get_upstream_resource().
+ *
+ * An rmm resource (any detail::c_resource) passes its handle through unchanged; any other
+ * `any_resource<device_accessible>` (a user's C++ resource) goes behind the C vtable of
+ * per_device_resource.hpp (detail::to_c_resource), so the Rust resource calls back into it.
+ */
+class upstream_holder {
+ public:
+  /** @brief Holds the handle of @p upstream (see the class comment). */
+  explicit upstream_holder(device_any_resource const& upstream) : up_{to_c_resource(upstream)} {}
+  /** @brief Holds @p upstream's own handle (an rmm resource). */
+  explicit upstream_holder(c_resource const& upstream) : up_{upstream} {}
+
+  /** @brief The handle, BORROWED. */
+  [[nodiscard]] rmm_resource handle() const noexcept { return up_.handle(); }
+
+  /** @brief A reference to the upstream: the user's resource itself when it came from C++. */
+  [[nodiscard]] device_async_resource_ref ref() const noexcept
+  {
+    if (is_cpp_box(up_.handle())) { return device_async_resource_ref{as_box(up_.handle().self)->resource}; }
+    return device_async_resource_ref{up_};
+  }
+
+ private:
+  mutable c_resource up_;
+};
+
+/** @brief Calls the C constructor @p make (`int(rmm_resource* out, rmm_error* err)`); throws on failure. */
+template <class Make>
+rmm_resource make_handle(Make&& make, const char* what)
+{
+  rmm_resource handle{nullptr, nullptr};
+  rmm_error err{};
+  rmm::detail::check(make(&handle, &err), err, what);
+  return handle;
+}
+
+/** @brief Calls the C accessor @p get (`int(T* out, rmm_error* err)`) and returns its value; throws on failure. */
+template <class T, class Get>
+T get_value(Get&& get, const char* what)
+{
+  T value{};
+  rmm_error err{};
+  rmm::detail::check(get(&value, &err), err, what);
+  return value;
+}
+
+/** @brief An optional size as the C ABI takes it (RMM_SIZE_NONE for none). */
+inline std::uint64_t size_or_none(std::optional<std::size_t> size) noexcept
+{
+  return size.has_value() ? static_cast<std::uint64_t>(*size) : RMM_SIZE_NONE;
+}
+
+}  // namespace rmm::mr::detail

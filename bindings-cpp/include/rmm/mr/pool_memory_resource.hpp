@@ -1,0 +1,83 @@
+/**
+ * @file pool_memory_resource.hpp
+ * @brief rmm::mr::pool_memory_resource: a coalescing stream-ordered pool (in librmm, rmm-rs's pool).
+ */
+#pragma once
+
+#include <rmm/error.hpp>
+#include <rmm/mr/detail/c_resource.hpp>
+#include <rmm/mr/detail/upstream.hpp>
+#include <rmm/mr/per_device_resource.hpp>
+#include <rmm/resource_ref.hpp>
+#include <rmm/rmm_c.h>
+
+#include <cuda/memory_resource>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+namespace rmm::mr {
+
+/**
+ * @brief A pool that grows from its upstream and coalesces freed blocks.
+ *
+ * A value type: copies share one pool (and == compares identity). The upstream may be any
+ * `any_resource<device_accessible>`, a user's C++ resource included: the pool's upstream calls then
+ * land in it; an rmm resource passes its librmm handle through.
+ */
+class pool_memory_resource : public detail::c_resource {
+ public:
+  /**
+   * @brief A pool over @p upstream_mr holding @p initial_pool_size bytes at first and at most
+   * @p maximum_pool_size (unbounded when nullopt).
+   * @throws rmm::logic_error when a size is not a multiple of 256
+   * @throws rmm::out_of_memory when the upstream cannot provide the initial pool
+   */
+  pool_memory_resource(device_any_resource const& upstream_mr,
+                       std::size_t initial_pool_size,
+                       std::optional<std::size_t> maximum_pool_size = std::nullopt)
+    : pool_memory_resource{detail::upstream_holder{upstream_mr}, initial_pool_size, maximum_pool_size}
+  {
+  }
+
+  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
+  pool_memory_resource(detail::c_resource const& upstream_mr,
+                       std::size_t initial_pool_size,
+                       std::optional<std::size_t> maximum_pool_size = std::nullopt)
+    : pool_memory_resource{detail::upstream_holder{upstream_mr}, initial_pool_size, maximum_pool_size}
+  {
+  }
+
+  /** @brief The upstream resource (a reference, valid while this pool or a copy lives). */
+  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
+
+  /** @brief The bytes the pool holds from its upstream. */
+  [[nodiscard]] std::size_t pool_size() const
+  {
+    return static_cast<std::size_t>(detail::get_value<std::uint64_t>(
+      [&](std::uint64_t* out, rmm_error* err) { return rmm_pool_memory_resource_pool_size(handle(), out, err); },
+      "pool_memory_resource::pool_size"));
+  }
+
+ private:
+  pool_memory_resource(detail::upstream_holder upstream,
+                       std::size_t initial_pool_size,
+                       std::optional<std::size_t> maximum_pool_size)
+    : detail::c_resource{detail::make_handle(
+        [&](rmm_resource* out, rmm_error* err) {
+          return rmm_pool_memory_resource_new(upstream.handle(), initial_pool_size,
+                                              detail::size_or_none(maximum_pool_size), out, err);
+        },
+        "pool_memory_resource")},
+      upstream_{std::move(upstream)}
+  {
+  }
+
+  detail::upstream_holder upstream_;
+};
+
+static_assert(cuda::mr::resource_with<pool_memory_resource, cuda::mr::device_accessible>);
+
+}  // namespace rmm::mr

@@ -1,0 +1,367 @@
+// GoogleTest suite of the C++ value types of librmm's sub-allocators and adaptors (CPU only: the
+// upstreams are system memory, a simulated device, or a user-written C++ resource).
+
+#include <rmm/aligned.hpp>
+#include <rmm/cuda_stream_view.hpp>
+#include <rmm/error.hpp>
+#include <rmm/mr/aligned_resource_adaptor.hpp>
+#include <rmm/mr/arena_memory_resource.hpp>
+#include <rmm/mr/binning_memory_resource.hpp>
+#include <rmm/mr/fixed_size_memory_resource.hpp>
+#include <rmm/mr/limiting_resource_adaptor.hpp>
+#include <rmm/mr/per_device_resource.hpp>
+#include <rmm/mr/pool_memory_resource.hpp>
+#include <rmm/mr/statistics_resource_adaptor.hpp>
+#include <rmm/mr/system_memory_resource.hpp>
+#include <rmm/mr/tracking_resource_adaptor.hpp>
+#include <rmm/resource_ref.hpp>
+#include <rmm/rmm_c.h>
+
+#include <cuda/memory_resource>
+#include <cuda/stream_ref>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+namespace {
+
+using device_any = cuda::mr::any_resource<cuda::mr::device_accessible>;
+using rmm::mr::statistics_resource_adaptor;
+using counter = statistics_resource_adaptor::counter;
+
+/// Counters shared by the copies of one counting_resource.
+struct counts {
+  std::atomic<int> allocs{0};
+  std::atomic<int> deallocs{0};
+  std::atomic<long long> live_bytes{0};
+  std::atomic<int> live{0};  ///< counting_resource objects alive (copies included)
+};
+
+/// A user-written CCCL resource (host malloc), counting its calls and its live objects.
+class counting_resource {
+ public:
+  explicit counting_resource(std::shared_ptr<counts> c) : c_{std::move(c)} { ++c_->live; }
+  counting_resource(counting_resource const& o) : c_{o.c_} { ++c_->live; }
+  counting_resource& operator=(counting_resource const&) = default;
+  ~counting_resource() { --c_->live; }
+
+  void* allocate(cuda::stream_ref, std::size_t bytes, std::size_t alignment) { return allocate_sync(bytes, alignment); }
+  void deallocate(cuda::stream_ref, void* ptr, std::size_t bytes, std::size_t alignment) noexcept
+  {
+    deallocate_sync(ptr, bytes, alignment);
+  }
+  void* allocate_sync(std::size_t bytes, std::size_t alignment)
+  {
+    ++c_->allocs;
+    c_->live_bytes += static_cast<long long>(bytes);
+    return std::aligned_alloc(alignment, rmm::align_up(bytes, alignment));
+  }
+  void deallocate_sync(void* ptr, std::size_t bytes, std::size_t) noexcept
+  {
+    ++c_->deallocs;
+    c_->live_bytes -= static_cast<long long>(bytes);
+    std::free(ptr);
+  }
+  friend bool operator==(counting_resource const& a, counting_resource const& b) { return a.c_ == b.c_; }
+  friend bool operator!=(counting_resource const& a, counting_resource const& b) { return a.c_ != b.c_; }
+  friend void get_property(counting_resource const&, cuda::mr::device_accessible) noexcept {}
+  friend void get_property(counting_resource const&, cuda::mr::host_accessible) noexcept {}
+
+ private:
+  std::shared_ptr<counts> c_;
+};
+
+/// A simulated device (fake addresses: allocate and free only, never dereference).
+rmm::mr::detail::c_resource simulated(std::size_t capacity)
+{
+  rmm_resource handle{nullptr, nullptr};
+  rmm_error err{};
+  rmm::detail::check(rmm_simulated_memory_resource_new(capacity, &handle, &err), err, "simulated");
+  return rmm::mr::detail::c_resource::adopt(handle);
+}
+
+/// Allocates and frees through a device_async_resource_ref, writing the memory when it is real.
+void round_trip(rmm::device_async_resource_ref ref, std::size_t bytes, bool real = true)
+{
+  void* p = ref.allocate(rmm::cuda_stream_default, bytes, 256);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(rmm::is_pointer_aligned(p, 256));
+  if (real) {
+    auto* c = static_cast<unsigned char*>(p);
+    for (std::size_t i = 0; i < bytes; ++i) { c[i] = static_cast<unsigned char>(i); }
+    for (std::size_t i = 0; i < bytes; ++i) { ASSERT_EQ(c[i], static_cast<unsigned char>(i)); }
+  }
+  ref.deallocate(rmm::cuda_stream_default, p, bytes, 256);
+}
+
+template <class R>
+constexpr bool value_type_v = std::is_copy_constructible_v<R> && std::is_copy_assignable_v<R> &&
+                              cuda::mr::resource_with<R, cuda::mr::device_accessible> &&
+                              std::is_constructible_v<rmm::device_async_resource_ref, R&> &&
+                              std::is_constructible_v<device_any, R>;
+static_assert(value_type_v<rmm::mr::pool_memory_resource>);
+static_assert(value_type_v<rmm::mr::statistics_resource_adaptor>);
+static_assert(value_type_v<rmm::mr::limiting_resource_adaptor>);
+static_assert(value_type_v<rmm::mr::tracking_resource_adaptor>);
+static_assert(value_type_v<rmm::mr::aligned_resource_adaptor>);
+static_assert(value_type_v<rmm::mr::arena_memory_resource>);
+static_assert(value_type_v<rmm::mr::fixed_size_memory_resource>);
+static_assert(value_type_v<rmm::mr::binning_memory_resource>);
+// One-argument constructors are explicit, as in RMM: no silent wrapping of an upstream.
+static_assert(!std::is_convertible_v<rmm::mr::system_memory_resource, statistics_resource_adaptor>);
+static_assert(!std::is_convertible_v<rmm::mr::system_memory_resource, rmm::mr::tracking_resource_adaptor>);
+
+}  // namespace
+
+TEST(PoolMemoryResource, AllocatesAndReportsPoolSize)
+{
+  rmm::mr::system_memory_resource sys;
+  rmm::mr::pool_memory_resource pool{sys, 1 << 20};
+  EXPECT_EQ(pool.pool_size(), std::size_t{1} << 20);
+  round_trip(pool, 1000);
+  rmm::device_async_resource_ref ref{pool};
+  void* big = ref.allocate(rmm::cuda_stream_default, 2 << 20, 256);
+  EXPECT_GE(pool.pool_size(), std::size_t{3} << 20);  // grew from the upstream
+  ref.deallocate(rmm::cuda_stream_default, big, 2 << 20, 256);
+  auto up        = pool.get_upstream_resource();
+  auto const* as = cuda::mr::resource_cast<rmm::mr::detail::c_resource>(&up);
+  ASSERT_NE(as, nullptr);
+  EXPECT_TRUE(*as == sys);  // the same librmm resource
+  round_trip(up, 512);
+}
+
+TEST(PoolMemoryResource, CopiesShareState)
+{
+  rmm::mr::pool_memory_resource pool{rmm::mr::system_memory_resource{}, 1 << 20};
+  rmm::mr::pool_memory_resource copy = pool;
+  EXPECT_TRUE(copy == pool);
+  EXPECT_EQ(copy.handle().self, pool.handle().self);
+  rmm::mr::pool_memory_resource other{rmm::mr::system_memory_resource{}, 1 << 20};
+  EXPECT_FALSE(other == pool);
+  void* p = copy.allocate_sync(4 << 20);
+  EXPECT_EQ(pool.pool_size(), copy.pool_size());
+  EXPECT_GE(pool.pool_size(), std::size_t{5} << 20);
+  pool.deallocate_sync(p, 4 << 20);  // memory of one copy is returned through the other
+}
+
+TEST(PoolMemoryResource, ErrorsMap)
+{
+  rmm::mr::system_memory_resource sys;
+  EXPECT_THROW((rmm::mr::pool_memory_resource{sys, 1000}), rmm::logic_error);  // not a multiple of 256
+  rmm::mr::pool_memory_resource bounded{sys, 1 << 20, 1 << 20};
+  EXPECT_THROW(bounded.allocate_sync(2 << 20), rmm::out_of_memory);
+}
+
+TEST(StatisticsResourceAdaptor, CountsAndFrames)
+{
+  statistics_resource_adaptor stats{rmm::mr::system_memory_resource{}};
+  rmm::device_async_resource_ref ref{stats};
+  void* a = ref.allocate(rmm::cuda_stream_default, 100, 256);
+  EXPECT_EQ(stats.get_bytes_counter(), (counter{100, 100, 100}));
+  EXPECT_EQ(stats.get_allocations_counter(), (counter{1, 1, 1}));
+
+  auto before = stats.push_counters();
+  EXPECT_EQ(before.first, (counter{100, 100, 100}));
+  EXPECT_EQ(before.second, (counter{1, 1, 1}));
+  EXPECT_EQ(stats.get_bytes_counter(), (counter{0, 0, 0}));
+  void* b = ref.allocate(rmm::cuda_stream_default, 50, 256);
+  ref.deallocate(rmm::cuda_stream_default, b, 50, 256);
+  auto popped = stats.pop_counters();
+  EXPECT_EQ(popped.first, (counter{0, 50, 50}));
+  EXPECT_EQ(popped.second, (counter{0, 1, 1}));
+  EXPECT_EQ(stats.get_bytes_counter(), (counter{100, 150, 150}));
+
+  // Popping the last frame: rmm::out_of_range (RMM: std::out_of_range; Python: IndexError).
+  EXPECT_THROW(stats.pop_counters(), rmm::out_of_range);
+  EXPECT_THROW(stats.pop_counters(), std::out_of_range);
+
+  statistics_resource_adaptor copy = stats;  // copies share the counters
+  copy.deallocate(rmm::cuda_stream_default, a, 100, 256);
+  EXPECT_EQ(stats.get_bytes_counter().value, 0);
+  EXPECT_EQ(stats.get_allocations_counter(), (counter{0, 2, 2}));
+}
+
+TEST(StatisticsResourceAdaptor, CounterArithmeticMatchesRmm)
+{
+  counter parent{100, 100, 100};
+  parent.add_counters_from_tracked_sub_block(counter{-70, 80, 80});
+  EXPECT_EQ(parent, (counter{30, 180, 180}));
+  counter c;
+  c += 10;
+  c -= 4;
+  c += 1;
+  EXPECT_EQ(c, (counter{7, 10, 11}));
+}
+
+TEST(LimitingResourceAdaptor, LimitAndOutOfMemory)
+{
+  rmm::mr::limiting_resource_adaptor lim{rmm::mr::system_memory_resource{}, 1024};
+  EXPECT_EQ(lim.get_allocation_limit(), 1024u);
+  rmm::device_async_resource_ref ref{lim};
+  void* p = ref.allocate(rmm::cuda_stream_default, 100, 256);
+  EXPECT_EQ(lim.get_allocated_bytes(), 256u);  // counted rounded up to the alignment
+  EXPECT_THROW(ref.allocate(rmm::cuda_stream_default, 1000, 256), rmm::out_of_memory);
+  auto copy = lim;
+  EXPECT_EQ(copy.get_allocated_bytes(), 256u);
+  ref.deallocate(rmm::cuda_stream_default, p, 100, 256);
+  EXPECT_EQ(copy.get_allocated_bytes(), 0u);
+  EXPECT_THROW((rmm::mr::limiting_resource_adaptor{rmm::mr::system_memory_resource{}, 1024, 3}), rmm::logic_error);
+}
+
+TEST(TrackingResourceAdaptor, AllocatedBytes)
+{
+  rmm::mr::tracking_resource_adaptor tr{rmm::mr::system_memory_resource{}, true};
+  rmm::device_async_resource_ref ref{tr};
+  void* p = ref.allocate(rmm::cuda_stream_default, 300, 256);
+  void* q = ref.allocate(rmm::cuda_stream_default, 700, 256);
+  EXPECT_EQ(tr.get_allocated_bytes(), 1000u);
+  ref.deallocate(rmm::cuda_stream_default, p, 300, 256);
+  EXPECT_EQ(rmm::mr::tracking_resource_adaptor{tr}.get_allocated_bytes(), 700u);
+  ref.deallocate(rmm::cuda_stream_default, q, 700, 256);
+  EXPECT_EQ(tr.get_allocated_bytes(), 0u);
+}
+
+TEST(AlignedResourceAdaptor, AlignsPastTheBaseAlignment)
+{
+  rmm::mr::aligned_resource_adaptor al{rmm::mr::system_memory_resource{}, 4096};
+  rmm::device_async_resource_ref ref{al};
+  void* p = ref.allocate(rmm::cuda_stream_default, 100, 256);
+  EXPECT_TRUE(rmm::is_pointer_aligned(p, 4096));
+  ref.deallocate(rmm::cuda_stream_default, p, 100, 256);
+  round_trip(al, 5000);
+  EXPECT_THROW((rmm::mr::aligned_resource_adaptor{rmm::mr::system_memory_resource{}, 1000}), rmm::logic_error);
+}
+
+TEST(ArenaMemoryResource, OverSimulatedDevice)
+{
+  auto sim = simulated(std::size_t{1} << 32);
+  rmm::mr::arena_memory_resource arena{sim, std::size_t{256} << 20};
+  round_trip(arena, 5000, false);
+  round_trip(arena, std::size_t{64} << 20, false);
+  rmm::mr::arena_memory_resource copy = arena;
+  EXPECT_TRUE(copy == arena);
+  EXPECT_THROW(arena.allocate_sync(std::size_t{8} << 30), rmm::out_of_memory);
+}
+
+TEST(ArenaMemoryResource, OverSystemMemory)
+{
+  rmm::mr::arena_memory_resource arena{rmm::mr::system_memory_resource{}, std::size_t{4} << 20};
+  round_trip(arena, 10000);
+}
+
+TEST(FixedSizeMemoryResource, BlockSize)
+{
+  rmm::mr::fixed_size_memory_resource fixed{rmm::mr::system_memory_resource{}, 4096, 8};
+  EXPECT_EQ(fixed.get_block_size(), 4096u);
+  round_trip(fixed, 4000);
+  rmm::mr::fixed_size_memory_resource defaults{simulated(std::size_t{1} << 30)};
+  EXPECT_EQ(defaults.get_block_size(), std::size_t{1} << 20);
+  round_trip(defaults, 1000, false);
+}
+
+TEST(BinningMemoryResource, ExponentsAndAddedBins)
+{
+  rmm::mr::system_memory_resource sys;
+  rmm::mr::binning_memory_resource bins{sys, 10, 14};
+  round_trip(bins, 2000);
+  round_trip(bins, 1 << 20);  // larger than every bin: the upstream
+
+  auto c = std::make_shared<counts>();
+  {
+    rmm::mr::binning_memory_resource empty{sys};
+    empty.add_bin(4096, device_any{counting_resource{c}});  // an explicit bin: a user's resource
+    empty.add_bin(1024);                                     // a fixed-size bin over the upstream
+    round_trip(empty, 3000);
+    EXPECT_EQ(c->allocs.load(), 1);
+    round_trip(empty, 500);
+    EXPECT_EQ(c->allocs.load(), 1);
+    EXPECT_THROW((rmm::mr::binning_memory_resource{sys, 12, 10}), rmm::logic_error);
+  }
+  EXPECT_EQ(c->live.load(), 0);  // the bin went with the binning resource
+}
+
+// A C++ resource as upstream of a Rust pool, under a statistics adaptor: the pool's upstream calls
+// land in the C++ resource, and everything is released when the objects die.
+TEST(Composition, StatisticsOverPoolOverUserResource)
+{
+  auto c = std::make_shared<counts>();
+  {
+    rmm::mr::pool_memory_resource pool{counting_resource{c}, 1 << 20};
+    EXPECT_EQ(c->allocs.load(), 1);  // the initial pool
+    EXPECT_EQ(c->live_bytes.load(), 1 << 20);
+    statistics_resource_adaptor stats{pool};
+    rmm::device_async_resource_ref ref{stats};
+
+    void* small = ref.allocate(rmm::cuda_stream_default, 1000, 256);
+    EXPECT_EQ(c->allocs.load(), 1);  // served by the pool
+    void* big = ref.allocate(rmm::cuda_stream_default, 3 << 20, 256);
+    EXPECT_EQ(c->allocs.load(), 2);  // the pool grew from the C++ resource
+    EXPECT_EQ(stats.get_bytes_counter().value, 1000 + (3 << 20));
+    EXPECT_EQ(stats.get_allocations_counter(), (counter{2, 2, 2}));
+    EXPECT_EQ(static_cast<long long>(pool.pool_size()), c->live_bytes.load());
+    ref.deallocate(rmm::cuda_stream_default, big, 3 << 20, 256);
+    ref.deallocate(rmm::cuda_stream_default, small, 1000, 256);
+    EXPECT_EQ(stats.get_bytes_counter(), (counter{0, 1000 + (3 << 20), 1000 + (3 << 20)}));
+    EXPECT_EQ(c->deallocs.load(), 0);  // the pool keeps its memory
+    EXPECT_GE(c->live.load(), 1);
+  }
+  EXPECT_EQ(c->deallocs.load(), c->allocs.load());  // the pool gave everything back
+  EXPECT_EQ(c->live_bytes.load(), 0);
+  EXPECT_EQ(c->live.load(), 0);  // and nothing keeps the C++ resource alive
+}
+
+TEST(Composition, UpstreamIsTheUsersResource)
+{
+  auto c = std::make_shared<counts>();
+  {
+    rmm::mr::pool_memory_resource pool{counting_resource{c}, 1 << 20};
+    auto up = pool.get_upstream_resource();
+    void* p = up.allocate(rmm::cuda_stream_default, 256, 256);
+    EXPECT_EQ(c->allocs.load(), 2);
+    up.deallocate(rmm::cuda_stream_default, p, 256, 256);
+  }
+  EXPECT_EQ(c->live.load(), 0);
+}
+
+TEST(Composition, RmmUpstreamHandlePassesThrough)
+{
+  rmm::mr::system_memory_resource sys;
+  rmm::mr::pool_memory_resource pool{sys, 1 << 20};
+  rmm::mr::limiting_resource_adaptor lim{pool, 1 << 20};
+  rmm::mr::tracking_resource_adaptor tr{device_any{lim}};  // through any_resource: boxed, still works
+  statistics_resource_adaptor stats{lim};
+  // The adaptor retained the pool's own librmm handle: no C++ box in between.
+  rmm_resource handle = rmm::mr::detail::upstream_holder{pool}.handle();
+  EXPECT_EQ(handle.vtable->owner, rmm_abi_owner());
+  round_trip(stats, 4096);
+  round_trip(tr, 4096);
+  EXPECT_EQ(lim.get_allocated_bytes(), 0u);
+  EXPECT_THROW(stats.allocate_sync(2 << 20), rmm::out_of_memory);
+  EXPECT_EQ(stats.get_allocations_counter().value, 0);
+}
+
+TEST(Composition, PoolAsCurrentDeviceResource)
+{
+  rmm::mr::pool_memory_resource pool{rmm::mr::system_memory_resource{}, 1 << 20};
+  statistics_resource_adaptor stats{pool};
+  rmm::mr::set_current_device_resource(stats);  // passes its librmm handle: host-accessible in host mode
+  rmm_resource current{nullptr, nullptr};
+  rmm_error err{};
+  ASSERT_EQ(rmm_get_current_device_resource(&current, &err), RMM_OK) << err.message;
+  EXPECT_EQ(current.self, stats.handle().self);
+  rmm_resource_release(current);
+  auto ref = rmm::mr::get_current_device_resource_ref();
+  void* p = ref.allocate(rmm::cuda_stream_default, 512, 256);
+  EXPECT_EQ(stats.get_bytes_counter().value, 512);
+  ref.deallocate(rmm::cuda_stream_default, p, 512, 256);
+  rmm::mr::reset_current_device_resource();
+}
