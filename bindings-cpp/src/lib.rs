@@ -539,3 +539,67 @@ pub unsafe extern "C" fn rmm_simulated_memory_resource_new(
     // SAFETY: forwarded contract.
     unsafe { abi::rmm_simulated_memory_resource_new(capacity, out, err) }
 }
+
+/// See `rmm_managed_memory_resource_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_managed_memory_resource_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_managed_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_managed_memory_resource_new(out, err) }
+}
+
+/// See `rmm_pinned_host_memory_resource_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_pinned_host_memory_resource_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_pinned_host_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_pinned_host_memory_resource_new(out, err) }
+}
+
+/// See `rmm_cuda_async_memory_resource_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_cuda_async_memory_resource_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_cuda_async_memory_resource_new(
+    initial_pool_size: u64,
+    release_threshold: u64,
+    export_handle_type: i32,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_cuda_async_memory_resource_new(initial_pool_size, release_threshold, export_handle_type, out, err) }
+}
+
+/// See `rmm_cuda_async_memory_resource_pool_handle` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_cuda_async_memory_resource_pool_handle`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_cuda_async_memory_resource_pool_handle(
+    resource: rmm_resource,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_cuda_async_memory_resource_pool_handle(resource, out, err) }
+}
+
+/// See `rmm_sam_headroom_memory_resource_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_sam_headroom_memory_resource_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_sam_headroom_memory_resource_new(
+    headroom: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_sam_headroom_memory_resource_new(headroom, out, err) }
+}

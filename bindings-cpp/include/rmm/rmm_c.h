@@ -309,6 +309,44 @@ int rmm_binning_memory_resource_add_bin(rmm_resource resource, uint64_t allocati
  *  sub-allocators that need much address space without a GPU. Not an RMM resource. */
 int rmm_simulated_memory_resource_new(uint64_t capacity, rmm_resource* out, rmm_error* err);
 
+/* ---------------------------------------------------------------------------------------------
+ * CUDA resources (conventions as for the sub-allocators above)
+ * ------------------------------------------------------------------------------------------- */
+
+/** A new managed_memory_resource (cuMemAllocManaged; host and device accessible). *out is OWNING.
+ *  Succeeds in host mode too; allocating from it there fails with RMM_ERROR_NO_DRIVER or
+ *  RMM_ERROR_NO_DEVICE. */
+int rmm_managed_memory_resource_new(rmm_resource* out, rmm_error* err);
+
+/** A new pinned_host_memory_resource (cuMemHostAlloc; host and device accessible). *out is OWNING.
+ *  Succeeds in host mode too; allocating from it there fails as for managed memory. */
+int rmm_pinned_host_memory_resource_new(rmm_resource* out, rmm_error* err);
+
+/** Values of RMM's allocation_handle_type (the export_handle_type of cuda_async_memory_resource). */
+#define RMM_ALLOCATION_HANDLE_TYPE_NONE 0
+#define RMM_ALLOCATION_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR 1
+#define RMM_ALLOCATION_HANDLE_TYPE_WIN32 2
+#define RMM_ALLOCATION_HANDLE_TYPE_WIN32_KMT 4
+#define RMM_ALLOCATION_HANDLE_TYPE_FABRIC 8
+
+/** A new cuda_async_memory_resource with its own CUDA memory pool on the current device.
+ *  initial_pool_size (primes the pool) and release_threshold (default: keep everything) may be
+ *  RMM_SIZE_NONE; export_handle_type is an RMM_ALLOCATION_HANDLE_TYPE_* value. Fails with
+ *  RMM_ERROR_NO_DRIVER / RMM_ERROR_NO_DEVICE without a GPU, RMM_ERROR_UNSUPPORTED ("Requested IPC
+ *  memory handle type not supported") for a handle type the device cannot export (the win32 kinds
+ *  always), RMM_ERROR_INVALID_ARGUMENT for a value that is no allocation_handle_type. */
+int rmm_cuda_async_memory_resource_new(uint64_t initial_pool_size, uint64_t release_threshold,
+                                       int32_t export_handle_type, rmm_resource* out, rmm_error* err);
+
+/** The CUDA memory pool (a cudaMemPool_t / CUmemoryPool) of a cuda_async_memory_resource, into *out;
+ *  it lives while the resource does. */
+int rmm_cuda_async_memory_resource_pool_handle(rmm_resource resource, void** out, rmm_error* err);
+
+/** A new sam_headroom_memory_resource: system memory, placed on the current GPU while more than
+ *  `headroom` bytes of it stay free. Fails with RMM_ERROR_NO_DRIVER / RMM_ERROR_NO_DEVICE without a
+ *  GPU, RMM_ERROR_UNSUPPORTED when the device cannot access system memory. */
+int rmm_sam_headroom_memory_resource_new(uint64_t headroom, rmm_resource* out, rmm_error* err);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

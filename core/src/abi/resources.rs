@@ -8,15 +8,17 @@
 //! - an accessor checks that its handle is a resource of this copy of rmm-core of the named type
 //!   (our owner tag, then a downcast), else fails with `RMM_ERROR_INVALID_ARGUMENT`.
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 
 use super::{clear_out, guarded, null_out, put, rmm_error, rmm_resource, with_borrowed};
 use crate::error::{Error, Result};
 use crate::mr::statistics::Counter;
 use crate::mr::{
-    AlignedResourceAdaptor, ArenaMemoryResource, BinningMemoryResource, FixedSizeMemoryResource,
-    LimitingResourceAdaptor, PoolMemoryResource, SimulatedMemoryResource,
-    StatisticsResourceAdaptor, TrackingResourceAdaptor,
+    AlignedResourceAdaptor, ArenaMemoryResource, BinningMemoryResource, CudaAsyncMemoryResource,
+    CudaAsyncOptions, ExportHandleType, FixedSizeMemoryResource, LimitingResourceAdaptor,
+    ManagedMemoryResource, PinnedHostMemoryResource, PoolMemoryResource,
+    SamHeadroomMemoryResource, SimulatedMemoryResource, StatisticsResourceAdaptor,
+    TrackingResourceAdaptor,
 };
 use crate::resource::{downcast, AnyResource, MemoryResource};
 
@@ -626,6 +628,135 @@ pub unsafe extern "C" fn rmm_simulated_memory_resource_new(
         new_resource(out, err, || {
             Ok(AnyResource::new(SimulatedMemoryResource::new(size(
                 capacity, "capacity",
+            )?)?))
+        })
+    }
+}
+
+// --- CUDA base resources ---------------------------------------------------------------------
+
+/// A new `managed_memory_resource` (`cuMemAllocManaged`). Succeeds in host mode too; allocating
+/// from it there fails with `RMM_ERROR_NO_DRIVER` / `RMM_ERROR_NO_DEVICE`.
+///
+/// # Safety
+/// `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_managed_memory_resource_new(
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe { new_resource(out, err, || Ok(AnyResource::new(ManagedMemoryResource::new()))) }
+}
+
+/// A new `pinned_host_memory_resource` (`cuMemHostAlloc`; host and device accessible). Succeeds in
+/// host mode too; allocating from it there fails with `RMM_ERROR_NO_DRIVER` / `RMM_ERROR_NO_DEVICE`.
+///
+/// # Safety
+/// `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_pinned_host_memory_resource_new(
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            Ok(AnyResource::new(PinnedHostMemoryResource::new()))
+        })
+    }
+}
+
+/// RMM's `allocation_handle_type::none`.
+pub const RMM_ALLOCATION_HANDLE_TYPE_NONE: i32 = 0;
+/// RMM's `allocation_handle_type::posix_file_descriptor`.
+pub const RMM_ALLOCATION_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: i32 = 1;
+/// RMM's `allocation_handle_type::win32`.
+pub const RMM_ALLOCATION_HANDLE_TYPE_WIN32: i32 = 2;
+/// RMM's `allocation_handle_type::win32_kmt`.
+pub const RMM_ALLOCATION_HANDLE_TYPE_WIN32_KMT: i32 = 4;
+/// RMM's `allocation_handle_type::fabric`.
+pub const RMM_ALLOCATION_HANDLE_TYPE_FABRIC: i32 = 8;
+
+/// The export handle type of an `allocation_handle_type` value: `Ok(None)` for none; the Windows
+/// kinds are unsupported (as on RMM's Linux builds); any other value is an invalid argument.
+fn export_handle_type(value: i32) -> Result<Option<ExportHandleType>> {
+    match value {
+        RMM_ALLOCATION_HANDLE_TYPE_NONE => Ok(None),
+        RMM_ALLOCATION_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR => {
+            Ok(Some(ExportHandleType::PosixFileDescriptor))
+        }
+        RMM_ALLOCATION_HANDLE_TYPE_FABRIC => Ok(Some(ExportHandleType::Fabric)),
+        RMM_ALLOCATION_HANDLE_TYPE_WIN32 | RMM_ALLOCATION_HANDLE_TYPE_WIN32_KMT => Err(
+            Error::Unsupported(crate::mr::cuda_async::HANDLE_TYPE_UNSUPPORTED.into()),
+        ),
+        other => Err(Error::invalid(format!(
+            "export_handle_type {other} is not an allocation_handle_type"
+        ))),
+    }
+}
+
+/// A new `cuda_async_memory_resource` with its own CUDA memory pool on the current device.
+/// `initial_pool_size` and `release_threshold` may be [`RMM_SIZE_NONE`]; `export_handle_type` is an
+/// `allocation_handle_type` value (`RMM_ALLOCATION_HANDLE_TYPE_*`).
+///
+/// # Safety
+/// `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_cuda_async_memory_resource_new(
+    initial_pool_size: u64,
+    release_threshold: u64,
+    export_handle_type: i32,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            let options = CudaAsyncOptions {
+                initial_pool_size: optional_size(initial_pool_size, "initial_pool_size")?,
+                release_threshold: (release_threshold != RMM_SIZE_NONE).then_some(release_threshold),
+                export_handle_type: self::export_handle_type(export_handle_type)?,
+            };
+            Ok(AnyResource::new(CudaAsyncMemoryResource::with_options(
+                options,
+            )?))
+        })
+    }
+}
+
+/// The CUDA memory pool (`cudaMemPool_t`) of a `cuda_async_memory_resource`, into `*out`.
+///
+/// # Safety
+/// `resource` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_cuda_async_memory_resource_pool_handle(
+    resource: rmm_resource,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        accessor(
+            resource,
+            "cuda_async_memory_resource",
+            out,
+            err,
+            |a: &CudaAsyncMemoryResource| Ok(a.pool_handle() as *mut c_void),
+        )
+    }
+}
+
+/// A new `sam_headroom_memory_resource` keeping `headroom` bytes of the current device free.
+///
+/// # Safety
+/// `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_sam_headroom_memory_resource_new(
+    headroom: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            Ok(AnyResource::new(SamHeadroomMemoryResource::new(size(
+                headroom, "headroom",
             )?)?))
         })
     }

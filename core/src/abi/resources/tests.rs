@@ -373,3 +373,98 @@ fn arena_fixed_size_binning_simulated_round_trip() {
     drop(empty);
     assert_eq!(owners(&fixed), 1);
 }
+
+fn host_mode() -> bool {
+    crate::abi::rmm_is_host_mode() != 0
+}
+
+/// Without a GPU, the status is NO_DRIVER or NO_DEVICE and `out` stays empty.
+fn assert_no_gpu(status: c_int, out: rmm_resource, err: &rmm_error) {
+    assert!(
+        status == crate::abi::RMM_ERROR_NO_DRIVER || status == crate::abi::RMM_ERROR_NO_DEVICE,
+        "{status}: {err:?}"
+    );
+    assert!(out.is_null());
+}
+
+#[test]
+fn managed_and_pinned_round_trip() {
+    // SAFETY: valid out-pointers.
+    let managed = made(|o, e| unsafe { rmm_managed_memory_resource_new(o, e) });
+    // SAFETY: valid out-pointers.
+    let pinned = made(|o, e| unsafe { rmm_pinned_host_memory_resource_new(o, e) });
+    for r in [&managed, &pinned] {
+        // SAFETY: live handle.
+        let access = unsafe { crate::abi::rmm_resource_access(r.0) };
+        assert_eq!(access, 3, "host and device accessible");
+        if host_mode() {
+            let mut p = null_mut();
+            let mut err = rmm_error::new();
+            // SAFETY: live handle, valid out-pointers.
+            let status = unsafe { rmm_resource_allocate_sync(r.0, 1024, 256, &mut p, &mut err) };
+            assert_no_gpu(status, rmm_resource::NULL, &err);
+        } else {
+            let p = alloc(r, 1024);
+            // SAFETY: managed and pinned memory are host-accessible, valid for 1024 bytes.
+            unsafe { std::ptr::write_bytes(p.cast::<u8>(), 7, 1024) };
+            free(r, p, 1024);
+        }
+    }
+}
+
+#[test]
+fn cuda_async_and_sam_headroom() {
+    let mut out = rmm_resource::NULL;
+    let mut err = rmm_error::new();
+    // SAFETY: valid pointers; an unknown handle type is reported before any CUDA call.
+    let status = unsafe {
+        rmm_cuda_async_memory_resource_new(RMM_SIZE_NONE, RMM_SIZE_NONE, 3, &mut out, &mut err)
+    };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT, "{err:?}");
+    // SAFETY: valid pointers; Windows handle types are unsupported here.
+    let status = unsafe {
+        rmm_cuda_async_memory_resource_new(
+            RMM_SIZE_NONE,
+            RMM_SIZE_NONE,
+            RMM_ALLOCATION_HANDLE_TYPE_WIN32,
+            &mut out,
+            &mut err,
+        )
+    };
+    assert_eq!(status, crate::abi::RMM_ERROR_UNSUPPORTED);
+    assert!(err.message().contains("Requested IPC memory handle type not supported"));
+    // SAFETY: valid pointers.
+    let status = unsafe {
+        rmm_cuda_async_memory_resource_new(
+            1 << 20,
+            RMM_SIZE_NONE,
+            RMM_ALLOCATION_HANDLE_TYPE_NONE,
+            &mut out,
+            &mut err,
+        )
+    };
+    if host_mode() {
+        assert_no_gpu(status, out, &err);
+        // SAFETY: valid pointers.
+        let status = unsafe { rmm_sam_headroom_memory_resource_new(1 << 20, &mut out, &mut err) };
+        assert_no_gpu(status, out, &err);
+    } else {
+        assert_eq!(status, RMM_OK, "{err:?}");
+        let pool = Owned(out);
+        let mut handle = null_mut();
+        // SAFETY: live handle, valid out-pointers.
+        let status =
+            unsafe { rmm_cuda_async_memory_resource_pool_handle(pool.0, &mut handle, &mut err) };
+        assert_eq!(status, RMM_OK, "{err:?}");
+        assert!(!handle.is_null());
+        let p = alloc(&pool, 4096);
+        free(&pool, p, 4096);
+    }
+    // The accessor checks the type.
+    let up = system();
+    let mut handle = null_mut();
+    // SAFETY: live handle of the wrong type is reported.
+    let status = unsafe { rmm_cuda_async_memory_resource_pool_handle(up.0, &mut handle, &mut err) };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    assert!(err.message().contains("not a cuda_async_memory_resource"));
+}
