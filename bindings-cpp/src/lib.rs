@@ -603,3 +603,73 @@ pub unsafe extern "C" fn rmm_sam_headroom_memory_resource_new(
     // SAFETY: forwarded contract.
     unsafe { abi::rmm_sam_headroom_memory_resource_new(headroom, out, err) }
 }
+
+/// See `rmm_logging_resource_adaptor_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_logging_resource_adaptor_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_logging_resource_adaptor_new(
+    upstream: rmm_resource,
+    filename: *const c_char,
+    auto_flush: c_int,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_logging_resource_adaptor_new(upstream, filename, auto_flush, out, err) }
+}
+
+/// See `rmm_logging_resource_adaptor_flush` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_logging_resource_adaptor_flush`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_logging_resource_adaptor_flush(resource: rmm_resource, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_logging_resource_adaptor_flush(resource, err) }
+}
+
+/// See `rmm_logging_resource_adaptor_get_file_name` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_logging_resource_adaptor_get_file_name`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_logging_resource_adaptor_get_file_name(
+    resource: rmm_resource,
+    buf: *mut c_char,
+    capacity: usize,
+    length_out: *mut usize,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_logging_resource_adaptor_get_file_name(resource, buf, capacity, length_out, err) }
+}
+
+/// See `rmm_prefetch_resource_adaptor_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_prefetch_resource_adaptor_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_prefetch_resource_adaptor_new(
+    upstream: rmm_resource,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_prefetch_resource_adaptor_new(upstream, out, err) }
+}
+
+/// See `rmm_thread_safe_resource_adaptor_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_thread_safe_resource_adaptor_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_thread_safe_resource_adaptor_new(
+    upstream: rmm_resource,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_thread_safe_resource_adaptor_new(upstream, out, err) }
+}

@@ -9,10 +9,13 @@
 #include <rmm/mr/binning_memory_resource.hpp>
 #include <rmm/mr/fixed_size_memory_resource.hpp>
 #include <rmm/mr/limiting_resource_adaptor.hpp>
+#include <rmm/mr/logging_resource_adaptor.hpp>
 #include <rmm/mr/per_device_resource.hpp>
 #include <rmm/mr/pool_memory_resource.hpp>
+#include <rmm/mr/prefetch_resource_adaptor.hpp>
 #include <rmm/mr/statistics_resource_adaptor.hpp>
 #include <rmm/mr/system_memory_resource.hpp>
+#include <rmm/mr/thread_safe_resource_adaptor.hpp>
 #include <rmm/mr/tracking_resource_adaptor.hpp>
 #include <rmm/resource_ref.hpp>
 #include <rmm/rmm_c.h>
@@ -26,6 +29,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -116,6 +126,11 @@ static_assert(value_type_v<rmm::mr::aligned_resource_adaptor>);
 static_assert(value_type_v<rmm::mr::arena_memory_resource>);
 static_assert(value_type_v<rmm::mr::fixed_size_memory_resource>);
 static_assert(value_type_v<rmm::mr::binning_memory_resource>);
+static_assert(value_type_v<rmm::mr::logging_resource_adaptor>);
+static_assert(value_type_v<rmm::mr::prefetch_resource_adaptor>);
+static_assert(value_type_v<rmm::mr::thread_safe_resource_adaptor>);
+static_assert(!std::is_convertible_v<rmm::mr::system_memory_resource, rmm::mr::prefetch_resource_adaptor>);
+static_assert(!std::is_convertible_v<rmm::mr::system_memory_resource, rmm::mr::thread_safe_resource_adaptor>);
 // One-argument constructors are explicit, as in RMM: no silent wrapping of an upstream.
 static_assert(!std::is_convertible_v<rmm::mr::system_memory_resource, statistics_resource_adaptor>);
 static_assert(!std::is_convertible_v<rmm::mr::system_memory_resource, rmm::mr::tracking_resource_adaptor>);
@@ -364,4 +379,87 @@ TEST(Composition, PoolAsCurrentDeviceResource)
   EXPECT_EQ(stats.get_bytes_counter().value, 512);
   ref.deallocate(rmm::cuda_stream_default, p, 512, 256);
   rmm::mr::reset_current_device_resource();
+}
+
+TEST(LoggingResourceAdaptor, WritesHeaderAndLines)
+{
+  std::string const path = "rmm_cpp_logging_" + std::to_string(::getpid()) + ".csv";
+  EXPECT_EQ(rmm::mr::logging_resource_adaptor::header(), "Thread,Time,Action,Pointer,Size,Stream");
+  {
+    rmm::mr::logging_resource_adaptor log{rmm::mr::system_memory_resource{}, path};
+    EXPECT_EQ(log.get_file_name(), path);
+    auto copy = log;
+    EXPECT_TRUE(copy == log);
+    round_trip(log, 100);
+    round_trip(copy, 200);
+    log.flush();
+    std::ifstream in{path};
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) { lines.push_back(line); }
+    ASSERT_EQ(lines.size(), 5u);
+    EXPECT_EQ(lines[0], rmm::mr::logging_resource_adaptor::header());
+    EXPECT_NE(lines[1].find(",allocate,"), std::string::npos) << lines[1];
+    EXPECT_NE(lines[1].find(",100,"), std::string::npos) << lines[1];
+    EXPECT_NE(lines[2].find(",free,"), std::string::npos) << lines[2];
+    EXPECT_NE(lines[3].find(",200,"), std::string::npos) << lines[3];
+    auto up = log.get_upstream_resource();
+    EXPECT_NE(cuda::mr::resource_cast<rmm::mr::detail::c_resource>(&up), nullptr);
+  }
+  EXPECT_EQ(std::remove(path.c_str()), 0);
+}
+
+TEST(LoggingResourceAdaptor, ErrorsMap)
+{
+  EXPECT_THROW((rmm::mr::logging_resource_adaptor{rmm::mr::system_memory_resource{}, "/nonexistent-dir/x.csv"}),
+               rmm::logic_error);
+  if (std::getenv("RMM_LOG_FILE") == nullptr) {
+    EXPECT_THROW(rmm::mr::logging_resource_adaptor{rmm::mr::system_memory_resource{}}, rmm::logic_error);
+  }
+}
+
+TEST(LoggingResourceAdaptor, OverUserResourceWithAutoFlush)
+{
+  std::string const path = "rmm_cpp_logging_auto_" + std::to_string(::getpid()) + ".csv";
+  auto c = std::make_shared<counts>();
+  {
+    rmm::mr::logging_resource_adaptor log{device_any{counting_resource{c}}, path, true};
+    round_trip(log, 64);
+    std::ifstream in{path};  // no flush(): auto_flush wrote the lines
+    std::string all{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+    EXPECT_NE(all.find(",free,"), std::string::npos) << all;
+    EXPECT_EQ(c->allocs.load(), 1);
+  }
+  EXPECT_EQ(c->live.load(), 0);
+  EXPECT_EQ(std::remove(path.c_str()), 0);
+}
+
+TEST(PrefetchResourceAdaptor, ForwardsToUpstream)
+{
+  rmm::mr::statistics_resource_adaptor stats{rmm::mr::system_memory_resource{}};
+  rmm::mr::prefetch_resource_adaptor pre{stats};
+  round_trip(pre, 1000);
+  EXPECT_EQ(stats.get_allocations_counter().total, 1);
+  auto up = pre.get_upstream_resource();
+  auto const* as = cuda::mr::resource_cast<rmm::mr::detail::c_resource>(&up);
+  ASSERT_NE(as, nullptr);
+  EXPECT_TRUE(*as == stats);
+}
+
+TEST(ThreadSafeResourceAdaptor, ManyThreads)
+{
+  auto c = std::make_shared<counts>();
+  rmm::mr::thread_safe_resource_adaptor ts{device_any{counting_resource{c}}};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([ts]() mutable {
+      for (int i = 0; i < 100; ++i) {
+        void* p = ts.allocate_sync(128);
+        ts.deallocate_sync(p, 128);
+      }
+    });
+  }
+  for (auto& t : threads) { t.join(); }
+  EXPECT_EQ(c->allocs.load(), 800);
+  EXPECT_EQ(c->deallocs.load(), 800);
+  EXPECT_EQ(c->live_bytes.load(), 0);
 }

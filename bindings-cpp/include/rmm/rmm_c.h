@@ -347,6 +347,33 @@ int rmm_cuda_async_memory_resource_pool_handle(rmm_resource resource, void** out
  *  GPU, RMM_ERROR_UNSUPPORTED when the device cannot access system memory. */
 int rmm_sam_headroom_memory_resource_new(uint64_t headroom, rmm_resource* out, rmm_error* err);
 
+/* ---------------------------------------------------------------------------------------------
+ * More adaptors (conventions as for the sub-allocators above)
+ * ------------------------------------------------------------------------------------------- */
+
+/** A new logging_resource_adaptor over `upstream`: one CSV line per event
+ *  ("Thread,Time,Action,Pointer,Size,Stream" first) in the file `filename` (created or truncated;
+ *  NULL: the file named by the environment variable RMM_LOG_FILE, INVALID_ARGUMENT when unset);
+ *  non-zero `auto_flush` flushes every line. A file that cannot be created is INVALID_ARGUMENT. */
+int rmm_logging_resource_adaptor_new(rmm_resource upstream, const char* filename, int auto_flush,
+                                     rmm_resource* out, rmm_error* err);
+
+/** Writes out the buffered lines of a logging_resource_adaptor. */
+int rmm_logging_resource_adaptor_flush(rmm_resource resource, rmm_error* err);
+
+/** The log file's name of a logging_resource_adaptor: at most capacity - 1 bytes of it and a NUL
+ *  are copied to `buf` (nothing when capacity is 0, where buf may be NULL); *length_out (required)
+ *  receives its full length without the NUL, so a caller may ask for the length first. */
+int rmm_logging_resource_adaptor_get_file_name(rmm_resource resource, char* buf, size_t capacity,
+                                               size_t* length_out, rmm_error* err);
+
+/** A new prefetch_resource_adaptor over `upstream`: each allocation is prefetched to the current
+ *  device on its stream (a no-op for memory that cannot be prefetched). */
+int rmm_prefetch_resource_adaptor_new(rmm_resource upstream, rmm_resource* out, rmm_error* err);
+
+/** A new thread_safe_resource_adaptor over `upstream`: one mutex around every upstream call. */
+int rmm_thread_safe_resource_adaptor_new(rmm_resource upstream, rmm_resource* out, rmm_error* err);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -8,7 +8,8 @@
 //! - an accessor checks that its handle is a resource of this copy of rmm-core of the named type
 //!   (our owner tag, then a downcast), else fails with `RMM_ERROR_INVALID_ARGUMENT`.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::os::unix::ffi::OsStrExt;
 
 use super::{clear_out, guarded, null_out, put, rmm_error, rmm_resource, with_borrowed};
 use crate::error::{Error, Result};
@@ -16,9 +17,10 @@ use crate::mr::statistics::Counter;
 use crate::mr::{
     AlignedResourceAdaptor, ArenaMemoryResource, BinningMemoryResource, CudaAsyncMemoryResource,
     CudaAsyncOptions, ExportHandleType, FixedSizeMemoryResource, LimitingResourceAdaptor,
+    LoggingResourceAdaptor,
     ManagedMemoryResource, PinnedHostMemoryResource, PoolMemoryResource,
-    SamHeadroomMemoryResource, SimulatedMemoryResource, StatisticsResourceAdaptor,
-    TrackingResourceAdaptor,
+    PrefetchResourceAdaptor, SamHeadroomMemoryResource, SimulatedMemoryResource,
+    StatisticsResourceAdaptor, ThreadSafeResourceAdaptor, TrackingResourceAdaptor,
 };
 use crate::resource::{downcast, AnyResource, MemoryResource};
 
@@ -758,6 +760,158 @@ pub unsafe extern "C" fn rmm_sam_headroom_memory_resource_new(
             Ok(AnyResource::new(SamHeadroomMemoryResource::new(size(
                 headroom, "headroom",
             )?)?))
+        })
+    }
+}
+
+// --- logging ---------------------------------------------------------------------------------
+
+/// Copies `text` into the caller's buffer: at most `capacity - 1` bytes and a NUL (nothing when
+/// `capacity` is 0, where `buf` may be NULL); `*length_out` (required) gets the full length.
+///
+/// # Safety
+/// `buf` is valid for `capacity` bytes of writes (or NULL with `capacity` 0); `length_out` is NULL
+/// or valid for writes.
+unsafe fn string_out(
+    text: &[u8],
+    buf: *mut c_char,
+    capacity: usize,
+    length_out: *mut usize,
+) -> Result<()> {
+    if length_out.is_null() {
+        return Err(null_out("length_out"));
+    }
+    if capacity > 0 {
+        if buf.is_null() {
+            return Err(null_out("buf"));
+        }
+        let n = text.len().min(capacity - 1);
+        // SAFETY: `buf` holds `capacity` > `n` bytes (caller contract); `text` holds `n`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n);
+            *buf.add(n) = 0;
+        }
+    }
+    // SAFETY: checked non-NULL; caller contract.
+    unsafe { put(length_out, text.len(), "length_out") }
+}
+
+/// A new `logging_resource_adaptor` over `upstream` (BORROWED) writing CSV lines to the file
+/// `filename` (created or truncated), or to the file named by `RMM_LOG_FILE` when `filename` is
+/// NULL; non-zero `auto_flush` flushes every line.
+///
+/// # Safety
+/// `upstream` is live; `filename` is NULL or a NUL-terminated string; `out` and `err` are NULL or
+/// valid for writes.
+pub unsafe extern "C" fn rmm_logging_resource_adaptor_new(
+    upstream: rmm_resource,
+    filename: *const c_char,
+    auto_flush: c_int,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            let upstream = upstream_of(upstream)?;
+            let adaptor = if filename.is_null() {
+                LoggingResourceAdaptor::from_env(upstream)?
+            } else {
+                let bytes = CStr::from_ptr(filename).to_bytes();
+                let path = std::path::Path::new(std::ffi::OsStr::from_bytes(bytes));
+                LoggingResourceAdaptor::new(upstream, path)?
+            };
+            Ok(AnyResource::new(adaptor.with_auto_flush(auto_flush != 0)?))
+        })
+    }
+}
+
+/// Writes out the buffered lines of a `logging_resource_adaptor`.
+///
+/// # Safety
+/// `resource` is live; `err` is NULL or valid for writes.
+pub unsafe extern "C" fn rmm_logging_resource_adaptor_flush(
+    resource: rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        guarded(err, || {
+            with_resource(
+                resource,
+                "logging_resource_adaptor",
+                |l: &LoggingResourceAdaptor| l.flush(),
+            )
+        })
+    }
+}
+
+/// The log file's name of a `logging_resource_adaptor`, copied into `buf` (see [`string_out`]:
+/// at most `capacity - 1` bytes and a NUL); `*length_out` gets its full length.
+///
+/// # Safety
+/// `resource` is live; `buf` is valid for `capacity` bytes (or NULL with `capacity` 0);
+/// `length_out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_logging_resource_adaptor_get_file_name(
+    resource: rmm_resource,
+    buf: *mut c_char,
+    capacity: usize,
+    length_out: *mut usize,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        guarded(err, || {
+            let name = with_resource(
+                resource,
+                "logging_resource_adaptor",
+                |l: &LoggingResourceAdaptor| {
+                    Ok(l.file_name()
+                        .map(|p| p.as_os_str().as_bytes().to_vec())
+                        .unwrap_or_default())
+                },
+            )?;
+            string_out(&name, buf, capacity, length_out)
+        })
+    }
+}
+
+// --- prefetch, thread safe -------------------------------------------------------------------
+
+/// A new `prefetch_resource_adaptor` over `upstream` (BORROWED).
+///
+/// # Safety
+/// `upstream` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_prefetch_resource_adaptor_new(
+    upstream: rmm_resource,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            Ok(AnyResource::new(PrefetchResourceAdaptor::new(upstream_of(
+                upstream,
+            )?)))
+        })
+    }
+}
+
+/// A new `thread_safe_resource_adaptor` over `upstream` (BORROWED).
+///
+/// # Safety
+/// `upstream` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_thread_safe_resource_adaptor_new(
+    upstream: rmm_resource,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            Ok(AnyResource::new(ThreadSafeResourceAdaptor::new(
+                upstream_of(upstream)?,
+            )))
         })
     }
 }

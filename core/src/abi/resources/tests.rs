@@ -468,3 +468,89 @@ fn cuda_async_and_sam_headroom() {
     assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
     assert!(err.message().contains("not a cuda_async_memory_resource"));
 }
+
+fn file_name_of(r: &Owned) -> String {
+    let mut len = 0usize;
+    let mut err = rmm_error::new();
+    // SAFETY: live handle; capacity 0 asks for the length only.
+    let status = unsafe {
+        rmm_logging_resource_adaptor_get_file_name(r.0, null_mut(), 0, &mut len, &mut err)
+    };
+    assert_eq!(status, RMM_OK, "{err:?}");
+    let mut buf = vec![0 as c_char; len + 1];
+    let mut len2 = 0usize;
+    // SAFETY: `buf` holds len + 1 bytes.
+    let status = unsafe {
+        rmm_logging_resource_adaptor_get_file_name(r.0, buf.as_mut_ptr(), buf.len(), &mut len2, &mut err)
+    };
+    assert_eq!(status, RMM_OK, "{err:?}");
+    assert_eq!(len2, len);
+    // SAFETY: NUL-terminated by the call.
+    unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn logging_round_trip() {
+    let path = std::env::temp_dir().join(format!("rmm_abi_logging_{}.csv", std::process::id()));
+    let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    let up = system();
+    // SAFETY: live upstream, NUL-terminated name, valid out-pointers.
+    let log = made(|o, e| unsafe {
+        rmm_logging_resource_adaptor_new(up.0, c_path.as_ptr(), 0, o, e)
+    });
+    assert_eq!(file_name_of(&log), path.to_str().unwrap());
+    let p = alloc(&log, 100);
+    free(&log, p, 100);
+    let mut err = rmm_error::new();
+    // SAFETY: live handle.
+    assert_eq!(unsafe { rmm_logging_resource_adaptor_flush(log.0, &mut err) }, RMM_OK);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "Thread,Time,Action,Pointer,Size,Stream");
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[1].contains(",allocate,") && lines[2].contains(",free,"), "{text}");
+    // A short buffer gets a truncated, NUL-terminated name and the full length.
+    let mut buf = [1 as c_char; 4];
+    let mut len = 0usize;
+    // SAFETY: `buf` holds 4 bytes.
+    let status = unsafe {
+        rmm_logging_resource_adaptor_get_file_name(log.0, buf.as_mut_ptr(), 4, &mut len, &mut err)
+    };
+    assert_eq!(status, RMM_OK);
+    assert_eq!(len, path.to_str().unwrap().len());
+    assert_eq!(buf[3], 0);
+    // SAFETY: NULL length_out and the wrong type are reported.
+    let status = unsafe {
+        rmm_logging_resource_adaptor_get_file_name(log.0, null_mut(), 0, null_mut(), &mut err)
+    };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    // SAFETY: as above.
+    let status = unsafe { rmm_logging_resource_adaptor_flush(up.0, &mut err) };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    drop(log);
+    std::fs::remove_file(&path).unwrap();
+    let mut out = rmm_resource::NULL;
+    let bad = c"/nonexistent-dir/rmm.csv";
+    // SAFETY: valid pointers; the file cannot be created.
+    let status =
+        unsafe { rmm_logging_resource_adaptor_new(up.0, bad.as_ptr(), 0, &mut out, &mut err) };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    assert!(out.is_null());
+}
+
+#[test]
+fn prefetch_and_thread_safe_round_trip() {
+    let up = system();
+    // SAFETY: live upstream, valid out-pointers.
+    let pre = made(|o, e| unsafe { rmm_prefetch_resource_adaptor_new(up.0, o, e) });
+    // SAFETY: as above.
+    let ts = made(|o, e| unsafe { rmm_thread_safe_resource_adaptor_new(pre.0, o, e) });
+    assert_eq!(owners(&up), 2);
+    assert_eq!(owners(&pre), 2);
+    let p = alloc(&ts, 1000);
+    // SAFETY: system memory, valid for 1000 bytes.
+    unsafe { std::ptr::write_bytes(p.cast::<u8>(), 1, 1000) };
+    free(&ts, p, 1000);
+    drop(ts);
+    assert_eq!(owners(&pre), 1);
+}

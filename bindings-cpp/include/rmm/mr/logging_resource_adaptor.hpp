@@ -1,0 +1,111 @@
+/**
+ * @file logging_resource_adaptor.hpp
+ * @brief rmm::mr::logging_resource_adaptor: a CSV line per allocation event (in librmm).
+ */
+#pragma once
+
+#include <rmm/error.hpp>
+#include <rmm/mr/detail/c_resource.hpp>
+#include <rmm/mr/detail/upstream.hpp>
+#include <rmm/mr/per_device_resource.hpp>
+#include <rmm/resource_ref.hpp>
+#include <rmm/rmm_c.h>
+
+#include <cuda/memory_resource>
+
+#include <cstddef>
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+namespace rmm::mr {
+
+/**
+ * @brief Writes one CSV line per allocation, free and failed allocation to a file, then forwards
+ * to its upstream. Lines are `Thread,Time,Action,Pointer,Size,Stream` (header()).
+ *
+ * A value type: copies share one librmm resource and one log (== compares identity). The upstream
+ * may be any `any_resource<device_accessible>`, a user's C++ resource included; an rmm resource
+ * passes its librmm handle through. Only the file-name constructor of RMM is provided.
+ */
+class logging_resource_adaptor : public detail::c_resource {
+ public:
+  /**
+   * @brief Logs to @p filename (created or truncated; default: get_default_filename()).
+   * @param auto_flush flush every line as it is written
+   * @throws rmm::logic_error when RMM_LOG_FILE is unset (default name) or the file cannot be created
+   */
+  explicit logging_resource_adaptor(device_any_resource const& upstream,
+                                    std::string const& filename = get_default_filename(),
+                                    bool auto_flush             = false)
+    : logging_resource_adaptor{detail::upstream_holder{upstream}, filename, auto_flush}
+  {
+  }
+
+  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
+  explicit logging_resource_adaptor(detail::c_resource const& upstream,
+                                    std::string const& filename = get_default_filename(),
+                                    bool auto_flush             = false)
+    : logging_resource_adaptor{detail::upstream_holder{upstream}, filename, auto_flush}
+  {
+  }
+
+  /**
+   * @brief The value of the environment variable RMM_LOG_FILE.
+   * @throws rmm::logic_error when it is unset
+   */
+  static std::string get_default_filename()
+  {
+    const char* name = std::getenv("RMM_LOG_FILE");
+    if (name == nullptr) {
+      throw rmm::logic_error{"RMM logging requested without an explicit file name, but RMM_LOG_FILE is unset"};
+    }
+    return name;
+  }
+
+  /** @brief The log's first line. */
+  static std::string header() { return "Thread,Time,Action,Pointer,Size,Stream"; }
+
+  /** @brief Writes out the buffered lines. @throws rmm::logic_error when writing fails */
+  void flush()
+  {
+    rmm_error err{};
+    rmm::detail::check(rmm_logging_resource_adaptor_flush(handle(), &err), err, "logging_resource_adaptor::flush");
+  }
+
+  /** @brief The log file's name, as given. */
+  [[nodiscard]] std::string get_file_name() const
+  {
+    std::size_t length = 0;
+    rmm_error err{};
+    rmm::detail::check(rmm_logging_resource_adaptor_get_file_name(handle(), nullptr, 0, &length, &err), err,
+                       "logging_resource_adaptor::get_file_name");
+    std::string name(length + 1, '\0');
+    rmm::detail::check(
+      rmm_logging_resource_adaptor_get_file_name(handle(), name.data(), name.size(), &length, &err), err,
+      "logging_resource_adaptor::get_file_name");
+    name.resize(length);
+    return name;
+  }
+
+  /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
+  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
+
+ private:
+  logging_resource_adaptor(detail::upstream_holder upstream, std::string const& filename, bool auto_flush)
+    : detail::c_resource{detail::make_handle(
+        [&](rmm_resource* out, rmm_error* err) {
+          return rmm_logging_resource_adaptor_new(upstream.handle(), filename.c_str(), auto_flush ? 1 : 0, out,
+                                                  err);
+        },
+        "logging_resource_adaptor")},
+      upstream_{std::move(upstream)}
+  {
+  }
+
+  detail::upstream_holder upstream_;
+};
+
+static_assert(cuda::mr::resource_with<logging_resource_adaptor, cuda::mr::device_accessible>);
+
+}  // namespace rmm::mr

@@ -1,0 +1,52 @@
+/**
+ * @file thread_safe_resource_adaptor.hpp
+ * @brief rmm::mr::thread_safe_resource_adaptor: a mutex around every upstream call (in librmm).
+ */
+#pragma once
+
+#include <rmm/error.hpp>
+#include <rmm/mr/detail/c_resource.hpp>
+#include <rmm/mr/detail/upstream.hpp>
+#include <rmm/mr/per_device_resource.hpp>
+#include <rmm/resource_ref.hpp>
+#include <rmm/rmm_c.h>
+
+#include <cuda/memory_resource>
+
+#include <utility>
+
+namespace rmm::mr {
+
+/**
+ * @brief Serializes the calls to its upstream with one mutex, for upstreams that are not thread-safe.
+ *
+ * A value type: copies share one librmm resource (== compares identity). The upstream may be any
+ * `any_resource<device_accessible>`, a user's C++ resource included; an rmm resource passes its
+ * librmm handle through.
+ */
+class thread_safe_resource_adaptor : public detail::c_resource {
+ public:
+  /** @brief An adaptor over @p upstream. */
+  explicit thread_safe_resource_adaptor(device_any_resource const& upstream) : thread_safe_resource_adaptor{detail::upstream_holder{upstream}} {}
+
+  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
+  explicit thread_safe_resource_adaptor(detail::c_resource const& upstream) : thread_safe_resource_adaptor{detail::upstream_holder{upstream}} {}
+
+  /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
+  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
+
+ private:
+  explicit thread_safe_resource_adaptor(detail::upstream_holder upstream)
+    : detail::c_resource{detail::make_handle(
+        [&](rmm_resource* out, rmm_error* err) { return rmm_thread_safe_resource_adaptor_new(upstream.handle(), out, err); },
+        "thread_safe_resource_adaptor")},
+      upstream_{std::move(upstream)}
+  {
+  }
+
+  detail::upstream_holder upstream_;
+};
+
+static_assert(cuda::mr::resource_with<thread_safe_resource_adaptor, cuda::mr::device_accessible>);
+
+}  // namespace rmm::mr
