@@ -9,7 +9,7 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use rmm_core::abi::{self, rmm_counter, rmm_error, rmm_resource};
+use rmm_core::abi::{self, rmm_counter, rmm_error, rmm_failure_callback, rmm_failure_callback_release, rmm_resource};
 
 /// See `rmm_abi_version` in rmm_c.h.
 #[no_mangle]
@@ -672,4 +672,21 @@ pub unsafe extern "C" fn rmm_thread_safe_resource_adaptor_new(
 ) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { abi::rmm_thread_safe_resource_adaptor_new(upstream, out, err) }
+}
+
+/// See `rmm_failure_callback_resource_adaptor_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_failure_callback_resource_adaptor_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_failure_callback_resource_adaptor_new(
+    upstream: rmm_resource,
+    callback: rmm_failure_callback,
+    context: *mut c_void,
+    release_context: rmm_failure_callback_release,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_failure_callback_resource_adaptor_new(upstream, callback, context, release_context, out, err) }
 }

@@ -7,6 +7,7 @@
 #include <rmm/mr/aligned_resource_adaptor.hpp>
 #include <rmm/mr/arena_memory_resource.hpp>
 #include <rmm/mr/binning_memory_resource.hpp>
+#include <rmm/mr/failure_callback_resource_adaptor.hpp>
 #include <rmm/mr/fixed_size_memory_resource.hpp>
 #include <rmm/mr/limiting_resource_adaptor.hpp>
 #include <rmm/mr/logging_resource_adaptor.hpp>
@@ -127,6 +128,7 @@ static_assert(value_type_v<rmm::mr::arena_memory_resource>);
 static_assert(value_type_v<rmm::mr::fixed_size_memory_resource>);
 static_assert(value_type_v<rmm::mr::binning_memory_resource>);
 static_assert(value_type_v<rmm::mr::logging_resource_adaptor>);
+static_assert(value_type_v<rmm::mr::failure_callback_resource_adaptor<>>);
 static_assert(value_type_v<rmm::mr::prefetch_resource_adaptor>);
 static_assert(value_type_v<rmm::mr::thread_safe_resource_adaptor>);
 static_assert(!std::is_convertible_v<rmm::mr::system_memory_resource, rmm::mr::prefetch_resource_adaptor>);
@@ -462,4 +464,79 @@ TEST(ThreadSafeResourceAdaptor, ManyThreads)
   EXPECT_EQ(c->allocs.load(), 800);
   EXPECT_EQ(c->deallocs.load(), 800);
   EXPECT_EQ(c->live_bytes.load(), 0);
+}
+
+namespace {
+
+/// The callback argument of the failure-callback tests: a ballast block the callback can free.
+struct ballast_state {
+  rmm::mr::detail::c_resource sim;
+  void* block;
+  int calls;
+};
+
+constexpr std::size_t ballast_bytes = std::size_t{3} << 20;
+
+bool free_ballast(std::size_t, void* arg)
+{
+  auto* s = static_cast<ballast_state*>(arg);
+  ++s->calls;
+  if (s->block == nullptr) { return false; }
+  s->sim.deallocate_sync(s->block, ballast_bytes);
+  s->block = nullptr;
+  return true;
+}
+
+}  // namespace
+
+TEST(FailureCallbackResourceAdaptor, RetriesWhileTheCallbackSaysSo)
+{
+  auto sim = simulated(std::size_t{4} << 20);
+  ballast_state state{sim, sim.allocate_sync(ballast_bytes), 0};
+  rmm::mr::failure_callback_resource_adaptor<> fc{sim, free_ballast, &state};
+  void* p = fc.allocate_sync(std::size_t{2} << 20);  // fails, the callback frees the ballast, retried
+  EXPECT_NE(p, nullptr);
+  EXPECT_EQ(state.calls, 1);
+  EXPECT_EQ(state.block, nullptr);
+  auto copy = fc;
+  EXPECT_THROW(copy.allocate_sync(ballast_bytes), rmm::out_of_memory);  // the callback gives up
+  EXPECT_EQ(state.calls, 2);
+  fc.deallocate_sync(p, std::size_t{2} << 20);
+  auto up = fc.get_upstream_resource();
+  auto const* as = cuda::mr::resource_cast<rmm::mr::detail::c_resource>(&up);
+  ASSERT_NE(as, nullptr);
+  EXPECT_TRUE(*as == sim);
+}
+
+TEST(FailureCallbackResourceAdaptor, ExceptionInTheCallbackIsContained)
+{
+  int calls = 0;
+  rmm::mr::failure_callback_resource_adaptor<> fc{
+    simulated(std::size_t{1} << 20),
+    [](std::size_t, void* arg) -> bool {
+      ++*static_cast<int*>(arg);
+      throw std::runtime_error{"from the callback"};
+    },
+    &calls};
+  EXPECT_THROW(fc.allocate_sync(std::size_t{2} << 20), rmm::out_of_memory);
+  EXPECT_EQ(calls, 1);
+  void* p = fc.allocate_sync(1024);  // no failure, no call
+  fc.deallocate_sync(p, 1024);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(FailureCallbackResourceAdaptor, CallbackLivesAsLongAsTheAdaptor)
+{
+  auto token = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = token;
+  {
+    rmm::mr::failure_callback_resource_adaptor<> fc{
+      rmm::mr::system_memory_resource{}, [token](std::size_t, void*) { return false; }, nullptr};
+    token.reset();
+    auto copy = fc;
+    EXPECT_FALSE(watch.expired());  // held by librmm's adaptor
+  }
+  EXPECT_TRUE(watch.expired());  // released with the last reference
+  EXPECT_THROW((rmm::mr::failure_callback_resource_adaptor<>{rmm::mr::system_memory_resource{}, nullptr, nullptr}),
+               rmm::logic_error);
 }

@@ -374,6 +374,23 @@ int rmm_prefetch_resource_adaptor_new(rmm_resource upstream, rmm_resource* out, 
 /** A new thread_safe_resource_adaptor over `upstream`: one mutex around every upstream call. */
 int rmm_thread_safe_resource_adaptor_new(rmm_resource upstream, rmm_resource* out, rmm_error* err);
 
+/** A failure callback: gets the size of the failed request and its context; returns non-zero to
+ *  retry the request, 0 to give up. It may be called from several threads at once and must not
+ *  throw or unwind. */
+typedef int (*rmm_failure_callback)(size_t bytes, void* context);
+
+/** Releases a failure callback's context. */
+typedef void (*rmm_failure_callback_release)(void* context);
+
+/** A new failure_callback_resource_adaptor over `upstream`: when the upstream is out of memory,
+ *  callback(bytes, context) is called and the request retried while it returns non-zero; then the
+ *  out-of-memory error is returned. Other errors pass through. The adaptor takes over `context`:
+ *  release_context (may be NULL) is called on it once, when the last reference to the adaptor is
+ *  gone, or before this call returns if it fails (a NULL callback is INVALID_ARGUMENT). */
+int rmm_failure_callback_resource_adaptor_new(rmm_resource upstream, rmm_failure_callback callback, void* context,
+                                              rmm_failure_callback_release release_context, rmm_resource* out,
+                                              rmm_error* err);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

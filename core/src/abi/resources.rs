@@ -10,14 +10,15 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
 
 use super::{clear_out, guarded, null_out, put, rmm_error, rmm_resource, with_borrowed};
 use crate::error::{Error, Result};
 use crate::mr::statistics::Counter;
 use crate::mr::{
     AlignedResourceAdaptor, ArenaMemoryResource, BinningMemoryResource, CudaAsyncMemoryResource,
-    CudaAsyncOptions, ExportHandleType, FixedSizeMemoryResource, LimitingResourceAdaptor,
-    LoggingResourceAdaptor,
+    CudaAsyncOptions, ExportHandleType, FailureCallbackResourceAdaptor, FixedSizeMemoryResource,
+    LimitingResourceAdaptor, LoggingResourceAdaptor,
     ManagedMemoryResource, PinnedHostMemoryResource, PoolMemoryResource,
     PrefetchResourceAdaptor, SamHeadroomMemoryResource, SimulatedMemoryResource,
     StatisticsResourceAdaptor, ThreadSafeResourceAdaptor, TrackingResourceAdaptor,
@@ -911,6 +912,84 @@ pub unsafe extern "C" fn rmm_thread_safe_resource_adaptor_new(
         new_resource(out, err, || {
             Ok(AnyResource::new(ThreadSafeResourceAdaptor::new(
                 upstream_of(upstream)?,
+            )))
+        })
+    }
+}
+
+// --- failure callback ------------------------------------------------------------------------
+
+/// A C failure callback (`rmm_failure_callback` in C): gets the size of the failed request and
+/// the context; returns non-zero to retry, 0 to give up. It must not unwind.
+pub type rmm_failure_callback = Option<unsafe extern "C" fn(bytes: usize, context: *mut c_void) -> c_int>;
+
+/// Releases a failure callback's context (`rmm_failure_callback_release` in C).
+pub type rmm_failure_callback_release = Option<unsafe extern "C" fn(context: *mut c_void)>;
+
+/// A C callback and its context, released (once) when the last adaptor sharing it drops.
+struct CFailureCallback {
+    callback: rmm_failure_callback,
+    context: *mut c_void,
+    release: rmm_failure_callback_release,
+}
+
+// SAFETY: the C contract of rmm_failure_callback_resource_adaptor_new: the callback may be called
+// from any thread, at once from several, and the context may be released from any thread.
+unsafe impl Send for CFailureCallback {}
+// SAFETY: as above.
+unsafe impl Sync for CFailureCallback {}
+
+impl CFailureCallback {
+    fn call(&self, bytes: usize) -> bool {
+        match self.callback {
+            // SAFETY: the C contract: `callback` accepts `context` while it is not released.
+            Some(f) => unsafe { f(bytes, self.context) != 0 },
+            None => false,
+        }
+    }
+}
+
+impl Drop for CFailureCallback {
+    fn drop(&mut self) {
+        if let Some(release) = self.release {
+            // SAFETY: the C contract; this runs once, after the last call.
+            unsafe { release(self.context) }
+        }
+    }
+}
+
+/// A new `failure_callback_resource_adaptor` over `upstream` (BORROWED): when the upstream is out
+/// of memory, `callback(bytes, context)` is called and the request retried while it returns
+/// non-zero. The adaptor takes over `context`: `release_context` (may be NULL) is called on it
+/// once, when the last reference to the adaptor is gone, or before returning if this call fails.
+///
+/// # Safety
+/// `upstream` is live; `callback` and `release_context` are NULL or valid functions that may be
+/// called from any thread and never unwind; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_failure_callback_resource_adaptor_new(
+    upstream: rmm_resource,
+    callback: rmm_failure_callback,
+    context: *mut c_void,
+    release_context: rmm_failure_callback_release,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // Made first, so that every failure below releases the context.
+    let c_callback = Arc::new(CFailureCallback {
+        callback,
+        context,
+        release: release_context,
+    });
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, move || {
+            if callback.is_none() {
+                return Err(Error::invalid("callback must not be NULL"));
+            }
+            let upstream = upstream_of(upstream)?;
+            Ok(AnyResource::new(FailureCallbackResourceAdaptor::new(
+                upstream,
+                Arc::new(move |bytes| c_callback.call(bytes)),
             )))
         })
     }

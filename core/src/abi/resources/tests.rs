@@ -554,3 +554,94 @@ fn prefetch_and_thread_safe_round_trip() {
     drop(ts);
     assert_eq!(owners(&pre), 1);
 }
+
+/// The context of the C failure callback of the tests: frees a ballast block on the first call.
+struct Ballast {
+    sim: rmm_resource,
+    block: *mut c_void,
+    calls: std::sync::atomic::AtomicUsize,
+    released: std::sync::atomic::AtomicBool,
+}
+
+unsafe extern "C" fn free_ballast(_bytes: usize, context: *mut c_void) -> c_int {
+    // SAFETY: `context` is the test's live Ballast.
+    let b = unsafe { &mut *context.cast::<Ballast>() };
+    b.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    if b.block.is_null() {
+        return 0;
+    }
+    let mut err = rmm_error::new();
+    // SAFETY: the block came from `sim` with these arguments.
+    let status = unsafe { rmm_resource_deallocate_sync(b.sim, b.block, 3 << 20, 256, &mut err) };
+    b.block = null_mut();
+    c_int::from(status == RMM_OK)
+}
+
+unsafe extern "C" fn mark_released(context: *mut c_void) {
+    // SAFETY: as above.
+    let b = unsafe { &*context.cast::<Ballast>() };
+    b.released.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+#[test]
+fn failure_callback_round_trip() {
+    use std::sync::atomic::Ordering::SeqCst;
+    // SAFETY: valid out-pointers.
+    let sim = made(|o, e| unsafe { rmm_simulated_memory_resource_new(4 << 20, o, e) });
+    let mut ballast = Ballast {
+        sim: sim.0,
+        block: alloc(&sim, 3 << 20),
+        calls: 0.into(),
+        released: false.into(),
+    };
+    let ctx = (&raw mut ballast).cast::<c_void>();
+    // SAFETY: live upstream; the callbacks accept `ctx`, which outlives the adaptor.
+    let fc = made(|o, e| unsafe {
+        rmm_failure_callback_resource_adaptor_new(
+            sim.0,
+            Some(free_ballast),
+            ctx,
+            Some(mark_released),
+            o,
+            e,
+        )
+    });
+    let p = alloc(&fc, 2 << 20); // fails once, the callback frees the ballast, the retry succeeds
+    // SAFETY: reading the context through the pointer the callback used.
+    let calls = || unsafe { (*ctx.cast::<Ballast>()).calls.load(SeqCst) };
+    assert_eq!(calls(), 1);
+    let mut q = null_mut();
+    let mut err = rmm_error::new();
+    // SAFETY: valid; the callback has nothing left to free and returns 0.
+    let status = unsafe { rmm_resource_allocate_sync(fc.0, 3 << 20, 256, &mut q, &mut err) };
+    assert_eq!(status, RMM_ERROR_OUT_OF_MEMORY);
+    assert_eq!(calls(), 2);
+    free(&fc, p, 2 << 20);
+    drop(fc);
+    // SAFETY: as above.
+    assert!(unsafe { (*ctx.cast::<Ballast>()).released.load(SeqCst) });
+
+    // A failed constructor releases the context too.
+    ballast.released.store(false, SeqCst);
+    let ctx = (&raw mut ballast).cast::<c_void>();
+    let mut out = rmm_resource::NULL;
+    // SAFETY: the empty upstream is reported.
+    let status = unsafe {
+        rmm_failure_callback_resource_adaptor_new(
+            rmm_resource::NULL,
+            Some(free_ballast),
+            ctx,
+            Some(mark_released),
+            &mut out,
+            &mut err,
+        )
+    };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    assert!(out.is_null());
+    assert!(ballast.released.load(SeqCst));
+    // SAFETY: a NULL callback is reported.
+    let status = unsafe {
+        rmm_failure_callback_resource_adaptor_new(sim.0, None, null_mut(), None, &mut out, &mut err)
+    };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+}
