@@ -690,3 +690,33 @@ pub unsafe extern "C" fn rmm_failure_callback_resource_adaptor_new(
     // SAFETY: forwarded contract.
     unsafe { abi::rmm_failure_callback_resource_adaptor_new(upstream, callback, context, release_context, out, err) }
 }
+
+/// See `rmm_pool_memory_resource_maximum_pool_size` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_pool_memory_resource_maximum_pool_size`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_pool_memory_resource_maximum_pool_size(
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_pool_memory_resource_maximum_pool_size(resource, out, err) }
+}
+
+/// See `rmm_tracking_resource_adaptor_get_outstanding_allocations_str` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_tracking_resource_adaptor_get_outstanding_allocations_str`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_outstanding_allocations_str(
+    resource: rmm_resource,
+    buf: *mut c_char,
+    capacity: usize,
+    length_out: *mut usize,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_tracking_resource_adaptor_get_outstanding_allocations_str(resource, buf, capacity, length_out, err) }
+}

@@ -26,6 +26,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -39,6 +40,7 @@
 #include <vector>
 #include <memory>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -539,4 +541,33 @@ TEST(FailureCallbackResourceAdaptor, CallbackLivesAsLongAsTheAdaptor)
   EXPECT_TRUE(watch.expired());  // released with the last reference
   EXPECT_THROW((rmm::mr::failure_callback_resource_adaptor<>{rmm::mr::system_memory_resource{}, nullptr, nullptr}),
                rmm::logic_error);
+}
+
+TEST(PoolMemoryResource, MaximumPoolSize)
+{
+  rmm::mr::system_memory_resource sys;
+  EXPECT_EQ((rmm::mr::pool_memory_resource{sys, 1 << 20, std::size_t{4} << 20}.maximum_pool_size()),
+            std::optional<std::size_t>{std::size_t{4} << 20});
+  EXPECT_EQ((rmm::mr::pool_memory_resource{sys, 1 << 20}.maximum_pool_size()), std::nullopt);
+}
+
+TEST(TrackingResourceAdaptor, OutstandingAllocationsStr)
+{
+  rmm::mr::tracking_resource_adaptor tr{rmm::mr::system_memory_resource{}};
+  EXPECT_EQ(tr.get_outstanding_allocations_str(), "");
+  void* p = tr.allocate_sync(300);
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "%#zx: 300 B\n", reinterpret_cast<std::uintptr_t>(p));
+  EXPECT_EQ(tr.get_outstanding_allocations_str(), expected);
+  std::vector<void*> more;
+  for (int i = 0; i < 50; ++i) { more.push_back(tr.allocate_sync(64)); }  // a long text
+  auto const text = tr.get_outstanding_allocations_str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 51);
+  for (void* q : more) { tr.deallocate_sync(q, 64); }
+  tr.deallocate_sync(p, 300);
+  EXPECT_EQ(tr.get_outstanding_allocations_str(), "");
+  rmm::mr::tracking_resource_adaptor with_stacks{rmm::mr::system_memory_resource{}, true};
+  void* s = with_stacks.allocate_sync(128);
+  EXPECT_NE(with_stacks.get_outstanding_allocations_str().find(": 128 B : callstack:"), std::string::npos);
+  with_stacks.deallocate_sync(s, 128);
 }

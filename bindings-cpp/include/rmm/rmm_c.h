@@ -232,6 +232,9 @@ int rmm_pool_memory_resource_new(rmm_resource upstream, uint64_t initial_pool_si
 /** The bytes a pool_memory_resource holds from its upstream, into *out. */
 int rmm_pool_memory_resource_pool_size(rmm_resource resource, uint64_t* out, rmm_error* err);
 
+/** The maximum size of a pool_memory_resource, into *out: RMM_SIZE_NONE when it is unbounded. */
+int rmm_pool_memory_resource_maximum_pool_size(rmm_resource resource, uint64_t* out, rmm_error* err);
+
 /** A new statistics_resource_adaptor over `upstream`. */
 int rmm_statistics_resource_adaptor_new(rmm_resource upstream, rmm_resource* out, rmm_error* err);
 
@@ -271,6 +274,14 @@ int rmm_tracking_resource_adaptor_new(rmm_resource upstream, int capture_stacks,
 
 /** The bytes outstanding through a tracking_resource_adaptor, into *out. */
 int rmm_tracking_resource_adaptor_get_allocated_bytes(rmm_resource resource, uint64_t* out, rmm_error* err);
+
+/** The outstanding allocations of a tracking_resource_adaptor as text, one line each
+ *  ("0x<address>: <bytes> B", then " : callstack:" and the stack when captured): at most
+ *  capacity - 1 bytes and a NUL are copied to `buf` (nothing when capacity is 0, where buf may be
+ *  NULL); *length_out (required) receives the full length without the NUL. The text may change
+ *  between two calls while other threads allocate. */
+int rmm_tracking_resource_adaptor_get_outstanding_allocations_str(rmm_resource resource, char* buf, size_t capacity,
+                                                                  size_t* length_out, rmm_error* err);
 
 /** A new aligned_resource_adaptor over `upstream`: allocations of at least `alignment_threshold`
  *  bytes (RMM_SIZE_NONE: RMM's default, 0 = every one) are aligned to `alignment` (a power of two;

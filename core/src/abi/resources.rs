@@ -216,6 +216,27 @@ pub unsafe extern "C" fn rmm_pool_memory_resource_pool_size(
     }
 }
 
+/// The maximum size of a `pool_memory_resource`, or [`RMM_SIZE_NONE`] when it is unbounded.
+///
+/// # Safety
+/// `resource` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_pool_memory_resource_maximum_pool_size(
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        accessor(
+            resource,
+            "pool_memory_resource",
+            out,
+            err,
+            |p: &PoolMemoryResource| Ok(p.maximum_pool_size().map_or(RMM_SIZE_NONE, |m| m as u64)),
+        )
+    }
+}
+
 // --- statistics ------------------------------------------------------------------------------
 
 /// A new `statistics_resource_adaptor` over `upstream` (BORROWED).
@@ -428,6 +449,33 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_allocated_bytes(
             err,
             |t: &TrackingResourceAdaptor| Ok(t.allocated_bytes() as u64),
         )
+    }
+}
+
+/// The outstanding allocations of a `tracking_resource_adaptor` as text (one line each, with
+/// stack traces when captured), copied into `buf` as by [`string_out`]; `*length_out` gets the
+/// full length.
+///
+/// # Safety
+/// `resource` is live; `buf` is valid for `capacity` bytes (or NULL with `capacity` 0);
+/// `length_out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_outstanding_allocations_str(
+    resource: rmm_resource,
+    buf: *mut c_char,
+    capacity: usize,
+    length_out: *mut usize,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        guarded(err, || {
+            let text = with_resource(
+                resource,
+                "tracking_resource_adaptor",
+                |t: &TrackingResourceAdaptor| Ok(t.outstanding_allocations_str()),
+            )?;
+            string_out(text.as_bytes(), buf, capacity, length_out)
+        })
     }
 }
 

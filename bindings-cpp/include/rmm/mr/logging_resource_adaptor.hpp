@@ -76,16 +76,11 @@ class logging_resource_adaptor : public detail::c_resource {
   /** @brief The log file's name, as given. */
   [[nodiscard]] std::string get_file_name() const
   {
-    std::size_t length = 0;
-    rmm_error err{};
-    rmm::detail::check(rmm_logging_resource_adaptor_get_file_name(handle(), nullptr, 0, &length, &err), err,
-                       "logging_resource_adaptor::get_file_name");
-    std::string name(length + 1, '\0');
-    rmm::detail::check(
-      rmm_logging_resource_adaptor_get_file_name(handle(), name.data(), name.size(), &length, &err), err,
+    return detail::get_string(
+      [&](char* buf, std::size_t capacity, std::size_t* length, rmm_error* err) {
+        return rmm_logging_resource_adaptor_get_file_name(handle(), buf, capacity, length, err);
+      },
       "logging_resource_adaptor::get_file_name");
-    name.resize(length);
-    return name;
   }
 
   /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */

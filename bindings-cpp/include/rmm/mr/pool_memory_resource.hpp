@@ -61,6 +61,16 @@ class pool_memory_resource : public detail::c_resource {
       "pool_memory_resource::pool_size"));
   }
 
+  /** @brief The most bytes the pool may hold from its upstream; nullopt when unbounded. */
+  [[nodiscard]] std::optional<std::size_t> maximum_pool_size() const
+  {
+    auto const maximum = detail::get_value<std::uint64_t>(
+      [&](std::uint64_t* out, rmm_error* err) { return rmm_pool_memory_resource_maximum_pool_size(handle(), out, err); },
+      "pool_memory_resource::maximum_pool_size");
+    if (maximum == RMM_SIZE_NONE) { return std::nullopt; }
+    return static_cast<std::size_t>(maximum);
+  }
+
  private:
   pool_memory_resource(detail::upstream_holder upstream,
                        std::size_t initial_pool_size,

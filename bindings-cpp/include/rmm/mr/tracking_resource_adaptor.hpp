@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 
 namespace rmm::mr {
@@ -54,6 +55,19 @@ class tracking_resource_adaptor : public detail::c_resource {
     return static_cast<std::size_t>(detail::get_value<std::uint64_t>(
       [&](std::uint64_t* out, rmm_error* err) { return rmm_tracking_resource_adaptor_get_allocated_bytes(handle(), out, err); },
       "tracking_resource_adaptor::get_allocated_bytes"));
+  }
+
+  /**
+   * @brief The outstanding allocations as text, one line each by address: `0x<address>: <bytes> B`,
+   * followed by ` : callstack:` and the stack when stacks are captured.
+   */
+  [[nodiscard]] std::string get_outstanding_allocations_str() const
+  {
+    return detail::get_string(
+      [&](char* buf, std::size_t capacity, std::size_t* length, rmm_error* err) {
+        return rmm_tracking_resource_adaptor_get_outstanding_allocations_str(handle(), buf, capacity, length, err);
+      },
+      "tracking_resource_adaptor::get_outstanding_allocations_str");
   }
 
  private:

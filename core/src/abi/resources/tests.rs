@@ -645,3 +645,69 @@ fn failure_callback_round_trip() {
     };
     assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
 }
+
+#[test]
+fn pool_maximum_and_tracking_outstanding_str() {
+    let up = system();
+    // SAFETY: as above.
+    let bounded =
+        made(|o, e| unsafe { rmm_pool_memory_resource_new(up.0, 1 << 20, 4 << 20, o, e) });
+    // SAFETY: as above.
+    let unbounded =
+        made(|o, e| unsafe { rmm_pool_memory_resource_new(up.0, 1 << 20, RMM_SIZE_NONE, o, e) });
+    let maximum = |r: &Owned| {
+        // SAFETY: live handle.
+        get_u64(|o, e| unsafe { rmm_pool_memory_resource_maximum_pool_size(r.0, o, e) })
+    };
+    assert_eq!(maximum(&bounded), 4 << 20);
+    assert_eq!(maximum(&unbounded), RMM_SIZE_NONE);
+
+    // SAFETY: as above.
+    let tr = made(|o, e| unsafe { rmm_tracking_resource_adaptor_new(up.0, 0, o, e) });
+    let text = || {
+        let mut len = 0usize;
+        let mut err = rmm_error::new();
+        // SAFETY: live handle; length only.
+        let status = unsafe {
+            rmm_tracking_resource_adaptor_get_outstanding_allocations_str(
+                tr.0,
+                null_mut(),
+                0,
+                &mut len,
+                &mut err,
+            )
+        };
+        assert_eq!(status, RMM_OK, "{err:?}");
+        let mut buf = vec![0 as c_char; len + 1];
+        // SAFETY: `buf` holds len + 1 bytes.
+        let status = unsafe {
+            rmm_tracking_resource_adaptor_get_outstanding_allocations_str(
+                tr.0,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut len,
+                &mut err,
+            )
+        };
+        assert_eq!(status, RMM_OK, "{err:?}");
+        // SAFETY: NUL-terminated by the call.
+        unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap().to_owned()
+    };
+    let p = alloc(&tr, 300);
+    assert_eq!(text(), format!("{:#x}: 300 B\n", p as usize));
+    free(&tr, p, 300);
+    assert_eq!(text(), "");
+    let mut len = 0usize;
+    let mut err = rmm_error::new();
+    // SAFETY: the wrong type is reported.
+    let status = unsafe {
+        rmm_tracking_resource_adaptor_get_outstanding_allocations_str(
+            up.0,
+            null_mut(),
+            0,
+            &mut len,
+            &mut err,
+        )
+    };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+}

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 
 namespace rmm::mr::detail {
@@ -65,6 +66,30 @@ T get_value(Get&& get, const char* what)
   rmm_error err{};
   rmm::detail::check(get(&value, &err), err, what);
   return value;
+}
+
+/**
+ * @brief Calls the C string accessor @p get (`int(char* buf, size_t capacity, size_t* length_out,
+ * rmm_error* err)`) until the whole text fits (it may grow between calls) and returns it; throws on
+ * failure.
+ */
+template <class Get>
+std::string get_string(Get&& get, const char* what)
+{
+  std::size_t length = 0;
+  rmm_error err{};
+  rmm::detail::check(get(nullptr, 0, &length, &err), err, what);
+  std::string text;
+  while (true) {
+    text.assign(length + 1, '\0');
+    std::size_t full = 0;
+    rmm::detail::check(get(text.data(), text.size(), &full, &err), err, what);
+    if (full <= length) {
+      text.resize(full);
+      return text;
+    }
+    length = full;
+  }
 }
 
 /** @brief An optional size as the C ABI takes it (RMM_SIZE_NONE for none). */
