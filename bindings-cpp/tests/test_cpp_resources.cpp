@@ -7,6 +7,7 @@
 #include <rmm/mr/aligned_resource_adaptor.hpp>
 #include <rmm/mr/arena_memory_resource.hpp>
 #include <rmm/mr/binning_memory_resource.hpp>
+#include <rmm/mr/cuda_memory_resource.hpp>
 #include <rmm/mr/failure_callback_resource_adaptor.hpp>
 #include <rmm/mr/fixed_size_memory_resource.hpp>
 #include <rmm/mr/limiting_resource_adaptor.hpp>
@@ -370,9 +371,13 @@ TEST(Composition, RmmUpstreamHandlePassesThrough)
 
 TEST(Composition, PoolAsCurrentDeviceResource)
 {
-  rmm::mr::pool_memory_resource pool{rmm::mr::system_memory_resource{}, 1 << 20};
+  // The registry takes host memory in host mode and device memory when a GPU is present.
+  rmm::mr::detail::c_resource const base = rmm_is_host_mode()
+                                             ? rmm::mr::detail::c_resource{rmm::mr::system_memory_resource{}}
+                                             : rmm::mr::detail::c_resource{rmm::mr::cuda_memory_resource{}};
+  rmm::mr::pool_memory_resource pool{base, 1 << 20};
   statistics_resource_adaptor stats{pool};
-  rmm::mr::set_current_device_resource(stats);  // passes its librmm handle: host-accessible in host mode
+  rmm::mr::set_current_device_resource(stats);  // passes its librmm handle through
   rmm_resource current{nullptr, nullptr};
   rmm_error err{};
   ASSERT_EQ(rmm_get_current_device_resource(&current, &err), RMM_OK) << err.message;
