@@ -3,8 +3,9 @@
 
 usage: bench-figure.py BENCH_CSV OUT_PNG        (needs matplotlib: pip install matplotlib)
 
-One panel per workload; for each resource and thread count, rmm-rs and RMM 26.10 side by side, in
-aggregate nanoseconds per operation on a log scale (lower is better).
+One panel per workload; for each resource and thread count, rmm-rs from Rust, rmm-rs through its C++
+headers and RMM 26.10 side by side, in aggregate nanoseconds per operation on a log scale (lower is
+better). An implementation missing from the CSV is left out of the legend.
 """
 import csv
 import sys
@@ -16,7 +17,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 RESOURCES = ["pool", "arena", "binning", "cuda_async", "cuda", "empty"]
 SHORT = {"cuda_async": "async"}
-IMPLS = [("rmm-rs", "rmm-rs", "#1f77b4"), ("rmm-26.10", "RMM 26.10", "#ff7f0e")]
+IMPLS = [
+    ("rmm-rs", "rmm-rs (Rust)", "#1f77b4"),
+    ("rmm-rs-cpp", "rmm-rs (C++ API)", "#2ca02c"),
+    ("rmm-26.10", "RMM 26.10", "#ff7f0e"),
+]
 
 
 def main(bench_csv, out_png):
@@ -25,6 +30,7 @@ def main(bench_csv, out_png):
         for row in csv.DictReader(f):
             key = (row["workload"], row["resource"], int(row["threads"]), row["impl"])
             values[key] = float(row["ns_per_op"])
+    impls = [i for i in IMPLS if any(k[3] == i[0] for k in values)]
     workloads = [("pair256", "256 B allocate + free"), ("random", "RMM's random allocations")]
     fig, axes = plt.subplots(1, 2, figsize=(15, 5.5))
     for ax, (workload, title) in zip(axes, workloads):
@@ -32,11 +38,11 @@ def main(bench_csv, out_png):
             (r, t)
             for r in RESOURCES
             for t in (1, 4, 16)
-            if any((workload, r, t, i) in values for i, _, _ in IMPLS)
+            if any((workload, r, t, i) in values for i, _, _ in impls)
         ]
-        width = 0.4
-        for k, (impl, label, color) in enumerate(IMPLS):
-            xs = [g + (k - 0.5) * width for g in range(len(groups))]
+        width = 0.8 / len(impls)
+        for k, (impl, label, color) in enumerate(impls):
+            xs = [g + (k - (len(impls) - 1) / 2) * width for g in range(len(groups))]
             ys = [values.get((workload, r, t, impl), 0) for r, t in groups]
             ax.bar(xs, ys, width, label=label, color=color)
         ax.set_xticks(range(len(groups)))

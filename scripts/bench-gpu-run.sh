@@ -1,41 +1,79 @@
 #!/usr/bin/env bash
 # Benchmarks, second half (runs THERE, on the GPU machine, with stage/ carried; see bench-stage.sh).
-# Runs the Rust criterion benchmark and RMM 26.10's peer binary on the same workloads in one go, and
-# writes $OUT/bench.csv (every number), $OUT/bench.md (the table for docs/benchmarks.md) and the logs.
-# RMM_BENCH_QUICK=1 shortens criterion's measurement for a smoke run; RMM_BENCH_RESOURCES (peer) and
-# RMM_BENCH_FILTER (Rust, a regex such as "/pool/") run a subset.
+# Builds benchmarks/peer/rmm_peer_bench.cpp with nvcc twice (against RMM 26.10's wheel, and against
+# our <rmm/...> headers + librmm.so; g++-built copies from stage/bench/gxx are the fallback), then runs
+# RMM 26.10, our C++ build and the Rust criterion benchmark on the same workloads in one go. Writes
+# $OUT/bench.csv (every number), $OUT/bench.md (the tables for docs/benchmarks.md) and the logs.
+# RMM_BENCH_QUICK=1 shortens criterion's measurement for a smoke run; RMM_BENCH_RESOURCES (C++) and
+# RMM_BENCH_FILTER (Rust, a regex such as "/pool/") run a subset; RMM_BENCH_RUST=0 skips the Rust side.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-B=$PWD/stage/bench
+ROOT=$PWD
+B=$ROOT/stage/bench
+W=/tmp/rmm-bench-work
 OUT=${OUT:-/tmp/rmm-bench-out}
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$B/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+rm -rf "$W" && mkdir -p "$W/peer" "$W/cccl" "$W/bin"
 export CRITERION_HOME=/tmp/criterion
 rm -rf "$CRITERION_HOME"
 nvidia-smi -L | tee "$OUT/machine.txt"
+CUDA_LIB=/usr/local/cuda/lib64
+
+for w in "$B"/wheels/*.whl; do (cd "$W/peer" && python3 -m zipfile -e "$w" .); done
+tar -C "$W/cccl" -xzf "$B/cccl.tar.gz"
+U=$W/peer
+PEER_LIBS=$U/librmm/lib64:$U/rapids_logger/lib64:$CUDA_LIB
+OUR_LIBS=$B/rmmrs:$CUDA_LIB
+
+build() { # name, then the compile command
+    local name=$1; shift
+    if "$@" >>"$OUT/build.log" 2>&1; then
+        echo "$name: built with nvcc ($(nvcc --version | tail -1))" | tee -a "$OUT/machine.txt"
+    else
+        cp "$B/gxx/$name" "$W/bin/$name"
+        echo "$name: nvcc build FAILED (build.log): using the g++ build from stage/bench/gxx" | tee -a "$OUT/machine.txt"
+    fi
+}
+# RMM 26.10 bundles its CCCL under include/rapids; the CUDA runtime from the toolkit.
+build rmm_peer_bench nvcc -std=c++20 -O2 -cudart shared \
+    -I "$U/librmm/include/rapids" -I "$U/librmm/include" -I "$U/rapids_logger/include" \
+    benchmarks/peer/rmm_peer_bench.cpp -o "$W/bin/rmm_peer_bench" \
+    -L "$U/librmm/lib64" -lrmm -L "$U/rapids_logger/lib64" -lrapids_logger
+# Ours: CCCL 3.5 first (the toolkit's CCCL 3.0.1 has no any_resource), then our headers.
+build rmmrs_cpp_bench nvcc -std=c++20 -O2 -cudart shared -DRMM_BENCH_IMPL='"rmm-rs-cpp"' \
+    -I "$W/cccl/nvidia/cu13/include/cccl" -I bindings-cpp/include \
+    benchmarks/peer/rmm_peer_bench.cpp -o "$W/bin/rmmrs_cpp_bench" -L "$B/rmmrs" -lrmm
 
 resources=${RMM_BENCH_RESOURCES:-"pool arena binning cuda_async cuda"}
 peer=$OUT/peer.csv
 echo "impl,resource,workload,threads,ops,seconds,ns_per_op" >"$peer"
+cxx_run() { # binary, library path, args...
+    local bin=$1 libs=$2; shift 2
+    LD_LIBRARY_PATH=$libs "$W/bin/$bin" "$@" >>"$peer" 2>>"$OUT/bench-cpp.log" ||
+        echo "$bin $* failed (bench-cpp.log)" | tee -a "$OUT/bench-cpp.log"
+}
 for workload in pair256 random; do
     for r in $resources; do
         for t in 1 4 16; do
             iters=200000; [ "$r" = cuda ] && iters=2000
-            "$B/rmm_peer_bench" --resource "$r" --workload "$workload" --threads "$t" --iters "$iters" \
-                >>"$peer" 2>>"$OUT/bench-peer.log" || echo "peer $r $workload $t failed (bench-peer.log)" | tee -a "$OUT/bench-peer.log"
+            args=(--resource "$r" --workload "$workload" --threads "$t" --iters "$iters")
+            cxx_run rmm_peer_bench "$PEER_LIBS" "${args[@]}"
+            cxx_run rmmrs_cpp_bench "$OUR_LIBS" "${args[@]}"
         done
     done
 done
 for t in 1 4 16; do
-    "$B/rmm_peer_bench" --workload empty --threads "$t" --iters 2000000 >>"$peer" 2>>"$OUT/bench-peer.log"
+    cxx_run rmm_peer_bench "$PEER_LIBS" --workload empty --threads "$t" --iters 2000000
+    cxx_run rmmrs_cpp_bench "$OUR_LIBS" --workload empty --threads "$t" --iters 2000000
 done
 
-times="--warm-up-time 1 --measurement-time 3"
-[ "${RMM_BENCH_QUICK:-0}" = 1 ] && times="--warm-up-time 0.2 --measurement-time 0.5"
-# RMM_BENCH_FILTER narrows the Rust side the way RMM_BENCH_RESOURCES narrows the peer (a regex).
-# shellcheck disable=SC2086
-"$B/allocations" --bench $times ${RMM_BENCH_FILTER:+"$RMM_BENCH_FILTER"} >"$OUT/bench-rust.log" 2>&1 ||
-    echo "rust benchmark exit $? (bench-rust.log)"
+if [ "${RMM_BENCH_RUST:-1}" != 0 ]; then
+    times="--warm-up-time 1 --measurement-time 3"
+    [ "${RMM_BENCH_QUICK:-0}" = 1 ] && times="--warm-up-time 0.2 --measurement-time 0.5"
+    # shellcheck disable=SC2086
+    LD_LIBRARY_PATH=$CUDA_LIB "$B/allocations" --bench $times ${RMM_BENCH_FILTER:+"$RMM_BENCH_FILTER"} \
+        >"$OUT/bench-rust.log" 2>&1 || echo "rust benchmark exit $? (bench-rust.log)"
+fi
 
 python3 "$B/bench-table.py" "$CRITERION_HOME" "$peer" "$OUT/bench.csv" "$OUT/bench.md"
 cat "$OUT/bench.md"

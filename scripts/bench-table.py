@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""Joins the Rust criterion results and RMM 26.10's peer CSV into one table.
+"""Joins the Rust criterion results and the C++ benchmark CSV (RMM 26.10 and rmm-rs through its C++
+headers) into one table.
 
-usage: bench-table.py CRITERION_DIR PEER_CSV OUT_CSV OUT_MD
+usage: bench-table.py CRITERION_DIR CPP_CSV OUT_CSV OUT_MD
 
 Criterion stores each benchmark under <dir>/<group>/<resource>/<threads>/new/ with estimates.json
 (times per iteration, ns) and benchmark.json (throughput: operations per iteration). ns per op is the
 median time per iteration over the operations of one iteration: the inverse of the aggregate
-throughput, the same unit as the peer's ns_per_op column.
+throughput, the same unit as the C++ CSV's ns_per_op column.
 """
 import csv
 import json
 import pathlib
 import sys
+
+PEER = "rmm-26.10"
+IMPLS = [("rmm-rs", "rmm-rs (Rust)"), ("rmm-rs-cpp", "rmm-rs (C++ API)"), (PEER, "RMM 26.10")]
 
 
 def rust_rows(criterion_dir):
@@ -30,8 +34,8 @@ def rust_rows(criterion_dir):
         }
 
 
-def peer_rows(peer_csv):
-    with open(peer_csv, newline="") as f:
+def cpp_rows(cpp_csv):
+    with open(cpp_csv, newline="") as f:
         for row in csv.DictReader(f):
             yield {
                 "impl": row["impl"],
@@ -42,8 +46,8 @@ def peer_rows(peer_csv):
             }
 
 
-def main(criterion_dir, peer_csv, out_csv, out_md):
-    rows = list(rust_rows(criterion_dir)) + list(peer_rows(peer_csv))
+def main(criterion_dir, cpp_csv, out_csv, out_md):
+    rows = list(rust_rows(criterion_dir)) + list(cpp_rows(cpp_csv))
     with open(out_csv, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["impl", "resource", "workload", "threads", "ns_per_op"])
         writer.writeheader()
@@ -51,15 +55,18 @@ def main(criterion_dir, peer_csv, out_csv, out_md):
     table = {}
     for r in rows:
         table.setdefault((r["workload"], r["resource"], r["threads"]), {})[r["impl"]] = r["ns_per_op"]
-    lines = [
-        "| workload | resource | threads | rmm-rs ns/op | RMM 26.10 ns/op | rmm-rs ÷ RMM |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
-    ]
+    header = ["workload", "resource", "threads"] + [f"{label} ns/op" for _, label in IMPLS]
+    header += [f"{label} ÷ RMM" for impl, label in IMPLS if impl != PEER]
+    lines = ["| " + " | ".join(header) + " |", "| --- | --- |" + " ---: |" * (len(header) - 2)]
+    fmt = lambda v: f"{v:,.1f}" if v is not None else "–"
     for (workload, resource, threads), by_impl in sorted(table.items()):
-        ours, peer = by_impl.get("rmm-rs"), by_impl.get("rmm-26.10")
-        ratio = f"{ours / peer:.2f}" if ours and peer else "–"
-        fmt = lambda v: f"{v:,.1f}" if v is not None else "–"
-        lines.append(f"| {workload} | {resource} | {threads} | {fmt(ours)} | {fmt(peer)} | {ratio} |")
+        peer = by_impl.get(PEER)
+        cells = [workload, resource, str(threads)] + [fmt(by_impl.get(impl)) for impl, _ in IMPLS]
+        for impl, _ in IMPLS:
+            if impl != PEER:
+                ours = by_impl.get(impl)
+                cells.append(f"{ours / peer:.2f}" if ours and peer else "–")
+        lines.append("| " + " | ".join(cells) + " |")
     pathlib.Path(out_md).write_text("\n".join(lines) + "\n")
 
 

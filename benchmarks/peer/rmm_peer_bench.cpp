@@ -1,7 +1,8 @@
 // The allocation workloads of docs/benchmarks.md, written once against RMM 26.x's public C++ API.
 //
-// Built on the GPU machine against RMM 26.10 from the librmm-cu13 wheel (scripts/bench-gpu-run.sh);
-// the C++ binding issue builds the same file against our headers. Prints one CSV row per run:
+// Built twice on the GPU machine by nvcc (scripts/bench-gpu-run.sh): against RMM 26.10 from the
+// librmm-cu13 wheel, and against rmm-rs's headers and librmm.so, with RMM_BENCH_IMPL naming which.
+// Prints one CSV row per run:
 //   impl,resource,workload,threads,ops,seconds,ns_per_op
 // where an op is one allocate+free pair (pair256, empty) or one step of the random workload, and
 // ns_per_op is wall time over all threads' ops: the inverse of the aggregate throughput.
@@ -33,6 +34,10 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#ifndef RMM_BENCH_IMPL
+#define RMM_BENCH_IMPL "rmm-26.10"
+#endif
 
 namespace {
 
@@ -189,7 +194,8 @@ int main(int argc, char** argv) {
   for (auto& s : streams) { s.synchronize(); }
   long total = 0;
   for (long n : ops) { total += n; }
-  std::printf("rmm-26.10,%s,%s,%d,%ld,%.6f,%.2f\n",
+  std::printf("%s,%s,%s,%d,%ld,%.6f,%.2f\n",
+              RMM_BENCH_IMPL,
               opt.workload == "empty" ? "empty" : opt.resource.c_str(),
               opt.workload.c_str(),
               opt.threads,
