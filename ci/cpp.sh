@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # C++ suite: configures bindings-cpp with CMake (which builds librmm.so through cargo), builds the
-# GoogleTest tests and runs them with ctest. GPU tests skip themselves in host mode.
+# GoogleTest tests and runs them with ctest. GPU tests skip themselves in host mode. Then installs the
+# CMake package into a temporary prefix, moves it (it must be relocatable), and builds and runs the
+# downstream example bindings-cpp/examples against it with find_package(rmm), linking librmm.so and
+# then librmm.a.
 # CCCL (>= 3.1) and the CUDA runtime headers come from PyPI wheels (bindings-cpp/cmake/fetch-cccl.sh,
 # into $RMM_CCCL_DIR): no nvcc or CUDA toolkit is needed.
 set -uo pipefail
@@ -37,9 +40,53 @@ if [ "$RMM_FAILED" -eq 0 ]; then
         cmake -S bindings-cpp -B "$BUILD_DIR" -G Ninja "-DRMM_CCCL_INCLUDE_DIRS=$CCCL_INCLUDE_DIRS" ${RMM_CPP_CMAKE_ARGS:-}
 fi
 [ "$RMM_FAILED" -eq 0 ] && step "cpp build: cmake --build $BUILD_DIR" cmake --build "$BUILD_DIR"
+built=$((1 - RMM_FAILED))
 if [ "$RMM_FAILED" -eq 0 ]; then
     if has_gpu; then label="cpp cpu+gpu: ctest"; else label="cpp cpu: ctest (gpu tests skip)"; fi
     step "$label" ctest --test-dir "$BUILD_DIR" --output-on-failure
+fi
+
+PKG_TMP=
+PREFIX=
+
+# Installs into $PKG_TMP/installed, then moves the tree to $PREFIX: a config that remembered where it
+# was installed (or the build tree) would break there. Also rejects build-tree paths in the config.
+install_package() {
+    cmake --install "$BUILD_DIR" --prefix "$PKG_TMP/installed" || return 1
+    mv "$PKG_TMP/installed" "$PREFIX" || return 1
+    local f
+    for f in lib/librmm.so lib/librmm.a include/rmm/rmm_c.h include/rmm/mr/pool_memory_resource.hpp \
+        lib/cmake/rmm/rmm-config.cmake lib/cmake/rmm/rmm-config-version.cmake lib/cmake/rmm/fetch-cccl.sh; do
+        [ -f "$PREFIX/$f" ] || { echo "ERROR: $f is not installed" >&2; return 1; }
+    done
+    if grep -rn -e "$RMM_ROOT" -e "$PKG_TMP/installed" "$PREFIX/lib/cmake/rmm"; then
+        echo "ERROR: the installed CMake package names build or install paths (above)" >&2
+        return 1
+    fi
+}
+
+# Configures (fresh build dir), builds and runs the example against $PREFIX; extra args go to cmake.
+# CCCL comes through the environment variable, as a user's shell would set it.
+build_and_run_example() {
+    local dir=$1
+    shift
+    rm -rf "$dir"
+    RMM_CCCL_INCLUDE_DIRS="$CCCL_INCLUDE_DIRS" cmake -S bindings-cpp/examples -B "$dir" -G Ninja \
+        "-DCMAKE_PREFIX_PATH=$PREFIX" "$@" || return 1
+    cmake --build "$dir" || return 1
+    "$dir/example"
+}
+
+if [ "$built" -eq 1 ]; then
+    PKG_TMP=$(mktemp -d "${TMPDIR:-/tmp}/rmm-cpp-package.XXXXXX")
+    trap 'rm -rf "$PKG_TMP"' EXIT
+    PREFIX=$PKG_TMP/prefix
+    step "cpp install: cmake --install $BUILD_DIR, relocated to $PREFIX" install_package
+    if [ "$RMM_FAILED" -eq 0 ] || [ -f "$PREFIX/lib/cmake/rmm/rmm-config.cmake" ]; then
+        step "cpp example: find_package(rmm) + rmm::rmm (librmm.so)" build_and_run_example "$PKG_TMP/example"
+        step "cpp example: find_package(rmm) + rmm::rmm_static (librmm.a)" \
+            build_and_run_example "$PKG_TMP/example-static" -DRMM_EXAMPLE_STATIC=ON
+    fi
 fi
 
 finish cpp
