@@ -32,14 +32,44 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <utility>
 
 namespace rmm {
 
 namespace detail {
 
-/** @brief The resource of a container: shared, so references from memory_resource() survive moves. */
-using container_resource = std::shared_ptr<mr::detail::upstream_holder>;
+/**
+ * @brief The resource of a container: the librmm handle the C buffer is given, and the resource as
+ * the user passed it, so memory_resource() compares equal to a reference to that resource.
+ */
+class container_resource_holder {
+ public:
+  /** @brief The current device's resource (no user object). */
+  explicit container_resource_holder(mr::detail::c_resource current) : handle_{std::move(current)} {}
+  /** @brief @p original, passed to librmm as @p handle. */
+  container_resource_holder(mr::device_any_resource original, mr::detail::upstream_holder handle)
+    : handle_{std::move(handle)}, original_{std::move(original)}
+  {
+  }
+
+  /** @brief The handle, BORROWED. */
+  [[nodiscard]] rmm_resource handle() const noexcept { return handle_.handle(); }
+
+  /** @brief A reference to the resource as the user passed it (or the registry's). */
+  [[nodiscard]] device_async_resource_ref ref() const noexcept
+  {
+    if (original_.has_value()) { return device_async_resource_ref{*original_}; }
+    return handle_.ref();
+  }
+
+ private:
+  mr::detail::upstream_holder handle_;
+  mutable std::optional<mr::device_any_resource> original_;
+};
+
+/** @brief Shared, so references from memory_resource() stay valid when the container is moved. */
+using container_resource = std::shared_ptr<container_resource_holder>;
 
 /** @brief The current device's resource, shared with the registry (RMM's default mr). */
 inline container_resource current_container_resource()
@@ -47,20 +77,21 @@ inline container_resource current_container_resource()
   rmm_resource handle{nullptr, nullptr};
   rmm_error err{};
   rmm::detail::check(rmm_get_current_device_resource(&handle, &err), err, "get_current_device_resource_ref");
-  return std::make_shared<mr::detail::upstream_holder>(mr::detail::c_resource::adopt(handle));
+  return std::make_shared<container_resource_holder>(mr::detail::c_resource::adopt(handle));
 }
 
 /** @brief @p mr as a container resource (see the file comment). */
 inline container_resource container_resource_of(mr::device_any_resource const& mr)
 {
-  return std::make_shared<mr::detail::upstream_holder>(mr);
+  return std::make_shared<container_resource_holder>(mr, mr::detail::upstream_holder{mr});
 }
 
 /** @brief A concrete resource as a container resource, keeping its host_accessible property. */
 template <class R>
 container_resource container_resource_of_concrete(R mr)
 {
-  return std::make_shared<mr::detail::upstream_holder>(mr::detail::erase(std::move(mr)));
+  mr::detail::upstream_holder handle{mr::detail::erase(mr)};
+  return std::make_shared<container_resource_holder>(mr::device_any_resource{std::move(mr)}, std::move(handle));
 }
 
 }  // namespace detail
