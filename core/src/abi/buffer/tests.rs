@@ -91,6 +91,26 @@ impl Buf {
         }
         out
     }
+    fn resize(&self, new_size: usize, stream: *mut c_void) {
+        let mut err = rmm_error::new();
+        // SAFETY: live buffer owned by the calling test; `stream` is a special handle.
+        check(unsafe { rmm_device_buffer_resize(self.0, new_size, stream, &mut err) }, &err);
+    }
+    fn reserve(&self, new_capacity: usize, stream: *mut c_void) {
+        let mut err = rmm_error::new();
+        // SAFETY: as in `resize`.
+        check(unsafe { rmm_device_buffer_reserve(self.0, new_capacity, stream, &mut err) }, &err);
+    }
+    fn shrink_to_fit(&self, stream: *mut c_void) {
+        let mut err = rmm_error::new();
+        // SAFETY: as in `resize`.
+        check(unsafe { rmm_device_buffer_shrink_to_fit(self.0, stream, &mut err) }, &err);
+    }
+    fn set_stream(&self, stream: *mut c_void) {
+        let mut err = rmm_error::new();
+        // SAFETY: as in `resize`.
+        check(unsafe { rmm_device_buffer_set_stream(self.0, stream, &mut err) }, &err);
+    }
     fn resource(&self) -> Owned {
         // SAFETY: live buffer; valid out-pointers.
         made(|o, e| unsafe { rmm_device_buffer_memory_resource(self.0, o, e) })
@@ -98,7 +118,7 @@ impl Buf {
 }
 
 fn try_new(size: usize, alignment: usize, stream: *mut c_void, mr: rmm_resource) -> (c_int, rmm_error, *mut rmm_device_buffer) {
-    let mut out = 0x8 as *mut rmm_device_buffer; // must be overwritten with NULL on failure
+    let mut out = std::ptr::dangling_mut::<rmm_device_buffer>(); // must be overwritten with NULL on failure
     let mut err = rmm_error::new();
     // SAFETY: live or empty resource; valid out-pointers.
     let status = unsafe { rmm_device_buffer_new(size, alignment, stream, mr, &mut out, &mut err) };
@@ -228,30 +248,28 @@ fn resize_reserve_shrink_and_set_stream() {
     let mr = system();
     let data = pattern(100);
     let buf = new_copy(&data, 256, mr.0);
-    let mut err = rmm_error::new();
     let ptr = buf.data();
-    // SAFETY (all calls below): live buffer, special streams, valid error pointer.
-    check(unsafe { rmm_device_buffer_resize(buf.0, 40, DEFAULT, &mut err) }, &err);
+    buf.resize(40, DEFAULT);
     assert_eq!((buf.size(), buf.capacity(), buf.data()), (40, 100, ptr), "in place");
-    check(unsafe { rmm_device_buffer_resize(buf.0, 90, DEFAULT, &mut err) }, &err);
+    buf.resize(90, DEFAULT);
     assert_eq!((buf.size(), buf.capacity(), buf.data()), (90, 100, ptr), "back within the capacity");
-    check(unsafe { rmm_device_buffer_resize(buf.0, 500, PER_THREAD, &mut err) }, &err);
+    buf.resize(500, PER_THREAD);
     assert_eq!((buf.size(), buf.capacity()), (500, 500), "reallocated");
     assert_eq!(buf.stream(), PER_THREAD, "resize takes the stream");
     assert_eq!(&buf.contents()[..90], &data[..90], "contents kept");
-    check(unsafe { rmm_device_buffer_reserve(buf.0, 2000, DEFAULT, &mut err) }, &err);
+    buf.reserve(2000, DEFAULT);
     assert_eq!((buf.size(), buf.capacity()), (500, 2000));
     assert_eq!(buf.stream(), DEFAULT);
-    check(unsafe { rmm_device_buffer_reserve(buf.0, 10, DEFAULT, &mut err) }, &err);
+    buf.reserve(10, DEFAULT);
     assert_eq!(buf.capacity(), 2000, "reserve never shrinks");
-    check(unsafe { rmm_device_buffer_resize(buf.0, 50, DEFAULT, &mut err) }, &err);
-    check(unsafe { rmm_device_buffer_shrink_to_fit(buf.0, DEFAULT, &mut err) }, &err);
+    buf.resize(50, DEFAULT);
+    buf.shrink_to_fit(DEFAULT);
     assert_eq!((buf.size(), buf.capacity()), (50, 50));
     assert_eq!(buf.contents(), &data[..50]);
-    check(unsafe { rmm_device_buffer_set_stream(buf.0, PER_THREAD, &mut err) }, &err);
+    buf.set_stream(PER_THREAD);
     assert_eq!(buf.stream(), PER_THREAD);
-    check(unsafe { rmm_device_buffer_resize(buf.0, 0, PER_THREAD, &mut err) }, &err);
-    check(unsafe { rmm_device_buffer_shrink_to_fit(buf.0, PER_THREAD, &mut err) }, &err);
+    buf.resize(0, PER_THREAD);
+    buf.shrink_to_fit(PER_THREAD);
     assert_eq!((buf.size(), buf.capacity(), buf.data()), (0, 0, null_mut()));
 }
 
@@ -270,7 +288,7 @@ fn bad_alignment_huge_sizes_and_null_pointers_are_errors() {
 
     let mut err = rmm_error::new();
     let mut out = null_mut();
-    // SAFETY (all calls below): NULL pointers are checked before any use.
+    // SAFETY: every call below checks its NULL pointers before any use.
     unsafe {
         assert_eq!(rmm_device_buffer_new(8, 256, DEFAULT, mr.0, null_mut(), &mut err), RMM_ERROR_INVALID_ARGUMENT);
         assert_eq!(rmm_device_buffer_new_copy(null(), 8, 256, DEFAULT, mr.0, &mut out, &mut err), RMM_ERROR_INVALID_ARGUMENT);

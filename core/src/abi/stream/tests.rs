@@ -25,7 +25,7 @@ fn create_fails_cleanly_in_host_mode() {
         return; // the GPU test below creates real streams
     }
     for flags in [RMM_STREAM_SYNC_DEFAULT, RMM_STREAM_NON_BLOCKING] {
-        let mut out = 0x1 as *mut c_void;
+        let mut out = std::ptr::dangling_mut::<c_void>(); // must be cleared on failure
         let mut err = rmm_error::new();
         // SAFETY: valid out-pointers.
         let status = unsafe { rmm_stream_create(flags, &mut out, &mut err) };
