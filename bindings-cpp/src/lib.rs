@@ -9,7 +9,9 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use rmm_core::abi::{self, rmm_counter, rmm_error, rmm_failure_callback, rmm_failure_callback_release, rmm_resource};
+use rmm_core::abi::{
+    self, rmm_counter, rmm_device_buffer, rmm_error, rmm_failure_callback, rmm_failure_callback_release, rmm_resource,
+};
 
 /// See `rmm_abi_version` in rmm_c.h.
 #[no_mangle]
@@ -719,4 +721,224 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_outstanding_allocatio
 ) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { abi::rmm_tracking_resource_adaptor_get_outstanding_allocations_str(resource, buf, capacity, length_out, err) }
+}
+
+/// See `rmm_stream_create` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_stream_create`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_stream_create(flags: c_int, out: *mut *mut c_void, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_stream_create(flags, out, err) }
+}
+
+/// See `rmm_stream_destroy` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_stream_destroy`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_stream_destroy(stream: *mut c_void, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_stream_destroy(stream, err) }
+}
+
+/// See `rmm_stream_synchronize` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_stream_synchronize`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_stream_synchronize(stream: *mut c_void, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_stream_synchronize(stream, err) }
+}
+
+/// See `rmm_stream_query` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_stream_query`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_stream_query(stream: *mut c_void, idle_out: *mut c_int, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_stream_query(stream, idle_out, err) }
+}
+
+/// See `rmm_memcpy_async` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_memcpy_async`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_memcpy_async(dst: *mut c_void, src: *const c_void, bytes: usize, stream: *mut c_void, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_memcpy_async(dst, src, bytes, stream, err) }
+}
+
+/// See `rmm_memset_async` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_memset_async`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_memset_async(ptr: *mut c_void, value: c_int, bytes: usize, stream: *mut c_void, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_memset_async(ptr, value, bytes, stream, err) }
+}
+
+/// See `rmm_prefetch` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_prefetch`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_prefetch(ptr: *const c_void, bytes: usize, device: c_int, stream: *mut c_void, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_prefetch(ptr, bytes, device, stream, err) }
+}
+
+/// See `rmm_device_buffer_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_buffer_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_buffer_new(size: usize, alignment: usize, stream: *mut c_void, resource: rmm_resource, out: *mut *mut rmm_device_buffer, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_buffer_new(size, alignment, stream, resource, out, err) }
+}
+
+/// See `rmm_device_buffer_new_copy` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_buffer_new_copy`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_buffer_new_copy(src: *const c_void, size: usize, alignment: usize, stream: *mut c_void, resource: rmm_resource, out: *mut *mut rmm_device_buffer, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_buffer_new_copy(src, size, alignment, stream, resource, out, err) }
+}
+
+/// See `rmm_device_buffer_copy` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_buffer_copy`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_buffer_copy(other: *const rmm_device_buffer, stream: *mut c_void, resource: rmm_resource, out: *mut *mut rmm_device_buffer, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_buffer_copy(other, stream, resource, out, err) }
+}
+
+/// See `rmm_device_buffer_free` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_buffer_free`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_buffer_free(buf: *mut rmm_device_buffer) {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_buffer_free(buf) }
+}
+
+/// See `rmm_device_buffer_data` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_buffer_data`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_buffer_data(buf: *const rmm_device_buffer) -> *mut c_void {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_buffer_data(buf) }
+}
+
+/// See `rmm_device_buffer_size` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_buffer_size`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_buffer_size(buf: *const rmm_device_buffer) -> usize {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_buffer_size(buf) }
+}
+
+/// See `rmm_device_buffer_capacity` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_buffer_capacity`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_buffer_capacity(buf: *const rmm_device_buffer) -> usize {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_buffer_capacity(buf) }
+}
+
+/// See `rmm_device_buffer_alignment` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_buffer_alignment`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_buffer_alignment(buf: *const rmm_device_buffer) -> usize {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_buffer_alignment(buf) }
+}
+
+/// See `rmm_device_buffer_stream` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_buffer_stream`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_buffer_stream(buf: *const rmm_device_buffer) -> *mut c_void {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_buffer_stream(buf) }
+}
+
+/// See `rmm_device_buffer_set_stream` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_buffer_set_stream`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_buffer_set_stream(buf: *mut rmm_device_buffer, stream: *mut c_void, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_buffer_set_stream(buf, stream, err) }
+}
+
+/// See `rmm_device_buffer_reserve` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_buffer_reserve`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_buffer_reserve(buf: *mut rmm_device_buffer, new_capacity: usize, stream: *mut c_void, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_buffer_reserve(buf, new_capacity, stream, err) }
+}
+
+/// See `rmm_device_buffer_resize` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_buffer_resize`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_buffer_resize(buf: *mut rmm_device_buffer, new_size: usize, stream: *mut c_void, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_buffer_resize(buf, new_size, stream, err) }
+}
+
+/// See `rmm_device_buffer_shrink_to_fit` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_buffer_shrink_to_fit`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_buffer_shrink_to_fit(buf: *mut rmm_device_buffer, stream: *mut c_void, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_buffer_shrink_to_fit(buf, stream, err) }
+}
+
+/// See `rmm_device_buffer_memory_resource` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_buffer_memory_resource`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_buffer_memory_resource(buf: *const rmm_device_buffer, out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_buffer_memory_resource(buf, out, err) }
+}
+
+/// See `rmm_device_buffer_device` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_buffer_device`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_buffer_device(buf: *const rmm_device_buffer, out: *mut c_int, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_buffer_device(buf, out, err) }
 }

@@ -1427,6 +1427,10 @@ unsafe fn owner_table_from(lib: *mut c_void) -> Option<OwnerTable> {
 
 mod resources;
 pub use resources::*;
+mod stream;
+pub use stream::*;
+mod buffer;
+pub use buffer::*;
 
 #[cfg(test)]
 mod tests;

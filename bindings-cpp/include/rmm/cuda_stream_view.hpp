@@ -2,15 +2,19 @@
  * @file cuda_stream_view.hpp
  * @brief rmm::cuda_stream_view: a non-owning view of a CUDA stream (RMM 26.x names).
  *
- * Left out compared with RMM: synchronize() and synchronize_no_throw(), which need the CUDA runtime
- * (librmm's C ABI does not offer stream synchronization).
+ * synchronize() goes through librmm's C ABI (rmm_stream_synchronize), so no CUDA runtime is linked.
+ * In host mode (no GPU) the default streams have nothing to wait for and synchronize at once.
  */
 #pragma once
+
+#include <rmm/error.hpp>
+#include <rmm/rmm_c.h>
 
 #include <cuda/stream_ref>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <ostream>
 
 namespace rmm {
@@ -61,6 +65,30 @@ class cuda_stream_view {
 #else
     return value() == cudaStreamLegacy || value() == nullptr;
 #endif
+  }
+
+  /**
+   * @brief Blocks until all work queued on the stream has finished.
+   * @throws rmm::cuda_error when CUDA reports an error, or the stream is not a default stream in host mode
+   */
+  void synchronize() const
+  {
+    rmm_error err{};
+    rmm::detail::check(rmm_stream_synchronize(static_cast<void*>(value()), &err), err,
+                       "cuda_stream_view::synchronize");
+  }
+
+  /**
+   * @brief As synchronize(), for destructors and other places that cannot throw: a failure is
+   * printed to stderr instead.
+   */
+  void synchronize_no_throw() const noexcept
+  {
+    rmm_error err{};
+    if (int const status = rmm_stream_synchronize(static_cast<void*>(value()), &err); status != RMM_OK) {
+      std::fprintf(stderr, "rmm::cuda_stream_view::synchronize_no_throw failed: %s: %s\n",
+                   rmm_error_kind_name(status), err.message);
+    }
   }
 
  private:

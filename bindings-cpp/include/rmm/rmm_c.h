@@ -402,6 +402,128 @@ int rmm_failure_callback_resource_adaptor_new(rmm_resource upstream, rmm_failure
                                               rmm_failure_callback_release release_context, rmm_resource* out,
                                               rmm_error* err);
 
+/* ---------------------------------------------------------------------------------------------
+ * Streams and stream-ordered memory operations
+ *
+ * A stream is its raw handle: the CUstream, which is also the runtime's cudaStream_t, so a stream
+ * from the CUDA runtime, CuPy or PyTorch can be passed as is. NULL (the default stream),
+ * cudaStreamLegacy ((void*)1) and cudaStreamPerThread ((void*)2) are the special default streams.
+ * In host mode (no driver or no device) no stream can be created, and the special streams have
+ * nothing to wait for: synchronizing or querying them succeeds.
+ * ------------------------------------------------------------------------------------------- */
+
+/** rmm_stream_create flags (the values of cudaStreamDefault and cudaStreamNonBlocking). */
+#define RMM_STREAM_SYNC_DEFAULT 0
+#define RMM_STREAM_NON_BLOCKING 1
+
+/** Creates a stream on the current device with an RMM_STREAM_* flag and writes its handle to *out
+ *  (NULL on failure); the caller destroys it with rmm_stream_destroy. Fails with
+ *  RMM_ERROR_NO_DRIVER / RMM_ERROR_NO_DEVICE in host mode, RMM_ERROR_INVALID_ARGUMENT for other
+ *  flags. */
+int rmm_stream_create(int flags, void** out, rmm_error* err);
+
+/** Destroys a stream made by rmm_stream_create (queued work still completes). Any other handle,
+ *  or one already destroyed, is RMM_ERROR_INVALID_ARGUMENT and nothing is destroyed. */
+int rmm_stream_destroy(void* stream, rmm_error* err);
+
+/** Blocks until all work queued on `stream` has finished. */
+int rmm_stream_synchronize(void* stream, rmm_error* err);
+
+/** Writes 1 to *idle_out when all work queued on `stream` has finished, else 0. */
+int rmm_stream_query(void* stream, int* idle_out, rmm_error* err);
+
+/** Copies `bytes` bytes from `src` to `dst`, ordered on `stream`: device, managed, pinned and
+ *  pageable host memory alike (the direction comes from the addresses); a memmove in host mode.
+ *  Both ranges must stay valid until the copy has completed on `stream`. 0 bytes does nothing; a
+ *  NULL pointer otherwise is RMM_ERROR_INVALID_ARGUMENT. */
+int rmm_memcpy_async(void* dst, const void* src, size_t bytes, void* stream, rmm_error* err);
+
+/** Sets `bytes` bytes at `ptr` to (unsigned char)value, ordered on `stream`, in any kind of memory
+ *  (pageable host memory is filled from the host once the work queued before on `stream` is done);
+ *  a memset in host mode. */
+int rmm_memset_async(void* ptr, int value, size_t bytes, void* stream, rmm_error* err);
+
+/** Migrates `bytes` bytes of managed memory at `ptr` to `device`, ordered on `stream` (RMM's
+ *  prefetch). A no-op for memory that is not managed, so always in host mode. */
+int rmm_prefetch(const void* ptr, size_t bytes, int device, void* stream, rmm_error* err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Device buffers (RMM's device_buffer)
+ *
+ * An rmm_device_buffer* is an opaque, OWNING pointer to uninitialized memory with a size, a
+ * capacity, an alignment, a stream, a resource and the device it was made on.
+ * Ownership:
+ *   - the constructors (rmm_device_buffer_new, _new_copy, _copy) write an owning pointer to *out
+ *     (NULL on failure); give it back with rmm_device_buffer_free(), which frees the memory on the
+ *     buffer's stream and device and releases the buffer's reference to its resource;
+ *   - a resource passed in is BORROWED: the buffer retains its own reference, so the resource lives
+ *     at least as long as the memory. The empty handle {NULL, NULL} means the current device's
+ *     resource (RMM's default mr), which the buffer then shares;
+ *   - every other function BORROWS the buffer. A buffer may be read from several threads, but not
+ *     while one thread changes it (set_stream, reserve, resize, shrink_to_fit, free).
+ * Streams: allocation, copies done by the buffer and the final free are ordered on its stream;
+ * resize, reserve and shrink_to_fit make their stream the buffer's stream first, as RMM does.
+ * ------------------------------------------------------------------------------------------- */
+
+/** An owning device buffer (opaque). */
+typedef struct rmm_device_buffer rmm_device_buffer;
+
+/** A new buffer of `size` bytes aligned to `alignment` (a power of two, else
+ *  RMM_ERROR_INVALID_ARGUMENT), allocated from `resource` (BORROWED; empty: the current device's) on
+ *  `stream`. Size 0 allocates nothing (data is NULL). */
+int rmm_device_buffer_new(size_t size, size_t alignment, void* stream, rmm_resource resource,
+                          rmm_device_buffer** out, rmm_error* err);
+
+/** As rmm_device_buffer_new, holding a copy of `size` bytes at `src` (host, pinned, managed or
+ *  device memory), copied asynchronously on `stream`: `src` must stay valid until then. */
+int rmm_device_buffer_new_copy(const void* src, size_t size, size_t alignment, void* stream,
+                               rmm_resource resource, rmm_device_buffer** out, rmm_error* err);
+
+/** A deep copy of `other` (its size, with its alignment; capacity = size) allocated from `resource`
+ *  (BORROWED; empty: the current device's) and copied asynchronously on `stream`. */
+int rmm_device_buffer_copy(const rmm_device_buffer* other, void* stream, rmm_resource resource,
+                           rmm_device_buffer** out, rmm_error* err);
+
+/** Frees an OWNING buffer (see Ownership above). NULL is a no-op. */
+void rmm_device_buffer_free(rmm_device_buffer* buf);
+
+/** The memory (NULL when nothing is allocated, or for a NULL buf). */
+void* rmm_device_buffer_data(const rmm_device_buffer* buf);
+
+/** The bytes in use (0 for a NULL buf). */
+size_t rmm_device_buffer_size(const rmm_device_buffer* buf);
+
+/** The bytes allocated, at least the size (0 for a NULL buf). */
+size_t rmm_device_buffer_capacity(const rmm_device_buffer* buf);
+
+/** The alignment the memory is allocated with (0 for a NULL buf). */
+size_t rmm_device_buffer_alignment(const rmm_device_buffer* buf);
+
+/** The buffer's stream (NULL, the default stream, for a NULL buf). */
+void* rmm_device_buffer_stream(const rmm_device_buffer* buf);
+
+/** Orders the buffer's future work and final free on `stream`; the caller synchronizes it with the
+ *  old stream if work is still queued there. */
+int rmm_device_buffer_set_stream(rmm_device_buffer* buf, void* stream, rmm_error* err);
+
+/** Grows the capacity to at least `new_capacity` bytes, keeping size and contents. On failure the
+ *  buffer is unchanged (except for its stream). */
+int rmm_device_buffer_reserve(rmm_device_buffer* buf, size_t new_capacity, void* stream, rmm_error* err);
+
+/** Sets the size: in place within the capacity, else reallocated to exactly `new_size` bytes with
+ *  the contents copied on `stream`. New bytes are uninitialized. */
+int rmm_device_buffer_resize(rmm_device_buffer* buf, size_t new_size, void* stream, rmm_error* err);
+
+/** Reallocates to exactly the size when the capacity is larger, copying on `stream`. */
+int rmm_device_buffer_shrink_to_fit(rmm_device_buffer* buf, void* stream, rmm_error* err);
+
+/** The buffer's resource: *out receives an OWNING handle (the caller releases it). */
+int rmm_device_buffer_memory_resource(const rmm_device_buffer* buf, rmm_resource* out, rmm_error* err);
+
+/** The device the buffer was made on (and is freed on) into *out; -1 for a buffer made in host
+ *  mode. */
+int rmm_device_buffer_device(const rmm_device_buffer* buf, int* out, rmm_error* err);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

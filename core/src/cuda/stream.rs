@@ -78,8 +78,11 @@ impl Stream {
     }
 
     /// True when all work queued on this stream has finished.
+    ///
+    /// In host mode (no driver, or a driver without devices) the default streams are always idle,
+    /// as [`Stream::synchronize`] treats them; a non-default stream cannot exist there and errs.
     pub fn is_idle(self) -> Result<bool> {
-        if driver().is_err() && (self.is_default() || self.is_per_thread_default()) {
+        if (self.is_default() || self.is_per_thread_default()) && super::is_host_mode() {
             return Ok(true);
         }
         ensure_context()?;

@@ -1,0 +1,353 @@
+//! The owning device buffer handle of the C ABI (`rmm_device_buffer` in `rmm_c.h`): RMM's
+//! `device_buffer` as an opaque pointer to a [`DeviceBuffer`].
+//!
+//! Ownership rules:
+//! - a constructor writes an OWNING `rmm_device_buffer*` to `*out` (NULL on failure); the owner gives
+//!   it back with [`rmm_device_buffer_free`], which frees the memory on the buffer's stream and
+//!   device and releases the buffer's reference to its resource;
+//! - a resource handle passed in is BORROWED: the buffer retains its own reference, so the resource
+//!   lives at least as long as the memory. The empty handle `{NULL, NULL}` means the current
+//!   device's resource (RMM's default argument `get_current_device_resource_ref()`), which the
+//!   buffer then shares;
+//! - every other function BORROWS the buffer; one buffer must not be used from two threads at once
+//!   when one of them changes it (resize, reserve, shrink_to_fit, set_stream, free).
+
+use std::ffi::{c_int, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use super::stream::stream_from_c;
+use super::{clear_out, guarded, null_out, put, rmm_error, rmm_resource};
+use crate::buffer::DeviceBuffer;
+use crate::error::{Error, Result};
+use crate::registry;
+use crate::resource::AnyResource;
+
+/// An owning device buffer (opaque in C): allocation, size, capacity, alignment, stream, resource
+/// and device of one [`DeviceBuffer`].
+pub struct rmm_device_buffer {
+    buffer: DeviceBuffer,
+}
+
+/// A new owner of the BORROWED `resource`, or the current device's resource for the empty handle.
+///
+/// # Safety
+/// `resource` is live, empty, or fails the check.
+unsafe fn resource_or_current(resource: rmm_resource) -> Result<AnyResource> {
+    if resource.is_null() {
+        registry::current_resource()
+    } else {
+        // SAFETY: caller contract.
+        unsafe { AnyResource::from_borrowed_handle(resource) }
+    }
+}
+
+/// Boxes `buffer` into `*out` (OWNING), catching errors and panics; `*out` is NULL on failure.
+///
+/// # Safety
+/// `out` and `err` are NULL or valid for writes.
+unsafe fn new_buffer(
+    out: *mut *mut rmm_device_buffer,
+    err: *mut rmm_error,
+    f: impl FnOnce() -> Result<DeviceBuffer>,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        if let Some(slot) = out.as_mut() {
+            *slot = std::ptr::null_mut();
+        }
+        guarded(err, || {
+            if out.is_null() {
+                return Err(null_out("out"));
+            }
+            let boxed = Box::into_raw(Box::new(rmm_device_buffer { buffer: f()? }));
+            put(out, boxed, "out")
+        })
+    }
+}
+
+/// The buffer behind a BORROWED pointer, or InvalidArgument for NULL.
+///
+/// # Safety
+/// `buf` is NULL or a live buffer not changed by another thread during the borrow.
+unsafe fn borrow<'a>(buf: *const rmm_device_buffer) -> Result<&'a DeviceBuffer> {
+    // SAFETY: caller contract.
+    unsafe { buf.as_ref() }.map(|b| &b.buffer).ok_or_else(|| Error::invalid("the buffer must not be NULL"))
+}
+
+/// The buffer behind a BORROWED pointer, for changing it, or InvalidArgument for NULL.
+///
+/// # Safety
+/// `buf` is NULL or a live buffer no other thread uses during the borrow.
+unsafe fn borrow_mut<'a>(buf: *mut rmm_device_buffer) -> Result<&'a mut DeviceBuffer> {
+    // SAFETY: caller contract.
+    unsafe { buf.as_mut() }.map(|b| &mut b.buffer).ok_or_else(|| Error::invalid("the buffer must not be NULL"))
+}
+
+/// A new uninitialized buffer of `size` bytes aligned to `alignment` (a power of two), allocated
+/// from `resource` (BORROWED; empty: the current device's) on `stream`. Size 0 allocates nothing.
+///
+/// # Errors
+/// `RMM_ERROR_INVALID_ARGUMENT` for a bad alignment or a NULL `out`; the resource's error
+/// (`RMM_ERROR_OUT_OF_MEMORY`, ...).
+///
+/// # Safety
+/// `stream` is 0, a special handle or a live stream; `resource` is live or empty; `out` and `err`
+/// are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_device_buffer_new(
+    size: usize,
+    alignment: usize,
+    stream: *mut c_void,
+    resource: rmm_resource,
+    out: *mut *mut rmm_device_buffer,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_buffer(out, err, || {
+            DeviceBuffer::with_alignment(size, alignment, stream_from_c(stream), resource_or_current(resource)?)
+        })
+    }
+}
+
+/// A new buffer as [`rmm_device_buffer_new`] holding a copy of `size` bytes at `src` (host, pinned,
+/// managed or device memory), copied asynchronously on `stream`.
+///
+/// # Errors
+/// As [`rmm_device_buffer_new`]; `RMM_ERROR_INVALID_ARGUMENT` for a NULL `src` with `size > 0`; the
+/// copy's error (in host mode, memory that is not host-accessible cannot be copied).
+///
+/// # Safety
+/// `src` is readable for `size` bytes until the copy has completed on `stream`; the rest as for
+/// [`rmm_device_buffer_new`].
+pub unsafe extern "C" fn rmm_device_buffer_new_copy(
+    src: *const c_void,
+    size: usize,
+    alignment: usize,
+    stream: *mut c_void,
+    resource: rmm_resource,
+    out: *mut *mut rmm_device_buffer,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_buffer(out, err, || {
+            DeviceBuffer::from_raw_copy_with_alignment(
+                src.cast(),
+                size,
+                alignment,
+                stream_from_c(stream),
+                resource_or_current(resource)?,
+            )
+        })
+    }
+}
+
+/// A deep copy of the `size` bytes of `other` into a new buffer with the same alignment and a
+/// capacity equal to the size, allocated from `resource` (BORROWED; empty: the current device's) and
+/// copied asynchronously on `stream` (RMM's `device_buffer(other, stream, mr)`).
+///
+/// # Errors
+/// `RMM_ERROR_INVALID_ARGUMENT` for a NULL `other` or `out`; the allocation's or the copy's error.
+///
+/// # Safety
+/// `other` is NULL or a live buffer whose contents stay valid until the copy has completed on
+/// `stream`; the rest as for [`rmm_device_buffer_new`].
+pub unsafe extern "C" fn rmm_device_buffer_copy(
+    other: *const rmm_device_buffer,
+    stream: *mut c_void,
+    resource: rmm_resource,
+    out: *mut *mut rmm_device_buffer,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_buffer(out, err, || {
+            let other = borrow(other)?;
+            other.try_clone_on(stream_from_c(stream), resource_or_current(resource)?)
+        })
+    }
+}
+
+/// Frees an OWNING buffer: its memory goes back to its resource on the buffer's stream and device,
+/// and its reference to the resource is released. NULL is a no-op. A failure to free is logged
+/// (this function cannot report it).
+///
+/// # Safety
+/// `buf` is NULL or an owning buffer from a constructor here, not used afterwards.
+pub unsafe extern "C" fn rmm_device_buffer_free(buf: *mut rmm_device_buffer) {
+    if buf.is_null() {
+        return;
+    }
+    // SAFETY: caller contract: the pointer came from Box::into_raw in new_buffer and is given up.
+    let boxed = unsafe { Box::from_raw(buf) };
+    if catch_unwind(AssertUnwindSafe(move || drop(boxed))).is_err() {
+        tracing::error!("rmm_device_buffer_free: a panic was caught while freeing a buffer");
+    }
+}
+
+/// The buffer's memory (NULL when nothing is allocated, and for a NULL `buf`).
+///
+/// # Safety
+/// `buf` is NULL or a live buffer.
+pub unsafe extern "C" fn rmm_device_buffer_data(buf: *const rmm_device_buffer) -> *mut c_void {
+    // SAFETY: caller contract.
+    unsafe { borrow(buf) }.map_or(std::ptr::null_mut(), |b| b.as_ptr().cast_mut().cast())
+}
+
+/// The bytes in use (0 for a NULL `buf`).
+///
+/// # Safety
+/// `buf` is NULL or a live buffer.
+pub unsafe extern "C" fn rmm_device_buffer_size(buf: *const rmm_device_buffer) -> usize {
+    // SAFETY: caller contract.
+    unsafe { borrow(buf) }.map_or(0, DeviceBuffer::size)
+}
+
+/// The bytes allocated, at least the size (0 for a NULL `buf`).
+///
+/// # Safety
+/// `buf` is NULL or a live buffer.
+pub unsafe extern "C" fn rmm_device_buffer_capacity(buf: *const rmm_device_buffer) -> usize {
+    // SAFETY: caller contract.
+    unsafe { borrow(buf) }.map_or(0, DeviceBuffer::capacity)
+}
+
+/// The alignment the memory is allocated with (0 for a NULL `buf`).
+///
+/// # Safety
+/// `buf` is NULL or a live buffer.
+pub unsafe extern "C" fn rmm_device_buffer_alignment(buf: *const rmm_device_buffer) -> usize {
+    // SAFETY: caller contract.
+    unsafe { borrow(buf) }.map_or(0, DeviceBuffer::alignment)
+}
+
+/// The stream the buffer's work and final free are ordered on (NULL, the default stream, for a NULL
+/// `buf`).
+///
+/// # Safety
+/// `buf` is NULL or a live buffer.
+pub unsafe extern "C" fn rmm_device_buffer_stream(buf: *const rmm_device_buffer) -> *mut c_void {
+    // SAFETY: caller contract.
+    unsafe { borrow(buf) }.map_or(std::ptr::null_mut(), |b| b.stream().as_raw() as *mut c_void)
+}
+
+/// Orders the buffer's future work and its final free on `stream`. The caller synchronizes `stream`
+/// with the old one if work is still queued there.
+///
+/// # Safety
+/// `buf` is NULL or a live buffer no other thread uses meanwhile; `stream` is 0, a special handle or
+/// a stream that outlives its use by the buffer; `err` is NULL or valid for writes.
+pub unsafe extern "C" fn rmm_device_buffer_set_stream(
+    buf: *mut rmm_device_buffer,
+    stream: *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        guarded(err, || {
+            borrow_mut(buf)?.set_stream(stream_from_c(stream));
+            Ok(())
+        })
+    }
+}
+
+/// Grows the capacity to at least `new_capacity` bytes, keeping size and contents (a reallocation
+/// copies on `stream`); makes `stream` the buffer's stream first, as RMM does.
+///
+/// # Errors
+/// `RMM_ERROR_INVALID_ARGUMENT` for a NULL `buf`; the allocation's or the copy's error, after which
+/// the buffer is unchanged except for its stream.
+///
+/// # Safety
+/// As for [`rmm_device_buffer_set_stream`].
+pub unsafe extern "C" fn rmm_device_buffer_reserve(
+    buf: *mut rmm_device_buffer,
+    new_capacity: usize,
+    stream: *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe { guarded(err, || borrow_mut(buf)?.reserve(new_capacity, stream_from_c(stream))) }
+}
+
+/// Sets the size to `new_size` bytes: in place within the capacity, else reallocated to exactly
+/// `new_size` bytes with the contents copied on `stream`. New bytes are uninitialized. Makes `stream`
+/// the buffer's stream first, as RMM does.
+///
+/// # Errors
+/// As [`rmm_device_buffer_reserve`].
+///
+/// # Safety
+/// As for [`rmm_device_buffer_set_stream`].
+pub unsafe extern "C" fn rmm_device_buffer_resize(
+    buf: *mut rmm_device_buffer,
+    new_size: usize,
+    stream: *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe { guarded(err, || borrow_mut(buf)?.resize(new_size, stream_from_c(stream))) }
+}
+
+/// Reallocates to exactly the size when the capacity is larger, copying on `stream`; makes `stream`
+/// the buffer's stream first, as RMM does.
+///
+/// # Errors
+/// As [`rmm_device_buffer_reserve`].
+///
+/// # Safety
+/// As for [`rmm_device_buffer_set_stream`].
+pub unsafe extern "C" fn rmm_device_buffer_shrink_to_fit(
+    buf: *mut rmm_device_buffer,
+    stream: *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe { guarded(err, || borrow_mut(buf)?.shrink_to_fit(stream_from_c(stream))) }
+}
+
+/// The buffer's resource, as an OWNING handle in `*out` (the caller releases it).
+///
+/// # Safety
+/// `buf` is NULL or a live buffer; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_device_buffer_memory_resource(
+    buf: *const rmm_device_buffer,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        clear_out(out);
+        guarded(err, || {
+            if out.is_null() {
+                return Err(null_out("out"));
+            }
+            put(out, borrow(buf)?.memory_resource().to_handle(), "out")
+        })
+    }
+}
+
+/// The device the buffer was made on (and is freed on) into `*out`; -1 for a buffer made in host
+/// mode, where there is no device.
+///
+/// # Safety
+/// `buf` is NULL or a live buffer; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_device_buffer_device(
+    buf: *const rmm_device_buffer,
+    out: *mut c_int,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        guarded(err, || {
+            if out.is_null() {
+                return Err(null_out("out"));
+            }
+            let device = borrow(buf)?.device().map_or(-1, |d| d as c_int);
+            put(out, device, "out")
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
