@@ -942,3 +942,43 @@ pub unsafe extern "C" fn rmm_device_buffer_device(buf: *const rmm_device_buffer,
     // SAFETY: forwarded contract.
     unsafe { abi::rmm_device_buffer_device(buf, out, err) }
 }
+
+/// See `rmm_device_count` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_count`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_count(out: *mut c_int, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_count(out, err) }
+}
+
+/// See `rmm_device_get_current` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_get_current`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_get_current(out: *mut c_int, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_get_current(out, err) }
+}
+
+/// See `rmm_device_set_current` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_device_set_current`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_set_current(device: c_int, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_device_set_current(device, err) }
+}
+
+/// See `rmm_available_device_memory` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_available_device_memory`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_available_device_memory(free_out: *mut usize, total_out: *mut usize, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_available_device_memory(free_out, total_out, err) }
+}

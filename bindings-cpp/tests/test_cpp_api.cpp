@@ -379,3 +379,49 @@ TEST_F(Registry, CudaResourceOnGpu)
   EXPECT_NE(p, nullptr);
   ref.deallocate(rmm::cuda_stream_default, p, 4096, 256);
 }
+
+// ---- cuda_device.hpp: current device, device count, memory, cuda_set_device_raii ------------------
+
+TEST(CudaDevice, HostModeHasDeviceZeroAndNoDeviceMemory)
+{
+  if (!rmm_is_host_mode()) { GTEST_SKIP() << "host mode only (a GPU is present)"; }
+  EXPECT_EQ(rmm::cuda_device_id{}.value(), 0);
+  EXPECT_EQ(rmm::get_current_cuda_device(), rmm::cuda_device_id{0});
+  EXPECT_THROW((void)rmm::get_num_cuda_devices(), rmm::cuda_error);
+  EXPECT_THROW((void)rmm::available_device_memory(), rmm::cuda_error);
+  EXPECT_THROW((void)rmm::percent_of_free_device_memory(50), rmm::cuda_error);
+  {
+    rmm::cuda_set_device_raii same{rmm::cuda_device_id{0}};  // already current: nothing to do
+    EXPECT_EQ(rmm::get_current_cuda_device().value(), 0);
+  }
+  EXPECT_THROW(rmm::cuda_set_device_raii{rmm::cuda_device_id{1}}, rmm::cuda_error);
+}
+
+TEST(CudaDevice, IdsCompareAsOrdinals)
+{
+  EXPECT_LT(rmm::cuda_device_id{0}, rmm::cuda_device_id{1});
+  EXPECT_GE(rmm::cuda_device_id{2}, rmm::cuda_device_id{2});
+  EXPECT_NE(rmm::cuda_device_id{2}, rmm::cuda_device_id{3});
+}
+
+TEST(CudaDevice, GpuDevicesAreCountedMeasuredAndSwitched)
+{
+  if (rmm_is_host_mode()) { GTEST_SKIP() << "needs a CUDA GPU (host mode)"; }
+  int const count = rmm::get_num_cuda_devices();
+  ASSERT_GE(count, 1);
+  auto const [free, total] = rmm::available_device_memory();
+  EXPECT_GT(free, 0U);
+  EXPECT_LE(free, total);
+  auto const half = rmm::percent_of_free_device_memory(50);
+  EXPECT_TRUE(rmm::is_aligned(half, rmm::CUDA_ALLOCATION_ALIGNMENT));
+  EXPECT_LE(half, free);
+  auto const before = rmm::get_current_cuda_device();
+  for (int d = 0; d < count; ++d) {
+    rmm::cuda_set_device_raii guard{rmm::cuda_device_id{d}};
+    EXPECT_EQ(rmm::get_current_cuda_device().value(), d);
+    EXPECT_EQ(rmm::cuda_device_id{}.value(), d);
+  }
+  EXPECT_EQ(rmm::get_current_cuda_device(), before);
+  EXPECT_THROW(rmm::cuda_set_device_raii{rmm::cuda_device_id{count}}, rmm::logic_error);
+  EXPECT_EQ(rmm::get_current_cuda_device(), before);
+}

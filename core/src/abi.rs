@@ -1431,6 +1431,8 @@ mod stream;
 pub use stream::*;
 mod buffer;
 pub use buffer::*;
+mod device;
+pub use device::*;
 
 #[cfg(test)]
 mod tests;

@@ -524,6 +524,27 @@ int rmm_device_buffer_memory_resource(const rmm_device_buffer* buf, rmm_resource
  *  mode. */
 int rmm_device_buffer_device(const rmm_device_buffer* buf, int* out, rmm_error* err);
 
+/* ---------------------------------------------------------------------------------------------
+ * Devices
+ *
+ * What <rmm/cuda_device.hpp> needs without the CUDA runtime. Host mode has no devices, but the
+ * registry keeps host memory in device 0's slot, so the current device is 0 there; counting devices,
+ * making one current or asking for its memory fail with RMM_ERROR_NO_DRIVER / RMM_ERROR_NO_DEVICE.
+ * ------------------------------------------------------------------------------------------- */
+
+/** The number of CUDA devices into *out. */
+int rmm_device_count(int* out, rmm_error* err);
+
+/** The calling thread's current device into *out (0 when it has no context, and in host mode). */
+int rmm_device_get_current(int* out, rmm_error* err);
+
+/** Makes `device` current on the calling thread (its primary context, as cudaSetDevice does);
+ *  RMM_ERROR_INVALID_ARGUMENT for a device that does not exist. */
+int rmm_device_set_current(int device, rmm_error* err);
+
+/** The free and total bytes of the current device's memory into *free_out and *total_out. */
+int rmm_available_device_memory(size_t* free_out, size_t* total_out, rmm_error* err);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
