@@ -982,3 +982,95 @@ pub unsafe extern "C" fn rmm_available_device_memory(free_out: *mut usize, total
     // SAFETY: forwarded contract.
     unsafe { abi::rmm_available_device_memory(free_out, total_out, err) }
 }
+
+/// See `rmm_callback_memory_resource_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_callback_memory_resource_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_callback_memory_resource_new(
+    allocate: abi::rmm_allocate_callback,
+    deallocate: abi::rmm_deallocate_callback,
+    context: *mut c_void,
+    release_context: abi::rmm_callback_release,
+    access: u32,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_callback_memory_resource_new(allocate, deallocate, context, release_context, access, out, err) }
+}
+
+/// See `rmm_cuda_async_view_memory_resource_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_cuda_async_view_memory_resource_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_new(
+    pool_handle: *mut c_void,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_cuda_async_view_memory_resource_new(pool_handle, out, err) }
+}
+
+/// See `rmm_cuda_async_view_memory_resource_pool_handle` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_cuda_async_view_memory_resource_pool_handle`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_pool_handle(
+    resource: rmm_resource,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_cuda_async_view_memory_resource_pool_handle(resource, out, err) }
+}
+
+/// See `rmm_cuda_async_managed_memory_resource_new` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_cuda_async_managed_memory_resource_new`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_cuda_async_managed_memory_resource_new(out, err) }
+}
+
+/// See `rmm_cuda_async_managed_memory_resource_pool_handle` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_cuda_async_managed_memory_resource_pool_handle`].
+#[no_mangle]
+pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_pool_handle(
+    resource: rmm_resource,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { abi::rmm_cuda_async_managed_memory_resource_pool_handle(resource, out, err) }
+}
+
+/// See `rmm_logging_resource_adaptor_new_with_sink` in rmm_c.h.
+///
+/// # Safety
+/// As for [`abi::rmm_logging_resource_adaptor_new_with_sink`].
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn rmm_logging_resource_adaptor_new_with_sink(
+    upstream: rmm_resource,
+    write: abi::rmm_log_write,
+    flush: abi::rmm_log_flush,
+    context: *mut c_void,
+    release_context: abi::rmm_log_release,
+    auto_flush: c_int,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe {
+        abi::rmm_logging_resource_adaptor_new_with_sink(upstream, write, flush, context, release_context, auto_flush, out, err)
+    }
+}

@@ -545,6 +545,72 @@ int rmm_device_set_current(int device, rmm_error* err);
 /** The free and total bytes of the current device's memory into *free_out and *total_out. */
 int rmm_available_device_memory(size_t* free_out, size_t* total_out, rmm_error* err);
 
+/* ---------------------------------------------------------------------------------------------
+ * Callback resource, CUDA async view and managed pools, logging to a sink (conventions as above)
+ * ------------------------------------------------------------------------------------------- */
+
+/** The allocate function of a callback_memory_resource: writes memory for `bytes` bytes (aligned
+ *  to 256), usable on `stream` (a cudaStream_t), to *out and returns RMM_OK, or returns an
+ *  RMM_ERROR_* kind and fills the optional err. Called only for bytes > 0. It may be called from
+ *  several threads at once and must not throw or unwind. A NULL *out with RMM_OK is reported as
+ *  RMM_ERROR_OUT_OF_MEMORY. */
+typedef int (*rmm_allocate_callback)(size_t bytes, void* stream, void* context, void** out, rmm_error* err);
+
+/** The deallocate function of a callback_memory_resource: returns `ptr` (from the allocate
+ *  function, with its `bytes`), ordered on `stream`. Same rules as rmm_allocate_callback. */
+typedef int (*rmm_deallocate_callback)(void* ptr, size_t bytes, void* stream, void* context, rmm_error* err);
+
+/** Releases the context of a callback_memory_resource. */
+typedef void (*rmm_callback_release)(void* context);
+
+/** A new callback_memory_resource made of `allocate` and `deallocate` (both required), whose memory
+ *  has the access bits `access` (RMM_ACCESS_DEVICE and/or RMM_ACCESS_HOST, not 0). The resource
+ *  takes over `context`: release_context (may be NULL) is called on it once, when the last
+ *  reference is gone, or before this call returns if it fails (INVALID_ARGUMENT for NULL functions
+ *  or bad access bits). */
+int rmm_callback_memory_resource_new(rmm_allocate_callback allocate, rmm_deallocate_callback deallocate,
+                                     void* context, rmm_callback_release release_context, uint32_t access,
+                                     rmm_resource* out, rmm_error* err);
+
+/** A new cuda_async_view_memory_resource: stream-ordered memory from the CUDA memory pool
+ *  `pool_handle` (a cudaMemPool_t), which the caller keeps alive while the resource or memory from
+ *  it is in use (it is never destroyed by the resource). NULL is INVALID_ARGUMENT ("Unexpected null
+ *  pool handle."); without a GPU, RMM_ERROR_NO_DRIVER / RMM_ERROR_NO_DEVICE. */
+int rmm_cuda_async_view_memory_resource_new(void* pool_handle, rmm_resource* out, rmm_error* err);
+
+/** The CUDA memory pool of a cuda_async_view_memory_resource, into *out. */
+int rmm_cuda_async_view_memory_resource_pool_handle(rmm_resource resource, void** out, rmm_error* err);
+
+/** A new cuda_async_managed_memory_resource: managed memory (host and device accessible) from the
+ *  current device's default managed memory pool, ordered on streams. Fails with
+ *  RMM_ERROR_NO_DRIVER / RMM_ERROR_NO_DEVICE without a GPU, RMM_ERROR_UNSUPPORTED when the driver
+ *  or device has no managed memory pools. */
+int rmm_cuda_async_managed_memory_resource_new(rmm_resource* out, rmm_error* err);
+
+/** The CUDA memory pool of a cuda_async_managed_memory_resource, into *out. */
+int rmm_cuda_async_managed_memory_resource_pool_handle(rmm_resource resource, void** out, rmm_error* err);
+
+/** Writes one whole line of a log: `length` bytes at `data`, the last one '\n' (not NUL-terminated).
+ *  Returns 0 on success. It must not throw or unwind. */
+typedef int (*rmm_log_write)(const char* data, size_t length, void* context);
+
+/** Flushes a log sink. Returns 0 on success. It must not throw or unwind. */
+typedef int (*rmm_log_flush)(void* context);
+
+/** Releases a log sink's context. */
+typedef void (*rmm_log_release)(void* context);
+
+/** A new logging_resource_adaptor over `upstream` writing its CSV log (the header line first) to a
+ *  sink: write(line, length, context) gets one whole line per call, flush(context) (may be NULL)
+ *  runs on rmm_logging_resource_adaptor_flush, after every line with non-zero `auto_flush`, and when
+ *  the last reference is gone. Calls come from any thread but never two at once. A failing write
+ *  never fails an allocation (the line is lost). The adaptor takes over `context`: release_context
+ *  (may be NULL) is called on it once, after the last call, or before this call returns if it fails
+ *  (a NULL write is INVALID_ARGUMENT). get_file_name gives "" for such an adaptor. */
+int rmm_logging_resource_adaptor_new_with_sink(rmm_resource upstream, rmm_log_write write, rmm_log_flush flush,
+                                               void* context, rmm_log_release release_context, int auto_flush,
+                                               rmm_resource* out, rmm_error* err);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -16,8 +16,8 @@ use super::{clear_out, guarded, null_out, put, rmm_error, rmm_resource, with_bor
 use crate::error::{Error, Result};
 use crate::mr::statistics::Counter;
 use crate::mr::{
-    AlignedResourceAdaptor, ArenaMemoryResource, BinningMemoryResource, CudaAsyncMemoryResource,
-    CudaAsyncOptions, ExportHandleType, FailureCallbackResourceAdaptor, FixedSizeMemoryResource,
+    AlignedResourceAdaptor, ArenaMemoryResource, BinningMemoryResource, CallbackMemoryResource,
+    CudaAsyncManagedMemoryResource, CudaAsyncMemoryResource, CudaAsyncOptions, CudaAsyncViewMemoryResource, ExportHandleType, FailureCallbackResourceAdaptor, FixedSizeMemoryResource,
     LimitingResourceAdaptor, LoggingResourceAdaptor,
     ManagedMemoryResource, PinnedHostMemoryResource, PoolMemoryResource,
     PrefetchResourceAdaptor, SamHeadroomMemoryResource, SimulatedMemoryResource,
@@ -1039,6 +1039,355 @@ pub unsafe extern "C" fn rmm_failure_callback_resource_adaptor_new(
                 upstream,
                 Arc::new(move |bytes| c_callback.call(bytes)),
             )))
+        })
+    }
+}
+
+// --- callback resource -----------------------------------------------------------------------
+
+/// The allocate function of a C `callback_memory_resource` (`rmm_allocate_callback` in C): writes
+/// memory for `bytes` bytes, usable on `stream`, to `*out` and returns `RMM_OK`, or returns an
+/// `RMM_ERROR_*` kind and fills the optional `err`. It must not unwind.
+pub type rmm_allocate_callback = Option<
+    unsafe extern "C" fn(
+        bytes: usize,
+        stream: *mut c_void,
+        context: *mut c_void,
+        out: *mut *mut c_void,
+        err: *mut rmm_error,
+    ) -> c_int,
+>;
+
+/// The deallocate function of a C `callback_memory_resource` (`rmm_deallocate_callback` in C):
+/// returns `ptr` (from the allocate function, with its `bytes`) ordered on `stream`.
+pub type rmm_deallocate_callback = Option<
+    unsafe extern "C" fn(
+        ptr: *mut c_void,
+        bytes: usize,
+        stream: *mut c_void,
+        context: *mut c_void,
+        err: *mut rmm_error,
+    ) -> c_int,
+>;
+
+/// Releases the context of C callbacks (`rmm_callback_release` in C).
+pub type rmm_callback_release = Option<unsafe extern "C" fn(context: *mut c_void)>;
+
+/// The C functions of a callback resource and their context, released (once) when the last clone
+/// of the resource drops.
+struct CCallbacks {
+    allocate: rmm_allocate_callback,
+    deallocate: rmm_deallocate_callback,
+    context: *mut c_void,
+    release: rmm_callback_release,
+}
+
+// SAFETY: the C contract of rmm_callback_memory_resource_new: the functions may be called from any
+// thread, at once from several, and the context may be released from any thread.
+unsafe impl Send for CCallbacks {}
+// SAFETY: as above.
+unsafe impl Sync for CCallbacks {}
+
+impl CCallbacks {
+    fn allocate(&self, bytes: usize, stream: crate::cuda::Stream) -> Result<*mut u8> {
+        let Some(f) = self.allocate else {
+            return Err(Error::invalid("allocate callback must not be NULL"));
+        };
+        let mut out = std::ptr::null_mut();
+        let mut err = rmm_error::new();
+        // SAFETY: the C contract: `f` accepts `context` while it is not released; valid out-pointers.
+        let status = unsafe { f(bytes, stream.as_raw() as *mut c_void, self.context, &mut out, &mut err) };
+        if status == super::RMM_OK {
+            Ok(out.cast())
+        } else {
+            Err(super::error_from_c(status, &err, "callback_memory_resource", "allocate callback"))
+        }
+    }
+
+    fn deallocate(&self, ptr: *mut u8, bytes: usize, stream: crate::cuda::Stream) -> Result<()> {
+        let Some(f) = self.deallocate else {
+            return Err(Error::invalid("deallocate callback must not be NULL"));
+        };
+        let mut err = rmm_error::new();
+        // SAFETY: as above; `ptr` came from the allocate function (the resource's contract).
+        let status = unsafe { f(ptr.cast(), bytes, stream.as_raw() as *mut c_void, self.context, &mut err) };
+        if status == super::RMM_OK {
+            Ok(())
+        } else {
+            Err(super::error_from_c(status, &err, "callback_memory_resource", "deallocate callback"))
+        }
+    }
+}
+
+impl Drop for CCallbacks {
+    fn drop(&mut self) {
+        if let Some(release) = self.release {
+            // SAFETY: the C contract; this runs once, after the last call.
+            unsafe { release(self.context) }
+        }
+    }
+}
+
+/// A new `callback_memory_resource` whose allocations are `allocate(bytes, stream, context, ...)`
+/// and whose frees are `deallocate(ptr, bytes, stream, context, ...)`; its memory has the access
+/// bits `access` (`RMM_ACCESS_DEVICE` and/or `RMM_ACCESS_HOST`, at least one). The resource takes
+/// over `context`: `release_context` (may be NULL) is called on it once, when the last reference
+/// is gone, or before returning if this call fails (NULL functions or bad access bits are
+/// `RMM_ERROR_INVALID_ARGUMENT`).
+///
+/// # Safety
+/// `allocate`, `deallocate` and `release_context` are NULL or valid functions that may be called
+/// from any thread and never unwind; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_callback_memory_resource_new(
+    allocate: rmm_allocate_callback,
+    deallocate: rmm_deallocate_callback,
+    context: *mut c_void,
+    release_context: rmm_callback_release,
+    access: u32,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // Made first, so that every failure below releases the context.
+    let callbacks = Arc::new(CCallbacks {
+        allocate,
+        deallocate,
+        context,
+        release: release_context,
+    });
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, move || {
+            if allocate.is_none() || deallocate.is_none() {
+                return Err(Error::invalid("allocate and deallocate callbacks must not be NULL"));
+            }
+            if access == 0 || access > 3 {
+                return Err(Error::invalid(format!(
+                    "access {access} is not a non-empty set of RMM_ACCESS_DEVICE | RMM_ACCESS_HOST"
+                )));
+            }
+            let for_free = callbacks.clone();
+            Ok(AnyResource::new(CallbackMemoryResource::with_access(
+                Arc::new(move |bytes, stream| callbacks.allocate(bytes, stream)),
+                Arc::new(move |ptr, bytes, stream| for_free.deallocate(ptr, bytes, stream)),
+                crate::resource::Access::from_bits(access as u8),
+            )))
+        })
+    }
+}
+
+// --- cuda_async_view, cuda_async_managed ---------------------------------------------------
+
+/// A new `cuda_async_view_memory_resource` over the CUDA memory pool `pool_handle` (a
+/// `cudaMemPool_t`), which the caller keeps alive while the resource or its memory is in use.
+///
+/// # Safety
+/// `pool_handle` is NULL (reported) or a live memory pool that outlives the resource and its
+/// memory; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_new(
+    pool_handle: *mut c_void,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, || {
+            // The pool's lifetime is the caller's contract (see above).
+            let view = CudaAsyncViewMemoryResource::from_raw(pool_handle as usize)?;
+            Ok(AnyResource::new(view))
+        })
+    }
+}
+
+/// The CUDA memory pool of a `cuda_async_view_memory_resource`, into `*out`.
+///
+/// # Safety
+/// `resource` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_pool_handle(
+    resource: rmm_resource,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        accessor(
+            resource,
+            "cuda_async_view_memory_resource",
+            out,
+            err,
+            |v: &CudaAsyncViewMemoryResource| Ok(v.pool_handle() as *mut c_void),
+        )
+    }
+}
+
+/// A new `cuda_async_managed_memory_resource`: managed memory from the current device's default
+/// managed memory pool, ordered on streams (host and device accessible).
+///
+/// # Safety
+/// `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_new(
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe { new_resource(out, err, || Ok(AnyResource::new(CudaAsyncManagedMemoryResource::new()?))) }
+}
+
+/// The CUDA memory pool of a `cuda_async_managed_memory_resource`, into `*out`.
+///
+/// # Safety
+/// `resource` is live; `out` and `err` are NULL or valid for writes.
+pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_pool_handle(
+    resource: rmm_resource,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        accessor(
+            resource,
+            "cuda_async_managed_memory_resource",
+            out,
+            err,
+            |m: &CudaAsyncManagedMemoryResource| Ok(m.pool_handle() as *mut c_void),
+        )
+    }
+}
+
+// --- logging to a C sink ---------------------------------------------------------------------
+
+/// Writes one line of a log (`rmm_log_write` in C): `length` bytes at `data`, ending with `\n`
+/// (not NUL-terminated); returns 0 on success. It must not unwind.
+pub type rmm_log_write = Option<unsafe extern "C" fn(data: *const c_char, length: usize, context: *mut c_void) -> c_int>;
+
+/// Flushes a log sink (`rmm_log_flush` in C); returns 0 on success. It must not unwind.
+pub type rmm_log_flush = Option<unsafe extern "C" fn(context: *mut c_void) -> c_int>;
+
+/// Releases a log sink's context (`rmm_log_release` in C).
+pub type rmm_log_release = Option<unsafe extern "C" fn(context: *mut c_void)>;
+
+/// A C log sink as the logging adaptor's writer. The CSV writer hands over its buffer in chunks
+/// that may cut lines; they are put back together here so that the sink sees whole lines, which
+/// is what a line-based consumer (an ostream shared with other output, a logger) needs.
+///
+/// A line the sink fails to take is dropped and the failure kept for the next flush: reporting it
+/// from `write` would make the CSV writer keep its whole buffer and send the lines before the
+/// failed one again, so the sink would see them twice.
+struct CLogSink {
+    write: rmm_log_write,
+    flush: rmm_log_flush,
+    context: *mut c_void,
+    release: rmm_log_release,
+    /// The start of a line whose end has not been written yet.
+    pending: Vec<u8>,
+    /// The first write failure since the last flush.
+    failure: Option<std::io::Error>,
+}
+
+// SAFETY: the C contract of rmm_logging_resource_adaptor_new_with_sink: the functions may be called
+// from any thread (one call at a time: the adaptor serializes them) and the context may be
+// released from any thread.
+unsafe impl Send for CLogSink {}
+
+impl CLogSink {
+    fn emit(&mut self, line: &[u8]) {
+        let status = match self.write {
+            // SAFETY: the C contract; `line` is valid for its length during the call.
+            Some(write) => unsafe { write(line.as_ptr().cast(), line.len(), self.context) },
+            None => -1,
+        };
+        if status != 0 && self.failure.is_none() {
+            self.failure = Some(std::io::Error::other(format!(
+                "the log sink's write function failed (status {status}); lines were lost"
+            )));
+        }
+    }
+}
+
+impl std::io::Write for CLogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut rest = buf;
+        while let Some(newline) = rest.iter().position(|&b| b == b'\n') {
+            let (line, tail) = rest.split_at(newline + 1);
+            if self.pending.is_empty() {
+                self.emit(line);
+            } else {
+                let mut whole = std::mem::take(&mut self.pending);
+                whole.extend_from_slice(line);
+                self.emit(&whole);
+            }
+            rest = tail;
+        }
+        self.pending.extend_from_slice(rest);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.pending.is_empty() {
+            let rest = std::mem::take(&mut self.pending);
+            self.emit(&rest);
+        }
+        if let Some(failure) = self.failure.take() {
+            return Err(failure);
+        }
+        match self.flush {
+            // SAFETY: the C contract.
+            Some(flush) => match unsafe { flush(self.context) } {
+                0 => Ok(()),
+                status => Err(std::io::Error::other(format!("the log sink's flush function failed (status {status})"))),
+            },
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for CLogSink {
+    fn drop(&mut self) {
+        if let Some(release) = self.release {
+            // SAFETY: the C contract; this runs once, after the last write or flush.
+            unsafe { release(self.context) }
+        }
+    }
+}
+
+/// A new `logging_resource_adaptor` over `upstream` (BORROWED) writing its CSV log (header first)
+/// to a sink: `write(line, length, context)` gets one whole line at a time, `flush(context)` (may
+/// be NULL) is called by rmm_logging_resource_adaptor_flush, with auto-flush after each line, and
+/// when the last reference is gone; non-zero `auto_flush` flushes every line. The adaptor takes
+/// over `context`: `release_context` (may be NULL) is called on it once, after the last write,
+/// or before returning if this call fails (a NULL `write` is `RMM_ERROR_INVALID_ARGUMENT`).
+///
+/// # Safety
+/// `upstream` is live; the functions are NULL or valid, may be called from any thread (never two
+/// at once) and never unwind; `out` and `err` are NULL or valid for writes.
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn rmm_logging_resource_adaptor_new_with_sink(
+    upstream: rmm_resource,
+    write: rmm_log_write,
+    flush: rmm_log_flush,
+    context: *mut c_void,
+    release_context: rmm_log_release,
+    auto_flush: c_int,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // Made first, so that every failure below releases the context.
+    let sink = CLogSink {
+        write,
+        flush,
+        context,
+        release: release_context,
+        pending: Vec::new(),
+        failure: None,
+    };
+    // SAFETY: caller contract.
+    unsafe {
+        new_resource(out, err, move || {
+            if write.is_none() {
+                return Err(Error::invalid("the log sink's write function must not be NULL"));
+            }
+            let upstream = upstream_of(upstream)?;
+            let adaptor = LoggingResourceAdaptor::with_writer(upstream, sink)?;
+            Ok(AnyResource::new(adaptor.with_auto_flush(auto_flush != 0)?))
         })
     }
 }

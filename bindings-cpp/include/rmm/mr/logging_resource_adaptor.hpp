@@ -15,10 +15,41 @@
 
 #include <cstddef>
 #include <cstdlib>
+#include <ios>
+#include <ostream>
 #include <string>
 #include <utility>
 
 namespace rmm::mr {
+
+namespace detail {
+
+/** @brief Writes one log line to the std::ostream @p context; an exception counts as a failure
+ *  (it never reaches librmm). */
+inline int ostream_write(const char* data, std::size_t length, void* context) noexcept
+{
+  try {
+    auto* stream = static_cast<std::ostream*>(context);
+    stream->write(data, static_cast<std::streamsize>(length));
+    return stream->good() ? 0 : 1;
+  } catch (...) {
+    return 1;
+  }
+}
+
+/** @brief Flushes the std::ostream @p context (failures as above). */
+inline int ostream_flush(void* context) noexcept
+{
+  try {
+    auto* stream = static_cast<std::ostream*>(context);
+    stream->flush();
+    return stream->good() ? 0 : 1;
+  } catch (...) {
+    return 1;
+  }
+}
+
+}  // namespace detail
 
 /**
  * @brief Writes one CSV line per allocation, free and failed allocation to a file, then forwards
@@ -26,7 +57,8 @@ namespace rmm::mr {
  *
  * A value type: copies share one librmm resource and one log (== compares identity). The upstream
  * may be any `any_resource<device_accessible>`, a user's C++ resource included; an rmm resource
- * passes its librmm handle through. Only the file-name constructor of RMM is provided.
+ * passes its librmm handle through. RMM's file-name and std::ostream constructors are provided;
+ * the one taking rapids_logger sinks is not (librmm does not use rapids_logger).
  */
 class logging_resource_adaptor : public detail::c_resource {
  public:
@@ -47,6 +79,23 @@ class logging_resource_adaptor : public detail::c_resource {
                                     std::string const& filename = get_default_filename(),
                                     bool auto_flush             = false)
     : logging_resource_adaptor{detail::upstream_holder{upstream}, filename, auto_flush}
+  {
+  }
+
+  /**
+   * @brief Logs to @p stream, which must outlive this resource and every copy of it. Lines are
+   * written whole, one at a time (never two threads at once), and flushed with flush(), after
+   * every line with @p auto_flush, and when the last copy is destroyed. A stream that fails
+   * loses the lines (allocations still succeed); flush() then throws.
+   */
+  logging_resource_adaptor(device_any_resource const& upstream, std::ostream& stream, bool auto_flush = false)
+    : logging_resource_adaptor{detail::upstream_holder{upstream}, stream, auto_flush}
+  {
+  }
+
+  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
+  logging_resource_adaptor(detail::c_resource const& upstream, std::ostream& stream, bool auto_flush = false)
+    : logging_resource_adaptor{detail::upstream_holder{upstream}, stream, auto_flush}
   {
   }
 
@@ -73,7 +122,7 @@ class logging_resource_adaptor : public detail::c_resource {
     rmm::detail::check(rmm_logging_resource_adaptor_flush(handle(), &err), err, "logging_resource_adaptor::flush");
   }
 
-  /** @brief The log file's name, as given. */
+  /** @brief The log file's name, as given ("" when logging to a std::ostream). */
   [[nodiscard]] std::string get_file_name() const
   {
     return detail::get_string(
@@ -92,6 +141,19 @@ class logging_resource_adaptor : public detail::c_resource {
         [&](rmm_resource* out, rmm_error* err) {
           return rmm_logging_resource_adaptor_new(upstream.handle(), filename.c_str(), auto_flush ? 1 : 0, out,
                                                   err);
+        },
+        "logging_resource_adaptor")},
+      upstream_{std::move(upstream)}
+  {
+  }
+
+  logging_resource_adaptor(detail::upstream_holder upstream, std::ostream& stream, bool auto_flush)
+    : detail::c_resource{detail::make_handle(
+        [&](rmm_resource* out, rmm_error* err) {
+          // The stream stays the caller's: no release function.
+          return rmm_logging_resource_adaptor_new_with_sink(upstream.handle(), &detail::ostream_write,
+                                                            &detail::ostream_flush, &stream, nullptr,
+                                                            auto_flush ? 1 : 0, out, err);
         },
         "logging_resource_adaptor")},
       upstream_{std::move(upstream)}

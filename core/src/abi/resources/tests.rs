@@ -711,3 +711,337 @@ fn pool_maximum_and_tracking_outstanding_str() {
     };
     assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
 }
+
+// --- callback resource ---------------------------------------------------------------------
+
+/// The context of the C callbacks below: forwards to `upstream`, counts, can be told to fail.
+struct Forwarder {
+    upstream: rmm_resource,
+    allocations: std::sync::atomic::AtomicUsize,
+    frees: std::sync::atomic::AtomicUsize,
+    last_stream: std::sync::atomic::AtomicUsize,
+    fail_next: std::sync::atomic::AtomicBool,
+    released: std::sync::atomic::AtomicBool,
+}
+
+impl Forwarder {
+    fn new(upstream: rmm_resource) -> Self {
+        Self {
+            upstream,
+            allocations: 0.into(),
+            frees: 0.into(),
+            last_stream: 0.into(),
+            fail_next: false.into(),
+            released: false.into(),
+        }
+    }
+}
+
+unsafe extern "C" fn forward_allocate(
+    bytes: usize,
+    stream: *mut c_void,
+    context: *mut c_void,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
+    use std::sync::atomic::Ordering::SeqCst;
+    // SAFETY: `context` is the test's live Forwarder.
+    let f = unsafe { &*context.cast::<Forwarder>() };
+    f.last_stream.store(stream as usize, SeqCst);
+    if f.fail_next.swap(false, SeqCst) {
+        // SAFETY: `err` is NULL or valid (the ABI).
+        if let Some(e) = unsafe { err.as_mut() } {
+            e.set(&Error::out_of_memory(bytes, "forwarder"));
+        }
+        return RMM_ERROR_OUT_OF_MEMORY;
+    }
+    f.allocations.fetch_add(1, SeqCst);
+    // SAFETY: live upstream; valid out-pointers (the ABI). Host memory: no stream is used.
+    unsafe { crate::abi::rmm_resource_allocate_sync(f.upstream, bytes, 256, out, err) }
+}
+
+unsafe extern "C" fn forward_deallocate(
+    ptr: *mut c_void,
+    bytes: usize,
+    _stream: *mut c_void,
+    context: *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: as above.
+    let f = unsafe { &*context.cast::<Forwarder>() };
+    f.frees.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: `ptr` came from the upstream with these arguments.
+    unsafe { rmm_resource_deallocate_sync(f.upstream, ptr, bytes, 256, err) }
+}
+
+unsafe extern "C" fn forwarder_released(context: *mut c_void) {
+    // SAFETY: as above.
+    let f = unsafe { &*context.cast::<Forwarder>() };
+    f.released.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+#[test]
+fn callback_round_trip() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let up = system();
+    let forwarder = Forwarder::new(up.0);
+    let ctx = (&raw const forwarder).cast_mut().cast::<c_void>();
+    // SAFETY: the callbacks accept `ctx`, which outlives the resource.
+    let cb = made(|o, e| unsafe {
+        rmm_callback_memory_resource_new(
+            Some(forward_allocate),
+            Some(forward_deallocate),
+            ctx,
+            Some(forwarder_released),
+            RMM_ACCESS_HOST_BITS,
+            o,
+            e,
+        )
+    });
+    // SAFETY: live handle.
+    assert_eq!(unsafe { crate::abi::rmm_resource_access(cb.0) }, RMM_ACCESS_HOST_BITS);
+    let p = alloc(&cb, 1000);
+    // SAFETY: host memory of 1000 bytes from the system upstream.
+    unsafe { std::ptr::write_bytes(p.cast::<u8>(), 1, 1000) };
+    free(&cb, p, 1000);
+    assert_eq!((forwarder.allocations.load(SeqCst), forwarder.frees.load(SeqCst)), (1, 1));
+    // The stream reaches the callback as the caller's handle (here the special per-thread one;
+    // host memory, so the callback never hands it to CUDA).
+    let mut q = null_mut();
+    let mut err = rmm_error::new();
+    // SAFETY: live handle, valid out-pointers.
+    let status = unsafe { crate::abi::rmm_resource_allocate(cb.0, 2 as *mut c_void, 64, 256, &mut q, &mut err) };
+    assert_eq!(status, RMM_OK, "{err:?}");
+    assert_eq!(forwarder.last_stream.load(SeqCst), 2);
+    // SAFETY: from the allocation above.
+    let status = unsafe { crate::abi::rmm_resource_deallocate(cb.0, 2 as *mut c_void, q, 64, 256, &mut err) };
+    assert_eq!(status, RMM_OK, "{err:?}");
+    // A callback's error comes back with its kind and size.
+    forwarder.fail_next.store(true, SeqCst);
+    q = null_mut();
+    // SAFETY: as above.
+    let status = unsafe { rmm_resource_allocate_sync(cb.0, 4096, 256, &mut q, &mut err) };
+    assert_eq!(status, RMM_ERROR_OUT_OF_MEMORY);
+    assert_eq!(err.bytes, 4096);
+    assert!(q.is_null());
+    assert!(!forwarder.released.load(SeqCst));
+    drop(cb);
+    assert!(forwarder.released.load(SeqCst), "the last reference releases the context");
+
+    // Bad arguments are reported and still release the context.
+    for (allocate, access) in [(None, RMM_ACCESS_DEVICE_BITS), (Some(forward_allocate as _), 0), (Some(forward_allocate as _), 4)] {
+        forwarder.released.store(false, SeqCst);
+        let mut out = rmm_resource::NULL;
+        // SAFETY: the bad argument is reported before any call.
+        let status = unsafe {
+            rmm_callback_memory_resource_new(
+                allocate,
+                Some(forward_deallocate),
+                ctx,
+                Some(forwarder_released),
+                access,
+                &mut out,
+                &mut err,
+            )
+        };
+        assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT, "{err:?}");
+        assert!(out.is_null());
+        assert!(forwarder.released.load(SeqCst));
+    }
+}
+
+// --- cuda_async_view, cuda_async_managed ---------------------------------------------------
+
+#[test]
+fn cuda_async_view_rejects_a_null_pool_and_managed_needs_a_gpu() {
+    let mut out = rmm_resource::NULL;
+    let mut err = rmm_error::new();
+    // SAFETY: NULL is reported before any CUDA call.
+    let status = unsafe { rmm_cuda_async_view_memory_resource_new(null_mut(), &mut out, &mut err) };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    assert!(err.message().contains("Unexpected null pool handle."), "{err:?}");
+    assert!(out.is_null());
+    // The accessors check the type.
+    let up = system();
+    let mut handle = null_mut();
+    // SAFETY: a live handle of the wrong type is reported.
+    let status = unsafe { rmm_cuda_async_view_memory_resource_pool_handle(up.0, &mut handle, &mut err) };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    // SAFETY: as above.
+    let status = unsafe { rmm_cuda_async_managed_memory_resource_pool_handle(up.0, &mut handle, &mut err) };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    if host_mode() {
+        // SAFETY: valid out-pointers.
+        let status = unsafe { rmm_cuda_async_managed_memory_resource_new(&mut out, &mut err) };
+        assert_no_gpu(status, out, &err);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuda_async_view_and_managed_allocate_on_a_gpu() {
+    crate::testing::require_gpu();
+    // SAFETY: valid out-pointers.
+    let owner = made(|o, e| unsafe {
+        rmm_cuda_async_memory_resource_new(RMM_SIZE_NONE, RMM_SIZE_NONE, RMM_ALLOCATION_HANDLE_TYPE_NONE, o, e)
+    });
+    let mut pool = null_mut();
+    let mut err = rmm_error::new();
+    // SAFETY: live handle, valid out-pointers.
+    assert_eq!(unsafe { rmm_cuda_async_memory_resource_pool_handle(owner.0, &mut pool, &mut err) }, RMM_OK);
+    // SAFETY: `owner` keeps the pool alive until after the view is dropped.
+    let view = made(|o, e| unsafe { rmm_cuda_async_view_memory_resource_new(pool, o, e) });
+    let mut viewed = null_mut();
+    // SAFETY: as above.
+    assert_eq!(unsafe { rmm_cuda_async_view_memory_resource_pool_handle(view.0, &mut viewed, &mut err) }, RMM_OK);
+    assert_eq!(viewed, pool);
+    let p = alloc(&view, 1 << 20);
+    free(&view, p, 1 << 20);
+    drop(view);
+
+    let mut out = rmm_resource::NULL;
+    // SAFETY: valid out-pointers.
+    let status = unsafe { rmm_cuda_async_managed_memory_resource_new(&mut out, &mut err) };
+    if status == crate::abi::RMM_ERROR_UNSUPPORTED {
+        crate::testing::skip("cuda_async_view_and_managed_allocate_on_a_gpu", &err.message());
+        return;
+    }
+    assert_eq!(status, RMM_OK, "{err:?}");
+    let managed = Owned(out);
+    // SAFETY: live handle.
+    assert_eq!(unsafe { crate::abi::rmm_resource_access(managed.0) }, 3);
+    let mut handle = null_mut();
+    // SAFETY: live handle, valid out-pointers.
+    let status = unsafe { rmm_cuda_async_managed_memory_resource_pool_handle(managed.0, &mut handle, &mut err) };
+    assert_eq!(status, RMM_OK, "{err:?}");
+    assert!(!handle.is_null());
+    let p = alloc(&managed, 4096);
+    // SAFETY: managed memory is host-accessible; allocate_sync left nothing pending.
+    unsafe { std::ptr::write_bytes(p.cast::<u8>(), 3, 4096) };
+    free(&managed, p, 4096);
+}
+
+// --- logging to a C sink -------------------------------------------------------------------
+
+/// The context of the C log sink below: the lines it got, its flushes, whether it fails.
+#[derive(Default)]
+struct Lines {
+    lines: std::sync::Mutex<Vec<String>>,
+    flushes: std::sync::atomic::AtomicUsize,
+    failing: std::sync::atomic::AtomicBool,
+    released: std::sync::atomic::AtomicBool,
+}
+
+unsafe extern "C" fn sink_write(data: *const c_char, length: usize, context: *mut c_void) -> c_int {
+    // SAFETY: `context` is the test's live Lines; `data` holds `length` bytes.
+    let (l, bytes) = unsafe { (&*context.cast::<Lines>(), std::slice::from_raw_parts(data.cast::<u8>(), length)) };
+    if l.failing.load(std::sync::atomic::Ordering::SeqCst) {
+        return 1;
+    }
+    l.lines.lock().unwrap().push(String::from_utf8(bytes.to_vec()).unwrap());
+    0
+}
+
+unsafe extern "C" fn sink_flush(context: *mut c_void) -> c_int {
+    // SAFETY: as above.
+    let l = unsafe { &*context.cast::<Lines>() };
+    l.flushes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    c_int::from(l.failing.load(std::sync::atomic::Ordering::SeqCst))
+}
+
+unsafe extern "C" fn sink_released(context: *mut c_void) {
+    // SAFETY: as above.
+    let l = unsafe { &*context.cast::<Lines>() };
+    l.released.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn logging_to(up: &Owned, lines: &Lines, auto_flush: c_int) -> Owned {
+    let ctx = (&raw const *lines).cast_mut().cast::<c_void>();
+    // SAFETY: live upstream; the sink accepts `ctx`, which outlives the adaptor.
+    made(|o, e| unsafe {
+        rmm_logging_resource_adaptor_new_with_sink(
+            up.0,
+            Some(sink_write),
+            Some(sink_flush),
+            ctx,
+            Some(sink_released),
+            auto_flush,
+            o,
+            e,
+        )
+    })
+}
+
+#[test]
+fn logging_to_a_sink_gives_whole_lines() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let up = system();
+    let lines = Lines::default();
+    let log = logging_to(&up, &lines, 0);
+    let p = alloc(&log, 100);
+    free(&log, p, 100);
+    assert!(lines.lines.lock().unwrap().is_empty(), "buffered until flushed");
+    let mut err = rmm_error::new();
+    // SAFETY: live handle.
+    assert_eq!(unsafe { rmm_logging_resource_adaptor_flush(log.0, &mut err) }, RMM_OK, "{err:?}");
+    assert!(lines.flushes.load(SeqCst) >= 1);
+    {
+        let got = lines.lines.lock().unwrap();
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(got[0], "Thread,Time,Action,Pointer,Size,Stream\n");
+        assert!(got[1].ends_with(&format!(",allocate,{:#x},100,0x0\n", p as usize)), "{got:?}");
+        assert!(got[2].ends_with(&format!(",free,{:#x},100,0x0\n", p as usize)), "{got:?}");
+    }
+    let mut len = 0usize;
+    // SAFETY: live handle; length only.
+    let status = unsafe { rmm_logging_resource_adaptor_get_file_name(log.0, null_mut(), 0, &mut len, &mut err) };
+    assert_eq!((status, len), (RMM_OK, 0), "no file name");
+    // Many lines at once (more than the CSV writer's buffer) still arrive whole.
+    for k in 1..=400 {
+        let p = alloc(&log, k);
+        free(&log, p, k);
+    }
+    drop(log);
+    assert!(lines.released.load(SeqCst), "the last reference flushes and releases");
+    let got = lines.lines.lock().unwrap();
+    assert_eq!(got.len(), 3 + 800);
+    assert!(got.iter().all(|l| l.ends_with('\n') && l.matches('\n').count() == 1 && l.split(',').count() == 6));
+}
+
+#[test]
+fn logging_sink_failures_never_fail_allocations() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let up = system();
+    let lines = Lines::default();
+    let log = logging_to(&up, &lines, 1);
+    assert_eq!(lines.lines.lock().unwrap().len(), 1, "auto-flush writes the header at once");
+    let p = alloc(&log, 64);
+    assert_eq!(lines.lines.lock().unwrap().len(), 2);
+    lines.failing.store(true, SeqCst);
+    free(&log, p, 64);
+    let p = alloc(&log, 64);
+    free(&log, p, 64);
+    let mut err = rmm_error::new();
+    // SAFETY: live handle; the sink's failure is reported.
+    assert_eq!(unsafe { rmm_logging_resource_adaptor_flush(log.0, &mut err) }, RMM_ERROR_INVALID_ARGUMENT);
+    lines.failing.store(false, SeqCst);
+    let p = alloc(&log, 32);
+    free(&log, p, 32);
+    assert_eq!(lines.lines.lock().unwrap().len(), 4, "the failed lines are lost, later ones arrive");
+    drop(log);
+
+    // A NULL write function is reported and the context released.
+    lines.released.store(false, SeqCst);
+    let mut out = rmm_resource::NULL;
+    let ctx = (&raw const lines).cast_mut().cast::<c_void>();
+    // SAFETY: reported before any call.
+    let status = unsafe {
+        rmm_logging_resource_adaptor_new_with_sink(up.0, None, None, ctx, Some(sink_released), 0, &mut out, &mut err)
+    };
+    assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
+    assert!(out.is_null() && lines.released.load(SeqCst));
+}
+
+/// `RMM_ACCESS_DEVICE` and `RMM_ACCESS_HOST` of rmm_c.h.
+const RMM_ACCESS_DEVICE_BITS: u32 = 1;
+const RMM_ACCESS_HOST_BITS: u32 = 2;
