@@ -112,42 +112,78 @@ wheel=$(ls "$STAGE"/wheels/*.whl 2>/dev/null | head -1)
 suite_line python "$pp" "$pf" "$ps" "$note"
 
 # ---- C++ --------------------------------------------------------------------------------------
+# First choice: rebuild every C++ test here with nvcc (the Thrust tests need it) against the staged
+# librmm.so and CCCL headers, and run them with ctest (scripts/gpu-cpp-cuda.sh). If that cannot be
+# built, the g++-built executables from stage/cpp/bin run instead, and the failed build counts as one
+# failure.
 cp_=0 cf=0 cs=0 n=0 note=""
 : >"$OUT/cpp.log"
 export LD_LIBRARY_PATH=$STAGE/cpp/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-for exe in "$STAGE"/cpp/bin/*; do
-    [ -f "$exe" ] || continue
-    n=$((n + 1))
-    name=$(basename "$exe")
-    echo "######## $name" >>"$OUT/cpp.log"
-    chmod +x "$exe"
-    "$exe" >"$OUT/cpp.one" 2>&1
+run_prebuilt_cpp() {
+    for exe in "$STAGE"/cpp/bin/*; do
+        [ -f "$exe" ] || continue
+        n=$((n + 1))
+        name=$(basename "$exe")
+        echo "######## $name" >>"$OUT/cpp.log"
+        chmod +x "$exe"
+        "$exe" >"$OUT/cpp.one" 2>&1
+        rc=$?
+        cat "$OUT/cpp.one" >>"$OUT/cpp.log"
+        if grep -q '^\[==========\] .* ran\.' "$OUT/cpp.one"; then
+            p=$(grep -oE '^\[  PASSED  \] [0-9]+' "$OUT/cpp.one" | grep -oE '[0-9]+$' | tail -1)
+            s=$(grep -oE '^\[  SKIPPED \] [0-9]+ tests?, listed below' "$OUT/cpp.one" | grep -oE '[0-9]+' | tail -1)
+            f=$(grep -oE '^\[  FAILED  \] [0-9]+ tests?, listed below' "$OUT/cpp.one" | grep -oE '[0-9]+' | tail -1)
+            p=${p:-0} s=${s:-0} f=${f:-0}
+            [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+            cp_=$((cp_ + p)) cs=$((cs + s)) cf=$((cf + f))
+            say "  $name: $p passed, $f failed, $s skipped (gtest, exit $rc)"
+        elif grep -q '^\[==========\]' "$OUT/cpp.one"; then
+            echo "  $name: gtest did not finish (exit $rc): counted as 1 failed" | tee -a "$OUT/cpp.log" "$SUMMARY"
+            cf=$((cf + 1))
+        elif [ "$rc" -eq 0 ]; then
+            cp_=$((cp_ + 1))   # a plain test program: one test, judged by its exit status
+        else
+            echo "  $name: exit $rc: counted as 1 failed" | tee -a "$OUT/cpp.log" "$SUMMARY"
+            cf=$((cf + 1))
+        fi
+    done
+    rm -f "$OUT/cpp.one"
+}
+nvcc_built=0
+if [ -f "$STAGE/cpp/librmm.so" ] && [ -f "$STAGE/cpp/cccl.tar.gz" ]; then
+    W=/tmp/rmm-cpp-cuda
+    rm -rf "$W" && mkdir -p "$W"
+    tar -C "$W" -xzf "$STAGE/cpp/cccl.tar.gz"
+    [ -f "$STAGE/cpp/googletest.tar.gz" ] && tar -C "$W" -xzf "$STAGE/cpp/googletest.tar.gz" &&
+        export RMM_GOOGLETEST_SOURCE=$W/googletest
+    RMM_CPP_CUDA_BUILD_DIR=$W/build bash scripts/gpu-cpp-cuda.sh "$STAGE/cpp/librmm.so" \
+        "$W/nvidia/cu13/include/cccl" "$W/logs" >>"$OUT/cpp.log" 2>&1
     rc=$?
-    cat "$OUT/cpp.one" >>"$OUT/cpp.log"
-    if grep -q '^\[==========\] .* ran\.' "$OUT/cpp.one"; then
-        p=$(grep -oE '^\[  PASSED  \] [0-9]+' "$OUT/cpp.one" | grep -oE '[0-9]+$' | tail -1)
-        s=$(grep -oE '^\[  SKIPPED \] [0-9]+ tests?, listed below' "$OUT/cpp.one" | grep -oE '[0-9]+' | tail -1)
-        f=$(grep -oE '^\[  FAILED  \] [0-9]+ tests?, listed below' "$OUT/cpp.one" | grep -oE '[0-9]+' | tail -1)
-        p=${p:-0} s=${s:-0} f=${f:-0}
-        [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
-        cp_=$((cp_ + p)) cs=$((cs + s)) cf=$((cf + f))
-        say "  $name: $p passed, $f failed, $s skipped (gtest, exit $rc)"
-    elif grep -q '^\[==========\]' "$OUT/cpp.one"; then
-        echo "  $name: gtest did not finish (exit $rc): counted as 1 failed" | tee -a "$OUT/cpp.log" "$SUMMARY"
-        cf=$((cf + 1))
-    elif [ "$rc" -eq 0 ]; then
-        cp_=$((cp_ + 1))   # a plain test program: one test, judged by its exit status
+    for f in configure build ctest; do
+        [ -f "$W/logs/$f.log" ] && { echo "######## $f.log"; cat "$W/logs/$f.log"; } >>"$OUT/cpp.log"
+    done
+    ctest_log=$W/logs/ctest.log
+    if [ -f "$ctest_log" ] && grep -qE 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$ctest_log"; then
+        nvcc_built=1
+        total=$(grep -oE 'out of [0-9]+' "$ctest_log" | tail -1 | grep -oE '[0-9]+')
+        cf=$(grep -oE '[0-9]+ tests? failed out of' "$ctest_log" | tail -1 | grep -oE '^[0-9]+')
+        cs=$(grep -cE '\(Skipped\)$' "$ctest_log")
+        cp_=$((total - cf - cs))
+        n=$(grep -c '^add_executable' bindings-cpp/tests/CMakeLists.txt)
+        note="built here with nvcc, ctest; $(grep -oE 'test_cuda_thrust' "$ctest_log" | head -1 | sed 's/.*/thrust tests included/')"
+        say "  cpp: nvcc build + ctest: exit $rc"
+        grep -E '\(Skipped\)$' "$ctest_log" | sed 's/^/  skipped: /' >>"$OUT/skips.txt"
     else
-        echo "  $name: exit $rc: counted as 1 failed" | tee -a "$OUT/cpp.log" "$SUMMARY"
-        cf=$((cf + 1))
+        say "  cpp: the nvcc build of the C++ tests failed (exit $rc, cpp.log): counted as 1 failed; running the g++ builds"
+        cf=1
     fi
-done
-rm -f "$OUT/cpp.one"
+fi
+[ "$nvcc_built" = 1 ] || run_prebuilt_cpp
 if [ "$n" -eq 0 ]; then
     note=$(grep -E '^cpp:' "$STAGE/MANIFEST.txt" 2>/dev/null || echo "not staged")
     note=${note#cpp: }
-else
-    note="$n executables"
+elif [ -z "$note" ]; then
+    note="$n g++-built executables"
 fi
 suite_line cpp "$cp_" "$cf" "$cs" "$note"
 

@@ -7,7 +7,7 @@
 #   stage/wheels/*.whl               the rmm-rs Python wheel (maturin, abi3)
 #   stage/python/                    the pytest suite and its config (pyproject.toml)
 #   stage/cpp/bin, stage/cpp/lib     prebuilt C++ test executables + the shared libraries they need
-#   stage/cpp/src                    bindings-cpp sources (include, tests, CMakeLists) for a rebuild there
+#   stage/cpp/librmm.so, cccl.tar.gz, googletest.tar.gz   for the nvcc rebuild there (gpu-cpp-cuda.sh)
 #   stage/MANIFEST.txt               what was staged, and what was not and why
 #   .whl/                            optional: RMM 26.10 peer wheels (rmm-cu13, librmm-cu13, rapids-logger)
 #
@@ -137,14 +137,19 @@ PY
         manifest "cpp: NOT STAGED (cmake configure/build of bindings-cpp failed)"
         status=1
     fi
-    # Sources too, for a rebuild on the GPU machine (nvcc there) once the CMake project can use a
-    # prebuilt librmm.so.
-    mkdir -p "$STAGE/cpp/src"
-    for d in CMakeLists.txt include tests cmake; do
-        [ -e "bindings-cpp/$d" ] && cp -r "bindings-cpp/$d" "$STAGE/cpp/src/"
-    done
+    # For the rebuild there with nvcc (scripts/gpu-cpp-cuda.sh; the sources travel with the working
+    # tree): our librmm.so, the CCCL >= 3.1 headers (the toolkit there has 3.0.1) and googletest's
+    # sources (that machine may have no GTest package).
     so="$(target_dir)/release/librmm.so"
-    [ -f "$so" ] && cp "$so" "$STAGE/cpp/src/librmm.so" && strip --strip-debug "$STAGE/cpp/src/librmm.so"
+    if [ -f "$so" ] && cccl_dirs=$(bash bindings-cpp/cmake/fetch-cccl.sh "$RMM_ROOT/build/cccl" | tail -n 1); then
+        cp "$so" "$STAGE/cpp/librmm.so" && strip --strip-debug "$STAGE/cpp/librmm.so"
+        tar -C "$RMM_ROOT/build/cccl" -czf "$STAGE/cpp/cccl.tar.gz" nvidia/cu13/include/cccl
+        gtest_src=${RMM_GOOGLETEST_SOURCE:-/usr/src/googletest}
+        [ -d "$gtest_src" ] && tar -C "$(dirname "$gtest_src")" -czf "$STAGE/cpp/googletest.tar.gz" "$(basename "$gtest_src")"
+        manifest "cpp nvcc rebuild: librmm.so, cccl.tar.gz ($(du -k "$STAGE/cpp/cccl.tar.gz" | cut -f1) KiB), googletest.tar.gz"
+    else
+        manifest "cpp nvcc rebuild: NOT STAGED (no release librmm.so or no CCCL headers)"
+    fi
 fi
 
 # ---- Peer: RMM 26.10 wheels (optional) ----------------------------------------------------------
