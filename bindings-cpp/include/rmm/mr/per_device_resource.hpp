@@ -11,7 +11,8 @@
  * Otherwise (a user's C++ resource, an adaptor from another library) a copy of the any_resource is put
  * in a reference-counted box behind a C vtable, which the registry holds; exceptions thrown by the
  * resource are caught there and reported through rmm_error (std::bad_alloc -> OUT_OF_MEMORY,
- * rmm::cuda_error -> CUDA, std::logic_error -> INVALID_ARGUMENT, anything else -> PANIC).
+ * rmm::cuda_error -> CUDA, CCCL's cuda::cuda_error -> OUT_OF_MEMORY for cudaErrorMemoryAllocation, else
+ * CUDA, std::logic_error -> INVALID_ARGUMENT, anything else -> PANIC).
  * The box reports device access, plus host access when `try_get_property(res, host_accessible)` is
  * true, which holds when the resource was first type-erased with host_accessible among its
  * properties; the template overloads below do that for you. In host mode (no GPU) the registry only
@@ -41,6 +42,7 @@
 #include <rmm/rmm_c.h>
 
 #include <cuda/memory_resource>
+#include <cuda/std/__exception/cuda_error.h>  // cuda::cuda_error (no public header of its own)
 #include <cuda/stream_ref>
 #include <cuda_runtime_api.h>
 
@@ -95,6 +97,12 @@ int guarded(rmm_error* err, std::size_t bytes, Op&& op) noexcept
     return set_error(err, RMM_ERROR_OUT_OF_MEMORY, bytes, e.what());
   } catch (rmm::cuda_error const& e) {
     return set_error(err, RMM_ERROR_CUDA, bytes, e.what());
+  } catch (cuda::cuda_error const& e) {
+    // CCCL's own resources (cuda::device_memory_pool, ...) report an exhausted device as a
+    // cuda::cuda_error, not std::bad_alloc: librmm's pools must see that as out of memory (RMM's
+    // pool turns an upstream failure into rmm::out_of_memory), not as an internal failure.
+    return set_error(err, e.status() == cudaErrorMemoryAllocation ? RMM_ERROR_OUT_OF_MEMORY : RMM_ERROR_CUDA, bytes,
+                     e.what());
   } catch (std::logic_error const& e) {
     return set_error(err, RMM_ERROR_INVALID_ARGUMENT, bytes, e.what());
   } catch (std::exception const& e) {
