@@ -59,7 +59,7 @@ if [ $rc -ne 0 ]; then
     echo "configure failed ($rc): see $OUT/configure.log"
     exit $rc
 fi
-cmake --build "$BUILD" >"$OUT/build.log" 2>&1
+cmake --build "$BUILD" -- -k 0 >"$OUT/build.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then
     grep -E "error|Error" "$OUT/build.log" | head -40

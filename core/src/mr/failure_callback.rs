@@ -54,18 +54,21 @@ pub struct FailureCallbackResourceAdaptor {
     upstream: AnyResource,
     callback: FailureCallback,
     retry_limit: Option<usize>,
+    /// Shared by clones: as in RMM (a `shared_resource`), copies compare equal and two adaptors
+    /// made separately do not, even over the same upstream.
+    identity: Arc<()>,
 }
 
 impl FailureCallbackResourceAdaptor {
     /// Calls `callback(bytes)` whenever `upstream` is out of memory, retrying while it returns true.
     pub fn new<R: MemoryResource>(upstream: R, callback: FailureCallback) -> Self {
-        Self { upstream: AnyResource::new(upstream), callback, retry_limit: None }
+        Self { upstream: AnyResource::new(upstream), callback, retry_limit: None, identity: Arc::new(()) }
     }
 
     /// As [`FailureCallbackResourceAdaptor::new`], but gives up after `max_retries` retries of one
     /// request even if the callback keeps returning true.
     pub fn with_retry_limit<R: MemoryResource>(upstream: R, callback: FailureCallback, max_retries: usize) -> Self {
-        Self { upstream: AnyResource::new(upstream), callback, retry_limit: Some(max_retries) }
+        Self { upstream: AnyResource::new(upstream), callback, retry_limit: Some(max_retries), identity: Arc::new(()) }
     }
 
     /// The upstream resource (RMM's `get_upstream_resource`).
@@ -141,7 +144,7 @@ impl MemoryResource for FailureCallbackResourceAdaptor {
     }
 
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| self.upstream.is_equal(&o.upstream))
+        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.identity, &o.identity))
     }
 }
 
@@ -271,7 +274,8 @@ mod tests {
         // SAFETY: from allocate above.
         unsafe { mr.deallocate(Stream::DEFAULT, p, 4096, 256).unwrap() };
         assert_eq!(probe.downcast_ref::<Probe>().unwrap().live.load(Ordering::SeqCst), 0);
-        assert!(mr.is_equal(&FailureCallbackResourceAdaptor::new(probe.clone(), Arc::new(|_| true))));
+        assert!(mr.is_equal(&mr.clone()), "copies share the adaptor");
+        assert!(!mr.is_equal(&FailureCallbackResourceAdaptor::new(probe.clone(), Arc::new(|_| true))));
         assert!(!mr.is_equal(&FailureCallbackResourceAdaptor::new(Probe::new(Access::HOST), Arc::new(|_| true))));
         assert_eq!(mr.access(), Access::HOST);
         assert_eq!(mr.name(), "failure_callback_resource_adaptor");

@@ -1,6 +1,8 @@
 //! `prefetch_resource_adaptor`: managed memory is migrated to the current device as it is
 //! allocated, so the first kernel that touches it does not page-fault it over.
 
+use std::sync::Arc;
+
 use crate::cuda::{self, Stream};
 use crate::error::Result;
 use crate::resource::{Access, AnyResource, MemoryResource};
@@ -32,12 +34,15 @@ use crate::resource::{Access, AnyResource, MemoryResource};
 #[derive(Clone, Debug)]
 pub struct PrefetchResourceAdaptor {
     upstream: AnyResource,
+    /// Shared by clones: as in RMM (a `shared_resource`), copies compare equal and two adaptors
+    /// made separately do not, even over the same upstream.
+    identity: Arc<()>,
 }
 
 impl PrefetchResourceAdaptor {
     /// Prefetches the managed memory `upstream` hands out.
     pub fn new<R: MemoryResource>(upstream: R) -> Self {
-        Self { upstream: AnyResource::new(upstream) }
+        Self { upstream: AnyResource::new(upstream), identity: Arc::new(()) }
     }
 
     /// The upstream resource (RMM's `get_upstream_resource`).
@@ -79,7 +84,7 @@ impl MemoryResource for PrefetchResourceAdaptor {
     }
 
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| self.upstream.is_equal(&o.upstream))
+        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.identity, &o.identity))
     }
 }
 
@@ -125,14 +130,14 @@ mod tests {
     }
 
     #[test]
-    fn equal_when_the_upstreams_are() {
+    fn copies_are_equal_and_separate_adaptors_are_not() {
         let a = PrefetchResourceAdaptor::new(SystemMemoryResource::new());
-        assert!(a.is_equal(&PrefetchResourceAdaptor::new(SystemMemoryResource::new())));
+        assert!(a.is_equal(&a.clone()));
+        assert!(!a.is_equal(&PrefetchResourceAdaptor::new(SystemMemoryResource::new())));
         let gpu = SimulatedMemoryResource::new(1 << 20).unwrap();
         let b = PrefetchResourceAdaptor::new(gpu.clone());
-        assert!(b.is_equal(&b.clone()) && b.is_equal(&PrefetchResourceAdaptor::new(gpu)));
+        assert!(b.is_equal(&b.clone()) && !b.is_equal(&PrefetchResourceAdaptor::new(gpu)));
         assert!(!a.is_equal(&b));
-        assert!(!b.is_equal(&PrefetchResourceAdaptor::new(SimulatedMemoryResource::new(1 << 20).unwrap())));
         assert_eq!(b.access(), Access::DEVICE);
         assert_eq!(a.name(), "prefetch_resource_adaptor");
     }
