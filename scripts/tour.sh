@@ -14,7 +14,9 @@ fi
 need_python
 # g++ for librmm's C++ half (cxx) and the C++ part, cmake + ninja for the C++ part, pip for the CCCL
 # headers (fetch-cccl.sh downloads them as wheels).
-apt_install cmake ninja-build g++
+for tool in cmake:cmake ninja:ninja-build g++:g++; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || apt_install "${tool#*:}"
+done
 python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
 
 # Runs a build step with its output kept in build/tour/logs/NAME.log, shown only if the step fails.
