@@ -101,7 +101,6 @@ impl PySystemMemoryResource {
     }
 }
 
-
 /// A size argument as RMM's Python API takes it: an int, or a string such as `"1 GiB"` or
 /// `"512MB"` (RMM's `parse_bytes`: units b, kb..pb in powers of 1000, kib..pib in powers of 1024,
 /// case-insensitive; a number without a unit is bytes). Anything else is a ValueError.
