@@ -77,6 +77,16 @@ build_and_run_example() {
     "$dir/example"
 }
 
+# Configures and builds the tour's C++ library (a shared library, run by scripts/tour.sh) against $PREFIX.
+build_tour_library() {
+    local dir=$1
+    rm -rf "$dir"
+    RMM_CCCL_INCLUDE_DIRS="$CCCL_INCLUDE_DIRS" cmake -S bindings-cpp/examples/tour -B "$dir" -G Ninja \
+        "-DCMAKE_PREFIX_PATH=$PREFIX" || return 1
+    cmake --build "$dir" || return 1
+    [ -f "$dir/librmm_tour_cpp.so" ]
+}
+
 if [ "$built" -eq 1 ]; then
     PKG_TMP=$(mktemp -d "${TMPDIR:-/tmp}/rmm-cpp-package.XXXXXX")
     trap 'rm -rf "$PKG_TMP"' EXIT
@@ -86,6 +96,8 @@ if [ "$built" -eq 1 ]; then
         step "cpp example: find_package(rmm) + rmm::rmm (librmm.so)" build_and_run_example "$PKG_TMP/example"
         step "cpp example: find_package(rmm) + rmm::rmm_static (librmm.a)" \
             build_and_run_example "$PKG_TMP/example-static" -DRMM_EXAMPLE_STATIC=ON
+        step "cpp tour library: find_package(rmm) + rmm::rmm (bindings-cpp/examples/tour)" \
+            build_tour_library "$PKG_TMP/tour"
     fi
 fi
 

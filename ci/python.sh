@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Python suite: builds rmm._rmm, runs pytest on bindings-python/tests. Tests marked `gpu` skip with
-# "needs a CUDA GPU" in host mode and run when a GPU is present.
+# Python suite: builds rmm._rmm and librmm.so, runs pytest on bindings-python/tests. Tests marked `gpu`
+# skip with "needs a CUDA GPU" in host mode and run when a GPU is present.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$RMM_ROOT" || exit 1
@@ -11,6 +11,10 @@ pip_install_if_missing pytest pytest || fail "pytest could not be installed"
 if [ "$RMM_FAILED" -eq 0 ]; then
     step "python build: cargo build --release -p rmm-python" build_python_ext
 fi
+# librmm.so (the C ABI that C++ links) for the tests that share one registry between it and Python.
+if [ "$RMM_FAILED" -eq 0 ]; then
+    step "python build: cargo build --release -p rmm-cpp (librmm.so)" cargo build --release --locked -p rmm-cpp
+fi
 if [ "$RMM_FAILED" -eq 0 ]; then
     if has_gpu; then
         label="python cpu+gpu: pytest bindings-python/tests"
@@ -18,6 +22,7 @@ if [ "$RMM_FAILED" -eq 0 ]; then
         label="python cpu: pytest bindings-python/tests (gpu tests skip)"
     fi
     step "$label" env PYTHONPATH="$RMM_ROOT/bindings-python/python${PYTHONPATH:+:$PYTHONPATH}" \
+        RMM_LIBRMM="$(target_dir)/release/librmm.so" \
         python3 -m pytest bindings-python/tests -p no:cacheprovider
 fi
 

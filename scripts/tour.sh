@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The README's tour command: builds everything, runs the Rust tour, then the same memory through
-# Python. Works with or without a GPU (host mode says so on its first line).
+# The README's tour command: builds everything, runs the Rust tour, then the shared stop: one Python
+# process where C++, Rust and Python allocate from ONE current device resource (librmm's registry)
+# and read the same statistics. Works with or without a GPU (host mode says so in one line per part).
+# Installs what it needs on Debian/Ubuntu (cmake, ninja, g++, pip; the CCCL headers from PyPI).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../ci/lib.sh"
 cd "$RMM_ROOT"
@@ -10,6 +12,25 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 1
 fi
 need_python
+# g++ for librmm's C++ half (cxx) and the C++ part, cmake + ninja for the C++ part, pip for the CCCL
+# headers (fetch-cccl.sh downloads them as wheels).
+for tool in cmake:cmake ninja:ninja-build g++:g++; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || apt_install "${tool#*:}"
+done
+python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+
+# Runs a build step with its output kept in build/tour/logs/NAME.log, shown only if the step fails.
+quietly() {
+    local name=$1
+    shift
+    mkdir -p "$RMM_ROOT/build/tour/logs"
+    local log_file="$RMM_ROOT/build/tour/logs/$name.log"
+    if ! "$@" >"$log_file" 2>&1; then
+        cat "$log_file" >&2
+        echo "ERROR: '$*' failed (log: $log_file)" >&2
+        return 1
+    fi
+}
 
 log "build: cargo build --release --workspace"
 cargo build --release --locked --workspace
@@ -17,33 +38,28 @@ cargo build --release --locked --workspace
 log "Rust: cargo run --release -p rmm --example tour"
 cargo run --release --locked -q -p rmm --example tour
 
-log "Python: import rmm (rmm._rmm built from bindings-python)"
+log "build: the shared stop (rmm._rmm, the Rust and C++ tour libraries; logs in build/tour/logs)"
+TARGET=$(target_dir)
 build_python_ext
-PYTHONPATH="$RMM_ROOT/bindings-python/python" python3 - <<'PY'
-import rmm
-import rmm.mr
+cargo build --release --locked -q -p rmm --example tour_shared
+CCCL_INCLUDE_DIRS=$(bash bindings-cpp/cmake/fetch-cccl.sh "$RMM_ROOT/build/cccl" | tail -n 1)
+PREFIX=$RMM_ROOT/build/tour/prefix
+# The installed rmm package (librmm.so as cargo just built it, headers, CMake config), then the C++
+# part against it with find_package(rmm), as any downstream project builds.
+quietly configure-rmm cmake -S bindings-cpp -B build/tour/rmm -G Ninja -DRMM_BUILD_TESTS=OFF \
+    "-DRMM_CCCL_INCLUDE_DIRS=$CCCL_INCLUDE_DIRS" "-DRMM_PREBUILT_LIBRARY=$TARGET/release/librmm.so"
+quietly build-rmm cmake --build build/tour/rmm
+rm -rf "$PREFIX"
+quietly install-rmm cmake --install build/tour/rmm --prefix "$PREFIX"
+quietly configure-cpp env RMM_CCCL_INCLUDE_DIRS="$CCCL_INCLUDE_DIRS" \
+    cmake -S bindings-cpp/examples/tour -B build/tour/cpp -G Ninja "-DCMAKE_PREFIX_PATH=$PREFIX"
+quietly build-cpp cmake --build build/tour/cpp
+echo "built: $PREFIX/lib/librmm.so, build/tour/cpp/librmm_tour_cpp.so, $TARGET/release/examples/libtour_shared.so"
 
-print(f"rmm {rmm.__version__} from {rmm.__file__}")
-resources = [rmm.mr.SystemMemoryResource()]
-if rmm.is_host_mode():
-    print("No CUDA GPU found: Python runs on host memory too.")
-else:
-    free, total = rmm.mr.available_device_memory()
-    print(f"device memory: {free / 2**30:.1f} GiB free of {total / 2**30:.1f} GiB")
-    resources.append(rmm.mr.CudaMemoryResource())
-for mr in resources:
-    sizes = [256, 4096, 1 << 20]
-    ptrs = [mr.allocate(n) for n in sizes]
-    for n, p in zip(sizes, ptrs):
-        print(f"  {mr.name}: allocate({n:>7}) -> {p:#014x}  (multiple of 256: {p % 256 == 0})")
-    for n, p in zip(sizes, ptrs):
-        mr.deallocate(p, n)
-    print(f"  {mr.name}: freed {len(ptrs)} allocations")
-try:
-    rmm.mr.SystemMemoryResource().allocate(1 << 50)
-except MemoryError as e:
-    print(f"  1 PiB request -> MemoryError: {e}")
-PY
+log "C++, Rust and Python share one resource (python3 scripts/tour_shared.py)"
+PYTHONPATH="$RMM_ROOT/bindings-python/python" python3 -u scripts/tour_shared.py \
+    "$PREFIX/lib/librmm.so" build/tour/cpp/librmm_tour_cpp.so "$TARGET/release/examples/libtour_shared.so"
 
 echo
-echo "Tour done: the same Rust core served Rust and Python. Run 'bash scripts/test.sh' for the test suites."
+echo "Tour done: one Rust core served Rust, C++ and Python, sharing one resource in one process."
+echo "Run 'bash scripts/test.sh' for the test suites."

@@ -42,3 +42,37 @@ def test_cupy_reads_and_writes_our_device_memory():
         assert (arr.get() == expected).all()
     finally:
         mr.deallocate(ptr, n)
+
+
+def test_pool_over_cuda_memory():
+    pool = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size="16 MiB", maximum_pool_size=64 * MIB)
+    assert pool.pool_size() == 16 * MIB
+    ptrs = [pool.allocate(n) for n in (1, 1000, MIB)]
+    assert all(p != 0 and p % 256 == 0 for p in ptrs)
+    for p, n in zip(ptrs, (1, 1000, MIB)):
+        pool.deallocate(p, n)
+    with pytest.raises(MemoryError):
+        pool.allocate(128 * MIB)
+
+
+def test_pool_default_initial_size_is_half_the_free_memory():
+    free, _ = rmm.mr.available_device_memory()
+    pool = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource())
+    # Other processes may allocate meanwhile: within 10% of half the free memory, 256-aligned.
+    assert pool.pool_size() % 256 == 0
+    assert abs(pool.pool_size() - free // 2) <= free // 10
+
+
+def test_statistics_pool_as_current_device_resource():
+    previous = rmm.mr.get_current_device_resource()
+    stats = rmm.mr.StatisticsResourceAdaptor(rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), 16 * MIB))
+    rmm.mr.set_current_device_resource(stats)
+    try:
+        assert rmm.mr.get_current_device_resource() is stats
+        ptr = rmm.mr.get_current_device_resource().allocate(MIB)
+        assert stats.allocation_counts.current_bytes == MIB
+        stats.deallocate(ptr, MIB)
+        assert stats.allocation_counts.current_bytes == 0
+    finally:
+        rmm.mr.set_current_device_resource(previous)
+    assert rmm.mr.get_current_device_resource() is previous

@@ -1,0 +1,115 @@
+//! Bindings for `rmm_core::registry`: the per-device current resource (RMM's
+//! `rmm.mr.get_current_device_resource`, `set_current_device_resource` and their per-device forms).
+//!
+//! The core registry is the process's one registry (librmm's when librmm is loaded, see
+//! `rmm_core::registry`), so C++ and Rust see what Python sets and Python sees what they set. On
+//! top of it this module remembers the Python object of each device's resource: RMM's getter returns
+//! the very object that was set (a subclass instance, with its Python attributes). Unlike RMM, whose
+//! Python dict silently disagrees with C++ after a C++ set, the remembered object is only returned
+//! while it still *is* the registry's resource; otherwise the registry's resource is wrapped anew
+//! (`mr::wrap`, the most specific class known) on every call.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use pyo3::prelude::*;
+use rmm_core::cuda::DeviceId;
+use rmm_core::registry;
+use rmm_core::AnyResource;
+
+use crate::error::IntoPyResult;
+use crate::mr::{wrap, PyDeviceMemoryResource};
+
+/// Per device: the resource Python set last and its Python object (kept alive, as RMM's dict does).
+static OBJECTS: Mutex<Option<HashMap<DeviceId, Remembered>>> = Mutex::new(None);
+
+/// A resource as the registry holds it, and the Python object that set it.
+type Remembered = (AnyResource, Py<PyAny>);
+
+/// True when both name the same resource object, whichever binary's wrapper holds it: a resource
+/// that crossed the C ABI comes back as a new wrapper around the same `{self, vtable}` handle.
+fn same_resource(a: &AnyResource, b: &AnyResource) -> bool {
+    let (a, b) = (a.borrow_handle(), b.borrow_handle());
+    a.self_ == b.self_ && a.vtable == b.vtable
+}
+
+/// Remembers `object` for `device`; the entry it replaces is dropped after the lock is released
+/// (dropping a resource may call into another binary, which may come back here).
+fn remember(device: DeviceId, resource: AnyResource, object: Py<PyAny>) {
+    let previous = OBJECTS.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_with(HashMap::new).insert(device, (resource, object));
+    drop(previous);
+}
+
+fn get(py: Python<'_>, device: DeviceId) -> PyResult<Py<PyAny>> {
+    let current = py.detach(|| registry::per_device_resource(device)).into_py_result()?;
+    let known = OBJECTS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .and_then(|objects| objects.get(&device))
+        .filter(|(resource, _)| same_resource(resource, &current))
+        .map(|(_, object)| object.clone_ref(py));
+    match known {
+        Some(object) => Ok(object),
+        // Not remembered: a wrapper must not keep a resource that C++ or Rust replaced alive.
+        None => wrap(py, current),
+    }
+}
+
+fn set(py: Python<'_>, device: DeviceId, mr: &Bound<'_, PyDeviceMemoryResource>) -> PyResult<()> {
+    let resource = mr.get().inner.clone();
+    let for_registry = resource.clone();
+    // The previous resource is dropped without the GIL: its last release may free a pool.
+    py.detach(|| registry::set_per_device_resource(device, for_registry).map(drop)).into_py_result()?;
+    remember(device, resource, mr.clone().into_any().unbind());
+    Ok(())
+}
+
+fn current_device(py: Python<'_>) -> PyResult<DeviceId> {
+    py.detach(registry::current_device_or_host).into_py_result()
+}
+
+/// The resource of `device`: the object Python set, else the registry's resource (set from C++ or
+/// Rust, or the initial one) as an instance of the most specific class known.
+/// ValueError for a device that does not exist.
+#[pyfunction]
+fn get_per_device_resource(py: Python<'_>, device: DeviceId) -> PyResult<Py<PyAny>> {
+    get(py, device)
+}
+
+/// Makes `mr` the resource of `device`, for every language in the process. ValueError for a device
+/// that does not exist, or a resource the device cannot use (host mode needs host memory).
+#[pyfunction]
+fn set_per_device_resource(py: Python<'_>, device: DeviceId, mr: Bound<'_, PyDeviceMemoryResource>) -> PyResult<()> {
+    set(py, device, &mr)
+}
+
+/// `get_per_device_resource` of the current device (device 0 in host mode).
+#[pyfunction]
+fn get_current_device_resource(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    let device = current_device(py)?;
+    get(py, device)
+}
+
+/// `set_per_device_resource` on the current device (device 0 in host mode).
+#[pyfunction]
+fn set_current_device_resource(py: Python<'_>, mr: Bound<'_, PyDeviceMemoryResource>) -> PyResult<()> {
+    let device = current_device(py)?;
+    set(py, device, &mr)
+}
+
+/// True when this module's registry calls go to another binary's registry (a librmm.so loaded
+/// before `rmm`): an rmm-rs diagnostic, not part of RMM's API.
+#[pyfunction]
+fn _registry_routes_to_librmm() -> bool {
+    registry::routes_to_owner()
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(get_per_device_resource, m)?)?;
+    m.add_function(wrap_pyfunction!(set_per_device_resource, m)?)?;
+    m.add_function(wrap_pyfunction!(get_current_device_resource, m)?)?;
+    m.add_function(wrap_pyfunction!(set_current_device_resource, m)?)?;
+    m.add_function(wrap_pyfunction!(_registry_routes_to_librmm, m)?)?;
+    Ok(())
+}
