@@ -191,6 +191,13 @@ suite_line cpp "$cp_" "$cf" "$cs" "$note"
 if [ -x "$STAGE/bin/tour" ]; then
     "$STAGE/bin/tour" >"$OUT/tour.log" 2>&1 && say "tour:   ran (tour.log)" || say "tour:   exit $? (tour.log)"
 fi
+if [ -f "$STAGE/tour/librmm_tour_cpp.so" ] && [ -d /tmp/site/rmm ]; then
+    # The shared stop: C++ sets a pool + statistics as the current resource, Rust, C++ and Python
+    # allocate from it in one process (librmm.so from stage/cpp, the owner of the one registry).
+    PYTHONPATH=/tmp/site python3 -u scripts/tour_shared.py "$STAGE/cpp/librmm.so" \
+        "$STAGE/tour/librmm_tour_cpp.so" "$STAGE/tour/libtour_shared.so" >>"$OUT/tour.log" 2>&1 &&
+        say "tour:   shared stop ran (tour.log)" || say "tour:   shared stop exit $? (tour.log)"
+fi
 if ls .whl/rmm_cu13-*.whl >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then
     {
         python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/peer-site .whl/*.whl &&

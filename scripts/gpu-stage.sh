@@ -4,6 +4,7 @@
 #
 #   stage/rust/<package>__<target>.gz   Rust test executables (debug info stripped, gzipped)
 #   stage/bin/tour                   the Rust tour example (run there for show, not counted)
+#   stage/tour/*.so                  the C++ and Rust libraries of the tour's shared stop (scripts/tour_shared.py)
 #   stage/wheels/*.whl               the rmm-rs Python wheel (maturin, abi3)
 #   stage/python/                    the pytest suite and its config (pyproject.toml)
 #   stage/cpp/bin, stage/cpp/lib     prebuilt C++ test executables + the shared libraries they need
@@ -150,6 +151,18 @@ PY
     else
         manifest "cpp nvcc rebuild: NOT STAGED (no release librmm.so or no CCCL headers)"
     fi
+fi
+
+# ---- The tour's shared stop (C++, Rust and Python in one process), to run there too -------------
+log "tour: bash scripts/tour.sh here (builds the C++ and Rust tour libraries)"
+if bash scripts/tour.sh >"$STAGE/tour-here.log" 2>&1; then
+    mkdir -p "$STAGE/tour"
+    cp build/tour/cpp/librmm_tour_cpp.so "$(target_dir)/release/examples/libtour_shared.so" "$STAGE/tour/"
+    strip --strip-debug "$STAGE"/tour/*.so
+    manifest "tour: stage/tour/librmm_tour_cpp.so, libtour_shared.so (shared stop; the tour ran here: tour-here.log)"
+else
+    manifest "tour: NOT STAGED (scripts/tour.sh failed here: stage/tour-here.log)"
+    status=1
 fi
 
 # ---- Peer: RMM 26.10 wheels (optional) ----------------------------------------------------------
