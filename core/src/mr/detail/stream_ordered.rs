@@ -489,23 +489,48 @@ pub(crate) enum Growth {
     },
 }
 
-/// Limits of the per-thread caches.
+/// Limits of the per-thread caches (shards).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct CacheLimits {
-    /// Blocks above this size are never cached.
+    /// Requests and frees above this size never touch a shard.
     pub max_block: usize,
-    /// Blocks per shard.
-    pub max_blocks: usize,
-    /// Bytes per shard.
+    /// Blocks in a shard's LIFO of recent frees (exact-size reuse); older ones move to its list.
+    pub recent: usize,
+    /// Bytes a shard may always hold.
+    pub min_bytes: usize,
+    /// Bytes a shard may hold at most; between the two, a shard may hold
+    /// `pool size / (2 × shards)`, so at most half of a large pool sits in shards.
     pub max_bytes: usize,
+    /// Bytes a shard miss takes from the shared list at once (whole multiples of the request), so
+    /// the next requests of the thread are served from its shard.
+    pub refill: usize,
 }
 
 impl CacheLimits {
-    /// What the resources use: up to 32 blocks of at most 1 MiB, 8 MiB per shard.
-    pub(crate) const DEFAULT: CacheLimits = CacheLimits { max_block: 1 << 20, max_blocks: 32, max_bytes: 8 << 20 };
+    /// What the resources use: blocks up to 4 MiB (the largest default bin), 16 recent blocks,
+    /// 8 to 64 MiB per shard, 4 MiB refills.
+    pub(crate) const DEFAULT: CacheLimits =
+        CacheLimits { max_block: 4 << 20, recent: 16, min_bytes: 8 << 20, max_bytes: 64 << 20, refill: 4 << 20 };
     /// No caching: every call goes to the shared list (for comparisons and some tests).
     #[cfg(test)]
-    pub(crate) const OFF: CacheLimits = CacheLimits { max_block: 0, max_blocks: 0, max_bytes: 0 };
+    pub(crate) const OFF: CacheLimits = CacheLimits { max_block: 0, recent: 0, min_bytes: 0, max_bytes: 0, refill: 0 };
+    /// Small limits, so the tests' small pools exercise every shard path (refills, the list,
+    /// evictions to the shared list, budgets that follow the pool's size).
+    #[cfg(test)]
+    pub(crate) const TIGHT: CacheLimits =
+        CacheLimits { max_block: 64 << 10, recent: 2, min_bytes: 16 << 10, max_bytes: 256 << 10, refill: 32 << 10 };
+    /// The three configurations the property tests pick from.
+    #[cfg(test)]
+    pub(crate) const ALL: [CacheLimits; 3] = [CacheLimits::OFF, CacheLimits::DEFAULT, CacheLimits::TIGHT];
+
+    fn enabled(&self) -> bool {
+        self.max_block > 0
+    }
+
+    /// A shard's byte budget in a pool of `pool_size` bytes with `shards` shards.
+    fn budget(&self, pool_size: usize, shards: usize) -> usize {
+        (pool_size / (2 * shards)).clamp(self.min_bytes, self.max_bytes.max(self.min_bytes))
+    }
 }
 
 /// Exact counters of a [`Core`], taken under all its locks.
@@ -527,13 +552,69 @@ pub(crate) struct CoreStats {
 struct Cached {
     addr: usize,
     size: usize,
+    region: usize,
     tag: Pending,
 }
 
+/// Upstream blocks as `(start, size)`, sorted by start.
+type Regions = Arc<[(usize, usize)]>;
+
+/// The start of the region of `regions` that holds `[addr, addr + size)`.
+fn region_in(regions: &[(usize, usize)], addr: usize, size: usize) -> Option<usize> {
+    let i = regions.partition_point(|&(start, _)| start <= addr).checked_sub(1)?;
+    let (start, len) = regions[i];
+    (addr.checked_add(size)? <= start + len).then_some(start)
+}
+
+/// A per-thread cache: a LIFO of recent frees (exact-size reuse at the cost of a short scan) in
+/// front of a small coalescing free list (best fit for mixed sizes).
 #[derive(Debug, Default)]
 struct Shard {
-    blocks: Vec<Cached>,
-    bytes: usize,
+    recent: Vec<Cached>,
+    recent_bytes: usize,
+    free: FreeList<Pending>,
+    /// The pool's regions as of generation `regions_gen` (see [`Core::regions_gen`]): a free finds
+    /// its region here without taking the shared lock.
+    regions: Regions,
+    regions_gen: u64,
+}
+
+impl Shard {
+    fn bytes(&self) -> usize {
+        self.recent_bytes + self.free.free_bytes()
+    }
+
+    fn blocks(&self) -> usize {
+        self.recent.len() + self.free.len()
+    }
+
+    /// Takes a block of exactly `size` bytes at an `alignment`-aligned address that `key` may use
+    /// without ordering: the latest such free, else the best fit of the list.
+    fn take(&mut self, key: StreamKey, size: usize, alignment: usize) -> Option<usize> {
+        if let Some(i) = self.recent.iter().rposition(|b| b.size == size && b.addr % alignment == 0 && b.tag.only(key)) {
+            let b = self.recent.swap_remove(i);
+            self.recent_bytes -= size;
+            return Some(b.addr);
+        }
+        let (block, start) =
+            self.free.fits(size, alignment).take(SCAN).find(|f| f.tag.only(key)).map(|f| (f.block, f.start))?;
+        Some(self.free.take_range(block, start, size, None).addr)
+    }
+
+    /// Takes the block to move out first when the shard is over budget: the smallest of the list
+    /// (least useful to the thread, most likely to coalesce in the shared list), else the oldest
+    /// recent free.
+    fn evict(&mut self) -> Option<Cached> {
+        if let Some(b) = self.free.pop_smallest() {
+            return Some(Cached { addr: b.addr, size: b.size, region: b.region, tag: b.tag });
+        }
+        if self.recent.is_empty() {
+            return None;
+        }
+        let b = self.recent.remove(0);
+        self.recent_bytes -= b.size;
+        Some(b)
+    }
 }
 
 /// One shard per cache line pair, so threads on different shards do not share lines.
@@ -549,6 +630,8 @@ struct Global {
     pool_size: usize,
     upstream_allocations: u64,
     upstream_releases: u64,
+    /// `regions` as shards see it, rebuilt when it changes.
+    snapshot: Regions,
 }
 
 impl Global {
@@ -573,6 +656,11 @@ pub(crate) struct Core {
     shards: Box<[Padded]>,
     /// Bytes handed out; changed only under the lock (shard or global) that hands them out.
     used: AtomicUsize,
+    /// Bumped (under `global`) whenever the regions change; a shard uses its copy of the regions
+    /// only while its generation is this one.
+    regions_gen: AtomicU64,
+    /// Bytes each shard may hold (see [`CacheLimits::budget`]), updated when the pool's size changes.
+    shard_budget: AtomicUsize,
 }
 
 impl fmt::Debug for Core {
@@ -598,7 +686,7 @@ impl Core {
         initial: usize,
     ) -> Result<Arc<Self>> {
         let threads = std::thread::available_parallelism().map_or(8, |n| n.get());
-        let shards = if cache.max_blocks == 0 { 1 } else { threads.clamp(8, 64).next_power_of_two() };
+        let shards = if cache.enabled() { threads.clamp(8, 64).next_power_of_two() } else { 1 };
         let core = Arc::new(Self {
             name,
             upstream,
@@ -608,6 +696,8 @@ impl Core {
             global: Mutex::default(),
             shards: (0..shards).map(|_| Padded::default()).collect(),
             used: AtomicUsize::new(0),
+            regions_gen: AtomicU64::new(0),
+            shard_budget: AtomicUsize::new(cache.budget(0, shards)),
         });
         if initial > 0 {
             let ptr = core.upstream.allocate_sync(initial, DEFAULT_ALIGNMENT)?;
@@ -628,6 +718,13 @@ impl Core {
         self.syncer.key(stream)
     }
 
+    /// Call after every change of `g.regions` or `g.pool_size` (with `global` held).
+    fn regions_changed(&self, g: &mut Global) {
+        g.snapshot = g.regions.iter().map(|(&a, &s)| (a, s)).collect();
+        self.regions_gen.fetch_add(1, Ordering::Release);
+        self.shard_budget.store(self.cache.budget(g.pool_size, self.shards.len()), Ordering::Relaxed);
+    }
+
     fn shard(&self) -> &Mutex<Shard> {
         thread_local! {
             static SEED: usize = {
@@ -644,30 +741,28 @@ impl Core {
         g.regions.insert(addr, size);
         g.pool_size += size;
         g.upstream_allocations += 1;
+        self.regions_changed(g);
     }
 
     /// Hands out `size` bytes (a multiple of 256) at an `alignment`-aligned address (a power of
     /// two, at least 256), usable on `stream` in stream order.
     pub(crate) fn allocate(&self, stream: Stream, size: usize, alignment: usize) -> Result<usize> {
         let key = self.key(stream);
-        if size <= self.cache.max_block {
+        let cacheable = size <= self.cache.max_block;
+        if cacheable {
             let mut shard = lock(self.shard());
-            if let Some(i) =
-                shard.blocks.iter().rposition(|b| b.size == size && b.addr % alignment == 0 && b.tag.only(key))
-            {
-                let block = shard.blocks.remove(i);
-                shard.bytes -= size;
+            if let Some(addr) = shard.take(key, size, alignment) {
                 self.used.fetch_add(size, Ordering::Relaxed);
-                return Ok(block.addr);
+                return Ok(addr);
             }
         }
         let mut g = lock(&self.global);
-        if let Some(addr) = self.take(&mut g, key, size, alignment)? {
+        if let Some(addr) = self.take(&mut g, key, size, alignment, cacheable)? {
             return Ok(addr);
         }
         // Nothing in the shared list: reclaim every cache before growing.
         if self.flush_caches(&mut g) > 0 {
-            if let Some(addr) = self.take(&mut g, key, size, alignment)? {
+            if let Some(addr) = self.take(&mut g, key, size, alignment, false)? {
                 return Ok(addr);
             }
         }
@@ -677,19 +772,36 @@ impl Core {
     /// Takes the best block for `key` from the shared list: among the [`SCAN`] best fits, the first
     /// that needs no ordering, else the one that needs the least. Orders `key` after what it needs;
     /// the rest of the block is then tagged with `key` alone (whose queue is now ordered after it).
-    fn take(&self, g: &mut Global, key: StreamKey, size: usize, alignment: usize) -> Result<Option<usize>> {
-        // (block, start, streams to order after, the block's tag when that is not zero)
-        let mut best: Option<(usize, usize, usize, Option<Pending>)> = None;
+    ///
+    /// With `refill`, when the block needs no ordering, up to [`CacheLimits::refill`] bytes (whole
+    /// multiples of `size`, within the shard's budget) are taken at once and the part after the
+    /// request goes to the calling thread's shard: its next requests need no shared lock.
+    fn take(&self, g: &mut Global, key: StreamKey, size: usize, alignment: usize, refill: bool) -> Result<Option<usize>> {
+        // (block, start, end of the block, streams to order after, the block's tag when that is not zero)
+        let mut best: Option<(usize, usize, usize, usize, Option<Pending>)> = None;
         for fit in g.free.fits(size, alignment).take(SCAN) {
             let foreign = fit.tag.foreign(key);
-            if best.as_ref().is_none_or(|b| foreign < b.2) {
-                best = Some((fit.block, fit.start, foreign, (foreign > 0).then(|| fit.tag.clone())));
+            if best.as_ref().is_none_or(|b| foreign < b.3) {
+                best = Some((fit.block, fit.start, fit.block + fit.len, foreign, (foreign > 0).then(|| fit.tag.clone())));
             }
             if foreign == 0 {
                 break;
             }
         }
-        let Some((block, start, _, tag)) = best else { return Ok(None) };
+        let Some((block, start, end, _, tag)) = best else { return Ok(None) };
+        if refill && tag.is_none() {
+            // Lock order: `global` (held), then the shard.
+            let mut shard = lock(self.shard());
+            let room = self.shard_budget.load(Ordering::Relaxed).saturating_sub(shard.bytes());
+            // Whole multiples of `size`: fixed-size blocks stay on their block boundaries.
+            let extra = (self.cache.refill.saturating_sub(size).min(room).min(end - start - size)) / size * size;
+            if extra > 0 {
+                let taken = g.free.take_range(block, start, size + extra, None);
+                shard.free.insert(start + size, extra, taken.region, taken.tag);
+                self.used.fetch_add(size, Ordering::Relaxed);
+                return Ok(Some(start));
+            }
+        }
         let rest = match tag {
             None => None,
             Some(tag) => {
@@ -732,17 +844,77 @@ impl Core {
     fn flush_caches(&self, g: &mut Global) -> usize {
         let mut moved = 0;
         for shard in self.shards.iter() {
-            let blocks = {
-                let mut s = lock(&shard.0);
-                s.bytes = 0;
-                std::mem::take(&mut s.blocks)
-            };
-            moved += blocks.len();
-            for b in blocks {
+            // The shard stays locked until its blocks are in the shared list: `stats` never sees
+            // them in neither place.
+            let mut s = lock(&shard.0);
+            let recent = std::mem::take(&mut s.recent);
+            s.recent_bytes = 0;
+            let free = std::mem::take(&mut s.free);
+            moved += recent.len() + free.len();
+            for b in recent {
+                self.insert_free(g, b.addr, b.size, b.tag);
+            }
+            for b in free.into_blocks() {
                 self.insert_free(g, b.addr, b.size, b.tag);
             }
         }
         moved
+    }
+
+    /// Moves blocks from an over-budget shard to the shared list until it holds half its budget
+    /// (a batch: the shared lock is taken once per many frees).
+    fn trim_shard(&self, shard: &Mutex<Shard>) {
+        let mut g = lock(&self.global);
+        let mut s = lock(shard);
+        let target = self.shard_budget.load(Ordering::Relaxed) / 2;
+        while s.bytes() > target {
+            let Some(b) = s.evict() else { break };
+            self.insert_free(&mut g, b.addr, b.size, b.tag);
+        }
+    }
+
+    /// Puts a freed block in the calling thread's shard; gives it back when the shard cannot take
+    /// it (its copy of the regions is out of date, or the block is in none of them).
+    fn cache_free(&self, addr: usize, size: usize, tag: Pending) -> Result<Option<Pending>> {
+        let shard = self.shard();
+        let mut s = lock(shard);
+        if s.regions_gen != self.regions_gen.load(Ordering::Acquire) {
+            // Rare (the regions changed): refresh outside the shard lock (lock order).
+            drop(s);
+            let (regions, gen) = {
+                let g = lock(&self.global);
+                (g.snapshot.clone(), self.regions_gen.load(Ordering::Acquire))
+            };
+            s = lock(shard);
+            if gen > s.regions_gen {
+                s.regions = regions;
+                s.regions_gen = gen;
+            }
+        }
+        // Only a copy that is current while the shard is locked may be used: regions are removed
+        // only after every shard was flushed, and never while a block of theirs is in a shard or
+        // still allocated, so the region found stays valid.
+        if s.regions_gen != self.regions_gen.load(Ordering::Acquire) {
+            return Ok(Some(tag));
+        }
+        let Some(region) = region_in(&s.regions, addr, size) else { return Ok(Some(tag)) };
+        if s.recent.iter().any(|b| b.addr < addr + size && addr < b.addr + b.size) || s.free.overlaps(addr, size) {
+            return Err(Error::invalid(format!("{}: [{addr:#x}, +{size}) is already free", self.name)));
+        }
+        s.recent.push(Cached { addr, size, region, tag });
+        s.recent_bytes += size;
+        self.used.fetch_sub(size, Ordering::Relaxed);
+        if s.recent.len() > self.cache.recent {
+            // The oldest recent free joins the list, where it coalesces and serves other sizes.
+            let old = s.recent.remove(0);
+            s.recent_bytes -= old.size;
+            s.free.insert(old.addr, old.size, old.region, old.tag);
+        }
+        if s.bytes() > self.shard_budget.load(Ordering::Relaxed) {
+            drop(s);
+            self.trim_shard(shard);
+        }
+        Ok(None)
     }
 
     fn insert_free(&self, g: &mut Global, addr: usize, size: usize, tag: Pending) {
@@ -789,7 +961,7 @@ impl Core {
                     };
                     self.add_region(g, ptr as usize, try_size, tag);
                     return self
-                        .take(g, key, size, alignment)?
+                        .take(g, key, size, alignment, size <= self.cache.max_block)?
                         .ok_or_else(|| exceeded("a new upstream block did not fit the request".into()));
                 }
                 Err(e) if e.is_out_of_memory() => {
@@ -825,6 +997,9 @@ impl Core {
                 detached.push((addr, size, tag));
             }
         }
+        if !detached.is_empty() {
+            self.regions_changed(g);
+        }
         detached
     }
 
@@ -855,11 +1030,15 @@ impl Core {
     }
 
     fn readmit(&self, g: &mut Global, regions: Vec<(usize, usize, Pending)>) {
+        if regions.is_empty() {
+            return;
+        }
         for (addr, size, tag) in regions {
             g.free.insert(addr, size, addr, tag);
             g.regions.insert(addr, size);
             g.pool_size += size;
         }
+        self.regions_changed(g);
     }
 
     /// Returns every wholly free region to the upstream while the caller holds `global` (the
@@ -887,17 +1066,11 @@ impl Core {
         } else {
             PendingOn::Stream(key)
         };
-        let tag = Pending::one(on);
+        let mut tag = Pending::one(on);
         if size <= self.cache.max_block {
-            let mut shard = lock(self.shard());
-            if shard.blocks.iter().any(|b| b.addr == addr) {
-                return Err(Error::invalid(format!("{}: {addr:#x} was freed twice", self.name)));
-            }
-            if shard.blocks.len() < self.cache.max_blocks && shard.bytes + size <= self.cache.max_bytes {
-                shard.blocks.push(Cached { addr, size, tag });
-                shard.bytes += size;
-                self.used.fetch_sub(size, Ordering::Relaxed);
-                return Ok(());
+            match self.cache_free(addr, size, tag)? {
+                None => return Ok(()),
+                Some(t) => tag = t,
             }
         }
         let mut g = lock(&self.global);
@@ -989,8 +1162,8 @@ impl Core {
         // All locks at once (global first, as everywhere): no block is between two places.
         let g = lock(&self.global);
         let shards: Vec<MutexGuard<'_, Shard>> = self.shards.iter().map(|s| lock(&s.0)).collect();
-        let cached_bytes = shards.iter().map(|s| s.bytes).sum();
-        let cached_blocks = shards.iter().map(|s| s.blocks.len()).sum();
+        let cached_bytes = shards.iter().map(|s| s.bytes()).sum();
+        let cached_blocks = shards.iter().map(|s| s.blocks()).sum();
         CoreStats {
             pool_size: g.pool_size,
             used: self.used.load(Ordering::Relaxed),
@@ -1014,8 +1187,17 @@ impl Core {
     pub(crate) fn check_invariants(&self) {
         let g = lock(&self.global);
         g.free.check_invariants();
-        let stats_free: usize = g.free.free_bytes()
-            + self.shards.iter().map(|s| lock(&s.0).blocks.iter().map(|b| b.size).sum::<usize>()).sum::<usize>();
+        let mut stats_free = g.free.free_bytes();
+        for shard in self.shards.iter() {
+            let s = lock(&shard.0);
+            s.free.check_invariants();
+            assert_eq!(s.recent.iter().map(|b| b.size).sum::<usize>(), s.recent_bytes, "recent bytes drifted");
+            for b in s.recent.iter().map(|b| (b.addr, b.size, b.region)).chain(s.free.iter().map(|b| (b.addr, b.size, b.region))) {
+                assert_eq!(g.region_of(b.0, b.1), Some(b.2), "cached block {:#x}+{} is not in its region", b.0, b.1);
+                assert!(!g.free.overlaps(b.0, b.1), "cached block {:#x}+{} is also in the shared list", b.0, b.1);
+            }
+            stats_free += s.bytes();
+        }
         assert_eq!(g.regions.values().sum::<usize>(), g.pool_size, "regions and pool size disagree");
         assert_eq!(stats_free + self.used.load(Ordering::Relaxed), g.pool_size, "free + used != pool size");
     }
@@ -1027,7 +1209,8 @@ impl Drop for Core {
         let mut tags: Vec<Pending> = g.free.iter().map(|b| b.tag).collect();
         for shard in self.shards.iter_mut() {
             let s = shard.0.get_mut().unwrap_or_else(PoisonError::into_inner);
-            tags.extend(s.blocks.drain(..).map(|b| b.tag));
+            tags.extend(s.recent.drain(..).map(|b| b.tag));
+            tags.extend(std::mem::take(&mut s.free).into_blocks().map(|b| b.tag));
         }
         let used = *self.used.get_mut();
         if used > 0 {
