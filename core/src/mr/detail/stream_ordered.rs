@@ -494,7 +494,8 @@ pub(crate) enum Growth {
 pub(crate) struct CacheLimits {
     /// Requests and frees above this size never touch a shard.
     pub max_block: usize,
-    /// Blocks in a shard's LIFO of recent frees (exact-size reuse); older ones move to its list.
+    /// Blocks a shard's LIFO of recent frees keeps (exact-size reuse); beyond that, the oldest go
+    /// back to the shared list in batches of [`SPILL_BATCH`].
     pub recent: usize,
     /// Bytes a shard may always hold.
     pub min_bytes: usize,
@@ -566,8 +567,10 @@ fn region_in(regions: &[(usize, usize)], addr: usize, size: usize) -> Option<usi
     (addr.checked_add(size)? <= start + len).then_some(start)
 }
 
-/// A per-thread cache: a LIFO of recent frees (exact-size reuse at the cost of a short scan) in
-/// front of a small coalescing free list (best fit for mixed sizes).
+/// A per-thread cache: a LIFO of recent frees (exact-size reuse at the cost of a short scan) and a
+/// small coalescing free list holding what refills left (best fit for mixed sizes). Frees never go
+/// through the list: that would cost list work on every free, and most frees of a churning
+/// workload go back to the shared list anyway.
 #[derive(Debug, Default)]
 struct Shard {
     recent: Vec<Cached>,
@@ -601,19 +604,24 @@ impl Shard {
         Some(self.free.take_range(block, start, size, None).addr)
     }
 
-    /// Takes the block to move out first when the shard is over budget: the smallest of the list
-    /// (least useful to the thread, most likely to coalesce in the shared list), else the oldest
-    /// recent free.
-    fn evict(&mut self) -> Option<Cached> {
-        if let Some(b) = self.free.pop_smallest() {
-            return Some(Cached { addr: b.addr, size: b.size, region: b.region, tag: b.tag });
+    /// Takes out the oldest recent frees beyond `depth`, then what the shard holds above `target`
+    /// bytes: the smallest blocks of the list first (least useful to the thread, most likely to
+    /// coalesce in the shared list), then more of the oldest recent frees.
+    fn evict(&mut self, depth: usize, target: usize) -> Vec<Cached> {
+        let mut k = self.recent.len().saturating_sub(depth);
+        let mut out: Vec<Cached> = self.recent.drain(..k).collect();
+        self.recent_bytes -= out.iter().map(|b| b.size).sum::<usize>();
+        while self.bytes() > target {
+            let Some(b) = self.free.pop_smallest() else { break };
+            out.push(Cached { addr: b.addr, size: b.size, region: b.region, tag: b.tag });
         }
-        if self.recent.is_empty() {
-            return None;
+        k = 0;
+        while self.bytes() > target && k < self.recent.len() {
+            self.recent_bytes -= self.recent[k].size;
+            k += 1;
         }
-        let b = self.recent.remove(0);
-        self.recent_bytes -= b.size;
-        Some(b)
+        out.extend(self.recent.drain(..k));
+        out
     }
 }
 
@@ -641,6 +649,12 @@ impl Global {
         (addr.checked_add(size)? <= start + len).then_some(start)
     }
 }
+
+/// Frees a shard over budget lets wait in its LIFO before they go back to the shared list at once.
+const SPILL_BATCH: usize = 32;
+
+/// LIFO depth of a fixed-size core's shards (see [`Core::new`]).
+const FIXED_RECENT: usize = 64;
 
 /// How many best-fit candidates an allocation looks at for one it can use without ordering.
 const SCAN: usize = 16;
@@ -686,6 +700,12 @@ impl Core {
         initial: usize,
     ) -> Result<Arc<Self>> {
         let threads = std::thread::available_parallelism().map_or(8, |n| n.get());
+        let mut cache = cache;
+        if let Growth::Chunks { unit, .. } = growth {
+            // One block size: the LIFO serves every request (refills go there too), so it holds
+            // more.
+            cache.recent = cache.recent.max(FIXED_RECENT.min(cache.max_bytes / unit.max(1)));
+        }
         let shards = if cache.enabled() { threads.clamp(8, 64).next_power_of_two() } else { 1 };
         let core = Arc::new(Self {
             name,
@@ -797,7 +817,15 @@ impl Core {
             let extra = (self.cache.refill.saturating_sub(size).min(room).min(end - start - size)) / size * size;
             if extra > 0 {
                 let taken = g.free.take_range(block, start, size + extra, None);
-                shard.free.insert(start + size, extra, taken.region, taken.tag);
+                if let Growth::Chunks { .. } = self.growth {
+                    // Whole blocks, for the LIFO to hand out in address order.
+                    for addr in (start + size..start + size + extra).step_by(size).rev() {
+                        shard.recent.push(Cached { addr, size, region: taken.region, tag: taken.tag.clone() });
+                    }
+                    shard.recent_bytes += extra;
+                } else {
+                    shard.free.insert(start + size, extra, taken.region, taken.tag);
+                }
                 self.used.fetch_add(size, Ordering::Relaxed);
                 return Ok(Some(start));
             }
@@ -852,24 +880,24 @@ impl Core {
             let free = std::mem::take(&mut s.free);
             moved += recent.len() + free.len();
             for b in recent {
-                self.insert_free(g, b.addr, b.size, b.tag);
+                self.insert_free(g, b.addr, b.size, b.region, b.tag);
             }
             for b in free.into_blocks() {
-                self.insert_free(g, b.addr, b.size, b.tag);
+                self.insert_free(g, b.addr, b.size, b.region, b.tag);
             }
         }
         moved
     }
 
-    /// Moves blocks from an over-budget shard to the shared list until it holds half its budget
-    /// (a batch: the shared lock is taken once per many frees).
-    fn trim_shard(&self, shard: &Mutex<Shard>) {
+    /// Moves blocks from an over-budget shard to the shared list, in one batch under one lock: the
+    /// LIFO's oldest frees beyond its depth, then the list's smallest blocks until the shard holds
+    /// half its budget.
+    fn spill(&self, shard: &Mutex<Shard>) {
         let mut g = lock(&self.global);
         let mut s = lock(shard);
         let target = self.shard_budget.load(Ordering::Relaxed) / 2;
-        while s.bytes() > target {
-            let Some(b) = s.evict() else { break };
-            self.insert_free(&mut g, b.addr, b.size, b.tag);
+        for b in s.evict(self.cache.recent, target) {
+            self.insert_free(&mut g, b.addr, b.size, b.region, b.tag);
         }
     }
 
@@ -904,23 +932,24 @@ impl Core {
         s.recent.push(Cached { addr, size, region, tag });
         s.recent_bytes += size;
         self.used.fetch_sub(size, Ordering::Relaxed);
-        if s.recent.len() > self.cache.recent {
-            // The oldest recent free joins the list, where it coalesces and serves other sizes.
-            let old = s.recent.remove(0);
-            s.recent_bytes -= old.size;
-            s.free.insert(old.addr, old.size, old.region, old.tag);
-        }
-        if s.bytes() > self.shard_budget.load(Ordering::Relaxed) {
+        let budget = self.shard_budget.load(Ordering::Relaxed);
+        if s.recent.len() > self.cache.recent + SPILL_BATCH || s.bytes() > budget {
+            // Frees never pass through the shard's list (that would be list work per free); the
+            // oldest go back to the shared list together, under one lock.
             drop(s);
-            self.trim_shard(shard);
+            self.spill(shard);
         }
         Ok(None)
     }
 
-    fn insert_free(&self, g: &mut Global, addr: usize, size: usize, tag: Pending) {
-        match g.region_of(addr, size) {
-            Some(region) if !g.free.overlaps(addr, size) => g.free.insert(addr, size, region, tag),
-            _ => tracing::error!("{}: dropping a bad cached block [{addr:#x}, +{size})", self.name),
+    /// Returns a block from a shard to the shared list. A block freed twice into two shards is
+    /// found here at the latest (dropped, with an error logged, rather than handed out twice).
+    fn insert_free(&self, g: &mut Global, addr: usize, size: usize, region: usize, tag: Pending) {
+        let in_region = g.regions.get(&region).is_some_and(|&len| region <= addr && addr + size <= region + len);
+        if in_region && !g.free.overlaps(addr, size) {
+            g.free.insert(addr, size, region, tag);
+        } else {
+            tracing::error!("{}: dropping a bad cached block [{addr:#x}, +{size})", self.name);
         }
     }
 

@@ -327,9 +327,15 @@ fn a_shard_miss_refills_and_the_next_requests_stay_in_the_shard() {
     r.free(s, t, 5 * KIB);
     r.free(s, q, 3 * KIB);
     r.free(s, p, KIB);
-    // Two recent frees stay as they are; the oldest joined the list and coalesced with the rest.
+    // The frees wait in the LIFO (the list holds only what the refill left).
     let st = r.core.stats();
-    assert_eq!((st.cached_bytes, st.cached_blocks), (32 * KIB, 3));
+    assert_eq!((st.cached_bytes, st.cached_blocks), (32 * KIB, 4));
+    // The latest free of a size is reused first.
+    assert_eq!(r.alloc(s, KIB), p);
+    let q2 = r.alloc(s, 3 * KIB);
+    assert_eq!(q2, q);
+    r.free(s, q2, 3 * KIB);
+    r.free(s, p, KIB);
     assert_eq!(r.syncer.counts().stream_waits, 0);
     r.core.check_invariants();
 }
