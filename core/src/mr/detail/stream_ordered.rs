@@ -20,7 +20,8 @@
 //!
 //! Invariants:
 //! - every byte of every region is in exactly one place: the free list, one shard, or handed out;
-//!   `pool_size` is the sum of the regions, `used` the bytes handed out;
+//!   `pool_size` is the sum of the regions, `used` (the shared list's counter plus every shard's)
+//!   the bytes handed out;
 //! - a block is handed out on stream S only after S was ordered after every other stream in its tag
 //!   (a block whose tag names only S, or nothing, needs no ordering);
 //! - a region goes back upstream only when it is wholly free and every stream in its tag has been
@@ -580,6 +581,9 @@ struct Shard {
     /// its region here without taking the shared lock.
     regions: Regions,
     regions_gen: u64,
+    /// Bytes handed out by this shard less bytes freed into it (wrapping; see [`Global::used`]).
+    /// Per shard, under its lock: no counter shared by all threads is written per operation.
+    used: usize,
 }
 
 impl Shard {
@@ -595,7 +599,7 @@ impl Shard {
     /// without ordering: the latest such free, else the best fit of the list.
     fn take(&mut self, key: StreamKey, size: usize, alignment: usize) -> Option<usize> {
         if let Some(i) = self.recent.iter().rposition(|b| b.size == size && b.addr % alignment == 0 && b.tag.only(key)) {
-            let b = self.recent.swap_remove(i);
+            let b = self.recent.remove(i);
             self.recent_bytes -= size;
             return Some(b.addr);
         }
@@ -640,6 +644,9 @@ struct Global {
     upstream_releases: u64,
     /// `regions` as shards see it, rebuilt when it changes.
     snapshot: Regions,
+    /// Bytes handed out through this list less bytes freed into it (wrapping: blocks move between
+    /// shards and the list). With the shards' counters it sums to the bytes in use.
+    used: usize,
 }
 
 impl Global {
@@ -668,8 +675,6 @@ pub(crate) struct Core {
     cache: CacheLimits,
     global: Mutex<Global>,
     shards: Box<[Padded]>,
-    /// Bytes handed out; changed only under the lock (shard or global) that hands them out.
-    used: AtomicUsize,
     /// Bumped (under `global`) whenever the regions change; a shard uses its copy of the regions
     /// only while its generation is this one.
     regions_gen: AtomicU64,
@@ -715,7 +720,6 @@ impl Core {
             cache,
             global: Mutex::default(),
             shards: (0..shards).map(|_| Padded::default()).collect(),
-            used: AtomicUsize::new(0),
             regions_gen: AtomicU64::new(0),
             shard_budget: AtomicUsize::new(cache.budget(0, shards)),
         });
@@ -772,7 +776,7 @@ impl Core {
         if cacheable {
             let mut shard = lock(self.shard());
             if let Some(addr) = shard.take(key, size, alignment) {
-                self.used.fetch_add(size, Ordering::Relaxed);
+                shard.used = shard.used.wrapping_add(size);
                 return Ok(addr);
             }
         }
@@ -826,7 +830,7 @@ impl Core {
                 } else {
                     shard.free.insert(start + size, extra, taken.region, taken.tag);
                 }
-                self.used.fetch_add(size, Ordering::Relaxed);
+                g.used = g.used.wrapping_add(size);
                 return Ok(Some(start));
             }
         }
@@ -841,7 +845,7 @@ impl Core {
             }
         };
         let taken = g.free.take_range(block, start, size, rest);
-        self.used.fetch_add(size, Ordering::Relaxed);
+        g.used = g.used.wrapping_add(size);
         Ok(Some(taken.addr))
     }
 
@@ -931,7 +935,7 @@ impl Core {
         }
         s.recent.push(Cached { addr, size, region, tag });
         s.recent_bytes += size;
-        self.used.fetch_sub(size, Ordering::Relaxed);
+        s.used = s.used.wrapping_sub(size);
         let budget = self.shard_budget.load(Ordering::Relaxed);
         if s.recent.len() > self.cache.recent + SPILL_BATCH || s.bytes() > budget {
             // Frees never pass through the shard's list (that would be list work per free); the
@@ -1110,7 +1114,7 @@ impl Core {
             return Err(Error::invalid(format!("{}: [{addr:#x}, +{size}) is already free", self.name)));
         }
         g.free.insert(addr, size, region, tag);
-        self.used.fetch_sub(size, Ordering::Relaxed);
+        g.used = g.used.wrapping_sub(size);
         Ok(())
     }
 
@@ -1195,7 +1199,7 @@ impl Core {
         let cached_blocks = shards.iter().map(|s| s.blocks()).sum();
         CoreStats {
             pool_size: g.pool_size,
-            used: self.used.load(Ordering::Relaxed),
+            used: shards.iter().fold(g.used, |u, s| u.wrapping_add(s.used)),
             free: g.free.free_bytes() + cached_bytes,
             cached_bytes,
             cached_blocks,
@@ -1217,8 +1221,10 @@ impl Core {
         let g = lock(&self.global);
         g.free.check_invariants();
         let mut stats_free = g.free.free_bytes();
+        let mut used = g.used;
         for shard in self.shards.iter() {
             let s = lock(&shard.0);
+            used = used.wrapping_add(s.used);
             s.free.check_invariants();
             assert_eq!(s.recent.iter().map(|b| b.size).sum::<usize>(), s.recent_bytes, "recent bytes drifted");
             for b in s.recent.iter().map(|b| (b.addr, b.size, b.region)).chain(s.free.iter().map(|b| (b.addr, b.size, b.region))) {
@@ -1228,7 +1234,7 @@ impl Core {
             stats_free += s.bytes();
         }
         assert_eq!(g.regions.values().sum::<usize>(), g.pool_size, "regions and pool size disagree");
-        assert_eq!(stats_free + self.used.load(Ordering::Relaxed), g.pool_size, "free + used != pool size");
+        assert_eq!(stats_free + used, g.pool_size, "free + used != pool size");
     }
 }
 
@@ -1236,12 +1242,13 @@ impl Drop for Core {
     fn drop(&mut self) {
         let g = self.global.get_mut().unwrap_or_else(PoisonError::into_inner);
         let mut tags: Vec<Pending> = g.free.iter().map(|b| b.tag).collect();
+        let mut used = g.used;
         for shard in self.shards.iter_mut() {
             let s = shard.0.get_mut().unwrap_or_else(PoisonError::into_inner);
+            used = used.wrapping_add(s.used);
             tags.extend(s.recent.drain(..).map(|b| b.tag));
             tags.extend(std::mem::take(&mut s.free).into_blocks().map(|b| b.tag));
         }
-        let used = *self.used.get_mut();
         if used > 0 {
             tracing::warn!("{} dropped with {used} bytes still allocated; they are freed too", self.name);
         }
