@@ -311,8 +311,11 @@ mod known_ids {
     /// Entries per thread: a thread works with a few streams at a time.
     const WAYS: usize = 4;
 
+    /// `(handle, id, epoch)` entries and the next one to replace.
+    type Ways = ([(usize, u64, u64); WAYS], usize);
+
     thread_local! {
-        static CACHE: Cell<([(usize, u64, u64); WAYS], usize)> = const { Cell::new(([(0, 0, u64::MAX); WAYS], 0)) };
+        static CACHE: Cell<Ways> = const { Cell::new(([(0, 0, u64::MAX); WAYS], 0)) };
     }
 
     /// The id of `raw` if it is a live stream created by [`OwnedStream`].

@@ -504,15 +504,16 @@ pub(crate) struct CacheLimits {
     /// `pool size / (2 × shards)`, so at most half of a large pool sits in shards.
     pub max_bytes: usize,
     /// Bytes a shard miss takes from the shared list at once (whole multiples of the request), so
-    /// the next requests of the thread are served from its shard.
+    /// the next requests of the thread are served from its shard; only from a free block of at
+    /// least twice this size, so that refills cut large blocks and best fit keeps filling holes.
     pub refill: usize,
 }
 
 impl CacheLimits {
     /// What the resources use: blocks up to 4 MiB (the largest default bin), 16 recent blocks,
-    /// 8 to 64 MiB per shard, 4 MiB refills.
+    /// 8 to 64 MiB per shard, 16 MiB refills.
     pub(crate) const DEFAULT: CacheLimits =
-        CacheLimits { max_block: 4 << 20, recent: 16, min_bytes: 8 << 20, max_bytes: 64 << 20, refill: 4 << 20 };
+        CacheLimits { max_block: 4 << 20, recent: 16, min_bytes: 8 << 20, max_bytes: 64 << 20, refill: 16 << 20 };
     /// No caching: every call goes to the shared list (for comparisons and some tests).
     #[cfg(test)]
     pub(crate) const OFF: CacheLimits = CacheLimits { max_block: 0, recent: 0, min_bytes: 0, max_bytes: 0, refill: 0 };
@@ -813,7 +814,9 @@ impl Core {
             }
         }
         let Some((block, start, end, _, tag)) = best else { return Ok(None) };
-        if refill && tag.is_none() {
+        // Only from a large block: refilling from the best fit of a small hole would leave the
+        // hole's rest as a fragment (measured: the shared list grew to thousands of blocks).
+        if refill && tag.is_none() && end - start >= 2 * self.cache.refill {
             // Lock order: `global` (held), then the shard.
             let mut shard = lock(self.shard());
             let room = self.shard_budget.load(Ordering::Relaxed).saturating_sub(shard.bytes());
@@ -876,8 +879,8 @@ impl Core {
     fn flush_caches(&self, g: &mut Global) -> usize {
         let mut moved = 0;
         for shard in self.shards.iter() {
-            // The shard stays locked until its blocks are in the shared list: `stats` never sees
-            // them in neither place.
+            // The shard stays locked until its blocks are in the shared list: `stats`, which
+            // takes every lock, always finds them in one place or the other.
             let mut s = lock(&shard.0);
             let recent = std::mem::take(&mut s.recent);
             s.recent_bytes = 0;
