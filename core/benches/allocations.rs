@@ -9,8 +9,9 @@
 //!
 //! Each benchmark's throughput is set to the number of operations (pairs or random steps, over all
 //! threads) of one iteration, so time ÷ elements is the aggregate ns per operation, the C++ column.
-//! Run on the GPU machine by scripts/bench-gpu-run.sh; without a GPU, the CUDA resources are skipped
-//! and the host ones run.
+//! Run on the GPU machine by scripts/bench-gpu-run.sh. Without a GPU (host mode) the same workloads
+//! run over host-mode variants, marked as such in `resources`: the pool and binning over a simulated
+//! device (the default stream for every thread), system memory and the simulated device itself.
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -60,6 +61,12 @@ fn resources() -> Vec<(&'static str, Factory)> {
             ("pool", || {
                 let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
                 Ok(AnyResource::new(PoolMemoryResource::new(upstream, Some(1 << 30), None)?))
+            }),
+            // Host-mode variant of the GPU line below: fixed-size bins of 2^18..2^22 bytes over a pool.
+            ("binning", || {
+                let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
+                let pool = PoolMemoryResource::new(upstream, Some(1 << 30), None)?;
+                Ok(AnyResource::new(BinningMemoryResource::with_exponents(AnyResource::new(pool), 18, 22)?))
             }),
             ("system", || Ok(AnyResource::new(SystemMemoryResource::new()))),
             ("simulated", || Ok(AnyResource::new(SimulatedMemoryResource::new(64 << 30)?))),

@@ -3,8 +3,10 @@
 //! [`Stream`] is the raw `CUstream` value, which is the same handle as the runtime's
 //! `cudaStream_t`: a stream from CuPy, PyTorch or Numba can be wrapped without conversion.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::device::{current_device, ensure_context, DeviceGuard, DeviceId};
 use super::{check, driver, sys, Event};
@@ -140,9 +142,13 @@ impl Stream {
             return Err(Error::Unsupported("cuStreamGetId needs CUDA 12.0 or newer".into()));
         }
         // Only the special handles name "the current device's" stream and need a current context;
-        // an ordinary handle carries its own. This is on every pool operation: one driver call.
+        // an ordinary handle carries its own. The pools ask on every operation: a live stream we
+        // created is answered from a per-thread cache (see `known_ids`), any other with one
+        // driver call.
         if self.is_default() || self.is_per_thread_default() {
             ensure_context()?;
+        } else if let Some(id) = known_ids::get(self.0) {
+            return Ok(id);
         }
         let mut id: std::ffi::c_ulonglong = 0;
         // SAFETY: the driver is loaded (has_entry_point checked it); a special handle has a current
@@ -208,7 +214,12 @@ impl OwnedStream {
         let mut raw: sys::CUstream = std::ptr::null_mut();
         // SAFETY: a context is current; `raw` is a valid out-pointer.
         check(unsafe { sys::cuStreamCreate(&mut raw, raw_flags) }, "cuStreamCreate")?;
-        Ok(Self { stream: Stream(raw as usize), device, flags })
+        let owned = Self { stream: Stream(raw as usize), device, flags };
+        // Without `cuStreamGetId` (CUDA < 12.0) there is no id to remember.
+        if let Ok(id) = owned.stream.id() {
+            known_ids::created(owned.stream.0, id);
+        }
+        Ok(owned)
     }
 
     /// The (non-owning) handle.
@@ -270,11 +281,99 @@ impl Drop for OwnedStream {
         if let Some(hook) = DESTROY_HOOK.get() {
             hook(self.stream);
         }
+        // Before the handle can be reused by a new stream.
+        known_ids::destroyed(self.stream.0);
         // SAFETY: the stream was created by us and is destroyed exactly once; pending work still
         // completes (cuStreamDestroy does not wait, nor does it cancel).
         let status = unsafe { sys::cuStreamDestroy_v2(self.stream.as_cu()) };
         if let Err(e) = check(status, "cuStreamDestroy") {
             tracing::error!("destroying {:?}: {e}", self.stream);
+        }
+    }
+}
+
+/// The ids of the live streams created by [`OwnedStream`], so that [`Stream::id`] needs no driver
+/// call for them: the pools ask for the id on every operation, to tell a live stream from a
+/// destroyed one whose handle was reused.
+///
+/// A process-wide table maps each live owned handle to its id, and every creation or destruction
+/// of an owned stream bumps an epoch. Each thread caches a few `(handle, id, epoch)` entries; an
+/// entry is used only while the epoch has not moved, so a destroyed stream is never answered from
+/// a cache (its handle then falls back to the table, where it is gone, and to the driver). A
+/// stream destroyed elsewhere (CuPy, PyTorch) was never in the table: always the driver.
+mod known_ids {
+    use super::*;
+
+    static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+    fn table() -> &'static Mutex<HashMap<usize, u64>> {
+        static TABLE: OnceLock<Mutex<HashMap<usize, u64>>> = OnceLock::new();
+        TABLE.get_or_init(Mutex::default)
+    }
+
+    /// Entries per thread: a thread works with a few streams at a time.
+    const WAYS: usize = 4;
+
+    /// `(handle, id, epoch)` entries and the next one to replace.
+    type Ways = ([(usize, u64, u64); WAYS], usize);
+
+    thread_local! {
+        static CACHE: Cell<Ways> = const { Cell::new(([(0, 0, u64::MAX); WAYS], 0)) };
+    }
+
+    /// The id of `raw` if it is a live stream created by [`OwnedStream`].
+    pub(super) fn get(raw: usize) -> Option<u64> {
+        // Read before the table: a destruction after this read leaves a stale epoch in the entry.
+        let epoch = EPOCH.load(Ordering::Acquire);
+        let (mut ways, next) = CACHE.get();
+        if let Some(&(_, id, _)) = ways.iter().find(|&&(h, _, e)| h == raw && e == epoch) {
+            return Some(id);
+        }
+        let id = *table().lock().unwrap_or_else(PoisonError::into_inner).get(&raw)?;
+        ways[next] = (raw, id, epoch);
+        CACHE.set((ways, (next + 1) % WAYS));
+        Some(id)
+    }
+
+    pub(super) fn created(raw: usize, id: u64) {
+        table().lock().unwrap_or_else(PoisonError::into_inner).insert(raw, id);
+        // A thread given the new handle sees this bump, so no entry of an older stream with the
+        // same handle survives in its cache.
+        EPOCH.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(super) fn destroyed(raw: usize) {
+        table().lock().unwrap_or_else(PoisonError::into_inner).remove(&raw);
+        EPOCH.fetch_add(1, Ordering::AcqRel);
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        // Fake handles: only the table and the caches see them, never the driver.
+        #[test]
+        fn a_cached_id_never_outlives_its_stream() {
+            let (h, other) = (0xdead_0000_usize, 0xdead_1000_usize);
+            assert_eq!(get(h), None, "unknown handles go to the driver");
+            created(h, 7);
+            assert_eq!(get(h), Some(7));
+            assert_eq!(get(h), Some(7), "then from this thread's cache");
+            std::thread::spawn(move || assert_eq!(get(h), Some(7), "other threads find it too")).join().unwrap();
+            destroyed(h);
+            assert_eq!(get(h), None, "the cache entry died with the stream");
+            created(h, 9);
+            assert_eq!(get(h), Some(9), "a new stream reusing the handle has its own id");
+            for i in 0..2 * WAYS {
+                created(other + i, i as u64);
+                assert_eq!(get(other + i), Some(i as u64));
+            }
+            assert_eq!(get(h), Some(9), "evicted from the cache, still in the table");
+            destroyed(h);
+            for i in 0..2 * WAYS {
+                destroyed(other + i);
+                assert_eq!(get(other + i), None);
+            }
         }
     }
 }

@@ -9,8 +9,7 @@
 //! Stream semantics are those of the resource a request is routed to.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use crate::aligned::{align_up, check_alignment, DEFAULT_ALIGNMENT};
 use crate::cuda::Stream;
@@ -23,8 +22,9 @@ use crate::resource::{Access, AnyResource, MemoryResource};
 struct Inner {
     upstream: AnyResource,
     bins: RwLock<BTreeMap<usize, AnyResource>>,
-    /// Set by the first allocation; from then on the bins are fixed.
-    used: AtomicBool,
+    /// The bins as of the first allocation, sorted by size; from then on they are fixed, and every
+    /// call routes through this copy without a lock or a reference count.
+    frozen: OnceLock<Box<[(usize, AnyResource)]>>,
     syncer: Arc<dyn Syncer>,
 }
 
@@ -59,7 +59,7 @@ impl BinningMemoryResource {
     }
 
     pub(crate) fn build(upstream: AnyResource, syncer: Arc<dyn Syncer>) -> Self {
-        let inner = Inner { upstream, bins: RwLock::default(), used: AtomicBool::new(false), syncer };
+        let inner = Inner { upstream, bins: RwLock::default(), frozen: OnceLock::new(), syncer };
         Self { inner: Arc::new(inner) }
     }
 
@@ -107,7 +107,7 @@ impl BinningMemoryResource {
             .ok_or_else(|| Error::invalid(format!("a bin of {allocation_size} bytes cannot be made")))?;
         let mut bins = self.inner.bins.write().unwrap_or_else(PoisonError::into_inner);
         // Checked under the lock the first allocation also takes to set it.
-        if self.inner.used.load(Ordering::Acquire) {
+        if self.inner.frozen.get().is_some() {
             return Err(Error::invalid(
                 "bins can only be added before the first allocation (later frees would be routed to the new bin)",
             ));
@@ -145,10 +145,17 @@ impl BinningMemoryResource {
 
     /// The resource that serves (or served) `bytes` at `alignment`: the smallest bin that holds the
     /// request with its worst-case alignment padding, else the upstream.
-    fn route(&self, bytes: usize, alignment: usize) -> AnyResource {
+    fn route<R>(&self, bytes: usize, alignment: usize, f: impl FnOnce(&AnyResource) -> R) -> R {
         let needed = bytes.saturating_add(alignment.saturating_sub(DEFAULT_ALIGNMENT));
+        if let Some(bins) = self.inner.frozen.get() {
+            let i = bins.partition_point(|&(size, _)| size < needed);
+            return f(bins.get(i).map_or(&self.inner.upstream, |(_, r)| r));
+        }
+        // Nothing was allocated yet (a free now is the caller's error, which the resource reports).
         let bins = self.inner.bins.read().unwrap_or_else(PoisonError::into_inner);
-        bins.range(needed..).next().map_or_else(|| self.inner.upstream.clone(), |(_, r)| r.clone())
+        let r = bins.range(needed..).next().map_or_else(|| self.inner.upstream.clone(), |(_, r)| r.clone());
+        drop(bins);
+        f(&r)
     }
 }
 
@@ -161,12 +168,12 @@ impl MemoryResource for BinningMemoryResource {
         if bytes == 0 {
             return Ok(std::ptr::null_mut());
         }
-        if !self.inner.used.load(Ordering::Relaxed) {
+        if self.inner.frozen.get().is_none() {
             // Holding the write lock orders this against a concurrent `add_bin`.
-            let _bins = self.inner.bins.write().unwrap_or_else(PoisonError::into_inner);
-            self.inner.used.store(true, Ordering::Release);
+            let bins = self.inner.bins.write().unwrap_or_else(PoisonError::into_inner);
+            self.inner.frozen.get_or_init(|| bins.iter().map(|(&size, r)| (size, r.clone())).collect());
         }
-        self.route(bytes, alignment).allocate(stream, bytes, alignment)
+        self.route(bytes, alignment, |r| r.allocate(stream, bytes, alignment))
     }
 
     unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
@@ -175,7 +182,7 @@ impl MemoryResource for BinningMemoryResource {
         }
         // SAFETY: the bins have not changed since the allocation, so this is the resource that
         // made it; the caller's contract is forwarded.
-        unsafe { self.route(bytes, alignment).deallocate(stream, ptr, bytes, alignment) }
+        self.route(bytes, alignment, |r| unsafe { r.deallocate(stream, ptr, bytes, alignment) })
     }
 
     /// What the upstream and every bin provide.

@@ -55,6 +55,8 @@ pub(crate) struct Fit<'a, T> {
     pub block: usize,
     /// Where the request would start inside it (the block start rounded up to the alignment).
     pub start: usize,
+    /// The free block's length (from `block`).
+    pub len: usize,
     /// The block's tag.
     pub tag: &'a T,
 }
@@ -180,7 +182,7 @@ impl<T: BlockTag> FreeList<T> {
             if start.checked_add(size)? > block + block_size {
                 return None;
             }
-            Some(Fit { block, start, tag: &self.by_addr[&block].tag })
+            Some(Fit { block, start, len: block_size, tag: &self.by_addr[&block].tag })
         })
     }
 
@@ -221,6 +223,17 @@ impl<T: BlockTag> FreeList<T> {
             Some(e) if e.region == region && e.size == size => Some(self.unlink(region).tag),
             _ => None,
         }
+    }
+
+    /// Removes and returns the smallest free block (the lowest-addressed of equal ones).
+    pub(crate) fn pop_smallest(&mut self) -> Option<FreeBlock<T>> {
+        let &(size, addr) = self.by_size.first()?;
+        Some(self.take_at(addr, size))
+    }
+
+    /// Empties the list, yielding its blocks in address order.
+    pub(crate) fn into_blocks(self) -> impl Iterator<Item = FreeBlock<T>> {
+        self.by_addr.into_iter().map(|(addr, e)| FreeBlock { addr, size: e.size, region: e.region, tag: e.tag })
     }
 
     /// Iterates over the free blocks in address order.

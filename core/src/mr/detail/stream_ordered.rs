@@ -20,7 +20,8 @@
 //!
 //! Invariants:
 //! - every byte of every region is in exactly one place: the free list, one shard, or handed out;
-//!   `pool_size` is the sum of the regions, `used` the bytes handed out;
+//!   `pool_size` is the sum of the regions, `used` (the shared list's counter plus every shard's)
+//!   the bytes handed out;
 //! - a block is handed out on stream S only after S was ordered after every other stream in its tag
 //!   (a block whose tag names only S, or nothing, needs no ordering);
 //! - a region goes back upstream only when it is wholly free and every stream in its tag has been
@@ -489,23 +490,50 @@ pub(crate) enum Growth {
     },
 }
 
-/// Limits of the per-thread caches.
+/// Limits of the per-thread caches (shards).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct CacheLimits {
-    /// Blocks above this size are never cached.
+    /// Requests and frees above this size never touch a shard.
     pub max_block: usize,
-    /// Blocks per shard.
-    pub max_blocks: usize,
-    /// Bytes per shard.
+    /// Blocks a shard's LIFO of recent frees keeps (exact-size reuse); beyond that, the oldest go
+    /// back to the shared list in batches of [`SPILL_BATCH`].
+    pub recent: usize,
+    /// Bytes a shard may always hold.
+    pub min_bytes: usize,
+    /// Bytes a shard may hold at most; between the two, a shard may hold
+    /// `pool size / (2 × shards)`, so at most half of a large pool sits in shards.
     pub max_bytes: usize,
+    /// Bytes a shard miss takes from the shared list at once (whole multiples of the request), so
+    /// the next requests of the thread are served from its shard; only from a free block of at
+    /// least twice this size, so that refills cut large blocks and best fit keeps filling holes.
+    pub refill: usize,
 }
 
 impl CacheLimits {
-    /// What the resources use: up to 32 blocks of at most 1 MiB, 8 MiB per shard.
-    pub(crate) const DEFAULT: CacheLimits = CacheLimits { max_block: 1 << 20, max_blocks: 32, max_bytes: 8 << 20 };
+    /// What the resources use: blocks up to 4 MiB (the largest default bin), 16 recent blocks,
+    /// 8 to 64 MiB per shard, 16 MiB refills.
+    pub(crate) const DEFAULT: CacheLimits =
+        CacheLimits { max_block: 4 << 20, recent: 16, min_bytes: 8 << 20, max_bytes: 64 << 20, refill: 16 << 20 };
     /// No caching: every call goes to the shared list (for comparisons and some tests).
     #[cfg(test)]
-    pub(crate) const OFF: CacheLimits = CacheLimits { max_block: 0, max_blocks: 0, max_bytes: 0 };
+    pub(crate) const OFF: CacheLimits = CacheLimits { max_block: 0, recent: 0, min_bytes: 0, max_bytes: 0, refill: 0 };
+    /// Small limits, so the tests' small pools exercise every shard path (refills, the list,
+    /// evictions to the shared list, budgets that follow the pool's size).
+    #[cfg(test)]
+    pub(crate) const TIGHT: CacheLimits =
+        CacheLimits { max_block: 64 << 10, recent: 2, min_bytes: 16 << 10, max_bytes: 256 << 10, refill: 32 << 10 };
+    /// The three configurations the property tests pick from.
+    #[cfg(test)]
+    pub(crate) const ALL: [CacheLimits; 3] = [CacheLimits::OFF, CacheLimits::DEFAULT, CacheLimits::TIGHT];
+
+    fn enabled(&self) -> bool {
+        self.max_block > 0
+    }
+
+    /// A shard's byte budget in a pool of `pool_size` bytes with `shards` shards.
+    fn budget(&self, pool_size: usize, shards: usize) -> usize {
+        (pool_size / (2 * shards)).clamp(self.min_bytes, self.max_bytes.max(self.min_bytes))
+    }
 }
 
 /// Exact counters of a [`Core`], taken under all its locks.
@@ -527,13 +555,79 @@ pub(crate) struct CoreStats {
 struct Cached {
     addr: usize,
     size: usize,
+    region: usize,
     tag: Pending,
 }
 
+/// Upstream blocks as `(start, size)`, sorted by start.
+type Regions = Arc<[(usize, usize)]>;
+
+/// The start of the region of `regions` that holds `[addr, addr + size)`.
+fn region_in(regions: &[(usize, usize)], addr: usize, size: usize) -> Option<usize> {
+    let i = regions.partition_point(|&(start, _)| start <= addr).checked_sub(1)?;
+    let (start, len) = regions[i];
+    (addr.checked_add(size)? <= start + len).then_some(start)
+}
+
+/// A per-thread cache: a LIFO of recent frees (exact-size reuse at the cost of a short scan) and a
+/// small coalescing free list holding what refills left (best fit for mixed sizes). Frees never go
+/// through the list: that would cost list work on every free, and most frees of a churning
+/// workload go back to the shared list anyway.
 #[derive(Debug, Default)]
 struct Shard {
-    blocks: Vec<Cached>,
-    bytes: usize,
+    recent: Vec<Cached>,
+    recent_bytes: usize,
+    free: FreeList<Pending>,
+    /// The pool's regions as of generation `regions_gen` (see [`Core::regions_gen`]): a free finds
+    /// its region here without taking the shared lock.
+    regions: Regions,
+    regions_gen: u64,
+    /// Bytes handed out by this shard less bytes freed into it (wrapping; see [`Global::used`]).
+    /// Per shard, under its lock: no counter shared by all threads is written per operation.
+    used: usize,
+}
+
+impl Shard {
+    fn bytes(&self) -> usize {
+        self.recent_bytes + self.free.free_bytes()
+    }
+
+    fn blocks(&self) -> usize {
+        self.recent.len() + self.free.len()
+    }
+
+    /// Takes a block of exactly `size` bytes at an `alignment`-aligned address that `key` may use
+    /// without ordering: the latest such free, else the best fit of the list.
+    fn take(&mut self, key: StreamKey, size: usize, alignment: usize) -> Option<usize> {
+        if let Some(i) = self.recent.iter().rposition(|b| b.size == size && b.addr % alignment == 0 && b.tag.only(key)) {
+            let b = self.recent.remove(i);
+            self.recent_bytes -= size;
+            return Some(b.addr);
+        }
+        let (block, start) =
+            self.free.fits(size, alignment).take(SCAN).find(|f| f.tag.only(key)).map(|f| (f.block, f.start))?;
+        Some(self.free.take_range(block, start, size, None).addr)
+    }
+
+    /// Takes out the oldest recent frees beyond `depth`, then what the shard holds above `target`
+    /// bytes: the smallest blocks of the list first (least useful to the thread, most likely to
+    /// coalesce in the shared list), then more of the oldest recent frees.
+    fn evict(&mut self, depth: usize, target: usize) -> Vec<Cached> {
+        let mut k = self.recent.len().saturating_sub(depth);
+        let mut out: Vec<Cached> = self.recent.drain(..k).collect();
+        self.recent_bytes -= out.iter().map(|b| b.size).sum::<usize>();
+        while self.bytes() > target {
+            let Some(b) = self.free.pop_smallest() else { break };
+            out.push(Cached { addr: b.addr, size: b.size, region: b.region, tag: b.tag });
+        }
+        k = 0;
+        while self.bytes() > target && k < self.recent.len() {
+            self.recent_bytes -= self.recent[k].size;
+            k += 1;
+        }
+        out.extend(self.recent.drain(..k));
+        out
+    }
 }
 
 /// One shard per cache line pair, so threads on different shards do not share lines.
@@ -549,6 +643,11 @@ struct Global {
     pool_size: usize,
     upstream_allocations: u64,
     upstream_releases: u64,
+    /// `regions` as shards see it, rebuilt when it changes.
+    snapshot: Regions,
+    /// Bytes handed out through this list less bytes freed into it (wrapping: blocks move between
+    /// shards and the list). With the shards' counters it sums to the bytes in use.
+    used: usize,
 }
 
 impl Global {
@@ -558,6 +657,12 @@ impl Global {
         (addr.checked_add(size)? <= start + len).then_some(start)
     }
 }
+
+/// Frees a shard over budget lets wait in its LIFO before they go back to the shared list at once.
+const SPILL_BATCH: usize = 32;
+
+/// LIFO depth of a fixed-size core's shards (see [`Core::new`]).
+const FIXED_RECENT: usize = 64;
 
 /// How many best-fit candidates an allocation looks at for one it can use without ordering.
 const SCAN: usize = 16;
@@ -571,8 +676,11 @@ pub(crate) struct Core {
     cache: CacheLimits,
     global: Mutex<Global>,
     shards: Box<[Padded]>,
-    /// Bytes handed out; changed only under the lock (shard or global) that hands them out.
-    used: AtomicUsize,
+    /// Bumped (under `global`) whenever the regions change; a shard uses its copy of the regions
+    /// only while its generation is this one.
+    regions_gen: AtomicU64,
+    /// Bytes each shard may hold (see [`CacheLimits::budget`]), updated when the pool's size changes.
+    shard_budget: AtomicUsize,
 }
 
 impl fmt::Debug for Core {
@@ -598,7 +706,13 @@ impl Core {
         initial: usize,
     ) -> Result<Arc<Self>> {
         let threads = std::thread::available_parallelism().map_or(8, |n| n.get());
-        let shards = if cache.max_blocks == 0 { 1 } else { threads.clamp(8, 64).next_power_of_two() };
+        let mut cache = cache;
+        if let Growth::Chunks { unit, .. } = growth {
+            // One block size: the LIFO serves every request (refills go there too), so it holds
+            // more.
+            cache.recent = cache.recent.max(FIXED_RECENT.min(cache.max_bytes / unit.max(1)));
+        }
+        let shards = if cache.enabled() { threads.clamp(8, 64).next_power_of_two() } else { 1 };
         let core = Arc::new(Self {
             name,
             upstream,
@@ -607,7 +721,8 @@ impl Core {
             cache,
             global: Mutex::default(),
             shards: (0..shards).map(|_| Padded::default()).collect(),
-            used: AtomicUsize::new(0),
+            regions_gen: AtomicU64::new(0),
+            shard_budget: AtomicUsize::new(cache.budget(0, shards)),
         });
         if initial > 0 {
             let ptr = core.upstream.allocate_sync(initial, DEFAULT_ALIGNMENT)?;
@@ -628,6 +743,13 @@ impl Core {
         self.syncer.key(stream)
     }
 
+    /// Call after every change of `g.regions` or `g.pool_size` (with `global` held).
+    fn regions_changed(&self, g: &mut Global) {
+        g.snapshot = g.regions.iter().map(|(&a, &s)| (a, s)).collect();
+        self.regions_gen.fetch_add(1, Ordering::Release);
+        self.shard_budget.store(self.cache.budget(g.pool_size, self.shards.len()), Ordering::Relaxed);
+    }
+
     fn shard(&self) -> &Mutex<Shard> {
         thread_local! {
             static SEED: usize = {
@@ -644,30 +766,28 @@ impl Core {
         g.regions.insert(addr, size);
         g.pool_size += size;
         g.upstream_allocations += 1;
+        self.regions_changed(g);
     }
 
     /// Hands out `size` bytes (a multiple of 256) at an `alignment`-aligned address (a power of
     /// two, at least 256), usable on `stream` in stream order.
     pub(crate) fn allocate(&self, stream: Stream, size: usize, alignment: usize) -> Result<usize> {
         let key = self.key(stream);
-        if size <= self.cache.max_block {
+        let cacheable = size <= self.cache.max_block;
+        if cacheable {
             let mut shard = lock(self.shard());
-            if let Some(i) =
-                shard.blocks.iter().rposition(|b| b.size == size && b.addr % alignment == 0 && b.tag.only(key))
-            {
-                let block = shard.blocks.remove(i);
-                shard.bytes -= size;
-                self.used.fetch_add(size, Ordering::Relaxed);
-                return Ok(block.addr);
+            if let Some(addr) = shard.take(key, size, alignment) {
+                shard.used = shard.used.wrapping_add(size);
+                return Ok(addr);
             }
         }
         let mut g = lock(&self.global);
-        if let Some(addr) = self.take(&mut g, key, size, alignment)? {
+        if let Some(addr) = self.take(&mut g, key, size, alignment, cacheable)? {
             return Ok(addr);
         }
         // Nothing in the shared list: reclaim every cache before growing.
         if self.flush_caches(&mut g) > 0 {
-            if let Some(addr) = self.take(&mut g, key, size, alignment)? {
+            if let Some(addr) = self.take(&mut g, key, size, alignment, false)? {
                 return Ok(addr);
             }
         }
@@ -677,19 +797,46 @@ impl Core {
     /// Takes the best block for `key` from the shared list: among the [`SCAN`] best fits, the first
     /// that needs no ordering, else the one that needs the least. Orders `key` after what it needs;
     /// the rest of the block is then tagged with `key` alone (whose queue is now ordered after it).
-    fn take(&self, g: &mut Global, key: StreamKey, size: usize, alignment: usize) -> Result<Option<usize>> {
-        // (block, start, streams to order after, the block's tag when that is not zero)
-        let mut best: Option<(usize, usize, usize, Option<Pending>)> = None;
+    ///
+    /// With `refill`, when the block needs no ordering, up to [`CacheLimits::refill`] bytes (whole
+    /// multiples of `size`, within the shard's budget) are taken at once and the part after the
+    /// request goes to the calling thread's shard: its next requests need no shared lock.
+    fn take(&self, g: &mut Global, key: StreamKey, size: usize, alignment: usize, refill: bool) -> Result<Option<usize>> {
+        // (block, start, end of the block, streams to order after, the block's tag when that is not zero)
+        let mut best: Option<(usize, usize, usize, usize, Option<Pending>)> = None;
         for fit in g.free.fits(size, alignment).take(SCAN) {
             let foreign = fit.tag.foreign(key);
-            if best.as_ref().is_none_or(|b| foreign < b.2) {
-                best = Some((fit.block, fit.start, foreign, (foreign > 0).then(|| fit.tag.clone())));
+            if best.as_ref().is_none_or(|b| foreign < b.3) {
+                best = Some((fit.block, fit.start, fit.block + fit.len, foreign, (foreign > 0).then(|| fit.tag.clone())));
             }
             if foreign == 0 {
                 break;
             }
         }
-        let Some((block, start, _, tag)) = best else { return Ok(None) };
+        let Some((block, start, end, _, tag)) = best else { return Ok(None) };
+        // Only from a large block: refilling from the best fit of a small hole would leave the
+        // hole's rest as a fragment (measured: the shared list grew to thousands of blocks).
+        if refill && tag.is_none() && end - start >= 2 * self.cache.refill {
+            // Lock order: `global` (held), then the shard.
+            let mut shard = lock(self.shard());
+            let room = self.shard_budget.load(Ordering::Relaxed).saturating_sub(shard.bytes());
+            // Whole multiples of `size`: fixed-size blocks stay on their block boundaries.
+            let extra = (self.cache.refill.saturating_sub(size).min(room).min(end - start - size)) / size * size;
+            if extra > 0 {
+                let taken = g.free.take_range(block, start, size + extra, None);
+                if let Growth::Chunks { .. } = self.growth {
+                    // Whole blocks, for the LIFO to hand out in address order.
+                    for addr in (start + size..start + size + extra).step_by(size).rev() {
+                        shard.recent.push(Cached { addr, size, region: taken.region, tag: taken.tag.clone() });
+                    }
+                    shard.recent_bytes += extra;
+                } else {
+                    shard.free.insert(start + size, extra, taken.region, taken.tag);
+                }
+                g.used = g.used.wrapping_add(size);
+                return Ok(Some(start));
+            }
+        }
         let rest = match tag {
             None => None,
             Some(tag) => {
@@ -701,7 +848,7 @@ impl Core {
             }
         };
         let taken = g.free.take_range(block, start, size, rest);
-        self.used.fetch_add(size, Ordering::Relaxed);
+        g.used = g.used.wrapping_add(size);
         Ok(Some(taken.addr))
     }
 
@@ -732,23 +879,84 @@ impl Core {
     fn flush_caches(&self, g: &mut Global) -> usize {
         let mut moved = 0;
         for shard in self.shards.iter() {
-            let blocks = {
-                let mut s = lock(&shard.0);
-                s.bytes = 0;
-                std::mem::take(&mut s.blocks)
-            };
-            moved += blocks.len();
-            for b in blocks {
-                self.insert_free(g, b.addr, b.size, b.tag);
+            // The shard stays locked until its blocks are in the shared list: `stats`, which
+            // takes every lock, always finds them in one place or the other.
+            let mut s = lock(&shard.0);
+            let recent = std::mem::take(&mut s.recent);
+            s.recent_bytes = 0;
+            let free = std::mem::take(&mut s.free);
+            moved += recent.len() + free.len();
+            for b in recent {
+                self.insert_free(g, b.addr, b.size, b.region, b.tag);
+            }
+            for b in free.into_blocks() {
+                self.insert_free(g, b.addr, b.size, b.region, b.tag);
             }
         }
         moved
     }
 
-    fn insert_free(&self, g: &mut Global, addr: usize, size: usize, tag: Pending) {
-        match g.region_of(addr, size) {
-            Some(region) if !g.free.overlaps(addr, size) => g.free.insert(addr, size, region, tag),
-            _ => tracing::error!("{}: dropping a bad cached block [{addr:#x}, +{size})", self.name),
+    /// Moves blocks from an over-budget shard to the shared list, in one batch under one lock: the
+    /// LIFO's oldest frees beyond its depth, then the list's smallest blocks until the shard holds
+    /// half its budget.
+    fn spill(&self, shard: &Mutex<Shard>) {
+        let mut g = lock(&self.global);
+        let mut s = lock(shard);
+        let target = self.shard_budget.load(Ordering::Relaxed) / 2;
+        for b in s.evict(self.cache.recent, target) {
+            self.insert_free(&mut g, b.addr, b.size, b.region, b.tag);
+        }
+    }
+
+    /// Puts a freed block in the calling thread's shard; gives it back when the shard cannot take
+    /// it (its copy of the regions is out of date, or the block is in none of them).
+    fn cache_free(&self, addr: usize, size: usize, tag: Pending) -> Result<Option<Pending>> {
+        let shard = self.shard();
+        let mut s = lock(shard);
+        if s.regions_gen != self.regions_gen.load(Ordering::Acquire) {
+            // Rare (the regions changed): refresh outside the shard lock (lock order).
+            drop(s);
+            let (regions, gen) = {
+                let g = lock(&self.global);
+                (g.snapshot.clone(), self.regions_gen.load(Ordering::Acquire))
+            };
+            s = lock(shard);
+            if gen > s.regions_gen {
+                s.regions = regions;
+                s.regions_gen = gen;
+            }
+        }
+        // Only a copy that is current while the shard is locked may be used: regions are removed
+        // only after every shard was flushed, and never while a block of theirs is in a shard or
+        // still allocated, so the region found stays valid.
+        if s.regions_gen != self.regions_gen.load(Ordering::Acquire) {
+            return Ok(Some(tag));
+        }
+        let Some(region) = region_in(&s.regions, addr, size) else { return Ok(Some(tag)) };
+        if s.recent.iter().any(|b| b.addr < addr + size && addr < b.addr + b.size) || s.free.overlaps(addr, size) {
+            return Err(Error::invalid(format!("{}: [{addr:#x}, +{size}) is already free", self.name)));
+        }
+        s.recent.push(Cached { addr, size, region, tag });
+        s.recent_bytes += size;
+        s.used = s.used.wrapping_sub(size);
+        let budget = self.shard_budget.load(Ordering::Relaxed);
+        if s.recent.len() > self.cache.recent + SPILL_BATCH || s.bytes() > budget {
+            // Frees never pass through the shard's list (that would be list work per free); the
+            // oldest go back to the shared list together, under one lock.
+            drop(s);
+            self.spill(shard);
+        }
+        Ok(None)
+    }
+
+    /// Returns a block from a shard to the shared list. A block freed twice into two shards is
+    /// found here at the latest (dropped, with an error logged, rather than handed out twice).
+    fn insert_free(&self, g: &mut Global, addr: usize, size: usize, region: usize, tag: Pending) {
+        let in_region = g.regions.get(&region).is_some_and(|&len| region <= addr && addr + size <= region + len);
+        if in_region && !g.free.overlaps(addr, size) {
+            g.free.insert(addr, size, region, tag);
+        } else {
+            tracing::error!("{}: dropping a bad cached block [{addr:#x}, +{size})", self.name);
         }
     }
 
@@ -789,7 +997,7 @@ impl Core {
                     };
                     self.add_region(g, ptr as usize, try_size, tag);
                     return self
-                        .take(g, key, size, alignment)?
+                        .take(g, key, size, alignment, size <= self.cache.max_block)?
                         .ok_or_else(|| exceeded("a new upstream block did not fit the request".into()));
                 }
                 Err(e) if e.is_out_of_memory() => {
@@ -825,6 +1033,9 @@ impl Core {
                 detached.push((addr, size, tag));
             }
         }
+        if !detached.is_empty() {
+            self.regions_changed(g);
+        }
         detached
     }
 
@@ -855,11 +1066,15 @@ impl Core {
     }
 
     fn readmit(&self, g: &mut Global, regions: Vec<(usize, usize, Pending)>) {
+        if regions.is_empty() {
+            return;
+        }
         for (addr, size, tag) in regions {
             g.free.insert(addr, size, addr, tag);
             g.regions.insert(addr, size);
             g.pool_size += size;
         }
+        self.regions_changed(g);
     }
 
     /// Returns every wholly free region to the upstream while the caller holds `global` (the
@@ -887,17 +1102,11 @@ impl Core {
         } else {
             PendingOn::Stream(key)
         };
-        let tag = Pending::one(on);
+        let mut tag = Pending::one(on);
         if size <= self.cache.max_block {
-            let mut shard = lock(self.shard());
-            if shard.blocks.iter().any(|b| b.addr == addr) {
-                return Err(Error::invalid(format!("{}: {addr:#x} was freed twice", self.name)));
-            }
-            if shard.blocks.len() < self.cache.max_blocks && shard.bytes + size <= self.cache.max_bytes {
-                shard.blocks.push(Cached { addr, size, tag });
-                shard.bytes += size;
-                self.used.fetch_sub(size, Ordering::Relaxed);
-                return Ok(());
+            match self.cache_free(addr, size, tag)? {
+                None => return Ok(()),
+                Some(t) => tag = t,
             }
         }
         let mut g = lock(&self.global);
@@ -908,7 +1117,7 @@ impl Core {
             return Err(Error::invalid(format!("{}: [{addr:#x}, +{size}) is already free", self.name)));
         }
         g.free.insert(addr, size, region, tag);
-        self.used.fetch_sub(size, Ordering::Relaxed);
+        g.used = g.used.wrapping_sub(size);
         Ok(())
     }
 
@@ -989,11 +1198,11 @@ impl Core {
         // All locks at once (global first, as everywhere): no block is between two places.
         let g = lock(&self.global);
         let shards: Vec<MutexGuard<'_, Shard>> = self.shards.iter().map(|s| lock(&s.0)).collect();
-        let cached_bytes = shards.iter().map(|s| s.bytes).sum();
-        let cached_blocks = shards.iter().map(|s| s.blocks.len()).sum();
+        let cached_bytes = shards.iter().map(|s| s.bytes()).sum();
+        let cached_blocks = shards.iter().map(|s| s.blocks()).sum();
         CoreStats {
             pool_size: g.pool_size,
-            used: self.used.load(Ordering::Relaxed),
+            used: shards.iter().fold(g.used, |u, s| u.wrapping_add(s.used)),
             free: g.free.free_bytes() + cached_bytes,
             cached_bytes,
             cached_blocks,
@@ -1014,10 +1223,21 @@ impl Core {
     pub(crate) fn check_invariants(&self) {
         let g = lock(&self.global);
         g.free.check_invariants();
-        let stats_free: usize = g.free.free_bytes()
-            + self.shards.iter().map(|s| lock(&s.0).blocks.iter().map(|b| b.size).sum::<usize>()).sum::<usize>();
+        let mut stats_free = g.free.free_bytes();
+        let mut used = g.used;
+        for shard in self.shards.iter() {
+            let s = lock(&shard.0);
+            used = used.wrapping_add(s.used);
+            s.free.check_invariants();
+            assert_eq!(s.recent.iter().map(|b| b.size).sum::<usize>(), s.recent_bytes, "recent bytes drifted");
+            for b in s.recent.iter().map(|b| (b.addr, b.size, b.region)).chain(s.free.iter().map(|b| (b.addr, b.size, b.region))) {
+                assert_eq!(g.region_of(b.0, b.1), Some(b.2), "cached block {:#x}+{} is not in its region", b.0, b.1);
+                assert!(!g.free.overlaps(b.0, b.1), "cached block {:#x}+{} is also in the shared list", b.0, b.1);
+            }
+            stats_free += s.bytes();
+        }
         assert_eq!(g.regions.values().sum::<usize>(), g.pool_size, "regions and pool size disagree");
-        assert_eq!(stats_free + self.used.load(Ordering::Relaxed), g.pool_size, "free + used != pool size");
+        assert_eq!(stats_free + used, g.pool_size, "free + used != pool size");
     }
 }
 
@@ -1025,11 +1245,13 @@ impl Drop for Core {
     fn drop(&mut self) {
         let g = self.global.get_mut().unwrap_or_else(PoisonError::into_inner);
         let mut tags: Vec<Pending> = g.free.iter().map(|b| b.tag).collect();
+        let mut used = g.used;
         for shard in self.shards.iter_mut() {
             let s = shard.0.get_mut().unwrap_or_else(PoisonError::into_inner);
-            tags.extend(s.blocks.drain(..).map(|b| b.tag));
+            used = used.wrapping_add(s.used);
+            tags.extend(s.recent.drain(..).map(|b| b.tag));
+            tags.extend(std::mem::take(&mut s.free).into_blocks().map(|b| b.tag));
         }
-        let used = *self.used.get_mut();
         if used > 0 {
             tracing::warn!("{} dropped with {used} bytes still allocated; they are freed too", self.name);
         }

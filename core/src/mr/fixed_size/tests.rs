@@ -170,10 +170,10 @@ proptest! {
         ops in proptest::collection::vec(any::<Op>(), OPS),
         block_kib in prop_oneof![Just(4usize), Just(16), Just(64), Just(256)],
         blocks in 1usize..32,
-        cached in any::<bool>(),
+        cache in 0usize..3,
         release_at_end in any::<bool>(),
     ) {
-        let cache = if cached { CacheLimits::DEFAULT } else { CacheLimits::OFF };
+        let cache = CacheLimits::ALL[cache];
         let (mr, syncer, device) = simulated(64 * MIB, block_kib * KIB, blocks, cache);
         drive(&mr, &syncer, &ops).map_err(TestCaseError::fail)?;
         mr.core.check_invariants();
@@ -189,10 +189,19 @@ proptest! {
 
 #[test]
 fn sixteen_threads_on_host_memory() {
+    sixteen_threads_with(CacheLimits::DEFAULT);
+}
+
+/// The same with small shards: refills of whole blocks, evictions and shard-list reuse.
+#[test]
+fn sixteen_threads_on_host_memory_with_tight_shards() {
+    sixteen_threads_with(CacheLimits::TIGHT);
+}
+
+fn sixteen_threads_with(cache: CacheLimits) {
     let syncer = RecordingSyncer::new(10, 43);
     let upstream = AnyResource::new(ModelUpstream::new(AnyResource::new(SystemMemoryResource::new()), &syncer));
-    let mr = FixedSizeMemoryResource::build(upstream, 16 * KIB, 64, Arc::new(syncer.clone()), CacheLimits::DEFAULT)
-        .unwrap();
+    let mr = FixedSizeMemoryResource::build(upstream, 16 * KIB, 64, Arc::new(syncer.clone()), cache).unwrap();
     stress_threads(&mr, &syncer, 16, 2000, 16 * KIB);
     mr.core.check_invariants();
     let size = mr.statistics().pool_size;

@@ -311,6 +311,86 @@ fn caches_are_reclaimed_before_growing() {
 }
 
 #[test]
+fn a_shard_miss_refills_and_the_next_requests_stay_in_the_shard() {
+    // 4 MiB: a budget of at least 32 KiB per shard with up to 64 shards.
+    let r = rig(4 << 20, POOL, CacheLimits::TIGHT);
+    let s = fake_stream(1);
+    let p = r.alloc(s, KIB);
+    // 32 KiB taken at once: the request, and 31 KiB for this thread's shard.
+    let st = r.core.stats();
+    assert_eq!((st.used, st.cached_bytes), (KIB, 31 * KIB));
+    // Mixed sizes are cut from the shard's list; the shared list is not touched.
+    let q = r.alloc(s, 3 * KIB);
+    let t = r.alloc(s, 5 * KIB);
+    let st = r.core.stats();
+    assert_eq!((st.used, st.cached_bytes, st.free - st.cached_bytes), (9 * KIB, 23 * KIB, (4 << 20) - 32 * KIB));
+    r.free(s, t, 5 * KIB);
+    r.free(s, q, 3 * KIB);
+    r.free(s, p, KIB);
+    // The frees wait in the LIFO (the list holds only what the refill left).
+    let st = r.core.stats();
+    assert_eq!((st.cached_bytes, st.cached_blocks), (32 * KIB, 4));
+    // The latest free of a size is reused first.
+    assert_eq!(r.alloc(s, KIB), p);
+    let q2 = r.alloc(s, 3 * KIB);
+    assert_eq!(q2, q);
+    r.free(s, q2, 3 * KIB);
+    r.free(s, p, KIB);
+    assert_eq!(r.syncer.counts().stream_waits, 0);
+    r.core.check_invariants();
+}
+
+#[test]
+fn a_shard_over_budget_gives_half_back_in_one_batch() {
+    let r = rig(0, POOL, CacheLimits::TIGHT);
+    let s = fake_stream(1);
+    // A pool of about 1 MiB: a budget of 16 to 64 KiB per shard, depending on the shard count.
+    let blocks: Vec<usize> = (0..64).map(|_| r.alloc(s, 16 * KIB)).collect();
+    let budget = r.core.shard_budget.load(Ordering::Relaxed);
+    assert!((16 * KIB..=64 * KIB).contains(&budget), "{budget}");
+    for b in blocks {
+        r.free(s, b, 16 * KIB);
+        let st = r.core.stats();
+        assert!(st.cached_bytes <= budget, "{} bytes cached", st.cached_bytes);
+        r.core.check_invariants();
+    }
+    // Nothing was lost on the way: it all coalesced back into whole regions.
+    let size = r.core.pool_size();
+    assert_eq!(r.core.release_unused().unwrap(), size);
+    assert_eq!(r.device.usage().allocated_bytes, 0);
+}
+
+#[test]
+fn the_shard_budget_follows_the_pool_size() {
+    let shards = 8;
+    let tight = CacheLimits::TIGHT;
+    assert_eq!(tight.budget(0, shards), tight.min_bytes);
+    assert_eq!(tight.budget(1 << 20, shards), 64 * KIB);
+    assert_eq!(tight.budget(1 << 30, shards), tight.max_bytes);
+    assert_eq!(CacheLimits::DEFAULT.budget(1 << 30, 8), 64 << 20);
+    assert_eq!(CacheLimits::DEFAULT.budget(64 << 20, 8), 8 << 20);
+}
+
+#[test]
+fn frees_after_the_regions_changed_find_their_new_region() {
+    let r = rig(0, POOL, CacheLimits::TIGHT);
+    let s = fake_stream(1);
+    for round in 0..4 {
+        // Each round releases every region and grows new ones, maybe at the same addresses: the
+        // shard's copy of the regions must be refreshed, never used stale.
+        let blocks: Vec<(usize, usize)> = (1..8).map(|i| (r.alloc(s, i * KIB), i * KIB)).collect();
+        for (b, n) in blocks {
+            r.free(s, b, n);
+        }
+        r.core.check_invariants();
+        let size = r.core.pool_size();
+        assert_eq!(r.core.release_unused().unwrap(), size, "round {round}");
+        assert_eq!(r.core.stats().cached_bytes, 0, "release_unused flushes the shards");
+    }
+    assert!(matches!(r.core.deallocate(s, 0x100, KIB), Err(Error::InvalidArgument(_))), "foreign pointer");
+}
+
+#[test]
 fn pending_tags_merge_and_subsume() {
     let k = |i| StreamKey::of(fake_stream(i), || 0, || 0);
     let mut t = Pending::one(PendingOn::Stream(k(1)));
