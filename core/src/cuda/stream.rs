@@ -157,6 +157,19 @@ impl Stream {
         Ok(id as u64)
     }
 
+    /// The id of a live stream created by [`OwnedStream`] (whose destruction we hear about first),
+    /// without a driver call; `None` for any other handle: the special handles, streams made
+    /// elsewhere (CuPy, PyTorch, the CUDA runtime), and owned streams already destroyed.
+    ///
+    /// Only for such a stream may a handle be kept and used after the call that named it: the
+    /// driver does not guard against destroyed handles (`cuStreamGetId` on one can crash).
+    pub(crate) fn owned_id(self) -> Option<u64> {
+        if self.is_default() || self.is_per_thread_default() {
+            return None;
+        }
+        known_ids::get(self.0)
+    }
+
     /// Makes all future work on this stream wait until `event` has completed.
     pub fn wait_event(self, event: &Event) -> Result<()> {
         ensure_context()?;

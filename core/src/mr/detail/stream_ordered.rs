@@ -12,7 +12,9 @@
 //! - *pending work* ([`Pending`], the tag of a free block): the streams whose queued work may still
 //!   use the block, each either *live* (an ordinary or legacy stream: anyone can record an event on
 //!   it later) or a *marker* (an event recorded at the free; used for PTDS, whose queue only its own
-//!   thread can name, and for streams destroyed while blocks freed on them were still tagged);
+//!   thread can name, for streams we did not create, which may be destroyed without our knowing
+//!   and so may only be named during the call that passed them, and for our own streams destroyed
+//!   while blocks freed on them were still tagged);
 //! - *ordering* a stream S after a block: for each live stream T in the tag, record an event on T
 //!   *now* (it captures everything queued on T so far, a superset of the work before the free) and
 //!   make S wait on it; for each marker, make S wait on the marker's event;
@@ -69,17 +71,23 @@ pub(crate) struct StreamKey {
     device: DeviceId,
     thread: u64,
     id: u64,
+    /// We hear of this stream's destruction before it happens (the special handles, which never
+    /// die, and streams we created): only then may the handle be used after the call that named it.
+    tracked: bool,
 }
 
 impl StreamKey {
     /// The key of `stream` on the calling thread; `device` is asked only for the special handles,
-    /// `id` only for the others.
-    pub(crate) fn of(stream: Stream, device: impl FnOnce() -> DeviceId, id: impl FnOnce() -> u64) -> Self {
+    /// `id` (the stream's id, and whether its lifetime is tracked) only for the others.
+    pub(crate) fn of(stream: Stream, device: impl FnOnce() -> DeviceId, id: impl FnOnce() -> (u64, bool)) -> Self {
         match stream.as_raw() {
             // Handle 0 is the legacy default stream in the driver API.
-            0 | LEGACY => Self { raw: LEGACY, device: device(), thread: 0, id: 0 },
-            PER_THREAD => Self { raw: PER_THREAD, device: device(), thread: thread_number(), id: 0 },
-            raw => Self { raw, device: UNKNOWN_DEVICE, thread: 0, id: id() },
+            0 | LEGACY => Self { raw: LEGACY, device: device(), thread: 0, id: 0, tracked: true },
+            PER_THREAD => Self { raw: PER_THREAD, device: device(), thread: thread_number(), id: 0, tracked: true },
+            raw => {
+                let (id, tracked) = id();
+                Self { raw, device: UNKNOWN_DEVICE, thread: 0, id, tracked }
+            }
         }
     }
 
@@ -99,6 +107,14 @@ impl StreamKey {
     pub(crate) fn is_per_thread(self) -> bool {
         self.raw == PER_THREAD
     }
+
+    /// True when the work queued on this stream must be captured by a marker during the call that
+    /// names it, because nobody may name the stream later: a PTDS (only its own thread can), and a
+    /// stream whose lifetime we do not track (made by CuPy, PyTorch or the CUDA runtime: it may be
+    /// destroyed right after the call, and the driver does not guard against dead handles).
+    pub(crate) fn needs_marker(self) -> bool {
+        self.is_per_thread() || !self.tracked
+    }
 }
 
 impl fmt::Debug for StreamKey {
@@ -106,7 +122,8 @@ impl fmt::Debug for StreamKey {
         match self.raw {
             LEGACY => write!(f, "legacy@{}", self.device),
             PER_THREAD => write!(f, "ptds@{}/t{}", self.device, self.thread),
-            raw => write!(f, "{raw:#x}#{}", self.id),
+            raw if self.tracked => write!(f, "{raw:#x}#{}", self.id),
+            raw => write!(f, "{raw:#x}#{}(untracked)", self.id),
         }
     }
 }
@@ -263,9 +280,10 @@ impl BlockTag for Pending {
 pub(crate) trait Syncer: Send + Sync + fmt::Debug {
     /// The calling thread's current device (keys of the special stream handles carry it).
     fn current_device(&self) -> DeviceId;
-    /// The process-unique id of an ordinary stream (0 where there is none to ask).
-    fn stream_id(&self, _stream: Stream) -> u64 {
-        0
+    /// The process-unique id of an ordinary stream (0 where there is none to ask), and whether we
+    /// hear of its destruction before it happens (see [`StreamKey::needs_marker`]).
+    fn stream_id(&self, _stream: Stream) -> (u64, bool) {
+        (0, true)
     }
     /// The key of `stream` on the calling thread.
     fn key(&self, stream: Stream) -> StreamKey {
@@ -382,7 +400,10 @@ impl CudaSyncer {
     /// event's context require); `None` when the stream is gone (destroyed, its handle perhaps
     /// reused by another stream): it can no longer be recorded on.
     fn record(&self, key: StreamKey) -> Result<Option<PooledEvent>> {
-        if key.device().is_none() && key.stream().id().unwrap_or(0) != key.id {
+        // An untracked stream is only ever recorded on during the call that named it (alive). A
+        // tracked one is looked up without the driver: asking the driver about a destroyed handle
+        // can crash it.
+        if key.device().is_none() && key.tracked && key.stream().owned_id() != Some(key.id) {
             return Ok(None);
         }
         let device = self.device_of(key)?;
@@ -414,8 +435,11 @@ impl Syncer for CudaSyncer {
     fn current_device(&self) -> DeviceId {
         cuda::current_device().unwrap_or(0)
     }
-    fn stream_id(&self, stream: Stream) -> u64 {
-        stream.id().unwrap_or(0)
+    fn stream_id(&self, stream: Stream) -> (u64, bool) {
+        match stream.owned_id() {
+            Some(id) => (id, true),
+            None => (stream.id().unwrap_or(0), false),
+        }
     }
     fn wait_stream(&self, waiter: StreamKey, on: StreamKey) -> Result<()> {
         // The event may go straight back to the pool: a wait captures the record it follows.
@@ -437,7 +461,8 @@ impl Syncer for CudaSyncer {
         }
     }
     fn is_idle(&self, key: StreamKey) -> Result<bool> {
-        if key.device().is_none() && key.stream().id().unwrap_or(0) != key.id {
+        // Tags name only tracked streams (see `needs_marker`); a destroyed one cannot be queried.
+        if key.device().is_none() && (!key.tracked || key.stream().owned_id() != Some(key.id)) {
             return Ok(false);
         }
         let _guard = key.device().map(DeviceGuard::new).transpose()?;
@@ -844,7 +869,7 @@ impl Core {
                 // `key`'s queue is now ordered after the whole tag, so others can be ordered after
                 // the rest of the block by recording on `key` alone; not on a PTDS, which only this
                 // thread can name: there the rest keeps its tag.
-                (!key.is_per_thread()).then(|| Pending::one(PendingOn::Stream(key)))
+                (!key.needs_marker()).then(|| Pending::one(PendingOn::Stream(key)))
             }
         };
         let taken = g.free.take_range(block, start, size, rest);
@@ -990,7 +1015,7 @@ impl Core {
             match self.upstream.allocate(stream, try_size, DEFAULT_ALIGNMENT) {
                 Ok(ptr) => {
                     // The new memory is ordered on `stream` (stream-ordered upstreams allocate there).
-                    let tag = if key.is_per_thread() {
+                    let tag = if key.needs_marker() {
                         Pending::one(PendingOn::Marker(Marker::new(key, self.syncer.record_marker(key)?)))
                     } else {
                         Pending::one(PendingOn::Stream(key))
@@ -1096,8 +1121,8 @@ impl Core {
     /// `stream` order.
     pub(crate) fn deallocate(&self, stream: Stream, addr: usize, size: usize) -> Result<()> {
         let key = self.key(stream);
-        let on = if key.is_per_thread() {
-            // Nobody else can name this thread's PTDS later: capture its queue now.
+        let on = if key.needs_marker() {
+            // Nobody may name this stream later (a PTDS, an untracked stream): capture its queue now.
             PendingOn::Marker(Marker::new(key, self.syncer.record_marker(key)?))
         } else {
             PendingOn::Stream(key)

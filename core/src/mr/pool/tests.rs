@@ -330,6 +330,50 @@ mod gpu {
         unsafe { pool.deallocate(b.stream(), q, MIB, 256).unwrap() };
     }
 
+    /// A stream made outside rmm (here with the driver directly, as CuPy, PyTorch or the CUDA
+    /// runtime do) and destroyed while blocks freed on it are still in the pool: reusing them on
+    /// another stream, trimming and dropping the pool must not touch the dead handle (found on the
+    /// H200: the pool's drop asked the driver about it and crashed inside libcuda).
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn a_stream_made_elsewhere_may_be_destroyed_before_the_pool() {
+        use crate::cuda::sys;
+        crate::testing::require_gpu();
+        let pool = cuda_pool(2 * MIB, Some(2 * MIB));
+        let other = OwnedStream::new(StreamFlags::NonBlocking).unwrap(); // sets up the context
+        let (p, q) = {
+            let mut raw: sys::CUstream = std::ptr::null_mut();
+            // SAFETY: a context is current (made by OwnedStream::new); `raw` is a valid out-pointer.
+            let status = unsafe { sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) };
+            assert_eq!(status, sys::CUresult::CUDA_SUCCESS);
+            // SAFETY: a live stream until the cuStreamDestroy below, which is after its last use here.
+            let foreign = unsafe { Stream::from_raw(raw as usize) };
+            let p = pool.allocate(foreign, MIB, 256).unwrap();
+            let q = pool.allocate(foreign, MIB, 256).unwrap();
+            // SAFETY: both hold 1 MiB; the frees are ordered after the fills.
+            unsafe {
+                cu::set_async(p, 0x3c, MIB, foreign).unwrap();
+                cu::set_async(q, 0x3d, MIB, foreign).unwrap();
+                pool.deallocate(foreign, p, MIB, 256).unwrap();
+                pool.deallocate(foreign, q, MIB, 256).unwrap();
+            }
+            // SAFETY: made above; destroyed once; its queued fills still complete.
+            assert_eq!(unsafe { sys::cuStreamDestroy_v2(raw) }, sys::CUresult::CUDA_SUCCESS);
+            (p, q)
+        };
+        let r = pool.allocate(other.stream(), MIB, 256).unwrap();
+        assert!(r == p || r == q);
+        let mut back = [0u8; 16];
+        // SAFETY: `r` holds 1 MiB; `back` lives until the stream is synchronized.
+        unsafe { cu::copy_async(back.as_mut_ptr(), r, 16, other.stream()).unwrap() };
+        other.synchronize().unwrap();
+        assert!(back == [0x3c; 16] || back == [0x3d; 16], "the fills on the dead stream came first: {back:?}");
+        // SAFETY: from allocate above; the stream's work on it is finished.
+        unsafe { pool.deallocate(other.stream(), r, MIB, 256).unwrap() };
+        assert_eq!(pool.release_unused().unwrap(), 2 * MIB, "trim waits on markers, not on the dead stream");
+        drop(pool);
+    }
+
     /// Growth past the maximum fails with out-of-memory and leaves the pool usable.
     #[test]
     #[ignore = "needs a CUDA GPU"]

@@ -193,8 +193,11 @@ impl Syncer for RecordingSyncer {
     fn current_device(&self) -> DeviceId {
         0
     }
+    fn stream_id(&self, stream: Stream) -> (u64, bool) {
+        (stream.as_raw() as u64, stream.as_raw() < FOREIGN_BASE)
+    }
     fn wait_stream(&self, waiter: StreamKey, on: StreamKey) -> Result<()> {
-        assert!(!on.is_per_thread(), "a PTDS cannot be recorded on by name");
+        assert!(!on.needs_marker(), "{on:?} cannot be recorded on by name later (a PTDS, or a stream that may be gone)");
         let mut m = self.model();
         m.counts.stream_waits += 1;
         m.waits.push((waiter, on));
@@ -221,6 +224,7 @@ impl Syncer for RecordingSyncer {
         Ok(())
     }
     fn is_idle(&self, key: StreamKey) -> Result<bool> {
+        assert!(!key.needs_marker(), "{key:?} cannot be queried by name later");
         let mut m = self.model();
         m.counts.idle_queries += 1;
         let idle = m.next() % 100 < m.idle_percent;
@@ -231,6 +235,7 @@ impl Syncer for RecordingSyncer {
         Ok(idle)
     }
     fn sync_stream(&self, key: StreamKey) -> Result<()> {
+        assert!(!key.needs_marker(), "{key:?} cannot be synchronized by name later");
         let mut m = self.model();
         m.counts.syncs += 1;
         let snap = m.snapshot(key);
@@ -314,6 +319,17 @@ pub(crate) fn fake_stream(i: usize) -> Stream {
     unsafe { Stream::from_raw(0x5000 + 0x10 * i) }
 }
 
+/// Fake handles from here up stand for streams whose lifetime we do not track (made by CuPy,
+/// PyTorch or the CUDA runtime): the recording syncer reports them untracked.
+const FOREIGN_BASE: usize = 0x9000_0000;
+
+/// A fake stream made elsewhere: it may be destroyed right after any call that names it, so the
+/// recording syncer fails any later use of it by name.
+pub(crate) fn fake_foreign_stream(i: usize) -> Stream {
+    // SAFETY: as for `fake_stream`.
+    unsafe { Stream::from_raw(FOREIGN_BASE + 0x10 * i) }
+}
+
 /// What the random-operation driver needs from a resource under test.
 pub(crate) trait Subject: MemoryResource {
     /// The range the resource reserved for a live allocation (what the model tracks).
@@ -332,10 +348,19 @@ pub(crate) trait Subject: MemoryResource {
 /// One random operation: `(kind, stream index, size seed, alignment seed)`.
 pub(crate) type Op = (u8, u8, u32, u8);
 
-/// The streams the random operations use: three ordinary fake streams, the two handles of the
-/// legacy default stream and this thread's PTDS (none of them reaches CUDA).
-pub(crate) fn test_streams() -> [Stream; 6] {
-    [fake_stream(1), fake_stream(2), fake_stream(3), Stream::DEFAULT, Stream::LEGACY, Stream::PER_THREAD]
+/// The streams the random operations use: three ordinary fake streams we track, one made
+/// elsewhere, the two handles of the legacy default stream and this thread's PTDS (none of them
+/// reaches CUDA).
+pub(crate) fn test_streams() -> [Stream; 7] {
+    [
+        fake_stream(1),
+        fake_stream(2),
+        fake_stream(3),
+        fake_foreign_stream(1),
+        Stream::DEFAULT,
+        Stream::LEGACY,
+        Stream::PER_THREAD,
+    ]
 }
 
 /// A request size from a seed: mostly small, some medium, a few large.
@@ -458,7 +483,7 @@ pub(crate) fn stress_threads<R: Subject>(mr: &R, syncer: &RecordingSyncer, threa
         for t in 0..threads {
             scope.spawn(move || {
                 let _done = Done(running);
-                let streams = [fake_stream(100 + t), fake_stream(1), fake_stream(2), Stream::PER_THREAD];
+                let streams = [fake_stream(100 + t), fake_stream(1), fake_stream(2), fake_foreign_stream(t), Stream::PER_THREAD];
                 let mut live: Vec<(*mut u8, usize, usize, usize, usize)> = Vec::new();
                 let mut x = 0x1234_5678_u64 + t as u64;
                 for _ in 0..ops {

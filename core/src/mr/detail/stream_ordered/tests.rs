@@ -1,6 +1,6 @@
 //! Stream-ordering behaviour of [`Core`], checked against the recording model (no CUDA).
 
-use super::model::{fake_stream, ModelUpstream, RecordingSyncer};
+use super::model::{fake_foreign_stream, fake_stream, ModelUpstream, RecordingSyncer};
 use super::*;
 use crate::mr::SimulatedMemoryResource;
 
@@ -392,7 +392,7 @@ fn frees_after_the_regions_changed_find_their_new_region() {
 
 #[test]
 fn pending_tags_merge_and_subsume() {
-    let k = |i| StreamKey::of(fake_stream(i), || 0, || 0);
+    let k = |i| StreamKey::of(fake_stream(i), || 0, || (0, true));
     let mut t = Pending::one(PendingOn::Stream(k(1)));
     t.merge(&Pending::one(PendingOn::Stream(k(1))));
     assert_eq!(t.entries().len(), 1);
@@ -409,4 +409,26 @@ fn pending_tags_merge_and_subsume() {
     assert_eq!(t.entries().len(), 3, "the live stream subsumes its markers");
     assert!(t.entries().iter().all(|e| matches!(e, PendingOn::Stream(_))));
     assert!(Pending::default().only(k(1)));
+}
+
+#[test]
+fn a_stream_made_elsewhere_is_captured_at_the_free_and_never_named_again() {
+    // The recording syncer fails any wait, query or synchronization naming the foreign stream
+    // after its own call: CuPy or the CUDA runtime may destroy it at any time, and the driver does
+    // not guard against dead handles.
+    for cache in [CacheLimits::DEFAULT, CacheLimits::OFF] {
+        let r = rig(4 * KIB, POOL, cache);
+        let (foreign, ours) = (fake_foreign_stream(1), fake_stream(1));
+        let p = r.alloc(foreign, KIB);
+        r.free(foreign, p, KIB);
+        assert_eq!(r.syncer.counts().markers, 1, "the free recorded a marker on the foreign stream");
+        let q = r.alloc(foreign, KIB);
+        assert_eq!(r.syncer.counts().marker_waits, 0, "its own marker: no wait to reuse on the same stream");
+        r.free(foreign, q, KIB);
+        let q = r.alloc(ours, 4 * KIB);
+        assert!(r.syncer.counts().marker_waits >= 1, "another stream waits on the marker, not on the stream");
+        r.free(ours, q, 4 * KIB);
+        r.core.check_invariants();
+        assert_eq!(r.core.release_unused().unwrap(), 4 * KIB);
+    }
 }
