@@ -21,6 +21,8 @@ SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
 # The staged owner_routing test loads this librmm.so (there is no cargo here to build one).
 export RMM_LIBRMM_PATH=$STAGE/cpp/lib/librmm.so
+# ... and the Python shared-registry tests load this one first.
+export RMM_LIBRMM=$STAGE/cpp/librmm.so
 
 say() { echo "$*" | tee -a "$SUMMARY"; }
 total_pass=0 total_fail=0 total_skip=0
