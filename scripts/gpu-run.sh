@@ -165,16 +165,19 @@ if [ -f "$STAGE/cpp/librmm.so" ] && [ -f "$STAGE/cpp/cccl.tar.gz" ]; then
         [ -f "$W/logs/$f.log" ] && { echo "######## $f.log"; cat "$W/logs/$f.log"; } >>"$OUT/cpp.log"
     done
     ctest_log=$W/logs/ctest.log
-    if [ -f "$ctest_log" ] && grep -qE 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$ctest_log"; then
+    # ctest ends with "100% tests passed out of N" or "K% tests passed, M tests failed out of N";
+    # each test has one result line, "***Skipped" for a GTEST_SKIP.
+    if [ -f "$ctest_log" ] && grep -qE 'tests passed(, [0-9]+ tests? failed)? out of [0-9]+' "$ctest_log"; then
         nvcc_built=1
         total=$(grep -oE 'out of [0-9]+' "$ctest_log" | tail -1 | grep -oE '[0-9]+')
-        cf=$(grep -oE '[0-9]+ tests? failed out of' "$ctest_log" | tail -1 | grep -oE '^[0-9]+')
-        cs=$(grep -cE '\(Skipped\)$' "$ctest_log")
+        cf=$(grep -oE '[0-9]+ tests? failed out of' "$ctest_log" | tail -1 | grep -oE '^[0-9]+' || true)
+        cf=${cf:-0}
+        cs=$(grep -cE 'Test +#[0-9]+: .*\*\*\*Skipped' "$ctest_log")
         cp_=$((total - cf - cs))
         n=$(grep -c '^add_executable' bindings-cpp/tests/CMakeLists.txt)
         note="built here with nvcc, ctest; $(grep -oE 'test_cuda_thrust' "$ctest_log" | head -1 | sed 's/.*/thrust tests included/')"
         say "  cpp: nvcc build + ctest: exit $rc"
-        grep -E '\(Skipped\)$' "$ctest_log" | sed 's/^/  skipped: /' >>"$OUT/skips.txt"
+        grep -E 'Test +#[0-9]+: .*\*\*\*Skipped' "$ctest_log" | sed 's/^/  skipped: /' >>"$OUT/skips.txt"
     else
         say "  cpp: the nvcc build of the C++ tests failed (exit $rc, cpp.log): counted as 1 failed; running the g++ builds"
         cf=1
