@@ -630,10 +630,20 @@ pub unsafe fn check_handle(handle: &rmm_resource) -> Result<()> {
 /// # Safety
 /// As for [`check_handle`].
 unsafe fn checked_fns(handle: &rmm_resource) -> Result<Fns> {
-    // SAFETY: caller contract.
+    if !handle.vtable.is_null() {
+        // SAFETY: non-NULL; the first 8 bytes (version and size) are always present.
+        let (version, size) = unsafe { ((*handle.vtable).abi_version, (*handle.vtable).size) };
+        if version == RMM_ABI_VERSION && size as usize >= std::mem::size_of::<rmm_resource_vtable>() {
+            // SAFETY: the vtable claims (and the caller guarantees) the full size. On every call
+            // through the C ABI: one pass over the entries, no formatting unless one is missing.
+            if let Some(fns) = Fns::of(unsafe { &*handle.vtable }) {
+                return Ok(fns);
+            }
+        }
+    }
+    // SAFETY: caller contract. Only reached for a bad handle: says what is wrong with it.
     unsafe { check_handle(handle)? };
-    // SAFETY: checked non-NULL and full-size; the entries are all present.
-    Fns::of(unsafe { &*handle.vtable }).ok_or_else(|| Error::invalid("resource vtable has a NULL function pointer"))
+    Err(Error::invalid("resource vtable has a NULL function pointer"))
 }
 
 /// The entries of a checked foreign vtable.
@@ -1147,6 +1157,24 @@ pub unsafe extern "C" fn rmm_resource_release(resource: rmm_resource) {
 ///
 /// # Safety
 /// `resource` is live or fails the check; `err` is NULL or valid.
+/// The vtable of a handle made by this copy of rmm-core: complete by construction, so the hot
+/// calls (allocate, deallocate) skip [`checked_fns`] for it.
+///
+/// # Safety
+/// `resource.vtable` is NULL or points to a vtable (at least its version, size and owner fields).
+unsafe fn own_vtable(resource: &rmm_resource) -> Option<&'static rmm_resource_vtable> {
+    let v = resource.vtable;
+    if v.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL; every vtable starts with its version, size and owner (read as raw fields,
+    // without assuming the rest is there).
+    let (version, owner) =
+        unsafe { (std::ptr::addr_of!((*v).abi_version).read(), std::ptr::addr_of!((*v).owner).read()) };
+    // SAFETY: our owner tag means one of our static RustVTables, complete and 'static.
+    (version == RMM_ABI_VERSION && owner == owner_tag()).then(|| unsafe { &*v })
+}
+
 unsafe fn with_vtable(
     resource: rmm_resource,
     err: *mut rmm_error,
@@ -1177,6 +1205,10 @@ pub unsafe extern "C" fn rmm_resource_allocate(
     out: *mut *mut c_void,
     err: *mut rmm_error,
 ) -> c_int {
+    // SAFETY: caller contract; our own thunk checks `out` and catches panics itself.
+    if let Some(allocate) = unsafe { own_vtable(&resource) }.and_then(|v| v.allocate) {
+        return unsafe { allocate(resource.self_, stream, bytes, alignment, out, err) };
+    }
     // SAFETY: caller contract; the vtable entry gets our (checked) arguments.
     unsafe {
         with_vtable(resource, err, |v| {
@@ -1200,6 +1232,10 @@ pub unsafe extern "C" fn rmm_resource_deallocate(
     alignment: usize,
     err: *mut rmm_error,
 ) -> c_int {
+    // SAFETY: caller contract; our own thunk catches panics itself.
+    if let Some(deallocate) = unsafe { own_vtable(&resource) }.and_then(|v| v.deallocate) {
+        return unsafe { deallocate(resource.self_, stream, ptr, bytes, alignment, err) };
+    }
     // SAFETY: caller contract.
     unsafe {
         with_vtable(resource, err, |v| {

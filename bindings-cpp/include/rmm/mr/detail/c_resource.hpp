@@ -73,7 +73,9 @@ class c_resource {
   void* allocate(cuda::stream_ref stream, std::size_t bytes, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT)
   {
     void* ptr = nullptr;
-    rmm_error err{};
+    // Not zeroed (512 bytes, on every call): librmm writes it whenever it reports a failure.
+    rmm_error err;
+    err.message[0] = '\0';
     rmm::detail::check(rmm_resource_allocate(handle_, stream.get(), bytes, alignment, &ptr, &err), err,
                        "rmm::mr allocate");
     return ptr;
@@ -85,7 +87,8 @@ class c_resource {
                   std::size_t bytes,
                   std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT) noexcept
   {
-    rmm_error err{};
+    rmm_error err;  // not zeroed: see allocate
+    err.message[0] = '\0';
     report(rmm_resource_deallocate(handle_, stream.get(), ptr, bytes, alignment, &err), err, "deallocate");
   }
 
