@@ -1205,8 +1205,9 @@ pub unsafe extern "C" fn rmm_resource_allocate(
     out: *mut *mut c_void,
     err: *mut rmm_error,
 ) -> c_int {
-    // SAFETY: caller contract; our own thunk checks `out` and catches panics itself.
+    // SAFETY: caller contract (a live handle).
     if let Some(allocate) = unsafe { own_vtable(&resource) }.and_then(|v| v.allocate) {
+        // SAFETY: our own thunk, on our own object; it checks `out` and catches panics itself.
         return unsafe { allocate(resource.self_, stream, bytes, alignment, out, err) };
     }
     // SAFETY: caller contract; the vtable entry gets our (checked) arguments.
@@ -1232,8 +1233,9 @@ pub unsafe extern "C" fn rmm_resource_deallocate(
     alignment: usize,
     err: *mut rmm_error,
 ) -> c_int {
-    // SAFETY: caller contract; our own thunk catches panics itself.
+    // SAFETY: caller contract (a live handle).
     if let Some(deallocate) = unsafe { own_vtable(&resource) }.and_then(|v| v.deallocate) {
+        // SAFETY: our own thunk, on our own object; it catches panics itself.
         return unsafe { deallocate(resource.self_, stream, ptr, bytes, alignment, err) };
     }
     // SAFETY: caller contract.
