@@ -432,3 +432,83 @@ fn a_stream_made_elsewhere_is_captured_at_the_free_and_never_named_again() {
         assert_eq!(r.core.release_unused().unwrap(), 4 * KIB);
     }
 }
+
+/// RMM's RANDOM_ALLOCATIONS workload (as in `benches/allocations.rs`: 73% allocate a size uniform in
+/// [1 B, 1 MiB] under the per-thread usage cap, else free a random live allocation), `threads`
+/// threads each on its own fake stream, over a pool that starts large enough never to grow (as the
+/// GPU benchmark's pool of half the device). The model checks every hand-out; returns the
+/// operations run and what the syncer was asked to do. Cross-stream waits are the GPU cost this
+/// proxies: each is an event recorded on another stream and a `cuStreamWaitEvent`.
+fn random_churn(threads: usize, allocations: usize, cache: CacheLimits) -> (u64, super::model::Counts) {
+    const MAX_SIZE: u64 = 1 << 20;
+    const MAX_USAGE: usize = 16_000 << 20;
+    let syncer = RecordingSyncer::new(0, 1);
+    let device = SimulatedMemoryResource::new(64 << 30).unwrap();
+    let upstream = AnyResource::new(ModelUpstream::new(AnyResource::new(device), &syncer));
+    let core = Core::new("churn", upstream, Arc::new(syncer.clone()), POOL, cache, 32 << 30).unwrap();
+    let cap = MAX_USAGE / threads;
+    let ops = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let (core, syncer, ops) = (&core, &syncer, &ops);
+            scope.spawn(move || {
+                let stream = fake_stream(200 + t);
+                let key = syncer.key(stream);
+                // splitmix64, as the benchmark.
+                let mut state = 1234 + t as u64;
+                let mut next = move || {
+                    state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    let mut z = state;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    z ^ (z >> 31)
+                };
+                let mut live: Vec<(usize, usize)> = Vec::new();
+                let (mut usage, mut made, mut n) = (0usize, 0usize, 0u64);
+                let free = |(addr, len): (usize, usize)| {
+                    syncer.model().freed(key, addr, len);
+                    core.deallocate(stream, addr, len).unwrap();
+                };
+                for _ in 0..2 * allocations {
+                    let size = align_up(1 + (next() % MAX_SIZE) as usize, DEFAULT_ALIGNMENT).unwrap();
+                    let heads = ((next() >> 11) as f64 / (1u64 << 53) as f64) < 0.73;
+                    if made < allocations && usage + size <= cap && (live.is_empty() || heads) {
+                        let addr = core.allocate(stream, size, DEFAULT_ALIGNMENT).unwrap();
+                        syncer.model().allocated(key, addr, size).unwrap();
+                        live.push((addr, size));
+                        usage += size;
+                        made += 1;
+                    } else if !live.is_empty() {
+                        let b = live.swap_remove((next() % live.len() as u64) as usize);
+                        usage -= b.1;
+                        free(b);
+                    }
+                    n += 1;
+                }
+                n += live.len() as u64;
+                live.drain(..).for_each(free);
+                ops.fetch_add(n, Ordering::Relaxed);
+            });
+        }
+    });
+    core.check_invariants();
+    assert_eq!(core.stats().used, 0);
+    (ops.into_inner(), syncer.counts())
+}
+
+#[test]
+fn random_churn_on_own_streams_rarely_crosses_streams() {
+    for cache in [CacheLimits::DEFAULT, CacheLimits::OFF] {
+        for threads in [1, 4, 16] {
+            let (ops, c) = random_churn(threads, 10_000, cache);
+            let per_k = |n: u64| n as f64 * 1000.0 / ops as f64;
+            eprintln!(
+                "random churn, {threads} threads, shards {}: {ops} ops, {:.2} stream waits, {:.2} marker waits, {:.2} markers per 1000",
+                cache.enabled(),
+                per_k(c.stream_waits),
+                per_k(c.marker_waits),
+                per_k(c.markers)
+            );
+        }
+    }
+}
