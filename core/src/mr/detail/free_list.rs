@@ -5,14 +5,19 @@
 //! - *region*: the upstream allocation a block lies in (identified by its start address). Blocks
 //!   coalesce only within one region, so a region that is wholly free can be handed back upstream;
 //! - *tag*: what the owner needs to remember about a free block (for a pool: the streams whose
-//!   queued work may still use it). Coalescing merges tags with [`BlockTag::merge`].
+//!   queued work may still use it). Coalescing merges tags with [`BlockTag::merge`];
+//! - *class*: a coarse summary of a tag ([`BlockTag::class`]; for a pool: no stream, one stream,
+//!   several). Each class has its own size index, so an owner finds the best fit among the blocks
+//!   of the classes it prefers without looking at the others (a pool's stream looks at the blocks
+//!   it can use without waiting first).
 //!
 //! Invariants (checked by [`FreeList::check_invariants`] in tests):
 //! - no two blocks overlap, and no two adjacent blocks of one region stay separate;
-//! - `by_size` indexes exactly the blocks of `by_addr`;
+//! - `by_size` indexes exactly the blocks of `by_addr`, each under the class of its tag, and holds
+//!   no empty class;
 //! - `free_bytes` is the sum of the block sizes.
 //!
-//! Every operation is O(log n).
+//! Every operation is O(log n), except the few that look at every class (O(classes × log n)).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,11 +25,17 @@ use crate::aligned::align_up;
 
 /// What a free block carries besides its range.
 pub(crate) trait BlockTag: Clone + Default + std::fmt::Debug {
+    /// Which size index a block with this tag is in.
+    type Class: Copy + Ord + std::fmt::Debug;
+    /// The class of this tag; it must depend on the tag alone.
+    fn class(&self) -> Self::Class;
     /// Folds `other` into `self` when two blocks coalesce.
     fn merge(&mut self, other: &Self);
 }
 
 impl BlockTag for () {
+    type Class = ();
+    fn class(&self) {}
     fn merge(&mut self, _other: &Self) {}
 }
 
@@ -48,6 +59,9 @@ struct Entry<T> {
     tag: T,
 }
 
+/// `(size, addr)` of the blocks of one class.
+type SizeIndex = BTreeSet<(usize, usize)>;
+
 /// A free block that can serve a request, as listed by [`FreeList::fits`].
 #[derive(Debug)]
 pub(crate) struct Fit<'a, T> {
@@ -65,13 +79,15 @@ pub(crate) struct Fit<'a, T> {
 #[derive(Debug)]
 pub(crate) struct FreeList<T: BlockTag = ()> {
     by_addr: BTreeMap<usize, Entry<T>>,
-    by_size: BTreeSet<(usize, usize)>,
+    /// Per class of tag, its blocks by size; a class without blocks is removed (so the classes of
+    /// streams long gone do not pile up).
+    by_size: BTreeMap<T::Class, SizeIndex>,
     free_bytes: usize,
 }
 
 impl<T: BlockTag> Default for FreeList<T> {
     fn default() -> Self {
-        Self { by_addr: BTreeMap::new(), by_size: BTreeSet::new(), free_bytes: 0 }
+        Self { by_addr: BTreeMap::new(), by_size: BTreeMap::new(), free_bytes: 0 }
     }
 }
 
@@ -99,18 +115,34 @@ impl<T: BlockTag> FreeList<T> {
 
     /// The size of the largest free block (0 when empty).
     pub(crate) fn largest(&self) -> usize {
-        self.by_size.last().map_or(0, |&(size, _)| size)
+        self.by_size.values().filter_map(|index| index.last()).map(|&(size, _)| size).max().unwrap_or(0)
+    }
+
+    /// The classes that have free blocks, in order.
+    pub(crate) fn classes(&self) -> impl Iterator<Item = T::Class> + '_ {
+        self.by_size.keys().copied()
+    }
+
+    /// The smallest `(size, addr)` of all classes at or after `from` (the lowest address among
+    /// equal sizes).
+    fn smallest_from(&self, from: (usize, usize)) -> Option<(usize, usize)> {
+        self.by_size.values().filter_map(|index| index.range(from..).next().copied()).min()
     }
 
     fn unlink(&mut self, addr: usize) -> Entry<T> {
         let entry = self.by_addr.remove(&addr).expect("unlink of a block that is not free");
-        self.by_size.remove(&(entry.size, addr));
+        let class = entry.tag.class();
+        let index = self.by_size.get_mut(&class).expect("a free block's class is indexed");
+        index.remove(&(entry.size, addr));
+        if index.is_empty() {
+            self.by_size.remove(&class);
+        }
         self.free_bytes -= entry.size;
         entry
     }
 
     fn link(&mut self, addr: usize, entry: Entry<T>) {
-        self.by_size.insert((entry.size, addr));
+        self.by_size.entry(entry.tag.class()).or_default().insert((entry.size, addr));
         self.free_bytes += entry.size;
         self.by_addr.insert(addr, entry);
     }
@@ -150,13 +182,13 @@ impl<T: BlockTag> FreeList<T> {
     /// Removes and returns the smallest block that holds `size` bytes, split so that exactly `size`
     /// bytes are returned and the rest stays free (with the same tag).
     pub(crate) fn take_best_fit(&mut self, size: usize) -> Option<FreeBlock<T>> {
-        let &(_, addr) = self.by_size.range((size, 0)..).next()?;
+        let (_, addr) = self.smallest_from((size, 0))?;
         Some(self.take_at(addr, size))
     }
 
     /// The smallest free block of at least `size` bytes, as `(addr, block size)`, left in place.
     pub(crate) fn peek_best_fit(&self, size: usize) -> Option<(usize, usize)> {
-        self.by_size.range((size, 0)..).next().map(|&(block_size, addr)| (addr, block_size))
+        self.smallest_from((size, 0)).map(|(block_size, addr)| (addr, block_size))
     }
 
     /// Removes and returns `[addr, addr + size)` from the free block that starts at `addr` (the rest
@@ -174,10 +206,11 @@ impl<T: BlockTag> FreeList<T> {
         Some(self.take_at(addr, size))
     }
 
-    /// The free blocks that can hold `size` bytes starting at an `alignment`-aligned address
-    /// (`alignment` a power of two), smallest block first: the best fit comes first.
-    pub(crate) fn fits(&self, size: usize, alignment: usize) -> impl Iterator<Item = Fit<'_, T>> + '_ {
-        self.by_size.range((size, 0)..).filter_map(move |&(block_size, block)| {
+    /// The free blocks of class `class` that can hold `size` bytes starting at an
+    /// `alignment`-aligned address (`alignment` a power of two), smallest block first: the best fit
+    /// of the class comes first.
+    pub(crate) fn fits_in(&self, class: T::Class, size: usize, alignment: usize) -> impl Iterator<Item = Fit<'_, T>> + '_ {
+        self.by_size.get(&class).into_iter().flat_map(move |index| index.range((size, 0)..)).filter_map(move |&(block_size, block)| {
             let start = align_up(block, alignment)?;
             if start.checked_add(size)? > block + block_size {
                 return None;
@@ -227,7 +260,7 @@ impl<T: BlockTag> FreeList<T> {
 
     /// Removes and returns the smallest free block (the lowest-addressed of equal ones).
     pub(crate) fn pop_smallest(&mut self) -> Option<FreeBlock<T>> {
-        let &(size, addr) = self.by_size.first()?;
+        let (size, addr) = self.smallest_from((0, 0))?;
         Some(self.take_at(addr, size))
     }
 
@@ -243,10 +276,13 @@ impl<T: BlockTag> FreeList<T> {
             .map(|(&addr, e)| FreeBlock { addr, size: e.size, region: e.region, tag: e.tag.clone() })
     }
 
-    /// Replaces every tag with `f(tag)` (for example to drop streams known to be idle).
+    /// Replaces every tag with `f(tag)` (for example to drop streams known to be idle), and
+    /// re-indexes the blocks by their new classes (rare: the whole index is rebuilt).
     pub(crate) fn retag(&mut self, mut f: impl FnMut(&mut T)) {
-        for e in self.by_addr.values_mut() {
+        self.by_size.clear();
+        for (&addr, e) in self.by_addr.iter_mut() {
             f(&mut e.tag);
+            self.by_size.entry(e.tag.class()).or_default().insert((e.size, addr));
         }
     }
 
@@ -266,7 +302,8 @@ impl<T: BlockTag> FreeList<T> {
         let mut prev: Option<(usize, &Entry<T>)> = None;
         for (&addr, e) in &self.by_addr {
             assert!(e.size > 0, "empty block at {addr:#x}");
-            assert!(self.by_size.contains(&(e.size, addr)), "block {addr:#x} missing from the size index");
+            let indexed = self.by_size.get(&e.tag.class()).is_some_and(|index| index.contains(&(e.size, addr)));
+            assert!(indexed, "block {addr:#x} missing from its class's size index");
             if let Some((pa, pe)) = prev {
                 assert!(pa + pe.size <= addr, "blocks {pa:#x}+{} and {addr:#x} overlap", pe.size);
                 assert!(
@@ -277,7 +314,9 @@ impl<T: BlockTag> FreeList<T> {
             total += e.size;
             prev = Some((addr, e));
         }
-        assert_eq!(self.by_size.len(), self.by_addr.len(), "size index has stale entries");
+        assert!(self.by_size.values().all(|index| !index.is_empty()), "an empty class is kept");
+        let indexed: usize = self.by_size.values().map(BTreeSet::len).sum();
+        assert_eq!(indexed, self.by_addr.len(), "size index has stale entries");
         assert_eq!(total, self.free_bytes, "free byte count drifted");
     }
 }
@@ -291,6 +330,11 @@ mod tests {
     struct Streams(Vec<u32>);
 
     impl BlockTag for Streams {
+        /// Blocks tagged with no stream apart from the others.
+        type Class = bool;
+        fn class(&self) -> bool {
+            self.0.is_empty()
+        }
         fn merge(&mut self, other: &Self) {
             for s in &other.0 {
                 if !self.0.contains(s) {
@@ -364,9 +408,9 @@ mod tests {
         let mut fl = FreeList::<Streams>::new();
         fl.insert(0x1100, 0x300, 0x1000, Streams(vec![1]));
         fl.insert(0x4000, 0x2000, 0x4000, Streams(vec![2]));
-        let fits: Vec<(usize, usize)> = fl.fits(0x100, 0x1000).map(|f| (f.block, f.start)).collect();
+        let fits: Vec<(usize, usize)> = fl.fits_in(false, 0x100, 0x1000).map(|f| (f.block, f.start)).collect();
         assert_eq!(fits, [(0x4000, 0x4000)], "the small block holds no 4 KiB-aligned range");
-        let fits: Vec<(usize, usize)> = fl.fits(0x100, 0x200).map(|f| (f.block, f.start)).collect();
+        let fits: Vec<(usize, usize)> = fl.fits_in(false, 0x100, 0x200).map(|f| (f.block, f.start)).collect();
         assert_eq!(fits, [(0x1100, 0x1200), (0x4000, 0x4000)], "best fit first");
         let b = fl.take_range(0x1100, 0x1200, 0x100, Some(Streams(vec![9])));
         assert_eq!((b.addr, b.size, b.region, b.tag), (0x1200, 0x100, 0x1000, Streams(vec![1])));
@@ -375,6 +419,29 @@ mod tests {
         fl.check_invariants();
         fl.insert(0x1200, 0x100, 0x1000, Streams(vec![3]));
         assert_eq!(fl.iter().next().map(|f| (f.size, f.tag.0)), Some((0x300, vec![9, 3])), "coalesced again");
+    }
+
+    #[test]
+    fn classes_are_indexed_apart_and_follow_their_tags() {
+        let mut fl = FreeList::<Streams>::new();
+        fl.insert(0, 0x100, 0, Streams(vec![1]));
+        fl.insert(0x1000, 0x200, 0x1000, Streams::default());
+        fl.insert(0x2000, 0x400, 0x2000, Streams(vec![2]));
+        let fits = |fl: &FreeList<Streams>, class| fl.fits_in(class, 0x100, 1).map(|f| f.block).collect::<Vec<_>>();
+        assert_eq!(fits(&fl, true), [0x1000], "the untagged class holds only the untagged block");
+        assert_eq!(fits(&fl, false), [0, 0x2000], "best fit first within a class");
+        assert_eq!(fl.classes().collect::<Vec<_>>(), [false, true]);
+        // Global queries still see every class.
+        assert_eq!(fl.peek_best_fit(0x180), Some((0x1000, 0x200)));
+        assert_eq!(fl.largest(), 0x400);
+        assert_eq!(fl.pop_smallest().map(|b| b.addr), Some(0));
+        // Coalescing moves a block to the class of the merged tag.
+        fl.insert(0x1200, 0x100, 0x1000, Streams(vec![3]));
+        assert_eq!(fits(&fl, true), Vec::<usize>::new(), "the merged block names stream 3");
+        assert_eq!(fl.classes().collect::<Vec<_>>(), [false], "an empty class is dropped");
+        fl.retag(|t| t.0.clear());
+        assert_eq!(fits(&fl, true), [0x1000, 0x2000], "retag re-indexes");
+        fl.check_invariants();
     }
 
     proptest! {

@@ -267,7 +267,31 @@ impl Pending {
     }
 }
 
+/// The class of a [`Pending`] tag in the free lists: blocks are indexed by size per class, so an
+/// allocation on stream S finds the best fit among the blocks it can use without any ordering
+/// (`Empty` and `Owner(S)`) before it looks at any block that needs a wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum TagClass {
+    /// No pending work: usable on every stream as it is.
+    Empty,
+    /// Pending work of this one stream only (live or markers): usable on it without ordering.
+    Owner(StreamKey),
+    /// Pending work of several streams: every stream needs at least one wait.
+    Mixed,
+}
+
 impl BlockTag for Pending {
+    type Class = TagClass;
+
+    fn class(&self) -> TagClass {
+        let mut owners = self.entries().iter().map(PendingOn::owner);
+        match owners.next() {
+            None => TagClass::Empty,
+            Some(first) if owners.all(|o| o == first) => TagClass::Owner(first),
+            Some(_) => TagClass::Mixed,
+        }
+    }
+
     fn merge(&mut self, other: &Self) {
         for e in other.entries() {
             self.add(e.clone());
@@ -622,15 +646,14 @@ impl Shard {
     }
 
     /// Takes a block of exactly `size` bytes at an `alignment`-aligned address that `key` may use
-    /// without ordering: the latest such free, else the best fit of the list.
+    /// without ordering: the latest such free, else the best fit of the list among such blocks.
     fn take(&mut self, key: StreamKey, size: usize, alignment: usize) -> Option<usize> {
         if let Some(i) = self.recent.iter().rposition(|b| b.size == size && b.addr % alignment == 0 && b.tag.only(key)) {
             let b = self.recent.remove(i);
             self.recent_bytes -= size;
             return Some(b.addr);
         }
-        let (block, start) =
-            self.free.fits(size, alignment).take(SCAN).find(|f| f.tag.only(key)).map(|f| (f.block, f.start))?;
+        let (block, start, _) = best_unordered(&self.free, key, size, alignment)?;
         Some(self.free.take_range(block, start, size, None).addr)
     }
 
@@ -653,6 +676,17 @@ impl Shard {
         out.extend(self.recent.drain(..k));
         out
     }
+}
+
+/// The best fit in `list` for `size` bytes at an `alignment`-aligned address among the blocks
+/// `key` may use without any ordering (untagged, or pending on `key` alone), as `(block, start, end
+/// of the block)`.
+fn best_unordered(list: &FreeList<Pending>, key: StreamKey, size: usize, alignment: usize) -> Option<(usize, usize, usize)> {
+    [TagClass::Empty, TagClass::Owner(key)]
+        .into_iter()
+        .filter_map(|class| list.fits_in(class, size, alignment).next())
+        .min_by_key(|f| (f.len, f.block))
+        .map(|f| (f.block, f.start, f.block + f.len))
 }
 
 /// One shard per cache line pair, so threads on different shards do not share lines.
@@ -706,6 +740,9 @@ pub(crate) struct Core {
     regions_gen: AtomicU64,
     /// Bytes each shard may hold (see [`CacheLimits::budget`]), updated when the pool's size changes.
     shard_budget: AtomicUsize,
+    /// How often allocate, deallocate and spills took `global` (tests measure lock traffic).
+    #[cfg(test)]
+    shared_locks: AtomicU64,
 }
 
 impl fmt::Debug for Core {
@@ -748,6 +785,8 @@ impl Core {
             shards: (0..shards).map(|_| Padded::default()).collect(),
             regions_gen: AtomicU64::new(0),
             shard_budget: AtomicUsize::new(cache.budget(0, shards)),
+            #[cfg(test)]
+            shared_locks: AtomicU64::new(0),
         });
         if initial > 0 {
             let ptr = core.upstream.allocate_sync(initial, DEFAULT_ALIGNMENT)?;
@@ -766,6 +805,19 @@ impl Core {
 
     fn key(&self, stream: Stream) -> StreamKey {
         self.syncer.key(stream)
+    }
+
+    /// `global`, for the per-operation paths (counted in tests).
+    fn lock_shared(&self) -> MutexGuard<'_, Global> {
+        #[cfg(test)]
+        self.shared_locks.fetch_add(1, Ordering::Relaxed);
+        lock(&self.global)
+    }
+
+    /// How often the per-operation paths took the shared lock.
+    #[cfg(test)]
+    pub(crate) fn shared_locks(&self) -> u64 {
+        self.shared_locks.load(Ordering::Relaxed)
     }
 
     /// Call after every change of `g.regions` or `g.pool_size` (with `global` held).
@@ -806,7 +858,7 @@ impl Core {
                 return Ok(addr);
             }
         }
-        let mut g = lock(&self.global);
+        let mut g = self.lock_shared();
         if let Some(addr) = self.take(&mut g, key, size, alignment, cacheable)? {
             return Ok(addr);
         }
@@ -819,26 +871,39 @@ impl Core {
         self.grow(&mut g, stream, key, size, alignment)
     }
 
-    /// Takes the best block for `key` from the shared list: among the [`SCAN`] best fits, the first
-    /// that needs no ordering, else the one that needs the least. Orders `key` after what it needs;
-    /// the rest of the block is then tagged with `key` alone (whose queue is now ordered after it).
+    /// Takes the best block for `key` from the shared list: the best fit among the blocks that need
+    /// no ordering (untagged or pending on `key` alone, whatever their size rank among the others:
+    /// as RMM's per-stream lists, a stream mostly gets back what it freed), else, among the [`SCAN`]
+    /// best fits of every other class, the one that needs the fewest waits, then the smallest.
+    /// Orders `key` after what it needs; the rest of the block is then tagged with `key` alone
+    /// (whose queue is now ordered after it).
     ///
     /// With `refill`, when the block needs no ordering, up to [`CacheLimits::refill`] bytes (whole
     /// multiples of `size`, within the shard's budget) are taken at once and the part after the
     /// request goes to the calling thread's shard: its next requests need no shared lock.
     fn take(&self, g: &mut Global, key: StreamKey, size: usize, alignment: usize, refill: bool) -> Result<Option<usize>> {
-        // (block, start, end of the block, streams to order after, the block's tag when that is not zero)
-        let mut best: Option<(usize, usize, usize, usize, Option<Pending>)> = None;
-        for fit in g.free.fits(size, alignment).take(SCAN) {
-            let foreign = fit.tag.foreign(key);
-            if best.as_ref().is_none_or(|b| foreign < b.3) {
-                best = Some((fit.block, fit.start, fit.block + fit.len, foreign, (foreign > 0).then(|| fit.tag.clone())));
+        // (block, start, end of the block, the block's tag when it needs ordering)
+        let (block, start, end, tag) = match best_unordered(&g.free, key, size, alignment) {
+            Some((block, start, end)) => (block, start, end, None),
+            None => {
+                // (streams to order after, block size, block, start, tag)
+                let mut best: Option<(usize, usize, usize, usize, &Pending)> = None;
+                for class in g.free.classes() {
+                    for fit in g.free.fits_in(class, size, alignment).take(SCAN) {
+                        let rank = (fit.tag.foreign(key), fit.len);
+                        if best.as_ref().is_none_or(|b| rank < (b.0, b.1)) {
+                            best = Some((rank.0, rank.1, fit.block, fit.start, fit.tag));
+                        }
+                        if !matches!(class, TagClass::Mixed) {
+                            // One stream to wait for in every block of the class: the first fits best.
+                            break;
+                        }
+                    }
+                }
+                let Some((_, len, block, start, tag)) = best else { return Ok(None) };
+                (block, start, block + len, Some(tag.clone()))
             }
-            if foreign == 0 {
-                break;
-            }
-        }
-        let Some((block, start, end, _, tag)) = best else { return Ok(None) };
+        };
         // Only from a large block: refilling from the best fit of a small hole would leave the
         // hole's rest as a fragment (measured: the shared list grew to thousands of blocks).
         if refill && tag.is_none() && end - start >= 2 * self.cache.refill {
@@ -925,7 +990,7 @@ impl Core {
     /// LIFO's oldest frees beyond its depth, then the list's smallest blocks until the shard holds
     /// half its budget.
     fn spill(&self, shard: &Mutex<Shard>) {
-        let mut g = lock(&self.global);
+        let mut g = self.lock_shared();
         let mut s = lock(shard);
         let target = self.shard_budget.load(Ordering::Relaxed) / 2;
         for b in s.evict(self.cache.recent, target) {
@@ -1134,7 +1199,7 @@ impl Core {
                 Some(t) => tag = t,
             }
         }
-        let mut g = lock(&self.global);
+        let mut g = self.lock_shared();
         let region = g.region_of(addr, size).ok_or_else(|| {
             Error::invalid(format!("{}: [{addr:#x}, +{size}) was not allocated from this resource", self.name))
         })?;
