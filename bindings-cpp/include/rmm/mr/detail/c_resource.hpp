@@ -76,8 +76,7 @@ class c_resource {
     // Not zeroed (512 bytes, on every call): librmm writes it whenever it reports a failure.
     rmm_error err;
     err.message[0] = '\0';
-    rmm::detail::check(rmm_resource_allocate(handle_, stream.get(), bytes, alignment, &ptr, &err), err,
-                       "rmm::mr allocate");
+    rmm::detail::check(call_allocate(stream, bytes, alignment, &ptr, &err), err, "rmm::mr allocate");
     return ptr;
   }
 
@@ -89,7 +88,7 @@ class c_resource {
   {
     rmm_error err;  // not zeroed: see allocate
     err.message[0] = '\0';
-    report(rmm_resource_deallocate(handle_, stream.get(), ptr, bytes, alignment, &err), err, "deallocate");
+    report(call_deallocate(stream, ptr, bytes, alignment, &err), err, "deallocate");
   }
 
   /**
@@ -130,6 +129,25 @@ class c_resource {
   explicit c_resource(rmm_resource handle) noexcept : handle_{handle} {}
 
  private:
+  // The hot calls go straight through the handle's vtable: every handle a c_resource holds came
+  // from librmm or from detail::to_c_resource, whose vtables are complete and catch their own
+  // errors, so the checks of rmm_resource_allocate() (and a call into librmm) are not needed. A
+  // moved-from (empty) handle still goes through librmm, which reports it as an error.
+  int call_allocate(cuda::stream_ref stream, std::size_t bytes, std::size_t alignment, void** out, rmm_error* err)
+  {
+    if (handle_.vtable != nullptr) {
+      return handle_.vtable->allocate(handle_.self, stream.get(), bytes, alignment, out, err);
+    }
+    return rmm_resource_allocate(handle_, stream.get(), bytes, alignment, out, err);
+  }
+  int call_deallocate(cuda::stream_ref stream, void* ptr, std::size_t bytes, std::size_t alignment, rmm_error* err) noexcept
+  {
+    if (handle_.vtable != nullptr) {
+      return handle_.vtable->deallocate(handle_.self, stream.get(), ptr, bytes, alignment, err);
+    }
+    return rmm_resource_deallocate(handle_, stream.get(), ptr, bytes, alignment, err);
+  }
+
   static void report(int status, rmm_error const& err, const char* what) noexcept
   {
     if (status != RMM_OK) {
