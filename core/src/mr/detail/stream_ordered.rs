@@ -42,7 +42,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use crate::aligned::{align_down, align_up, DEFAULT_ALIGNMENT};
 use crate::cuda::{self, DeviceGuard, DeviceId, Event, EventFlags, Stream};
 use crate::error::{Error, Result};
-use crate::mr::detail::free_list::{BlockTag, FreeList};
+use crate::mr::detail::fixed_list::FixedList;
+use crate::mr::detail::free_list::{BlockTag, FreeBlock, FreeList};
 use crate::resource::{AnyResource, MemoryResource};
 
 /// Device of a stream that is not a special handle: found from the stream when it is needed.
@@ -694,9 +695,89 @@ fn best_unordered(list: &FreeList<Pending>, key: StreamKey, size: usize, alignme
 #[repr(align(128))]
 struct Padded(Mutex<Shard>);
 
+/// The shared free list: coalescing (pools), or equal blocks in LIFOs per tag class (fixed-size
+/// cores, where coalescing and size indexing would be wasted work: see `fixed_list.rs`).
+#[derive(Debug)]
+enum Blocks {
+    Coalescing(FreeList<Pending>),
+    Fixed(FixedList<Pending>),
+}
+
+impl Default for Blocks {
+    fn default() -> Self {
+        Blocks::Coalescing(FreeList::default())
+    }
+}
+
+impl Blocks {
+    fn free_bytes(&self) -> usize {
+        match self {
+            Blocks::Coalescing(l) => l.free_bytes(),
+            Blocks::Fixed(l) => l.free_bytes(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Blocks::Coalescing(l) => l.len(),
+            Blocks::Fixed(l) => l.len(),
+        }
+    }
+
+    fn largest(&self) -> usize {
+        match self {
+            Blocks::Coalescing(l) => l.largest(),
+            Blocks::Fixed(l) => l.largest(),
+        }
+    }
+
+    fn overlaps(&self, addr: usize, size: usize) -> bool {
+        match self {
+            Blocks::Coalescing(l) => l.overlaps(addr, size),
+            Blocks::Fixed(l) => l.overlaps(addr, size),
+        }
+    }
+
+    fn insert(&mut self, addr: usize, size: usize, region: usize, tag: Pending) {
+        match self {
+            Blocks::Coalescing(l) => l.insert(addr, size, region, tag),
+            Blocks::Fixed(l) => l.insert(addr, size, region, tag),
+        }
+    }
+
+    fn remove_whole_region(&mut self, region: usize, size: usize) -> Option<Pending> {
+        match self {
+            Blocks::Coalescing(l) => l.remove_whole_region(region, size),
+            Blocks::Fixed(l) => l.remove_whole_region(region, size),
+        }
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = FreeBlock<Pending>> + '_> {
+        match self {
+            Blocks::Coalescing(l) => Box::new(l.iter()),
+            Blocks::Fixed(l) => Box::new(l.iter()),
+        }
+    }
+
+    fn retag(&mut self, f: impl FnMut(&mut Pending)) {
+        match self {
+            Blocks::Coalescing(l) => l.retag(f),
+            Blocks::Fixed(l) => l.retag(f),
+        }
+    }
+
+    #[cfg(test)]
+    fn check_invariants(&self) {
+        match self {
+            Blocks::Coalescing(l) => l.check_invariants(),
+            Blocks::Fixed(l) => l.check_invariants(),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Global {
-    free: FreeList<Pending>,
+    free: Blocks,
     /// Upstream blocks: start → size.
     regions: BTreeMap<usize, usize>,
     pool_size: usize,
@@ -781,7 +862,13 @@ impl Core {
             syncer,
             growth,
             cache,
-            global: Mutex::default(),
+            global: Mutex::new(Global {
+                free: match growth {
+                    Growth::Chunks { unit, .. } => Blocks::Fixed(FixedList::new(unit)),
+                    Growth::Pool { .. } => Blocks::default(),
+                },
+                ..Global::default()
+            }),
             shards: (0..shards).map(|_| Padded::default()).collect(),
             regions_gen: AtomicU64::new(0),
             shard_budget: AtomicUsize::new(cache.budget(0, shards)),
@@ -882,14 +969,18 @@ impl Core {
     /// multiples of `size`, within the shard's budget) are taken at once and the part after the
     /// request goes to the calling thread's shard: its next requests need no shared lock.
     fn take(&self, g: &mut Global, key: StreamKey, size: usize, alignment: usize, refill: bool) -> Result<Option<usize>> {
+        let list = match &mut g.free {
+            Blocks::Fixed(_) => return self.take_fixed(g, key, size, alignment, refill),
+            Blocks::Coalescing(list) => list,
+        };
         // (block, start, end of the block, the block's tag when it needs ordering)
-        let (block, start, end, tag) = match best_unordered(&g.free, key, size, alignment) {
+        let (block, start, end, tag) = match best_unordered(list, key, size, alignment) {
             Some((block, start, end)) => (block, start, end, None),
             None => {
                 // (streams to order after, block size, block, start, tag)
                 let mut best: Option<(usize, usize, usize, usize, &Pending)> = None;
-                for class in g.free.classes() {
-                    for fit in g.free.fits_in(class, size, alignment).take(SCAN) {
+                for class in list.classes() {
+                    for fit in list.fits_in(class, size, alignment).take(SCAN) {
                         let rank = (fit.tag.foreign(key), fit.len);
                         if best.as_ref().is_none_or(|b| rank < (b.0, b.1)) {
                             best = Some((rank.0, rank.1, fit.block, fit.start, fit.tag));
@@ -913,16 +1004,8 @@ impl Core {
             // Whole multiples of `size`: fixed-size blocks stay on their block boundaries.
             let extra = (self.cache.refill.saturating_sub(size).min(room).min(end - start - size)) / size * size;
             if extra > 0 {
-                let taken = g.free.take_range(block, start, size + extra, None);
-                if let Growth::Chunks { .. } = self.growth {
-                    // Whole blocks, for the LIFO to hand out in address order.
-                    for addr in (start + size..start + size + extra).step_by(size).rev() {
-                        shard.recent.push(Cached { addr, size, region: taken.region, tag: taken.tag.clone() });
-                    }
-                    shard.recent_bytes += extra;
-                } else {
-                    shard.free.insert(start + size, extra, taken.region, taken.tag);
-                }
+                let taken = list.take_range(block, start, size + extra, None);
+                shard.free.insert(start + size, extra, taken.region, taken.tag);
                 g.used = g.used.wrapping_add(size);
                 return Ok(Some(start));
             }
@@ -937,9 +1020,73 @@ impl Core {
                 (!key.needs_marker()).then(|| Pending::one(PendingOn::Stream(key)))
             }
         };
-        let taken = g.free.take_range(block, start, size, rest);
+        let taken = list.take_range(block, start, size, rest);
         g.used = g.used.wrapping_add(size);
         Ok(Some(taken.addr))
+    }
+
+    /// [`Core::take`] for a fixed-size core (`size` is the block size): the latest free block that
+    /// needs no ordering (pending on `key` alone, else untagged), else, among the [`SCAN`] latest
+    /// of every other class, the one that needs the fewest waits. With `refill`, up to
+    /// [`CacheLimits::refill`] bytes of further blocks that need no ordering go to the calling
+    /// thread's shard (within its budget), wherever they lie: equal blocks need no contiguity.
+    fn take_fixed(&self, g: &mut Global, key: StreamKey, size: usize, alignment: usize, refill: bool) -> Result<Option<usize>> {
+        let Blocks::Fixed(list) = &mut g.free else { return Ok(None) };
+        if size != list.unit() {
+            return Err(Error::invalid(format!("{}: {size} bytes are not its block size {}", self.name, list.unit())));
+        }
+        let unordered = [TagClass::Owner(key), TagClass::Empty];
+        let found = unordered.into_iter().find_map(|class| list.aligned_in(class, alignment)).map(|(a, _)| a);
+        let (addr, tag) = match found {
+            Some(addr) => (addr, None),
+            None => {
+                // (streams to order after, block, tag)
+                let mut best: Option<(usize, usize, &Pending)> = None;
+                for class in list.classes() {
+                    let fits = list.top(class, SCAN).filter(|(a, _)| a % alignment == 0);
+                    for (a, tag) in fits {
+                        let waits = tag.foreign(key);
+                        if best.as_ref().is_none_or(|b| waits < b.0) {
+                            best = Some((waits, a, tag));
+                        }
+                        if !matches!(class, TagClass::Mixed) {
+                            // One stream to wait for in every block of the class.
+                            break;
+                        }
+                    }
+                }
+                if best.is_none() {
+                    // Aligned blocks may lie below the top of their stacks (alignments above 256).
+                    best = list.classes().find_map(|c| list.aligned_in(c, alignment)).map(|(a, tag)| (0, a, tag));
+                }
+                let Some((_, a, tag)) = best else { return Ok(None) };
+                (a, Some(tag.clone()))
+            }
+        };
+        let taken = list.remove(addr).expect("a listed block");
+        if let Some(tag) = &tag {
+            self.order_after(key, tag)?;
+        } else if refill {
+            // Lock order: `global` (held), then the shard.
+            let mut shard = lock(self.shard());
+            let room = self.shard_budget.load(Ordering::Relaxed).saturating_sub(shard.bytes());
+            let want = self.cache.refill.saturating_sub(size).min(room) / size;
+            let mut moved = Vec::new();
+            for class in unordered {
+                while moved.len() < want {
+                    let Some((a, _)) = list.top(class, 1).next() else { break };
+                    moved.push(list.remove(a).expect("on top of its stack"));
+                }
+            }
+            // The latest free ends on top of the shard's LIFO too.
+            for b in moved.into_iter().rev() {
+                shard.recent_bytes += b.size;
+                shard.recent.push(Cached { addr: b.addr, size: b.size, region: b.region, tag: b.tag });
+            }
+        }
+        drop(taken);
+        g.used = g.used.wrapping_add(size);
+        Ok(Some(addr))
     }
 
     /// Makes `key` wait for every other stream's work in `tag`.
@@ -1023,6 +1170,9 @@ impl Core {
             return Ok(Some(tag));
         }
         let Some(region) = region_in(&s.regions, addr, size) else { return Ok(Some(tag)) };
+        if !self.on_boundary(addr, size, region) {
+            return Err(self.not_a_block(addr, size));
+        }
         if s.recent.iter().any(|b| b.addr < addr + size && addr < b.addr + b.size) || s.free.overlaps(addr, size) {
             return Err(Error::invalid(format!("{}: [{addr:#x}, +{size}) is already free", self.name)));
         }
@@ -1039,10 +1189,24 @@ impl Core {
         Ok(None)
     }
 
+    /// False for a range a fixed-size core cannot have handed out (not one whole block on a block
+    /// boundary of `region`): its list holds equal blocks only, so such a free must not reach it.
+    fn on_boundary(&self, addr: usize, size: usize, region: usize) -> bool {
+        match self.growth {
+            Growth::Chunks { unit, .. } => size == unit && addr >= region && (addr - region) % unit == 0,
+            Growth::Pool { .. } => true,
+        }
+    }
+
+    fn not_a_block(&self, addr: usize, size: usize) -> Error {
+        Error::invalid(format!("{}: [{addr:#x}, +{size}) is not one of its blocks", self.name))
+    }
+
     /// Returns a block from a shard to the shared list. A block freed twice into two shards is
     /// found here at the latest (dropped, with an error logged, rather than handed out twice).
     fn insert_free(&self, g: &mut Global, addr: usize, size: usize, region: usize, tag: Pending) {
-        let in_region = g.regions.get(&region).is_some_and(|&len| region <= addr && addr + size <= region + len);
+        let in_region = g.regions.get(&region).is_some_and(|&len| region <= addr && addr + size <= region + len)
+            && self.on_boundary(addr, size, region);
         if in_region && !g.free.overlaps(addr, size) {
             g.free.insert(addr, size, region, tag);
         } else {
@@ -1203,6 +1367,9 @@ impl Core {
         let region = g.region_of(addr, size).ok_or_else(|| {
             Error::invalid(format!("{}: [{addr:#x}, +{size}) was not allocated from this resource", self.name))
         })?;
+        if !self.on_boundary(addr, size, region) {
+            return Err(self.not_a_block(addr, size));
+        }
         if g.free.overlaps(addr, size) {
             return Err(Error::invalid(format!("{}: [{addr:#x}, +{size}) is already free", self.name)));
         }
@@ -1364,7 +1531,7 @@ impl Drop for Core {
         }
         drop(tags);
         let g = self.global.get_mut().unwrap_or_else(PoisonError::into_inner);
-        g.free = FreeList::default();
+        g.free = Blocks::default();
         for (addr, size) in std::mem::take(&mut g.regions) {
             // SAFETY: every region came from `upstream.allocate` with this size and alignment; its
             // free blocks' streams were synchronized above, and allocations still live at drop are

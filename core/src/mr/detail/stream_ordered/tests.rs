@@ -315,6 +315,31 @@ fn fixed_chunks_are_carved_in_whole_blocks() {
     }
 }
 
+/// A fixed-size core's list holds whole blocks only: a free that is not one (inside a block, or
+/// of another size) or a second free of a block is refused on both the shard and the shared path,
+/// and a wholly free chunk still goes back upstream.
+#[test]
+fn fixed_lists_refuse_what_is_not_a_free_block() {
+    for cache in [CacheLimits::OFF, CacheLimits::DEFAULT] {
+        let syncer = RecordingSyncer::new(0, 1);
+        let device = SimulatedMemoryResource::new(64 * KIB).unwrap();
+        let growth = Growth::Chunks { chunk: 4 * KIB, unit: KIB };
+        let core = Core::new("t", AnyResource::new(device.clone()), Arc::new(syncer), growth, cache, 4 * KIB).unwrap();
+        let s = fake_stream(1);
+        let a = core.allocate(s, KIB, 256).unwrap();
+        let b = core.allocate(s, KIB, 256).unwrap();
+        assert!(matches!(core.deallocate(s, a + 256, KIB), Err(Error::InvalidArgument(_))), "inside a block");
+        assert!(matches!(core.deallocate(s, a, 2 * KIB), Err(Error::InvalidArgument(_))), "two blocks at once");
+        assert!(matches!(core.allocate(s, 512, 256), Err(Error::InvalidArgument(_))), "not the block size");
+        core.deallocate(s, a, KIB).unwrap();
+        assert!(core.deallocate(s, a, KIB).is_err(), "double free");
+        core.deallocate(s, b, KIB).unwrap();
+        core.check_invariants();
+        assert_eq!(core.release_unused().unwrap(), 4 * KIB, "the chunk is wholly free again");
+        assert_eq!(device.usage().allocated_bytes, 0);
+    }
+}
+
 #[test]
 fn bad_frees_are_errors() {
     let r = rig(4 * KIB, POOL, CacheLimits::OFF);

@@ -1,0 +1,231 @@
+//! The free list of a fixed-size core: equal blocks in a LIFO per tag class.
+//!
+//! Every block has the same size (`unit`) and sits on a block boundary of its region, so the
+//! coalescing list's work is wasted there: neighbours never need merging to serve a request, and
+//! any block fits any request. This list keeps, per class of tag (for a pool: no stream, one
+//! stream, several), a stack of block addresses (the latest free on top, as RMM's per-stream
+//! lists), a map from address to the block's tag and place, and a count of free blocks per region,
+//! so a region that is wholly free can still be found and given back. Every operation but
+//! [`FixedList::retag`] and [`FixedList::remove_whole_region`] (trim and stream retirement, rare)
+//! is O(1) expected.
+//!
+//! Invariants (checked by [`FixedList::check_invariants`] in tests):
+//! - every block in `blocks` is in the stack of its tag's class at its recorded position, and the
+//!   stacks hold nothing else; no stack is empty;
+//! - `region_free` counts, per region, the blocks of `blocks` in it (no zero counts).
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::mr::detail::free_list::{BlockTag, FreeBlock};
+
+#[derive(Debug)]
+struct Slot<T: BlockTag> {
+    region: usize,
+    tag: T,
+    class: T::Class,
+    /// Index in the stack of `class`.
+    pos: usize,
+}
+
+/// Equal free blocks of `unit` bytes; see the module documentation.
+#[derive(Debug)]
+pub(crate) struct FixedList<T: BlockTag> {
+    unit: usize,
+    blocks: HashMap<usize, Slot<T>>,
+    stacks: BTreeMap<T::Class, Vec<usize>>,
+    region_free: HashMap<usize, usize>,
+}
+
+impl<T: BlockTag> FixedList<T> {
+    /// An empty list of `unit`-byte blocks (`unit` > 0).
+    pub(crate) fn new(unit: usize) -> Self {
+        Self { unit: unit.max(1), blocks: HashMap::new(), stacks: BTreeMap::new(), region_free: HashMap::new() }
+    }
+
+    /// The block size.
+    pub(crate) fn unit(&self) -> usize {
+        self.unit
+    }
+
+    pub(crate) fn free_bytes(&self) -> usize {
+        self.blocks.len() * self.unit
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.blocks.len()
+    }
+
+    pub(crate) fn largest(&self) -> usize {
+        if self.blocks.is_empty() {
+            0
+        } else {
+            self.unit
+        }
+    }
+
+    pub(crate) fn classes(&self) -> impl Iterator<Item = T::Class> + '_ {
+        self.stacks.keys().copied()
+    }
+
+    /// True when a block of the list starts in `[addr, addr + size)` on a block boundary counted
+    /// from `addr` (callers pass block-aligned ranges: see `Core`'s checks).
+    pub(crate) fn overlaps(&self, addr: usize, size: usize) -> bool {
+        (0..size.div_ceil(self.unit)).any(|k| self.blocks.contains_key(&(addr + k * self.unit)))
+    }
+
+    /// Adds `[addr, addr + size)` of `region` (whole blocks: `size` a multiple of the unit, `addr`
+    /// on a block boundary), each block tagged `tag`, the last one on top.
+    pub(crate) fn insert(&mut self, addr: usize, size: usize, region: usize, tag: T) {
+        debug_assert!(size % self.unit == 0, "{size} bytes are not whole blocks of {}", self.unit);
+        let class = tag.class();
+        let stack = self.stacks.entry(class).or_default();
+        for k in 0..size / self.unit {
+            let block = addr + k * self.unit;
+            debug_assert!(!self.blocks.contains_key(&block), "double free of {block:#x}");
+            self.blocks.insert(block, Slot { region, tag: tag.clone(), class, pos: stack.len() });
+            stack.push(block);
+        }
+        *self.region_free.entry(region).or_default() += size / self.unit;
+    }
+
+    /// Up to `n` blocks of `class` from the top of its stack (latest first, no removal).
+    pub(crate) fn top(&self, class: T::Class, n: usize) -> impl Iterator<Item = (usize, &T)> + '_ {
+        self.stacks
+            .get(&class)
+            .into_iter()
+            .flat_map(move |stack| stack.iter().rev().take(n))
+            .map(move |&addr| (addr, &self.blocks[&addr].tag))
+    }
+
+    /// The topmost block of `class` whose address is a multiple of `alignment`.
+    pub(crate) fn aligned_in(&self, class: T::Class, alignment: usize) -> Option<(usize, &T)> {
+        let addr = self.stacks.get(&class)?.iter().rev().copied().find(|a| a % alignment == 0)?;
+        Some((addr, &self.blocks[&addr].tag))
+    }
+
+    /// Takes the free block at `addr` out of the list.
+    pub(crate) fn remove(&mut self, addr: usize) -> Option<FreeBlock<T>> {
+        let slot = self.blocks.remove(&addr)?;
+        let stack = self.stacks.get_mut(&slot.class).expect("a free block's class has a stack");
+        stack.swap_remove(slot.pos);
+        if let Some(&moved) = stack.get(slot.pos) {
+            self.blocks.get_mut(&moved).expect("stacked blocks are free").pos = slot.pos;
+        }
+        if stack.is_empty() {
+            self.stacks.remove(&slot.class);
+        }
+        let count = self.region_free.get_mut(&slot.region).expect("a free block's region is counted");
+        *count -= 1;
+        if *count == 0 {
+            self.region_free.remove(&slot.region);
+        }
+        Some(FreeBlock { addr, size: self.unit, region: slot.region, tag: slot.tag })
+    }
+
+    /// Takes every block of `region` (of `size` bytes) when all of them are free; their tags
+    /// merged.
+    pub(crate) fn remove_whole_region(&mut self, region: usize, size: usize) -> Option<T> {
+        if self.region_free.get(&region).copied().unwrap_or(0) * self.unit != size || size == 0 {
+            return None;
+        }
+        let mut tag: Option<T> = None;
+        for k in 0..size / self.unit {
+            let b = self.remove(region + k * self.unit).expect("every block of a wholly free region is free");
+            match tag.as_mut() {
+                None => tag = Some(b.tag),
+                Some(t) => t.merge(&b.tag),
+            }
+        }
+        tag
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = FreeBlock<T>> + '_ {
+        self.blocks
+            .iter()
+            .map(|(&addr, s)| FreeBlock { addr, size: self.unit, region: s.region, tag: s.tag.clone() })
+    }
+
+    /// Applies `f` to every tag and restacks the blocks by their new classes (address order: the
+    /// stacks' recency is lost, which only matters for locality).
+    pub(crate) fn retag(&mut self, mut f: impl FnMut(&mut T)) {
+        let mut addrs: Vec<usize> = self.blocks.keys().copied().collect();
+        addrs.sort_unstable();
+        self.stacks.clear();
+        for addr in addrs {
+            let slot = self.blocks.get_mut(&addr).expect("listed above");
+            f(&mut slot.tag);
+            slot.class = slot.tag.class();
+            let stack = self.stacks.entry(slot.class).or_default();
+            slot.pos = stack.len();
+            stack.push(addr);
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        let stacked: usize = self.stacks.values().map(Vec::len).sum();
+        assert_eq!(stacked, self.blocks.len(), "stacks and blocks disagree");
+        assert!(self.stacks.values().all(|s| !s.is_empty()), "an empty stack is kept");
+        let mut per_region: HashMap<usize, usize> = HashMap::new();
+        for (&addr, slot) in &self.blocks {
+            assert_eq!(slot.class, slot.tag.class(), "block {addr:#x} filed under a stale class");
+            assert_eq!(self.stacks[&slot.class].get(slot.pos), Some(&addr), "block {addr:#x} misplaced");
+            assert!(addr >= slot.region && (addr - slot.region) % self.unit == 0, "block {addr:#x} off its boundary");
+            *per_region.entry(slot.region).or_default() += 1;
+        }
+        assert_eq!(per_region, self.region_free, "region counts drifted");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Debug, Default, PartialEq)]
+    struct Owner(Option<u32>);
+
+    impl BlockTag for Owner {
+        type Class = Option<u32>;
+        fn class(&self) -> Option<u32> {
+            self.0
+        }
+        fn merge(&mut self, other: &Self) {
+            if self.0 != other.0 {
+                self.0 = None;
+            }
+        }
+    }
+
+    #[test]
+    fn blocks_come_back_latest_first_per_class() {
+        let mut fl = FixedList::<Owner>::new(100);
+        fl.insert(1000, 300, 1000, Owner(None));
+        assert_eq!((fl.len(), fl.free_bytes(), fl.largest()), (3, 300, 100));
+        let top: Vec<usize> = fl.top(None, 8).map(|(a, _)| a).collect();
+        assert_eq!(top, vec![1200, 1100, 1000], "the last block of an insert is on top");
+        let b = fl.remove(1100).unwrap();
+        assert_eq!((b.addr, b.size, b.region), (1100, 100, 1000));
+        fl.insert(1100, 100, 1000, Owner(Some(7)));
+        assert_eq!(fl.top(Some(7), 8).map(|(a, _)| a).collect::<Vec<_>>(), vec![1100]);
+        assert!(fl.overlaps(1100, 100) && !fl.overlaps(1300, 100));
+        assert_eq!(fl.aligned_in(None, 400).map(|(a, _)| a), Some(1200));
+        assert_eq!(fl.aligned_in(None, 1 << 20), None);
+        fl.check_invariants();
+    }
+
+    #[test]
+    fn a_region_goes_only_when_wholly_free_with_merged_tags() {
+        let mut fl = FixedList::<Owner>::new(100);
+        fl.insert(0, 200, 0, Owner(Some(1)));
+        fl.insert(500, 100, 500, Owner(Some(1)));
+        let taken = fl.remove(100).unwrap();
+        assert_eq!(fl.remove_whole_region(0, 200), None, "one block of it is handed out");
+        fl.insert(taken.addr, 100, 0, Owner(Some(2)));
+        assert_eq!(fl.remove_whole_region(0, 200), Some(Owner(None)), "tags of two streams merge");
+        assert_eq!(fl.len(), 1);
+        fl.check_invariants();
+        fl.retag(|t| t.0 = None);
+        assert_eq!(fl.classes().collect::<Vec<_>>(), vec![None]);
+        fl.check_invariants();
+    }
+}
