@@ -2,6 +2,8 @@
 // allocation through resource_ref and any_resource, shared copies, error mapping, and the registry
 // (get/set/reset) with a user-written CCCL resource. GPU-only tests skip themselves in host mode.
 
+#include "counting_resource.hpp"
+
 #include <rmm/aligned.hpp>
 #include <rmm/cuda_device.hpp>
 #include <rmm/cuda_stream_view.hpp>
@@ -30,52 +32,9 @@ namespace {
 
 using device_any = cuda::mr::any_resource<cuda::mr::device_accessible>;
 
-/// Counters shared by the copies of one counting_resource.
-struct counts {
-  std::atomic<int> allocs{0};
-  std::atomic<int> deallocs{0};
-  std::atomic<int> live{0};  ///< counting_resource objects alive (copies included)
-};
-
-/// A user-written CCCL resource (host malloc), counting its calls; throws std::bad_alloc past `limit`.
-class counting_resource {
- public:
-  explicit counting_resource(std::shared_ptr<counts> c, std::size_t limit = std::size_t{1} << 30)
-    : c_{std::move(c)}, limit_{limit}
-  {
-    ++c_->live;
-  }
-  counting_resource(counting_resource const& o) : c_{o.c_}, limit_{o.limit_} { ++c_->live; }
-  counting_resource& operator=(counting_resource const&) = default;
-  ~counting_resource() { --c_->live; }
-
-  void* allocate(cuda::stream_ref, std::size_t bytes, std::size_t alignment) { return allocate_sync(bytes, alignment); }
-  void deallocate(cuda::stream_ref, void* ptr, std::size_t bytes, std::size_t alignment) noexcept
-  {
-    deallocate_sync(ptr, bytes, alignment);
-  }
-  void* allocate_sync(std::size_t bytes, std::size_t alignment)
-  {
-    if (bytes > limit_) { throw std::bad_alloc{}; }
-    ++c_->allocs;
-    return std::aligned_alloc(alignment, rmm::align_up(bytes, alignment));
-  }
-  void deallocate_sync(void* ptr, std::size_t, std::size_t) noexcept
-  {
-    ++c_->deallocs;
-    std::free(ptr);
-  }
-  friend bool operator==(counting_resource const& a, counting_resource const& b) { return a.c_ == b.c_; }
-  friend bool operator!=(counting_resource const& a, counting_resource const& b) { return a.c_ != b.c_; }
-  friend void get_property(counting_resource const&, cuda::mr::device_accessible) noexcept {}
-  friend void get_property(counting_resource const&, cuda::mr::host_accessible) noexcept {}
-
- private:
-  std::shared_ptr<counts> c_;
-  std::size_t limit_;
-};
-
-static_assert(cuda::mr::resource_with<counting_resource, cuda::mr::device_accessible, cuda::mr::host_accessible>);
+// The user's resource of these tests (counting_resource.hpp).
+using rmm_test::counting_resource;
+using rmm_test::counts;
 
 // The concepts, checked where they matter to users.
 static_assert(cuda::mr::resource_with<rmm::mr::detail::c_resource, cuda::mr::device_accessible>);

@@ -4,6 +4,8 @@
 // CCCL resource (host malloc, any mode). GPU part (skipped in host mode): cuda_memory_resource and a
 // pool over it on real streams, from several streams and threads.
 
+#include "counting_resource.hpp"
+
 #include <rmm/aligned.hpp>
 #include <rmm/cuda_device.hpp>
 #include <rmm/cuda_stream.hpp>
@@ -51,52 +53,9 @@ bool host_mode() { return rmm_is_host_mode() != 0; }
 
 constexpr std::size_t PiB = std::size_t{1} << 50;
 
-/// Counters shared by the copies of one counting_resource.
-struct counts {
-  std::atomic<int> allocs{0};
-  std::atomic<int> deallocs{0};
-  std::atomic<long long> live_bytes{0};
-  std::atomic<int> live{0};  ///< counting_resource objects alive (copies included)
-};
-
-/// A user-written CCCL resource over host malloc, counting its calls and its live copies. Throws
-/// std::bad_alloc when malloc fails, as a CCCL resource must.
-class counting_resource {
- public:
-  explicit counting_resource(std::shared_ptr<counts> c) : c_{std::move(c)} { ++c_->live; }
-  counting_resource(counting_resource const& o) : c_{o.c_} { ++c_->live; }
-  counting_resource& operator=(counting_resource const&) = default;
-  ~counting_resource() { --c_->live; }
-
-  void* allocate(cuda::stream_ref, std::size_t bytes, std::size_t alignment) { return allocate_sync(bytes, alignment); }
-  void deallocate(cuda::stream_ref, void* ptr, std::size_t bytes, std::size_t alignment) noexcept
-  {
-    deallocate_sync(ptr, bytes, alignment);
-  }
-  void* allocate_sync(std::size_t bytes, std::size_t alignment)
-  {
-    void* p = std::aligned_alloc(alignment, rmm::align_up(bytes, alignment));
-    if (p == nullptr) { throw std::bad_alloc{}; }
-    ++c_->allocs;
-    c_->live_bytes += static_cast<long long>(bytes);
-    return p;
-  }
-  void deallocate_sync(void* ptr, std::size_t bytes, std::size_t) noexcept
-  {
-    ++c_->deallocs;
-    c_->live_bytes -= static_cast<long long>(bytes);
-    std::free(ptr);
-  }
-  friend bool operator==(counting_resource const& a, counting_resource const& b) { return a.c_ == b.c_; }
-  friend bool operator!=(counting_resource const& a, counting_resource const& b) { return a.c_ != b.c_; }
-  friend void get_property(counting_resource const&, cuda::mr::device_accessible) noexcept {}
-  friend void get_property(counting_resource const&, cuda::mr::host_accessible) noexcept {}
-
- private:
-  std::shared_ptr<counts> c_;
-};
-
-static_assert(cuda::mr::resource_with<counting_resource, cuda::mr::device_accessible, cuda::mr::host_accessible>);
+// The user's resource of these tests (counting_resource.hpp).
+using rmm_test::counting_resource;
+using rmm_test::counts;
 
 std::vector<unsigned char> pattern(std::size_t n, unsigned seed = 1)
 {

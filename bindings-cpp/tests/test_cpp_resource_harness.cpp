@@ -4,6 +4,8 @@
 // under each sub-allocator and adaptor, and cccl_only_consumer.cpp is code compiled without rmm's
 // headers that gets our resources through CCCL's resource_ref / any_resource.
 
+#include "counting_resource.hpp"
+
 #include <rmm/aligned.hpp>
 #include <rmm/cuda_stream.hpp>
 #include <rmm/cuda_stream_view.hpp>
@@ -540,53 +542,9 @@ INSTANTIATE_TEST_SUITE_P(Gpu, ResourceTest, ::testing::ValuesIn(gpu_factories())
 // ---------------------------------------------------------------------------------------------
 // A user-written CCCL resource under our sub-allocators and adaptors.
 
-/// Counters shared by the copies of one user_resource.
-struct user_counts {
-  std::atomic<int> allocs{0};
-  std::atomic<int> deallocs{0};
-  std::atomic<long long> live_bytes{0};
-  std::atomic<int> live_objects{0};
-};
-
-/// A user's resource: host malloc, announcing host and device access as a CCCL resource on an
-/// HMM/ATS system would (the device never touches it in these tests). Counts its calls; throws
-/// std::bad_alloc when malloc fails, as a CCCL resource must.
-class user_resource {
- public:
-  explicit user_resource(std::shared_ptr<user_counts> c) : c_{std::move(c)} { ++c_->live_objects; }
-  user_resource(user_resource const& o) : c_{o.c_} { ++c_->live_objects; }
-  user_resource& operator=(user_resource const&) = default;
-  ~user_resource() { --c_->live_objects; }
-
-  void* allocate(cuda::stream_ref, std::size_t bytes, std::size_t alignment) { return allocate_sync(bytes, alignment); }
-  void deallocate(cuda::stream_ref, void* ptr, std::size_t bytes, std::size_t alignment) noexcept
-  {
-    deallocate_sync(ptr, bytes, alignment);
-  }
-  void* allocate_sync(std::size_t bytes, std::size_t alignment)
-  {
-    void* p = std::aligned_alloc(alignment, rmm::align_up(bytes, alignment));
-    if (p == nullptr) { throw std::bad_alloc{}; }
-    ++c_->allocs;
-    c_->live_bytes += static_cast<long long>(bytes);
-    return p;
-  }
-  void deallocate_sync(void* ptr, std::size_t bytes, std::size_t) noexcept
-  {
-    ++c_->deallocs;
-    c_->live_bytes -= static_cast<long long>(bytes);
-    std::free(ptr);
-  }
-  friend bool operator==(user_resource const& a, user_resource const& b) { return a.c_ == b.c_; }
-  friend bool operator!=(user_resource const& a, user_resource const& b) { return a.c_ != b.c_; }
-  friend void get_property(user_resource const&, cuda::mr::device_accessible) noexcept {}
-  friend void get_property(user_resource const&, cuda::mr::host_accessible) noexcept {}
-
- private:
-  std::shared_ptr<user_counts> c_;
-};
-
-static_assert(cuda::mr::resource_with<user_resource, cuda::mr::device_accessible, cuda::mr::host_accessible>);
+// The user's resource of these tests (counting_resource.hpp).
+using user_counts   = rmm_test::counts;
+using user_resource = rmm_test::counting_resource;
 
 struct user_factory {
   std::string name;
@@ -641,7 +599,7 @@ class UserUpstreamTest : public ::testing::TestWithParam<user_factory> {
     }
     EXPECT_EQ(c->deallocs.load(), c->allocs.load()) << "memory was not given back to the user's resource";
     EXPECT_EQ(c->live_bytes.load(), 0);
-    EXPECT_EQ(c->live_objects.load(), 0) << "our resource kept the user's resource alive";
+    EXPECT_EQ(c->live.load(), 0) << "our resource kept the user's resource alive";
   }
 };
 
@@ -702,7 +660,7 @@ TEST(UserUpstream, PoolGivesEverythingBackOnDestruction)
   }
   EXPECT_EQ(c->deallocs.load(), c->allocs.load());
   EXPECT_EQ(c->live_bytes.load(), 0);
-  EXPECT_EQ(c->live_objects.load(), 0);
+  EXPECT_EQ(c->live.load(), 0);
 }
 
 }  // namespace

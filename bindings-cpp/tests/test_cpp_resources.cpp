@@ -1,6 +1,8 @@
 // GoogleTest suite of the C++ value types of librmm's sub-allocators and adaptors (CPU only: the
 // upstreams are system memory, a simulated device, or a user-written C++ resource).
 
+#include "counting_resource.hpp"
+
 #include <rmm/aligned.hpp>
 #include <rmm/cuda_stream_view.hpp>
 #include <rmm/error.hpp>
@@ -52,47 +54,9 @@ using device_any = cuda::mr::any_resource<cuda::mr::device_accessible>;
 using rmm::mr::statistics_resource_adaptor;
 using counter = statistics_resource_adaptor::counter;
 
-/// Counters shared by the copies of one counting_resource.
-struct counts {
-  std::atomic<int> allocs{0};
-  std::atomic<int> deallocs{0};
-  std::atomic<long long> live_bytes{0};
-  std::atomic<int> live{0};  ///< counting_resource objects alive (copies included)
-};
-
-/// A user-written CCCL resource (host malloc), counting its calls and its live objects.
-class counting_resource {
- public:
-  explicit counting_resource(std::shared_ptr<counts> c) : c_{std::move(c)} { ++c_->live; }
-  counting_resource(counting_resource const& o) : c_{o.c_} { ++c_->live; }
-  counting_resource& operator=(counting_resource const&) = default;
-  ~counting_resource() { --c_->live; }
-
-  void* allocate(cuda::stream_ref, std::size_t bytes, std::size_t alignment) { return allocate_sync(bytes, alignment); }
-  void deallocate(cuda::stream_ref, void* ptr, std::size_t bytes, std::size_t alignment) noexcept
-  {
-    deallocate_sync(ptr, bytes, alignment);
-  }
-  void* allocate_sync(std::size_t bytes, std::size_t alignment)
-  {
-    ++c_->allocs;
-    c_->live_bytes += static_cast<long long>(bytes);
-    return std::aligned_alloc(alignment, rmm::align_up(bytes, alignment));
-  }
-  void deallocate_sync(void* ptr, std::size_t bytes, std::size_t) noexcept
-  {
-    ++c_->deallocs;
-    c_->live_bytes -= static_cast<long long>(bytes);
-    std::free(ptr);
-  }
-  friend bool operator==(counting_resource const& a, counting_resource const& b) { return a.c_ == b.c_; }
-  friend bool operator!=(counting_resource const& a, counting_resource const& b) { return a.c_ != b.c_; }
-  friend void get_property(counting_resource const&, cuda::mr::device_accessible) noexcept {}
-  friend void get_property(counting_resource const&, cuda::mr::host_accessible) noexcept {}
-
- private:
-  std::shared_ptr<counts> c_;
-};
+// The user's resource of these tests (counting_resource.hpp).
+using rmm_test::counting_resource;
+using rmm_test::counts;
 
 /// A simulated device (fake addresses: allocate and free only, never dereference).
 rmm::mr::detail::c_resource simulated(std::size_t capacity)
