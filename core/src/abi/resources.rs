@@ -977,31 +977,38 @@ pub type rmm_failure_callback_release = Option<unsafe extern "C" fn(context: *mu
 /// A C callback and its context, released (once) when the last adaptor sharing it drops.
 struct CFailureCallback {
     callback: rmm_failure_callback,
-    context: *mut c_void,
-    release: rmm_failure_callback_release,
+    context: CContext,
 }
-
-// SAFETY: the C contract of rmm_failure_callback_resource_adaptor_new: the callback may be called
-// from any thread, at once from several, and the context may be released from any thread.
-unsafe impl Send for CFailureCallback {}
-// SAFETY: as above.
-unsafe impl Sync for CFailureCallback {}
 
 impl CFailureCallback {
     fn call(&self, bytes: usize) -> bool {
         match self.callback {
             // SAFETY: the C contract: `callback` accepts `context` while it is not released.
-            Some(f) => unsafe { f(bytes, self.context) != 0 },
+            Some(f) => unsafe { f(bytes, self.context.ptr) != 0 },
             None => false,
         }
     }
 }
 
-impl Drop for CFailureCallback {
+/// A context handed over by C with the function that releases it: released once, when the last
+/// Rust owner drops (after the last call that uses it).
+struct CContext {
+    ptr: *mut c_void,
+    release: Option<unsafe extern "C" fn(context: *mut c_void)>,
+}
+
+// SAFETY: the C contracts of the functions that take a context (failure callbacks, callback
+// resources, log sinks): their functions may be called from any thread, and the context may be
+// released from any thread.
+unsafe impl Send for CContext {}
+// SAFETY: as above; the context is only ever passed to the C functions, which accept concurrent calls.
+unsafe impl Sync for CContext {}
+
+impl Drop for CContext {
     fn drop(&mut self) {
         if let Some(release) = self.release {
-            // SAFETY: the C contract; this runs once, after the last call.
-            unsafe { release(self.context) }
+            // SAFETY: the C contract; this runs once, after the last call that uses the context.
+            unsafe { release(self.ptr) }
         }
     }
 }
@@ -1025,8 +1032,7 @@ pub unsafe extern "C" fn rmm_failure_callback_resource_adaptor_new(
     // Made first, so that every failure below releases the context.
     let c_callback = Arc::new(CFailureCallback {
         callback,
-        context,
-        release: release_context,
+        context: CContext { ptr: context, release: release_context },
     });
     // SAFETY: caller contract.
     unsafe {
@@ -1078,15 +1084,8 @@ pub type rmm_callback_release = Option<unsafe extern "C" fn(context: *mut c_void
 struct CCallbacks {
     allocate: rmm_allocate_callback,
     deallocate: rmm_deallocate_callback,
-    context: *mut c_void,
-    release: rmm_callback_release,
+    context: CContext,
 }
-
-// SAFETY: the C contract of rmm_callback_memory_resource_new: the functions may be called from any
-// thread, at once from several, and the context may be released from any thread.
-unsafe impl Send for CCallbacks {}
-// SAFETY: as above.
-unsafe impl Sync for CCallbacks {}
 
 impl CCallbacks {
     fn allocate(&self, bytes: usize, stream: crate::cuda::Stream) -> Result<*mut u8> {
@@ -1096,7 +1095,7 @@ impl CCallbacks {
         let mut out = std::ptr::null_mut();
         let mut err = rmm_error::new();
         // SAFETY: the C contract: `f` accepts `context` while it is not released; valid out-pointers.
-        let status = unsafe { f(bytes, stream.as_raw() as *mut c_void, self.context, &mut out, &mut err) };
+        let status = unsafe { f(bytes, stream.as_raw() as *mut c_void, self.context.ptr, &mut out, &mut err) };
         if status == super::RMM_OK {
             Ok(out.cast())
         } else {
@@ -1110,7 +1109,7 @@ impl CCallbacks {
         };
         let mut err = rmm_error::new();
         // SAFETY: as above; `ptr` came from the allocate function (the resource's contract).
-        let status = unsafe { f(ptr.cast(), bytes, stream.as_raw() as *mut c_void, self.context, &mut err) };
+        let status = unsafe { f(ptr.cast(), bytes, stream.as_raw() as *mut c_void, self.context.ptr, &mut err) };
         if status == super::RMM_OK {
             Ok(())
         } else {
@@ -1119,14 +1118,6 @@ impl CCallbacks {
     }
 }
 
-impl Drop for CCallbacks {
-    fn drop(&mut self) {
-        if let Some(release) = self.release {
-            // SAFETY: the C contract; this runs once, after the last call.
-            unsafe { release(self.context) }
-        }
-    }
-}
 
 /// A new `callback_memory_resource` whose allocations are `allocate(bytes, stream, context, ...)`
 /// and whose frees are `deallocate(ptr, bytes, stream, context, ...)`; its memory has the access
@@ -1151,8 +1142,7 @@ pub unsafe extern "C" fn rmm_callback_memory_resource_new(
     let callbacks = Arc::new(CCallbacks {
         allocate,
         deallocate,
-        context,
-        release: release_context,
+        context: CContext { ptr: context, release: release_context },
     });
     // SAFETY: caller contract.
     unsafe {
@@ -1275,24 +1265,19 @@ pub type rmm_log_release = Option<unsafe extern "C" fn(context: *mut c_void)>;
 struct CLogSink {
     write: rmm_log_write,
     flush: rmm_log_flush,
-    context: *mut c_void,
-    release: rmm_log_release,
+    context: CContext,
     /// The start of a line whose end has not been written yet.
     pending: Vec<u8>,
     /// The first write failure since the last flush.
     failure: Option<std::io::Error>,
 }
 
-// SAFETY: the C contract of rmm_logging_resource_adaptor_new_with_sink: the functions may be called
-// from any thread (one call at a time: the adaptor serializes them) and the context may be
-// released from any thread.
-unsafe impl Send for CLogSink {}
 
 impl CLogSink {
     fn emit(&mut self, line: &[u8]) {
         let status = match self.write {
             // SAFETY: the C contract; `line` is valid for its length during the call.
-            Some(write) => unsafe { write(line.as_ptr().cast(), line.len(), self.context) },
+            Some(write) => unsafe { write(line.as_ptr().cast(), line.len(), self.context.ptr) },
             None => -1,
         };
         if status != 0 && self.failure.is_none() {
@@ -1331,7 +1316,7 @@ impl std::io::Write for CLogSink {
         }
         match self.flush {
             // SAFETY: the C contract.
-            Some(flush) => match unsafe { flush(self.context) } {
+            Some(flush) => match unsafe { flush(self.context.ptr) } {
                 0 => Ok(()),
                 status => Err(std::io::Error::other(format!("the log sink's flush function failed (status {status})"))),
             },
@@ -1340,14 +1325,6 @@ impl std::io::Write for CLogSink {
     }
 }
 
-impl Drop for CLogSink {
-    fn drop(&mut self) {
-        if let Some(release) = self.release {
-            // SAFETY: the C contract; this runs once, after the last write or flush.
-            unsafe { release(self.context) }
-        }
-    }
-}
 
 /// A new `logging_resource_adaptor` over `upstream` (BORROWED) writing its CSV log (header first)
 /// to a sink: `write(line, length, context)` gets one whole line at a time, `flush(context)` (may
@@ -1374,8 +1351,7 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_new_with_sink(
     let sink = CLogSink {
         write,
         flush,
-        context,
-        release: release_context,
+        context: CContext { ptr: context, release: release_context },
         pending: Vec::new(),
         failure: None,
     };
