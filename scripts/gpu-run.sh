@@ -175,7 +175,8 @@ if [ -f "$STAGE/cpp/librmm.so" ] && [ -f "$STAGE/cpp/cccl.tar.gz" ]; then
         cs=$(grep -cE 'Test +#[0-9]+: .*\*\*\*Skipped' "$ctest_log")
         cp_=$((total - cf - cs))
         n=$(grep -c '^add_executable' bindings-cpp/tests/CMakeLists.txt)
-        note="built here with nvcc, ctest; $(grep -oE 'test_cuda_thrust' "$ctest_log" | head -1 | sed 's/.*/thrust tests included/')"
+        note="built here with nvcc, ctest"
+        grep -q 'ThrustAllocator\.' "$ctest_log" && note="$note; the .cu tests (Thrust, CCCL upstreams) included"
         say "  cpp: nvcc build + ctest: exit $rc"
         grep -E 'Test +#[0-9]+: .*\*\*\*Skipped' "$ctest_log" | sed 's/^/  skipped: /' >>"$OUT/skips.txt"
     else
