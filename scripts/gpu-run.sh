@@ -174,7 +174,7 @@ if [ -f "$STAGE/cpp/librmm.so" ] && [ -f "$STAGE/cpp/cccl.tar.gz" ]; then
         cf=${cf:-0}
         cs=$(grep -cE 'Test +#[0-9]+: .*\*\*\*Skipped' "$ctest_log")
         cp_=$((total - cf - cs))
-        n=$(grep -c '^add_executable' bindings-cpp/tests/CMakeLists.txt)
+        n=$(grep -cE '^ *(add_executable|rmm_cpp_test|rmm_cuda_test)\((test|c_abi)' bindings-cpp/tests/CMakeLists.txt)
         note="built here with nvcc, ctest"
         grep -q 'ThrustAllocator\.' "$ctest_log" && note="$note; the .cu tests (Thrust, CCCL upstreams) included"
         say "  cpp: nvcc build + ctest: exit $rc"
