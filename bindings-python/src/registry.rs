@@ -149,6 +149,29 @@ fn _registry_routes_to_librmm() -> bool {
     registry::routes_to_owner()
 }
 
+/// The path of the loaded librmm.so (the library PyTorch's pluggable allocator opens for
+/// `rmm_torch_allocate` / `rmm_torch_deallocate`), or None when none is loaded: an rmm-rs extra. In
+/// the wheel it is `rmm/lib/librmm.so`, loaded with the module.
+#[pyfunction]
+fn _librmm_path() -> Option<String> {
+    // SAFETY: RTLD_NOLOAD only looks up an already loaded object; the name is NUL-terminated.
+    let lib = unsafe { libc::dlopen(c"librmm.so".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
+    if lib.is_null() {
+        return None;
+    }
+    // SAFETY: a valid handle from dlopen and a NUL-terminated symbol name.
+    let symbol = unsafe { libc::dlsym(lib, c"rmm_abi_version".as_ptr()) };
+    // SAFETY: `info` is a valid out-parameter; dladdr only reads the loader's tables.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let found = !symbol.is_null() && unsafe { libc::dladdr(symbol, &mut info) } != 0 && !info.dli_fname.is_null();
+    // SAFETY: dli_fname is the loader's NUL-terminated path of a loaded object, read before the
+    // handle (whose reference the RTLD_NOLOAD open took) is closed.
+    let path = found.then(|| unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned());
+    // SAFETY: closes the reference this function's dlopen took; the library stays loaded.
+    unsafe { libc::dlclose(lib) };
+    path
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_per_device_resource, m)?)?;
     m.add_function(wrap_pyfunction!(set_per_device_resource, m)?)?;
@@ -156,6 +179,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_current_device_resource, m)?)?;
     m.add_function(wrap_pyfunction!(_registry_routes_to_librmm, m)?)?;
     m.add_function(wrap_pyfunction!(is_initialized, m)?)?;
+    m.add_function(wrap_pyfunction!(_librmm_path, m)?)?;
     m.add_function(wrap_pyfunction!(_flush_logs, m)?)?;
     Ok(())
 }
