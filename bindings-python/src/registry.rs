@@ -41,7 +41,9 @@ fn remember(device: DeviceId, resource: AnyResource, object: Py<PyAny>) {
 }
 
 fn get(py: Python<'_>, device: DeviceId) -> PyResult<Py<PyAny>> {
-    let current = py.detach(|| registry::per_device_resource(device)).into_py_result()?;
+    // With the GIL: a lookup under the registry's lock, which is never held while calling Python
+    // (the hot path of every `DeviceBuffer` without `mr=`, where a GIL round trip would double the cost).
+    let current = registry::per_device_resource(device).into_py_result()?;
     let known = OBJECTS
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -65,8 +67,9 @@ fn set(py: Python<'_>, device: DeviceId, mr: &Bound<'_, PyDeviceMemoryResource>)
     Ok(())
 }
 
-fn current_device(py: Python<'_>) -> PyResult<DeviceId> {
-    py.detach(registry::current_device_or_host).into_py_result()
+fn current_device(_py: Python<'_>) -> PyResult<DeviceId> {
+    // A cached host-mode answer or the driver's cuCtxGetDevice: no reason to release the GIL.
+    registry::current_device_or_host().into_py_result()
 }
 
 /// The resource of `device`: the object Python set, else the registry's resource (set from C++ or
@@ -116,7 +119,7 @@ fn remembered(py: Python<'_>) -> Vec<Py<PyAny>> {
     entries
         .into_iter()
         .filter(|(device, resource, _)| {
-            py.detach(|| registry::per_device_resource(*device)).is_ok_and(|current| same_resource(resource, &current))
+            registry::per_device_resource(*device).is_ok_and(|current| same_resource(resource, &current))
         })
         .map(|(_, _, object)| object)
         .collect()
@@ -127,7 +130,7 @@ fn remembered(py: Python<'_>) -> Vec<Py<PyAny>> {
 /// resource cannot be obtained).
 #[pyfunction]
 fn is_initialized(py: Python<'_>) -> bool {
-    current_device(py).and_then(|device| py.detach(|| registry::per_device_resource(device)).into_py_result()).is_ok()
+    current_device(py).and_then(|device| registry::per_device_resource(device).into_py_result()).is_ok()
 }
 
 /// Flushes every `LoggingResourceAdaptor` that is a device's current resource (RMM's private
