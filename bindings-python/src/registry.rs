@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use rmm_core::cuda::DeviceId;
 use rmm_core::registry;
 use rmm_core::AnyResource;
@@ -108,21 +109,35 @@ pub(crate) fn current_resource_object(py: Python<'_>) -> PyResult<Py<PyAny>> {
     get(py, device)
 }
 
-/// The Python objects set per device that are still the registry's resources.
-fn remembered(py: Python<'_>) -> Vec<Py<PyAny>> {
+/// The Python objects set per device that are still the registry's resources, by device.
+fn remembered(py: Python<'_>) -> Vec<(DeviceId, Py<PyAny>)> {
     let entries: Vec<(DeviceId, AnyResource, Py<PyAny>)> = OBJECTS
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .as_ref()
         .map(|objects| objects.iter().map(|(d, (r, o))| (*d, r.clone(), o.clone_ref(py))).collect())
         .unwrap_or_default();
-    entries
+    let mut current: Vec<(DeviceId, Py<PyAny>)> = entries
         .into_iter()
         .filter(|(device, resource, _)| {
             registry::per_device_resource(*device).is_ok_and(|current| same_resource(resource, &current))
         })
-        .map(|(_, _, object)| object)
-        .collect()
+        .map(|(device, _, object)| (device, object))
+        .collect();
+    current.sort_by_key(|(device, _)| *device);
+    current
+}
+
+/// `{device: resource}` for every device whose resource was set from Python and still is the
+/// device's resource (RMM's private per-device dict, which `enable_logging`, `disable_logging` and
+/// `get_log_filenames` walk): an rmm-rs extra for the pure-Python half.
+#[pyfunction]
+fn _per_device_resources(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let dict = PyDict::new(py);
+    for (device, object) in remembered(py) {
+        dict.set_item(device, object)?;
+    }
+    Ok(dict)
 }
 
 /// True when every device resource is usable (RMM's `is_initialized`: every resource set from Python
@@ -137,7 +152,7 @@ fn is_initialized(py: Python<'_>) -> bool {
 /// `_flush_logs`).
 #[pyfunction]
 fn _flush_logs(py: Python<'_>) -> PyResult<()> {
-    for object in remembered(py) {
+    for (_, object) in remembered(py) {
         if let Ok(logging) = object.bind(py).cast::<PyLoggingResourceAdaptor>() {
             logging.get().flush_log()?;
         }
@@ -183,6 +198,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_registry_routes_to_librmm, m)?)?;
     m.add_function(wrap_pyfunction!(is_initialized, m)?)?;
     m.add_function(wrap_pyfunction!(_librmm_path, m)?)?;
+    m.add_function(wrap_pyfunction!(_per_device_resources, m)?)?;
     m.add_function(wrap_pyfunction!(_flush_logs, m)?)?;
     Ok(())
 }
