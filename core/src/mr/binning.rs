@@ -94,13 +94,13 @@ impl BinningMemoryResource {
 
     /// Adds a bin for requests of up to `allocation_size` bytes (rounded up to 256), served by
     /// `bin_resource`, or by a new [`FixedSizeMemoryResource`] of that block size over the
-    /// upstream (with RMM's 128 blocks per chunk) when `None`. Adding an owned bin of a size that
-    /// already has one does nothing, as in RMM.
+    /// upstream (with RMM's 128 blocks per chunk) when `None`. Adding a bin of a size that already
+    /// has one, owned or explicit, keeps the bin there and does nothing else, as RMM does (its
+    /// `std::map::insert` keeps the first); the refusal is written to the debug log.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] once anything has been allocated (frees would be misrouted),
-    /// for a size of 0, or for an explicit resource where a bin of that size exists (RMM ignores
-    /// it silently); the errors of [`FixedSizeMemoryResource::new`].
+    /// [`Error::InvalidArgument`] once anything has been allocated (frees would be misrouted) or
+    /// for a size of 0; the errors of [`FixedSizeMemoryResource::new`].
     pub fn add_bin(&self, allocation_size: usize, bin_resource: Option<AnyResource>) -> Result<()> {
         let size = align_up(allocation_size, DEFAULT_ALIGNMENT)
             .filter(|&n| n > 0)
@@ -113,10 +113,10 @@ impl BinningMemoryResource {
             ));
         }
         if bins.contains_key(&size) {
-            return match bin_resource {
-                None => Ok(()),
-                Some(_) => Err(Error::invalid(format!("a bin for {size} bytes exists already"))),
-            };
+            if bin_resource.is_some() {
+                tracing::warn!("binning_memory_resource: a bin for {size} bytes exists already; the new resource is not used");
+            }
+            return Ok(());
         }
         let resource = match bin_resource {
             Some(r) => r,
