@@ -7,8 +7,9 @@
 # suite that was not staged) are reported, never crash the run.
 #
 # Output: logs in $OUT (flat, at most 8 files): summary.txt rust.log python.log cpp.log skips.txt
-# tour.log peer.log; a per-suite count line each, and the final line `N passed, N failed, N skipped`
-# (tests, summed over suites). Exit status 1 when any test failed or nothing ran.
+# tour.log peer.log peer-python.log; a per-suite count line each, and the final line
+# `N passed, N failed, N skipped` (tests, summed over suites, RMM's own Python suite `peer-py`
+# included). Exit status 1 when any test failed or nothing ran.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 ROOT=$PWD
@@ -112,6 +113,21 @@ wheel=$(ls "$STAGE"/wheels/*.whl 2>/dev/null | head -1)
     echo "python: $note"
 } >"$OUT/python.log" 2>&1
 suite_line python "$pp" "$pf" "$ps" "$note"
+
+# ---- RMM's own Python suite against our wheel (stage/peer/rmm-python, scripts/peer/python.sh) ----
+if [ -f "$STAGE/peer/rmm-python/conftest.py" ] && [ -d /tmp/site/rmm ]; then
+    RMM_PEER_PYTHON_DIR=$STAGE/peer/rmm-python RMM_PYTHONPATH=/tmp/site RMM_PEER_INSTALL=0 \
+        bash scripts/peer/python.sh >"$OUT/peer-python.log" 2>&1
+    result=$(tail -1 "$OUT/peer-python.log")
+    if grep -qE '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' <<<"$result"; then
+        suite_line peer-py "$(num passed "$result")" "$(num failed "$result")" "$(num skipped "$result")" \
+            "RMM's Python suite, unmodified; RMM 26.10: 1211 passed, 392 skipped"
+    else
+        suite_line peer-py 0 1 0 "no count line (peer-python.log)"
+    fi
+else
+    suite_line peer-py 0 0 0 "not run: stage/peer/rmm-python or our wheel missing"
+fi
 
 # ---- C++ --------------------------------------------------------------------------------------
 # First choice: rebuild every C++ test here with nvcc (the Thrust tests need it) against the staged

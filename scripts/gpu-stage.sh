@@ -7,6 +7,8 @@
 #   stage/tour/*.so                  the C++ and Rust libraries of the tour's shared stop (scripts/tour_shared.py)
 #   stage/wheels/*.whl               the rmm-rs Python wheel (maturin, abi3)
 #   stage/python/                    the pytest suite and its config (pyproject.toml)
+#   stage/peer/rmm-python/           RMM's own Python suite (../shared/peer-tests, unmodified; run by
+#                                    scripts/peer/python.sh there, since ../shared does not travel)
 #   stage/cpp/bin, stage/cpp/lib     prebuilt C++ test executables + the shared libraries they need
 #   stage/cpp/librmm.so, cccl.tar.gz, googletest.tar.gz   for the nvcc rebuild there (gpu-cpp-cuda.sh)
 #   stage/MANIFEST.txt               what was staged, and what was not and why
@@ -75,6 +77,8 @@ fi
 # ---- Python: wheel + tests ----------------------------------------------------------------------
 log "python: maturin build --release"
 pip_install_if_missing maturin maturin >/dev/null 2>&1 || true
+# rmm.__git_commit__ (RMM reads it from the package's GIT_COMMIT file; git-ignored here).
+git rev-parse HEAD >bindings-python/python/rmm/GIT_COMMIT 2>/dev/null || rm -f bindings-python/python/rmm/GIT_COMMIT
 if ! command -v maturin >/dev/null 2>&1 && ! python3 -m maturin --version >/dev/null 2>&1; then
     manifest "python: NOT STAGED (maturin could not be installed)"
     status=1
@@ -87,6 +91,17 @@ elif python3 -m maturin build --release --locked -m bindings-python/Cargo.toml -
 else
     manifest "python: NOT STAGED (maturin build failed)"
     status=1
+fi
+
+# ---- Peer: RMM's own Python suite (run against our wheel there) ---------------------------------
+peer_suite=$RMM_ROOT/../shared/peer-tests/rmm-python
+if [ -f "$peer_suite/conftest.py" ]; then
+    mkdir -p "$STAGE/peer"
+    cp -r "$peer_suite" "$STAGE/peer/rmm-python"
+    find "$STAGE/peer" -name __pycache__ -prune -exec rm -rf {} +
+    manifest "peer python: stage/peer/rmm-python ($(ls "$STAGE"/peer/rmm-python/test_*.py | wc -l) test files, unmodified)"
+else
+    manifest "peer python: NOT STAGED ($peer_suite not found)"
 fi
 
 # ---- C++: prebuilt gtest executables (+ sources) -------------------------------------------------
@@ -183,9 +198,13 @@ fi
 # ---- Size check ---------------------------------------------------------------------------------
 size_kib=$(du -sk "$STAGE" | cut -f1)
 peer_kib=$( [ -d .whl ] && du -sk .whl | cut -f1 || echo 0)
-manifest "size: stage/ $((size_kib / 1024)) MiB, .whl/ $((peer_kib / 1024)) MiB (limit ${LIMIT_MIB} MiB for stage/)"
+manifest "size: stage/ $((size_kib / 1024)) MiB, .whl/ $((peer_kib / 1024)) MiB (limit ${LIMIT_MIB} MiB for stage/; the device tool carries 64 MiB in all)"
 if [ "$size_kib" -gt $((LIMIT_MIB * 1024)) ]; then
     echo "ERROR: stage/ is larger than ${LIMIT_MIB} MiB" >&2
+    status=1
+fi
+if [ $((size_kib + peer_kib)) -gt $((64 * 1024)) ]; then
+    echo "ERROR: stage/ and .whl/ together are larger than the 64 MiB the device tool carries" >&2
     status=1
 fi
 echo

@@ -1,0 +1,249 @@
+"""Memory resources and the per-device resource functions (RMM's
+``rmm.pylibrmm.memory_resource._memory_resource``).
+
+The resource classes and the registry functions are native (``rmm._rmm``); the per-device resource
+is the process's one registry, shared with C++ and Rust. What RMM writes in Python on top of them is
+Python here too: ``_initialize`` (behind :func:`rmm.reinitialize`), :func:`enable_logging`,
+:func:`disable_logging`, :func:`get_log_filenames`.
+
+Which devices "RMM uses": RMM keeps a dict of the resources Python set. Here the registry is shared,
+so the devices are those given to the last :func:`rmm.reinitialize` (device 0 before any), plus any
+device whose current resource is a :class:`LoggingResourceAdaptor`, whoever set it.
+
+Host mode (no GPU, an rmm-rs extension): ``_initialize`` builds on :class:`SystemMemoryResource`
+instead of CUDA or managed memory, on device 0 (the only one).
+"""
+
+from __future__ import annotations
+
+import os
+
+from rmm import _device
+from rmm._native import names
+from rmm.pylibrmm.helper import parse_bytes
+
+(
+    ArenaMemoryResource,
+    BinningMemoryResource,
+    CallbackMemoryResource,
+    CudaAsyncMemoryResource,
+    CudaAsyncViewMemoryResource,
+    CudaMemoryResource,
+    DeviceMemoryResource,
+    FailureCallbackResourceAdaptor,
+    FixedSizeMemoryResource,
+    LimitingResourceAdaptor,
+    LoggingResourceAdaptor,
+    ManagedMemoryResource,
+    PinnedHostMemoryResource,
+    PoolMemoryResource,
+    PrefetchResourceAdaptor,
+    SamHeadroomMemoryResource,
+    StatisticsResourceAdaptor,
+    SystemMemoryResource,
+    TrackingResourceAdaptor,
+    UpstreamResourceAdaptor,
+) = names(
+    "ArenaMemoryResource",
+    "BinningMemoryResource",
+    "CallbackMemoryResource",
+    "CudaAsyncMemoryResource",
+    "CudaAsyncViewMemoryResource",
+    "CudaMemoryResource",
+    "DeviceMemoryResource",
+    "FailureCallbackResourceAdaptor",
+    "FixedSizeMemoryResource",
+    "LimitingResourceAdaptor",
+    "LoggingResourceAdaptor",
+    "ManagedMemoryResource",
+    "PinnedHostMemoryResource",
+    "PoolMemoryResource",
+    "PrefetchResourceAdaptor",
+    "SamHeadroomMemoryResource",
+    "StatisticsResourceAdaptor",
+    "SystemMemoryResource",
+    "TrackingResourceAdaptor",
+    "UpstreamResourceAdaptor",
+)
+
+(
+    available_device_memory,
+    get_current_device_resource,
+    get_per_device_resource,
+    is_initialized,
+    set_current_device_resource,
+    set_per_device_resource,
+    _flush_logs,
+    _is_host_mode,
+    _get_device_count,
+) = names(
+    "available_device_memory",
+    "get_current_device_resource",
+    "get_per_device_resource",
+    "is_initialized",
+    "set_current_device_resource",
+    "set_per_device_resource",
+    "_flush_logs",
+    "is_host_mode",
+    "get_device_count",
+)
+
+# The devices given to the last `_initialize` (RMM's `_per_device_mrs` keys after a reinitialize).
+_initialized_devices: list[int] = [0]
+
+
+def _append_id(filename: str, id: int) -> str:
+    """``filename`` with ``.dev<id>`` inserted before its extension: ``_append_id("a.txt", 1)`` is
+    ``"a.dev1.txt"`` (the name each device's log file gets)."""
+    name, ext = os.path.splitext(filename)
+    return f"{name}.dev{id}{ext}"
+
+
+def _all_devices() -> list[int]:
+    """Every device of the process (device 0 alone in host mode)."""
+    if _is_host_mode():
+        return [0]
+    return list(range(_get_device_count()))
+
+
+def _devices_in_use() -> list[int]:
+    """The devices of the last reinitialize, plus those whose resource is a logging adaptor."""
+    devices = set(_initialized_devices)
+    for device in _all_devices():
+        if device not in devices and isinstance(get_per_device_resource(device), LoggingResourceAdaptor):
+            devices.add(device)
+    return sorted(devices)
+
+
+def _initialize(
+    pool_allocator: bool = False,
+    managed_memory: bool = False,
+    initial_pool_size: int | str | None = None,
+    maximum_pool_size: int | str | None = None,
+    devices: int | list[int] | None = 0,
+    logging: bool = False,
+    log_file_name: str | None = None,
+) -> None:
+    """Sets a new resource on each of ``devices``: CUDA (or managed) memory, under a pool when
+    ``pool_allocator``, under a logging adaptor when ``logging``. Each is built with its device
+    current; the caller's current device is restored afterwards. See :func:`rmm.reinitialize`."""
+    global _initialized_devices
+    host_mode = _is_host_mode()
+    if host_mode:
+        upstream = SystemMemoryResource
+    elif managed_memory:
+        upstream = ManagedMemoryResource
+    else:
+        upstream = CudaMemoryResource
+
+    def make() -> DeviceMemoryResource:
+        if not pool_allocator:
+            return upstream()
+        return PoolMemoryResource(
+            upstream(),
+            initial_pool_size=None if initial_pool_size is None else parse_bytes(initial_pool_size),
+            maximum_pool_size=None if maximum_pool_size is None else parse_bytes(maximum_pool_size),
+        )
+
+    if devices is None:
+        devices = [0]
+    elif isinstance(devices, int):
+        devices = [devices]
+    devices = list(devices)
+
+    original = None if host_mode else _device.get_device()
+    try:
+        # As RMM forgets the resources of devices that the previous call set up and this one does
+        # not, those devices get a plain resource back (which frees what their pool held).
+        for device in _initialized_devices:
+            if device not in devices:
+                if not host_mode:
+                    _device.set_device(device)
+                set_per_device_resource(device, upstream() if host_mode else CudaMemoryResource())
+        for device in devices:
+            if not host_mode:
+                _device.set_device(device)
+            mr = make()
+            if logging:
+                mr = LoggingResourceAdaptor(mr, log_file_name)
+            set_per_device_resource(device, mr)
+    finally:
+        if original is not None:
+            _device.set_device(original)
+    _initialized_devices = devices
+
+
+def enable_logging(log_file_name: str | None = None) -> None:
+    """Enable logging of run-time events (allocations and frees) for all devices in use.
+
+    Each device's resource is wrapped in a :class:`LoggingResourceAdaptor` (unless it already is
+    one) writing to ``log_file_name`` with ``.dev<N>`` inserted before its extension.
+
+    Parameters
+    ----------
+    log_file_name : str, optional
+        Name of the log file. If not given, the environment variable ``RMM_LOG_FILE`` is used; a
+        :class:`ValueError` is raised if neither is available.
+    """
+    for device in _devices_in_use():
+        mr = get_per_device_resource(device)
+        if not isinstance(mr, LoggingResourceAdaptor):
+            set_per_device_resource(device, LoggingResourceAdaptor(mr, log_file_name))
+
+
+def disable_logging() -> None:
+    """Disable logging enabled by :func:`rmm.reinitialize` or :func:`enable_logging`: each device
+    whose resource is a :class:`LoggingResourceAdaptor` gets its upstream back."""
+    for device in _devices_in_use():
+        mr = get_per_device_resource(device)
+        if isinstance(mr, LoggingResourceAdaptor):
+            set_per_device_resource(device, mr.get_upstream())
+
+
+def get_log_filenames() -> dict[int, str | None]:
+    """The log file name of each device in use, or ``None`` for a device that does not log.
+
+    Examples
+    --------
+    >>> rmm.reinitialize(devices=[0, 1], logging=True, log_file_name="rmm.log")
+    >>> rmm.get_log_filenames()
+    {0: '/home/user/rmm.dev0.log', 1: '/home/user/rmm.dev1.log'}
+    """
+    filenames: dict[int, str | None] = {}
+    for device in _devices_in_use():
+        mr = get_per_device_resource(device)
+        filenames[device] = mr.get_file_name() if isinstance(mr, LoggingResourceAdaptor) else None
+    return filenames
+
+
+__all__ = [
+    "ArenaMemoryResource",
+    "BinningMemoryResource",
+    "CallbackMemoryResource",
+    "CudaAsyncMemoryResource",
+    "CudaAsyncViewMemoryResource",
+    "CudaMemoryResource",
+    "DeviceMemoryResource",
+    "FailureCallbackResourceAdaptor",
+    "FixedSizeMemoryResource",
+    "LimitingResourceAdaptor",
+    "LoggingResourceAdaptor",
+    "ManagedMemoryResource",
+    "PinnedHostMemoryResource",
+    "PoolMemoryResource",
+    "PrefetchResourceAdaptor",
+    "SamHeadroomMemoryResource",
+    "StatisticsResourceAdaptor",
+    "SystemMemoryResource",
+    "TrackingResourceAdaptor",
+    "UpstreamResourceAdaptor",
+    "available_device_memory",
+    "disable_logging",
+    "enable_logging",
+    "get_current_device_resource",
+    "get_log_filenames",
+    "get_per_device_resource",
+    "is_initialized",
+    "set_current_device_resource",
+    "set_per_device_resource",
+]
