@@ -18,7 +18,7 @@ use rmm_core::registry;
 use rmm_core::AnyResource;
 
 use crate::error::IntoPyResult;
-use crate::mr::{wrap, PyDeviceMemoryResource};
+use crate::mr::{wrap, PyDeviceMemoryResource, PyLoggingResourceAdaptor};
 
 /// Per device: the resource Python set last and its Python object (kept alive, as RMM's dict does).
 static OBJECTS: Mutex<Option<HashMap<DeviceId, Remembered>>> = Mutex::new(None);
@@ -98,6 +98,50 @@ fn set_current_device_resource(py: Python<'_>, mr: Bound<'_, PyDeviceMemoryResou
     set(py, device, &mr)
 }
 
+/// The Python object of the current device's resource (what `get_current_device_resource()`
+/// returns): the default `mr` of a `DeviceBuffer`.
+pub(crate) fn current_resource_object(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    let device = current_device(py)?;
+    get(py, device)
+}
+
+/// The Python objects set per device that are still the registry's resources.
+fn remembered(py: Python<'_>) -> Vec<Py<PyAny>> {
+    let entries: Vec<(DeviceId, AnyResource, Py<PyAny>)> = OBJECTS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .map(|objects| objects.iter().map(|(d, (r, o))| (*d, r.clone(), o.clone_ref(py))).collect())
+        .unwrap_or_default();
+    entries
+        .into_iter()
+        .filter(|(device, resource, _)| {
+            py.detach(|| registry::per_device_resource(*device)).is_ok_and(|current| same_resource(resource, &current))
+        })
+        .map(|(_, _, object)| object)
+        .collect()
+}
+
+/// True when every device resource is usable (RMM's `is_initialized`: every resource set from Python
+/// holds a resource, which every resource of this module does; false only when the current device's
+/// resource cannot be obtained).
+#[pyfunction]
+fn is_initialized(py: Python<'_>) -> bool {
+    current_device(py).and_then(|device| py.detach(|| registry::per_device_resource(device)).into_py_result()).is_ok()
+}
+
+/// Flushes every `LoggingResourceAdaptor` that is a device's current resource (RMM's private
+/// `_flush_logs`).
+#[pyfunction]
+fn _flush_logs(py: Python<'_>) -> PyResult<()> {
+    for object in remembered(py) {
+        if let Ok(logging) = object.bind(py).cast::<PyLoggingResourceAdaptor>() {
+            logging.get().flush_log()?;
+        }
+    }
+    Ok(())
+}
+
 /// True when this module's registry calls go to another binary's registry (a librmm.so loaded
 /// before `rmm`): an rmm-rs diagnostic, not part of RMM's API.
 #[pyfunction]
@@ -111,5 +155,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_current_device_resource, m)?)?;
     m.add_function(wrap_pyfunction!(set_current_device_resource, m)?)?;
     m.add_function(wrap_pyfunction!(_registry_routes_to_librmm, m)?)?;
+    m.add_function(wrap_pyfunction!(is_initialized, m)?)?;
+    m.add_function(wrap_pyfunction!(_flush_logs, m)?)?;
     Ok(())
 }
