@@ -45,7 +45,6 @@ MODULES = {
         "level_enum", "should_log", "set_logging_level", "get_logging_level", "flush_logger",
         "set_flush_level", "get_flush_level",
     ],
-    "rmm.pylibrmm.helper": ["parse_bytes"],
     "rmm.pylibrmm.memory_resource._memory_resource": MR_NAMES[:-11] + ["_initialize", "_flush_logs", "_append_id"],
     "rmm.librmm._logger": ["level_enum"],
     "rmm.statistics": [

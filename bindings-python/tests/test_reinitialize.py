@@ -1,11 +1,10 @@
-"""rmm.reinitialize, its hooks and parse_bytes (pure Python over the native resources)."""
+"""rmm.reinitialize and its hooks (pure Python over the native resources and registry)."""
 
 import pytest
 from conftest import needs_native
 
 import rmm
 import rmm.mr
-from rmm.pylibrmm.helper import parse_bytes
 
 # What reinitialize builds on: CUDA memory, or host memory in host mode (an rmm-rs extension).
 BASE = rmm.mr.SystemMemoryResource if rmm.is_host_mode() else rmm.mr.CudaMemoryResource
@@ -44,7 +43,10 @@ def test_the_new_resource_is_what_every_getter_returns():
     assert mr.pool_size() >= 1 << 20
 
 
-@pytest.mark.parametrize("initial, maximum", [("2kib", "8kib"), ("2 KiB", "8.192KB"), (2048, "1.5 mib"), ("2048", None)])
+@pytest.mark.parametrize(
+    "initial, maximum",
+    [("2kib", "8kib"), ("2 KiB", "8.192KB"), (2048, "1.5 mib"), ("2048", None), ("256b", "1\tMiB"), ("512.", "1.024 MB")],
+)
 def test_pool_sizes_as_int_or_string(initial, maximum):
     rmm.reinitialize(pool_allocator=True, initial_pool_size=initial, maximum_pool_size=maximum)
     mr = rmm.mr.get_current_device_resource()
@@ -176,21 +178,3 @@ def test_a_failing_hook_stops_reinitialize(hooks):
         rmm.reinitialize()
     assert rmm.mr.get_current_device_resource() is before
     rmm.unregister_reinitialize_hook(boom)
-
-
-@pytest.mark.parametrize(
-    "text, expected",
-    [
-        (0, 0), (12345, 12345), ("100", 100), ("100b", 100), ("100 B", 100), ("1kb", 1000), ("1KiB", 1024),
-        ("1.5mib", 1572864), ("2\tGB", 2 * 10**9), ("1tib", 1 << 40), ("1PB", 10**15), ("3.", 3),
-    ],
-)  # fmt: skip
-def test_parse_bytes(text, expected):
-    assert parse_bytes(text) == expected
-
-
-def test_parse_bytes_rejects_other_types():
-    with pytest.raises(TypeError):
-        parse_bytes(1.5)
-    with pytest.raises(TypeError):
-        parse_bytes(None)

@@ -20,7 +20,6 @@ import os
 
 from rmm import _device
 from rmm._native import names
-from rmm.pylibrmm.helper import parse_bytes
 
 (
     ArenaMemoryResource,
@@ -139,11 +138,8 @@ def _initialize(
     def make() -> DeviceMemoryResource:
         if not pool_allocator:
             return upstream()
-        return PoolMemoryResource(
-            upstream(),
-            initial_pool_size=None if initial_pool_size is None else parse_bytes(initial_pool_size),
-            maximum_pool_size=None if maximum_pool_size is None else parse_bytes(maximum_pool_size),
-        )
+        # Sizes as int or str ("1GiB"): the native constructor parses them with RMM's grammar.
+        return PoolMemoryResource(upstream(), initial_pool_size=initial_pool_size, maximum_pool_size=maximum_pool_size)
 
     if devices is None:
         devices = [0]
