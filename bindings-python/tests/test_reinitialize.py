@@ -77,10 +77,14 @@ def test_devices_as_int_list_or_none(devices):
     assert isinstance(rmm.mr.get_per_device_resource(0), rmm.mr.PoolMemoryResource)
 
 
-def test_a_device_that_does_not_exist_is_a_value_error():
+@pytest.mark.parametrize("bad", ["count", -1])
+def test_a_device_that_does_not_exist_is_a_value_error_and_changes_nothing(bad):
+    rmm.reinitialize(pool_allocator=True, initial_pool_size="1MiB")
+    before = rmm.mr.get_current_device_resource()
     count = 1 if rmm.is_host_mode() else rmm._rmm.get_device_count()
-    with pytest.raises(ValueError):
-        rmm.reinitialize(devices=[count])
+    with pytest.raises(ValueError, match="does not exist"):
+        rmm.reinitialize(devices=[0, count if bad == "count" else bad])
+    assert rmm.mr.get_current_device_resource() is before
 
 
 @pytest.mark.gpu

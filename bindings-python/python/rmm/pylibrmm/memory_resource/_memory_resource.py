@@ -146,6 +146,11 @@ def _initialize(
     elif isinstance(devices, int):
         devices = [devices]
     devices = list(devices)
+    # Checked before anything changes, so that a bad list leaves every device as it was.
+    known = _all_devices()
+    for device in devices:
+        if device not in known:
+            raise ValueError(f"device {device} does not exist (devices: {known})")
 
     original = None if host_mode else _device.get_device()
     try:
