@@ -16,7 +16,7 @@ use pyo3::types::{PyBytes, PyDict, PyTuple};
 use rmm_core::cuda::{self, Stream};
 use rmm_core::{registry, DeviceBuffer, Result};
 
-use crate::error::IntoPyResult;
+use crate::error::{clear_parked, IntoPyResult};
 use crate::hostbuf::HostBuffer;
 use crate::mr::PyDeviceMemoryResource;
 use crate::registry::current_resource_object;
@@ -84,6 +84,7 @@ impl PyDeviceBuffer {
         };
         let resource = mr.bind(py).cast::<PyDeviceMemoryResource>()?.get().inner.clone();
         let handle = stream.stream(py);
+        clear_parked();
         let buf = py
             .detach(|| -> Result<DeviceBuffer> {
                 if ptr == 0 || size == 0 {

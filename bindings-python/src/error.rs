@@ -31,6 +31,12 @@ pub(crate) fn park(error: PyErr) {
     PARKED.with(|p| *p.borrow_mut() = Some(error));
 }
 
+/// Forgets an exception parked by an earlier operation that recovered without failing (a pool that
+/// retried with its upstream, say); called when a binding starts an operation that may park one.
+pub(crate) fn clear_parked() {
+    PARKED.with(|p| p.borrow_mut().take());
+}
+
 /// The parked exception as RMM raises a callback's exception: `MemoryError` as is, anything else
 /// (any `BaseException`) as `RuntimeError` with its message.
 fn take_parked() -> Option<PyErr> {

@@ -20,7 +20,7 @@ use rmm_core::mr::{
 };
 use rmm_core::{AnyResource, MemoryResource, DEFAULT_ALIGNMENT};
 
-use crate::error::IntoPyResult;
+use crate::error::{clear_parked, IntoPyResult};
 use crate::owner::OwnerResource;
 use crate::stream::StreamArg;
 
@@ -61,6 +61,7 @@ impl PyDeviceMemoryResource {
     fn allocate(&self, py: Python<'_>, nbytes: usize, stream: StreamArg) -> PyResult<usize> {
         let stream = stream.stream(py);
         let mr = &self.inner;
+        clear_parked();
         py.detach(|| mr.allocate(stream, nbytes, DEFAULT_ALIGNMENT).map(|p| p as usize)).into_py_result()
     }
 
