@@ -79,6 +79,12 @@ rm -f "$OUT/rust.one"
 suite_line rust "$rp" "$rf" "$rs" "$note"
 
 # ---- Python -----------------------------------------------------------------------------------
+# Dask-CUDA for test_dask_cuda.py, when gpu-stage.sh carried it (it skips otherwise).
+if ls .whl/dask/*.whl >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1 &&
+    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/dask-site .whl/dask/*.whl \
+        >/dev/null 2>&1; then
+    export RMM_TEST_DASK_SITE=/tmp/dask-site
+fi
 pp=0 pf=0 ps=0 note=""
 wheel=$(ls "$STAGE"/wheels/*.whl 2>/dev/null | head -1)
 {

@@ -13,6 +13,8 @@
 #   stage/cpp/librmm.so, cccl.tar.gz, googletest.tar.gz   for the nvcc rebuild there (gpu-cpp-cuda.sh)
 #   stage/MANIFEST.txt               what was staged, and what was not and why
 #   .whl/                            optional: RMM 26.10 peer wheels (rmm-cu13, librmm-cu13, rapids-logger)
+#   .whl/dask/                       optional: Dask-CUDA 26.10 and its pure dependencies (RMM_STAGE_DASK=0
+#                                    skips; dropped again when stage/ + .whl/ would pass 64 MiB)
 #
 # Then, with the device tool: run `bash scripts/gpu-run.sh` with carry ["stage"] (add ".whl" for the
 # peer). Options: RMM_STAGE_PEER=0 skips the peer download.
@@ -195,6 +197,28 @@ if [ "${RMM_STAGE_PEER:-1}" != 0 ]; then
     fi
 fi
 
+# ---- Dask-CUDA 26.10 and its pure dependencies (optional; for bindings-python/tests/test_dask_cuda.py)
+# --no-deps: the GPU machine has numpy, CuPy and cuda.core already; pandas and bokeh (which
+# Dask-CUDA's metadata asks for) are not needed to run a LocalCUDACluster and are too big to carry.
+DASK_WHEELS=('dask-cuda==26.10.*' 'dask>=2026.7.1,<2026.7.2' 'distributed>=2026.7.1,<2026.7.2' 'nvidia-ml-py>=12'
+    click cloudpickle fsspec jinja2 markupsafe locket msgpack partd psutil pyyaml sortedcontainers
+    'tblib!=3.2.0,!=3.2.1' toolz tornado zict)
+if [ "${RMM_STAGE_DASK:-1}" != 0 ]; then
+    log "dask: pip download Dask-CUDA 26.10 into .whl/dask/"
+    if ls .whl/dask/dask_cuda-26.10.* >/dev/null 2>&1; then
+        manifest "dask: already in .whl/dask/ ($(ls .whl/dask | wc -l) wheels)"
+    elif python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_5_x86_64 \
+        --platform manylinux1_x86_64 --platform manylinux_2_12_x86_64 --platform manylinux2010_x86_64 \
+        -d .whl/dask "${DASK_WHEELS[@]}" </dev/null; then
+        manifest "dask: downloaded $(ls .whl/dask | wc -l) wheels to .whl/dask/ ($(du -sk .whl/dask | cut -f1) KiB)"
+    else
+        rm -rf .whl/dask
+        manifest "dask: not downloaded (pip download failed; the Dask-CUDA test will skip)"
+    fi
+fi
+
 # ---- Size check ---------------------------------------------------------------------------------
 size_kib=$(du -sk "$STAGE" | cut -f1)
 peer_kib=$( [ -d .whl ] && du -sk .whl | cut -f1 || echo 0)
@@ -202,6 +226,12 @@ manifest "size: stage/ $((size_kib / 1024)) MiB, .whl/ $((peer_kib / 1024)) MiB 
 if [ "$size_kib" -gt $((LIMIT_MIB * 1024)) ]; then
     echo "ERROR: stage/ is larger than ${LIMIT_MIB} MiB" >&2
     status=1
+fi
+if [ $((size_kib + peer_kib)) -gt $((64 * 1024)) ] && [ -d .whl/dask ]; then
+    dask_kib=$(du -sk .whl/dask | cut -f1)
+    rm -rf .whl/dask
+    peer_kib=$( [ -d .whl ] && du -sk .whl | cut -f1 || echo 0)
+    manifest "dask: .whl/dask/ ($((dask_kib / 1024)) MiB) removed again: stage/ and .whl/ would not fit in 64 MiB (the Dask-CUDA test will skip)"
 fi
 if [ $((size_kib + peer_kib)) -gt $((64 * 1024)) ]; then
     echo "ERROR: stage/ and .whl/ together are larger than the 64 MiB the device tool carries" >&2
