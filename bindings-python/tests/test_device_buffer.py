@@ -5,14 +5,11 @@ import copy
 import pickle
 
 import pytest
-from conftest import needs_native
 
 import rmm
 import rmm.mr
 from rmm.pylibrmm.device_buffer import copy_device_to_ptr, copy_host_to_ptr, copy_ptr_to_host, to_device
 from rmm.pylibrmm.stream import DEFAULT_STREAM
-
-pytestmark = needs_native("DeviceBuffer", "to_device", "Stream", "DEFAULT_STREAM")
 
 try:
     import numpy as np

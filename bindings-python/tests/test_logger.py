@@ -3,13 +3,10 @@
 import warnings
 
 import pytest
-from conftest import needs_native
 
 import rmm
 import rmm.librmm._logger
 from rmm.pylibrmm.logger import level_enum
-
-pytestmark = needs_native("level_enum", "set_logging_level", "get_logging_level", "set_flush_level")
 
 NAMES = ["trace", "debug", "info", "warn", "error", "critical", "off", "n_levels"]
 

@@ -4,14 +4,10 @@ log per device, named with `.dev<N>` (pure Python over the native LoggingResourc
 import os
 
 import pytest
-from conftest import needs_native
 
 import rmm
 import rmm.mr
 from rmm.pylibrmm.memory_resource._memory_resource import _append_id
-
-logging_adaptor = needs_native("LoggingResourceAdaptor", "_flush_logs")
-
 
 @pytest.fixture(autouse=True)
 def fresh_resource():
@@ -39,7 +35,6 @@ def test_no_logging_means_none_for_every_device_in_use():
     assert rmm.get_log_filenames() == {0: None}
 
 
-@logging_adaptor
 def test_reinitialize_with_logging_writes_a_csv_per_device(tmp_path):
     base = str(tmp_path / "rmm_log.csv")
     rmm.reinitialize(logging=True, log_file_name=base)
@@ -56,7 +51,6 @@ def test_reinitialize_with_logging_writes_a_csv_per_device(tmp_path):
     assert "allocate" in text and "free" in text
 
 
-@logging_adaptor
 def test_reinitialize_with_logging_and_a_pool(tmp_path):
     rmm.reinitialize(pool_allocator=True, initial_pool_size="1MiB", logging=True, log_file_name=str(tmp_path / "p.log"))
     mr = rmm.mr.get_current_device_resource()
@@ -65,7 +59,6 @@ def test_reinitialize_with_logging_and_a_pool(tmp_path):
     assert rmm.get_log_filenames() == {0: str(tmp_path / "p.dev0.log")}
 
 
-@logging_adaptor
 def test_enable_then_disable_logging(tmp_path):
     base = rmm.mr.get_current_device_resource()
     rmm.enable_logging(log_file_name=str(tmp_path / "e.csv"))
@@ -82,14 +75,12 @@ def test_enable_then_disable_logging(tmp_path):
     assert rmm.get_log_filenames() == {0: None}
 
 
-@logging_adaptor
 def test_log_file_from_rmm_log_file(tmp_path, monkeypatch):
     monkeypatch.setenv("RMM_LOG_FILE", str(tmp_path / "env.txt"))
     rmm.enable_logging()
     assert rmm.get_log_filenames() == {0: str(tmp_path / "env.dev0.txt")}
 
 
-@logging_adaptor
 def test_no_file_name_and_no_rmm_log_file_is_a_value_error(monkeypatch):
     monkeypatch.delenv("RMM_LOG_FILE", raising=False)
     with pytest.raises(ValueError):
@@ -98,7 +89,6 @@ def test_no_file_name_and_no_rmm_log_file_is_a_value_error(monkeypatch):
         rmm.reinitialize(logging=True)
 
 
-@logging_adaptor
 def test_a_logging_adaptor_set_by_hand_is_seen(tmp_path):
     mr = rmm.mr.LoggingResourceAdaptor(rmm.mr.get_current_device_resource(), str(tmp_path / "hand.csv"))
     rmm.mr.set_per_device_resource(0, mr)

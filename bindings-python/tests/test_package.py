@@ -8,7 +8,6 @@ import sys
 import pytest
 
 import rmm
-import rmm._native
 
 # RMM 26.x's public names per module (its `__all__`s, rapidsai/rmm python/rmm/rmm at 5d50a37).
 MR_NAMES = [
@@ -117,26 +116,6 @@ def test_get_include_and_cmake_dir_are_directories_or_raise():
             assert "does not exist" in str(e)
         else:
             assert pathlib.Path(path).is_dir()
-
-
-@pytest.mark.xfail(
-    bool(rmm._native.MISSING),
-    reason=f"rmm._rmm of this build lacks {len(rmm._native.MISSING)} names: {', '.join(rmm._native.MISSING[:4])}, ...",
-    strict=True,
-)
-def test_native_module_has_every_name_of_the_contract():
-    assert rmm._native.MISSING == []
-
-
-def test_a_missing_native_name_raises_naming_it():
-    (cls, func) = rmm._native.names("NoSuchClassForTest", "no_such_function_for_test")
-    with pytest.raises(NotImplementedError, match="NoSuchClassForTest"):
-        cls()
-    with pytest.raises(NotImplementedError, match="no_such_function_for_test"):
-        func(1)
-    assert not isinstance(object(), cls)
-    rmm._native.MISSING.remove("NoSuchClassForTest")
-    rmm._native.MISSING.remove("no_such_function_for_test")
 
 
 def test_cupy_allocator_without_cupy_raises_module_not_found():

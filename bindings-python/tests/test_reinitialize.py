@@ -1,7 +1,6 @@
 """rmm.reinitialize and its hooks (pure Python over the native resources and registry)."""
 
 import pytest
-from conftest import needs_native
 
 import rmm
 import rmm.mr
@@ -108,7 +107,6 @@ def test_several_devices_each_get_their_own_resource_and_the_device_is_restored(
         _device.set_device(0)
 
 
-@needs_native("ManagedMemoryResource")
 @pytest.mark.gpu
 def test_managed_memory():
     rmm.reinitialize(managed_memory=True)
@@ -124,7 +122,6 @@ def test_managed_memory_in_host_mode_is_host_memory():
     assert type(rmm.mr.get_current_device_resource()) is rmm.mr.SystemMemoryResource
 
 
-@needs_native("is_initialized")
 def test_is_initialized_after_reinitialize():
     rmm.reinitialize()
     assert rmm.is_initialized() is True

@@ -5,7 +5,6 @@ argument checking, the adaptors' own methods, errors a user sees. Built over the
 import gc
 
 import pytest
-from conftest import needs_native
 
 import rmm
 import rmm.mr
@@ -55,14 +54,12 @@ def test_pool_arguments_are_checked(upstream):
         rmm.mr.PoolMemoryResource(upstream, initial_pool_size=1.5)
 
 
-@needs_native("ArenaMemoryResource")
 def test_arena(upstream):
     arena = rmm.mr.ArenaMemoryResource(upstream, arena_size="4MiB", dump_log_on_failure=False)
     round_trip(arena)
     assert arena.get_upstream() is upstream
 
 
-@needs_native("FixedSizeMemoryResource")
 def test_fixed_size(upstream):
     fixed = rmm.mr.FixedSizeMemoryResource(upstream, block_size=4096, blocks_to_preallocate=4)
     ptrs = [fixed.allocate(4096) for _ in range(10)]
@@ -73,7 +70,6 @@ def test_fixed_size(upstream):
         fixed.allocate(8192)
 
 
-@needs_native("BinningMemoryResource")
 def test_binning_bins_and_add_bin(upstream):
     binning = rmm.mr.BinningMemoryResource(upstream, min_size_exponent=10, max_size_exponent=12)
     # As in RMM, bin_mrs lists the resources given to add_bin (it keeps them alive), no others.
@@ -91,7 +87,6 @@ def test_binning_bins_and_add_bin(upstream):
     round_trip(empty)
 
 
-@needs_native("LimitingResourceAdaptor")
 def test_limiting(upstream):
     limiting = rmm.mr.LimitingResourceAdaptor(upstream, allocation_limit=4096)
     assert limiting.get_allocation_limit() == 4096
@@ -103,7 +98,6 @@ def test_limiting(upstream):
     assert limiting.get_allocated_bytes() == 0
 
 
-@needs_native("TrackingResourceAdaptor")
 def test_tracking_reports_outstanding_allocations(upstream):
     tracking = rmm.mr.TrackingResourceAdaptor(upstream, capture_stacks=True)
     assert tracking.get_allocated_bytes() == 0
@@ -116,7 +110,6 @@ def test_tracking_reports_outstanding_allocations(upstream):
     assert tracking.get_allocated_bytes() == 0
 
 
-@needs_native("CallbackMemoryResource")
 def test_callback_resource_calls_python(upstream):
     calls = []
 
@@ -133,7 +126,6 @@ def test_callback_resource_calls_python(upstream):
     assert calls == [("allocate", 256), ("deallocate", 256)]
 
 
-@needs_native("CallbackMemoryResource")
 @pytest.mark.parametrize(
     "raised, seen", [(MemoryError, MemoryError), (RuntimeError, RuntimeError), (Exception, RuntimeError), (KeyError, RuntimeError)]
 )
@@ -146,7 +138,6 @@ def test_callback_errors_become_memory_or_runtime_errors(raised, seen):
         mr.allocate(256)
 
 
-@needs_native("CallbackMemoryResource", "FailureCallbackResourceAdaptor")
 def test_failure_callback_retries_while_it_returns_true():
     attempts, asked = [], []
 
@@ -166,7 +157,6 @@ def test_failure_callback_retries_while_it_returns_true():
     assert len(attempts) == 3
 
 
-@needs_native("CallbackMemoryResource", "FailureCallbackResourceAdaptor")
 def test_failure_callback_errors_reach_the_caller():
     def callback(nbytes):
         raise RuntimeError("MyError")
@@ -180,7 +170,6 @@ def test_failure_callback_errors_reach_the_caller():
         mr.allocate(512)
 
 
-@needs_native("PrefetchResourceAdaptor")
 def test_prefetch_adaptor_passes_allocations_through(upstream):
     round_trip(rmm.mr.PrefetchResourceAdaptor(upstream))
 
@@ -204,7 +193,6 @@ def test_statistics_adaptor_counter_stack(upstream):
         stats.pop_counters()
 
 
-@needs_native("is_initialized")
 def test_set_current_and_per_device(upstream):
     stats = rmm.mr.StatisticsResourceAdaptor(upstream)
     rmm.mr.set_current_device_resource(stats)

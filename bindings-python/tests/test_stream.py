@@ -4,7 +4,6 @@
 import enum
 
 import pytest
-from conftest import needs_native
 
 import rmm
 from rmm.pylibrmm.cuda_stream_pool import CudaStreamPool
@@ -15,8 +14,6 @@ from rmm.pylibrmm.stream import (
     CudaStreamFlags,
     Stream,
 )
-
-pytestmark = needs_native("Stream", "CudaStreamFlags", "DEFAULT_STREAM", "CudaStreamPool")
 
 
 class Foreign:

@@ -1,7 +1,7 @@
 """A pool of CUDA streams handed out round robin (RMM's ``rmm.pylibrmm.cuda_stream_pool``)."""
 
-from rmm._native import names
-
-(CudaStreamPool,) = names("CudaStreamPool")
+from rmm._rmm import (
+    CudaStreamPool,
+)
 
 __all__ = ["CudaStreamPool"]

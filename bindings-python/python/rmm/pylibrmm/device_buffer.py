@@ -5,10 +5,12 @@ All are native (``rmm._rmm``): a buffer's memory comes from a resource of the on
 freeing it releases the GIL and is ordered on the buffer's stream.
 """
 
-from rmm._native import names
-
-DeviceBuffer, to_device, copy_ptr_to_host, copy_host_to_ptr, copy_device_to_ptr = names(
-    "DeviceBuffer", "to_device", "copy_ptr_to_host", "copy_host_to_ptr", "copy_device_to_ptr"
+from rmm._rmm import (
+    DeviceBuffer,
+    to_device,
+    copy_ptr_to_host,
+    copy_host_to_ptr,
+    copy_device_to_ptr,
 )
 
 __all__ = ["DeviceBuffer", "copy_device_to_ptr", "copy_host_to_ptr", "copy_ptr_to_host", "to_device"]

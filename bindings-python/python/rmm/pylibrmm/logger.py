@@ -4,9 +4,7 @@ Every function that takes a level raises ``TypeError`` for anything but a :class
 member; setting a level the library was built not to log gives a ``UserWarning``.
 """
 
-from rmm._native import names
-
-(
+from rmm._rmm import (
     level_enum,
     should_log,
     set_logging_level,
@@ -14,14 +12,6 @@ from rmm._native import names
     flush_logger,
     set_flush_level,
     get_flush_level,
-) = names(
-    "level_enum",
-    "should_log",
-    "set_logging_level",
-    "get_logging_level",
-    "flush_logger",
-    "set_flush_level",
-    "get_flush_level",
 )
 
 __all__ = [

@@ -4,10 +4,12 @@
 ``__cuda_stream__``, or a CuPy or Numba stream. The three default streams are module constants.
 """
 
-from rmm._native import names
-
-Stream, CudaStreamFlags, DEFAULT_STREAM, LEGACY_DEFAULT_STREAM, PER_THREAD_DEFAULT_STREAM = names(
-    "Stream", "CudaStreamFlags", "DEFAULT_STREAM", "LEGACY_DEFAULT_STREAM", "PER_THREAD_DEFAULT_STREAM"
+from rmm._rmm import (
+    Stream,
+    CudaStreamFlags,
+    DEFAULT_STREAM,
+    LEGACY_DEFAULT_STREAM,
+    PER_THREAD_DEFAULT_STREAM,
 )
 
 __all__ = ["DEFAULT_STREAM", "LEGACY_DEFAULT_STREAM", "PER_THREAD_DEFAULT_STREAM", "CudaStreamFlags", "Stream"]

@@ -19,9 +19,7 @@ from __future__ import annotations
 import os
 
 from rmm import _device
-from rmm._native import names
-
-(
+from rmm._rmm import (
     ArenaMemoryResource,
     BinningMemoryResource,
     CallbackMemoryResource,
@@ -42,30 +40,6 @@ from rmm._native import names
     SystemMemoryResource,
     TrackingResourceAdaptor,
     UpstreamResourceAdaptor,
-) = names(
-    "ArenaMemoryResource",
-    "BinningMemoryResource",
-    "CallbackMemoryResource",
-    "CudaAsyncMemoryResource",
-    "CudaAsyncViewMemoryResource",
-    "CudaMemoryResource",
-    "DeviceMemoryResource",
-    "FailureCallbackResourceAdaptor",
-    "FixedSizeMemoryResource",
-    "LimitingResourceAdaptor",
-    "LoggingResourceAdaptor",
-    "ManagedMemoryResource",
-    "PinnedHostMemoryResource",
-    "PoolMemoryResource",
-    "PrefetchResourceAdaptor",
-    "SamHeadroomMemoryResource",
-    "StatisticsResourceAdaptor",
-    "SystemMemoryResource",
-    "TrackingResourceAdaptor",
-    "UpstreamResourceAdaptor",
-)
-
-(
     available_device_memory,
     get_current_device_resource,
     get_per_device_resource,
@@ -73,18 +47,8 @@ from rmm._native import names
     set_current_device_resource,
     set_per_device_resource,
     _flush_logs,
-    _is_host_mode,
-    _get_device_count,
-) = names(
-    "available_device_memory",
-    "get_current_device_resource",
-    "get_per_device_resource",
-    "is_initialized",
-    "set_current_device_resource",
-    "set_per_device_resource",
-    "_flush_logs",
-    "is_host_mode",
-    "get_device_count",
+    is_host_mode as _is_host_mode,
+    get_device_count as _get_device_count,
 )
 
 # The devices given to the last `_initialize` (RMM's `_per_device_mrs` keys after a reinitialize).
