@@ -82,6 +82,8 @@ def test_mr_package_and_pylibrmm_share_the_objects():
         if name != "experimental":  # two modules, as in RMM
             assert getattr(rmm.mr, name) is getattr(pmr, name)
     assert rmm.mr.experimental.CudaAsyncManagedMemoryResource is pmr.experimental.CudaAsyncManagedMemoryResource
+    assert rmm.mr.experimental.__name__ == "rmm.mr.experimental"
+    assert pmr.experimental.__name__ == "rmm.pylibrmm.memory_resource.experimental"
     assert rmm.DeviceBuffer is rmm.pylibrmm.device_buffer.DeviceBuffer is rmm.pylibrmm.DeviceBuffer
 
 

@@ -1,5 +1,5 @@
 """Memory resources (RMM's ``rmm.mr``): every resource and adaptor, the per-device resource
-functions and the logging switches.
+functions and the logging switches; the same objects as ``rmm.pylibrmm.memory_resource``.
 
 Every resource derives from :class:`DeviceMemoryResource` and offers
 ``allocate(nbytes, stream=DEFAULT_STREAM) -> int`` and ``deallocate(ptr, nbytes,
@@ -8,68 +8,7 @@ the same process (through ``librmm.so``) see what :func:`set_current_device_reso
 :func:`get_current_device_resource` sees what they set.
 """
 
-from rmm.mr import experimental
-from rmm.pylibrmm.memory_resource import (
-    ArenaMemoryResource,
-    BinningMemoryResource,
-    CallbackMemoryResource,
-    CudaAsyncMemoryResource,
-    CudaAsyncViewMemoryResource,
-    CudaMemoryResource,
-    DeviceMemoryResource,
-    FailureCallbackResourceAdaptor,
-    FixedSizeMemoryResource,
-    LimitingResourceAdaptor,
-    LoggingResourceAdaptor,
-    ManagedMemoryResource,
-    PinnedHostMemoryResource,
-    PoolMemoryResource,
-    PrefetchResourceAdaptor,
-    SamHeadroomMemoryResource,
-    StatisticsResourceAdaptor,
-    SystemMemoryResource,
-    TrackingResourceAdaptor,
-    UpstreamResourceAdaptor,
-    available_device_memory,
-    disable_logging,
-    enable_logging,
-    get_current_device_resource,
-    get_log_filenames,
-    get_per_device_resource,
-    is_initialized,
-    set_current_device_resource,
-    set_per_device_resource,
-)
-
-__all__ = [
-    "ArenaMemoryResource",
-    "BinningMemoryResource",
-    "CallbackMemoryResource",
-    "CudaAsyncMemoryResource",
-    "CudaAsyncViewMemoryResource",
-    "CudaMemoryResource",
-    "DeviceMemoryResource",
-    "FailureCallbackResourceAdaptor",
-    "FixedSizeMemoryResource",
-    "LimitingResourceAdaptor",
-    "LoggingResourceAdaptor",
-    "ManagedMemoryResource",
-    "PinnedHostMemoryResource",
-    "PoolMemoryResource",
-    "PrefetchResourceAdaptor",
-    "SamHeadroomMemoryResource",
-    "StatisticsResourceAdaptor",
-    "SystemMemoryResource",
-    "TrackingResourceAdaptor",
-    "UpstreamResourceAdaptor",
-    "available_device_memory",
-    "disable_logging",
-    "enable_logging",
-    "experimental",
-    "get_current_device_resource",
-    "get_log_filenames",
-    "get_per_device_resource",
-    "is_initialized",
-    "set_current_device_resource",
-    "set_per_device_resource",
-]
+from rmm.pylibrmm.memory_resource import *  # noqa: F403
+from rmm.pylibrmm.memory_resource import __all__  # noqa: F401
+# rmm.mr.experimental is its own module, as in RMM (the star import brought the pylibrmm one).
+import rmm.mr.experimental as experimental  # noqa: E402

@@ -1,67 +1,9 @@
-"""Memory resources (RMM's ``rmm.pylibrmm.memory_resource``; ``rmm.mr`` re-exports it)."""
+"""Memory resources (RMM's ``rmm.pylibrmm.memory_resource``; ``rmm.mr`` re-exports it): every
+resource and adaptor, the per-device resource functions and the logging switches, defined in
+``_memory_resource``, and the ``experimental`` resources."""
 
-from rmm.pylibrmm.memory_resource._memory_resource import (
-    ArenaMemoryResource,
-    BinningMemoryResource,
-    CallbackMemoryResource,
-    CudaAsyncMemoryResource,
-    CudaAsyncViewMemoryResource,
-    CudaMemoryResource,
-    DeviceMemoryResource,
-    FailureCallbackResourceAdaptor,
-    FixedSizeMemoryResource,
-    LimitingResourceAdaptor,
-    LoggingResourceAdaptor,
-    ManagedMemoryResource,
-    PinnedHostMemoryResource,
-    PoolMemoryResource,
-    PrefetchResourceAdaptor,
-    SamHeadroomMemoryResource,
-    StatisticsResourceAdaptor,
-    SystemMemoryResource,
-    TrackingResourceAdaptor,
-    UpstreamResourceAdaptor,
-    available_device_memory,
-    disable_logging,
-    enable_logging,
-    get_current_device_resource,
-    get_log_filenames,
-    get_per_device_resource,
-    is_initialized,
-    set_current_device_resource,
-    set_per_device_resource,
-)
 from rmm.pylibrmm.memory_resource import experimental
+from rmm.pylibrmm.memory_resource._memory_resource import *  # noqa: F403
+from rmm.pylibrmm.memory_resource._memory_resource import __all__ as _names
 
-__all__ = [
-    "ArenaMemoryResource",
-    "BinningMemoryResource",
-    "CallbackMemoryResource",
-    "CudaAsyncMemoryResource",
-    "CudaAsyncViewMemoryResource",
-    "CudaMemoryResource",
-    "DeviceMemoryResource",
-    "FailureCallbackResourceAdaptor",
-    "FixedSizeMemoryResource",
-    "LimitingResourceAdaptor",
-    "LoggingResourceAdaptor",
-    "ManagedMemoryResource",
-    "PinnedHostMemoryResource",
-    "PoolMemoryResource",
-    "PrefetchResourceAdaptor",
-    "SamHeadroomMemoryResource",
-    "StatisticsResourceAdaptor",
-    "SystemMemoryResource",
-    "TrackingResourceAdaptor",
-    "UpstreamResourceAdaptor",
-    "available_device_memory",
-    "disable_logging",
-    "enable_logging",
-    "experimental",
-    "get_current_device_resource",
-    "get_log_filenames",
-    "get_per_device_resource",
-    "is_initialized",
-    "set_current_device_resource",
-    "set_per_device_resource",
-]
+__all__ = sorted([*_names, "experimental"], key=lambda name: (name[0].islower(), name))
