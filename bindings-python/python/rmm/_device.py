@@ -37,13 +37,18 @@ def get_device() -> int:
     return device.value
 
 
-def set_device(device: int) -> None:
-    """Makes ``device``'s primary context current on the calling thread (``cudaSetDevice``).
+# Each device's primary context, retained once for the life of the process (as rmm-rs's core does).
+_primary: dict[int, ctypes.c_void_p] = {}
 
-    The primary context is retained for the life of the process, as rmm-rs's core does."""
+
+def set_device(device: int) -> None:
+    """Makes ``device``'s primary context current on the calling thread (``cudaSetDevice``)."""
     lib = _driver()
-    handle = ctypes.c_int()
-    _check(lib.cuDeviceGet(ctypes.byref(handle), ctypes.c_int(device)), "cuDeviceGet")
-    ctx = ctypes.c_void_p()
-    _check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), handle), "cuDevicePrimaryCtxRetain")
+    ctx = _primary.get(device)
+    if ctx is None:
+        handle = ctypes.c_int()
+        _check(lib.cuDeviceGet(ctypes.byref(handle), ctypes.c_int(device)), "cuDeviceGet")
+        ctx = ctypes.c_void_p()
+        _check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), handle), "cuDevicePrimaryCtxRetain")
+        ctx = _primary.setdefault(device, ctx)
     _check(lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")

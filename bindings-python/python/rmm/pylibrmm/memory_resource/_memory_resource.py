@@ -116,25 +116,30 @@ def _initialize(
         if device not in known:
             raise ValueError(f"device {device} does not exist (devices: {known})")
 
-    original = None if host_mode else _device.get_device()
+    # Each resource is built with its device current; the caller's device comes back afterwards.
+    original = current = 0 if host_mode else _device.get_device()
+
+    def use(device: int) -> None:
+        nonlocal current
+        if device != current:
+            _device.set_device(device)
+            current = device
+
     try:
         # As RMM forgets the resources of devices that the previous call set up and this one does
-        # not, those devices get a plain resource back (which frees what their pool held).
+        # not, those devices get a plain CUDA resource back (which frees what their pool held).
         for device in _initialized_devices:
             if device not in devices:
-                if not host_mode:
-                    _device.set_device(device)
-                set_per_device_resource(device, upstream() if host_mode else CudaMemoryResource())
+                use(device)
+                set_per_device_resource(device, CudaMemoryResource())
         for device in devices:
-            if not host_mode:
-                _device.set_device(device)
+            use(device)
             mr = make()
             if logging:
                 mr = LoggingResourceAdaptor(mr, log_file_name)
             set_per_device_resource(device, mr)
     finally:
-        if original is not None:
-            _device.set_device(original)
+        use(original)
     _initialized_devices = devices
 
 
