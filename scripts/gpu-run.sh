@@ -91,7 +91,7 @@ fi
 wheel=$(ls "$STAGE"/wheels/*.whl 2>/dev/null | head -1)
 wheel_installed=0
 if [ -n "$wheel" ] && command -v python3 >/dev/null 2>&1 && { want python || want peer-py || want extras; } &&
-    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "$wheel"; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "$wheel" >/dev/null 2>&1; then
     wheel_installed=1
 fi
 if want python; then
