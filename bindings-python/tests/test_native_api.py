@@ -246,6 +246,7 @@ def test_flush_logs_flushes_the_current_logging_adaptor(tmp_path):
     assert ",allocate," in open(log.get_file_name()).read()
     del buf
     assert R.is_initialized()
+    assert R._per_device_resources() == {0: log}
 
 
 def test_callback_resource_errors_are_raised_as_rmm_raises_them(current_mr):

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyMemoryError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use rmm_core::cuda::Stream;
 use rmm_core::mr::{
@@ -15,7 +15,7 @@ use rmm_core::mr::{
 use rmm_core::{Error, Result};
 
 use super::{leaf, optional_size, PyDeviceMemoryResource};
-use crate::error::{park, IntoPyResult};
+use crate::error::{park, to_py_err, IntoPyResult};
 use crate::stream::PyStream;
 
 /// Device memory from cudaMalloc (RMM's `CudaMemoryResource`).
@@ -81,6 +81,9 @@ impl PySamHeadroomMemoryResource {
     }
 }
 
+/// The message of a pool whose memory cannot be exported as asked (rmm-core's and RMM's words).
+const HANDLE_TYPE_UNSUPPORTED: &str = "Requested IPC memory handle type not supported";
+
 /// Stream-ordered allocation from a CUDA memory pool that this resource owns (RMM's
 /// `CudaAsyncMemoryResource`). `initial_pool_size` (int or str) primes the pool;
 /// `release_threshold` keeps that many bytes reserved at synchronization points; `enable_ipc` /
@@ -113,7 +116,13 @@ impl PyCudaAsyncMemoryResource {
                 }
             },
         };
-        let mr = py.detach(|| CudaAsyncMemoryResource::with_options(options)).into_py_result()?;
+        let mr = py.detach(|| CudaAsyncMemoryResource::with_options(options)).map_err(|e| match e {
+            // RMM's message ends with this phrase, which callers (RMM's tests) check with endswith.
+            Error::Unsupported(m) if m.starts_with(HANDLE_TYPE_UNSUPPORTED) && m != HANDLE_TYPE_UNSUPPORTED => {
+                PyRuntimeError::new_err(format!("{}: {HANDLE_TYPE_UNSUPPORTED}", m[HANDLE_TYPE_UNSUPPORTED.len()..].trim()))
+            }
+            other => to_py_err(other),
+        })?;
         Ok(leaf(mr, Self))
     }
 }
