@@ -151,3 +151,17 @@ def test_numba_allocator_module_needs_numba():
     from rmm.allocators.numba import RMMNumbaManager, _numba_memory_manager
 
     assert _numba_memory_manager is RMMNumbaManager
+
+
+def test_torch_allocator_library_is_the_loaded_librmm_or_rmm_librmm(monkeypatch, tmp_path):
+    from rmm.allocators.torch import _librmm_path
+
+    loaded = rmm._rmm._librmm_path()
+    if loaded is not None:  # the wheel (or a test that loaded librmm.so first)
+        assert _librmm_path() == str(pathlib.Path(loaded).absolute())
+        return
+    monkeypatch.delenv("RMM_LIBRMM", raising=False)
+    with pytest.raises(FileNotFoundError, match="RMM_LIBRMM"):
+        _librmm_path()
+    monkeypatch.setenv("RMM_LIBRMM", str(tmp_path / "librmm.so"))
+    assert _librmm_path() == str(tmp_path / "librmm.so")

@@ -16,29 +16,18 @@ import pathlib
 rmm_torch_allocator = None
 
 
-def _librmm_path() -> pathlib.Path:
-    """The ``librmm.so`` to give PyTorch: the one already loaded in this process (the registry
-    Python uses), else one shipped in the package, else ``$RMM_LIBRMM``."""
-    import rmm._rmm
+def _librmm_path() -> str:
+    """The ``librmm.so`` loaded in this process (the one whose registry Python uses; in the wheel
+    ``rmm/lib/librmm.so``, loaded with the module), else ``$RMM_LIBRMM``."""
+    from rmm._rmm import _librmm_path as loaded
 
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.split(maxsplit=5)[-1].strip()
-                if os.path.basename(path).startswith("librmm.so"):
-                    return pathlib.Path(path)
-    except OSError:
-        pass
-    package = pathlib.Path(rmm._rmm.__file__).resolve().parent
-    for candidate in (package / "librmm.so", package / "lib" / "librmm.so", package / "lib64" / "librmm.so"):
-        if candidate.is_file():
-            return candidate
-    if os.environ.get("RMM_LIBRMM"):
-        return pathlib.Path(os.environ["RMM_LIBRMM"])
-    raise FileNotFoundError(
-        "rmm.allocators.torch: librmm.so (which exports rmm_torch_allocate) is neither loaded nor "
-        f"installed next to {package}; set RMM_LIBRMM to its path"
-    )
+    path = loaded() or os.environ.get("RMM_LIBRMM")
+    if not path:
+        raise FileNotFoundError(
+            "rmm.allocators.torch: no librmm.so (which exports rmm_torch_allocate) is loaded; "
+            "install the rmm-rs wheel, or set RMM_LIBRMM to a librmm.so"
+        )
+    return str(pathlib.Path(path).absolute())
 
 
 try:
@@ -50,7 +39,7 @@ else:
 
     if is_available():
         rmm_torch_allocator = CUDAPluggableAllocator(
-            str(_librmm_path()),
+            _librmm_path(),
             alloc_fn_name="rmm_torch_allocate",
             free_fn_name="rmm_torch_deallocate",
         )

@@ -6,9 +6,9 @@ is the process's one registry, shared with C++ and Rust. What RMM writes in Pyth
 Python here too: ``_initialize`` (behind :func:`rmm.reinitialize`), :func:`enable_logging`,
 :func:`disable_logging`, :func:`get_log_filenames`.
 
-Which devices "RMM uses": RMM keeps a dict of the resources Python set. Here the registry is shared,
-so the devices are those given to the last :func:`rmm.reinitialize` (device 0 before any), plus any
-device whose current resource is a :class:`LoggingResourceAdaptor`, whoever set it.
+Which devices "RMM uses": RMM keeps a dict of the resources Python set, which the logging functions
+walk. The native ``_per_device_resources()`` is that dict here: the objects Python set that are still
+their device's resource in the shared registry.
 
 Host mode (no GPU, an rmm-rs extension): ``_initialize`` builds on :class:`SystemMemoryResource`
 instead of CUDA or managed memory, on device 0 (the only one).
@@ -49,10 +49,8 @@ from rmm._rmm import (
     _flush_logs,
     is_host_mode as _is_host_mode,
     get_device_count as _get_device_count,
+    _per_device_resources,
 )
-
-# The devices given to the last `_initialize` (RMM's `_per_device_mrs` keys after a reinitialize).
-_initialized_devices: list[int] = [0]
 
 
 def _append_id(filename: str, id: int) -> str:
@@ -69,15 +67,6 @@ def _all_devices() -> list[int]:
     return list(range(_get_device_count()))
 
 
-def _devices_in_use() -> list[int]:
-    """The devices of the last reinitialize, plus those whose resource is a logging adaptor."""
-    devices = set(_initialized_devices)
-    for device in _all_devices():
-        if device not in devices and isinstance(get_per_device_resource(device), LoggingResourceAdaptor):
-            devices.add(device)
-    return sorted(devices)
-
-
 def _initialize(
     pool_allocator: bool = False,
     managed_memory: bool = False,
@@ -90,7 +79,6 @@ def _initialize(
     """Sets a new resource on each of ``devices``: CUDA (or managed) memory, under a pool when
     ``pool_allocator``, under a logging adaptor when ``logging``. Each is built with its device
     current; the caller's current device is restored afterwards. See :func:`rmm.reinitialize`."""
-    global _initialized_devices
     host_mode = _is_host_mode()
     if host_mode:
         upstream = SystemMemoryResource
@@ -126,9 +114,9 @@ def _initialize(
             current = device
 
     try:
-        # As RMM forgets the resources of devices that the previous call set up and this one does
-        # not, those devices get a plain CUDA resource back (which frees what their pool held).
-        for device in _initialized_devices:
+        # As RMM forgets the resources that Python set on devices this call does not set up, those
+        # devices get a plain CUDA resource back (which frees what their pool held).
+        for device in _per_device_resources():
             if device not in devices:
                 use(device)
                 set_per_device_resource(device, CudaMemoryResource())
@@ -140,11 +128,11 @@ def _initialize(
             set_per_device_resource(device, mr)
     finally:
         use(original)
-    _initialized_devices = devices
 
 
 def enable_logging(log_file_name: str | None = None) -> None:
-    """Enable logging of run-time events (allocations and frees) for all devices in use.
+    """Enable logging of run-time events (allocations and frees) for all devices in use (those
+    whose resource was set from Python; device 0 when none was).
 
     Each device's resource is wrapped in a :class:`LoggingResourceAdaptor` (unless it already is
     one) writing to ``log_file_name`` with ``.dev<N>`` inserted before its extension.
@@ -155,7 +143,7 @@ def enable_logging(log_file_name: str | None = None) -> None:
         Name of the log file. If not given, the environment variable ``RMM_LOG_FILE`` is used; a
         :class:`ValueError` is raised if neither is available.
     """
-    for device in _devices_in_use():
+    for device in _per_device_resources() or [0]:
         mr = get_per_device_resource(device)
         if not isinstance(mr, LoggingResourceAdaptor):
             set_per_device_resource(device, LoggingResourceAdaptor(mr, log_file_name))
@@ -164,8 +152,7 @@ def enable_logging(log_file_name: str | None = None) -> None:
 def disable_logging() -> None:
     """Disable logging enabled by :func:`rmm.reinitialize` or :func:`enable_logging`: each device
     whose resource is a :class:`LoggingResourceAdaptor` gets its upstream back."""
-    for device in _devices_in_use():
-        mr = get_per_device_resource(device)
+    for device, mr in _per_device_resources().items():
         if isinstance(mr, LoggingResourceAdaptor):
             set_per_device_resource(device, mr.get_upstream())
 
@@ -179,11 +166,10 @@ def get_log_filenames() -> dict[int, str | None]:
     >>> rmm.get_log_filenames()
     {0: '/home/user/rmm.dev0.log', 1: '/home/user/rmm.dev1.log'}
     """
-    filenames: dict[int, str | None] = {}
-    for device in _devices_in_use():
-        mr = get_per_device_resource(device)
-        filenames[device] = mr.get_file_name() if isinstance(mr, LoggingResourceAdaptor) else None
-    return filenames
+    return {
+        device: mr.get_file_name() if isinstance(mr, LoggingResourceAdaptor) else None
+        for device, mr in _per_device_resources().items()
+    }
 
 
 __all__ = [
