@@ -5,7 +5,8 @@
 #   stage/rust/<package>__<target>.gz   Rust test executables (debug info stripped, gzipped)
 #   stage/bin/tour                   the Rust tour example (run there for show, not counted)
 #   stage/tour/*.so                  the C++ and Rust libraries of the tour's shared stop (scripts/tour_shared.py)
-#   stage/wheels/*.whl               the rmm-rs Python wheel (maturin, abi3)
+#   stage/wheels/*.whl               the rmm-rs Python wheel (bindings-python/build-wheel.sh: abi3,
+#                                    manylinux_2_28, librmm.so + headers + CMake package inside)
 #   stage/python/                    the pytest suite and its config (pyproject.toml)
 #   stage/peer/rmm-python/           RMM's own Python suite (../shared/peer-tests, unmodified; run by
 #                                    scripts/peer/python.sh there, since ../shared does not travel)
@@ -77,23 +78,21 @@ else
 fi
 
 # ---- Python: wheel + tests ----------------------------------------------------------------------
-log "python: maturin build --release"
-pip_install_if_missing maturin maturin >/dev/null 2>&1 || true
-# rmm.__git_commit__ (RMM reads it from the package's GIT_COMMIT file; git-ignored here).
+log "python: bash bindings-python/build-wheel.sh (maturin, manylinux_2_28, librmm.so inside)"
+# rmm.__git_commit__ (RMM reads it from the package's GIT_COMMIT file), only while the wheel builds.
 git rev-parse HEAD >bindings-python/python/rmm/GIT_COMMIT 2>/dev/null || rm -f bindings-python/python/rmm/GIT_COMMIT
-if ! command -v maturin >/dev/null 2>&1 && ! python3 -m maturin --version >/dev/null 2>&1; then
-    manifest "python: NOT STAGED (maturin could not be installed)"
-    status=1
-elif python3 -m maturin build --release --locked -m bindings-python/Cargo.toml -o "$STAGE/wheels" 2>&1 |
-    grep -v '^warning\|^ *|\|^ *=\|^ *-->\|^$'; then
+if bash bindings-python/build-wheel.sh "$STAGE/wheels" >"$STAGE/wheel-build.log" 2>&1; then
     cp bindings-python/pyproject.toml "$STAGE/python/"
     cp -r bindings-python/tests "$STAGE/python/tests"
     find "$STAGE/python" -name __pycache__ -prune -exec rm -rf {} +
-    manifest "python: $(cd "$STAGE/wheels" && ls *.whl) + $(ls "$STAGE"/python/tests/test_*.py | wc -l) test files"
+    rm -f "$STAGE/wheel-build.log"
+    manifest "python: $(cd "$STAGE/wheels" && ls *.whl) ($(du -k "$STAGE"/wheels/*.whl | cut -f1 | head -1) KiB) + $(ls "$STAGE"/python/tests/test_*.py | wc -l) test files"
 else
-    manifest "python: NOT STAGED (maturin build failed)"
+    tail -20 "$STAGE/wheel-build.log"
+    manifest "python: NOT STAGED (bindings-python/build-wheel.sh failed: stage/wheel-build.log)"
     status=1
 fi
+rm -f bindings-python/python/rmm/GIT_COMMIT
 
 # ---- Peer: RMM's own Python suite (run against our wheel there) ---------------------------------
 peer_suite=$RMM_ROOT/../shared/peer-tests/rmm-python
