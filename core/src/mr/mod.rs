@@ -27,6 +27,8 @@ pub mod tracking;
 pub(crate) mod detail;
 
 #[cfg(test)]
+mod adversary_tests;
+#[cfg(test)]
 mod checked_frees_tests;
 #[cfg(test)]
 mod composition_tests;

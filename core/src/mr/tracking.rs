@@ -407,7 +407,7 @@ mod composition_tests {
     const CAPACITY: usize = 1 << 20;
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testing::proptest_cases(64)))]
         #[test]
         fn statistics_over_tracking_over_logging_agree(
             ops in proptest::collection::vec((0usize..48, any::<bool>(), any::<u16>()), 1..300)
