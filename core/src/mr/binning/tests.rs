@@ -143,7 +143,7 @@ const CASES: u32 = 256;
 const OPS: usize = 4096;
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: CASES, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: crate::testing::proptest_cases(CASES), ..ProptestConfig::default() })]
 
     /// Random allocate/free/release on six streams, bins 2^min..2^max over a simulated device and
     /// larger requests to the device: no overlap, alignment honoured, stream order kept, everything
