@@ -2,6 +2,7 @@
 
 use super::model::{fake_foreign_stream, fake_stream, ModelUpstream, RecordingSyncer};
 use super::*;
+use crate::mr::detail::free_list::BlockTag;
 use crate::mr::SimulatedMemoryResource;
 
 const KIB: usize = 1 << 10;

@@ -1,0 +1,261 @@
+//! Stream keys and the tags of free blocks: which stream a free or an allocation was ordered on
+//! ([`StreamKey`]), the markers recorded for streams nobody may name later ([`Marker`]), and the
+//! pending work a free block carries ([`Pending`]) with its class in the free lists ([`TagClass`]).
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::cuda::{DeviceId, Stream};
+use crate::mr::detail::free_list::BlockTag;
+
+use super::syncer::PooledEvent;
+
+pub(super) const UNKNOWN_DEVICE: DeviceId = -1;
+/// Special stream handles (CUDA's `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD`).
+pub(super) const LEGACY: usize = 1;
+pub(super) const PER_THREAD: usize = 2;
+
+/// A small, process-unique number for the calling thread (never 0).
+pub(crate) fn thread_number() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static NUMBER: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    NUMBER.with(|n| *n)
+}
+
+/// The identity of a stream for stream ordering.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct StreamKey {
+    pub(super) raw: usize,
+    pub(super) device: DeviceId,
+    pub(super) thread: u64,
+    pub(super) id: u64,
+    /// We hear of this stream's destruction before it happens (the special handles, which never
+    /// die, and streams we created): only then may the handle be used after the call that named it.
+    pub(super) tracked: bool,
+}
+
+impl StreamKey {
+    /// The key of `stream` on the calling thread; `device` is asked only for the special handles,
+    /// `id` (the stream's id, and whether its lifetime is tracked) only for the others.
+    pub(crate) fn of(stream: Stream, device: impl FnOnce() -> DeviceId, id: impl FnOnce() -> (u64, bool)) -> Self {
+        match stream.as_raw() {
+            // Handle 0 is the legacy default stream in the driver API.
+            0 | LEGACY => Self { raw: LEGACY, device: device(), thread: 0, id: 0, tracked: true },
+            PER_THREAD => Self { raw: PER_THREAD, device: device(), thread: thread_number(), id: 0, tracked: true },
+            raw => {
+                let (id, tracked) = id();
+                Self { raw, device: UNKNOWN_DEVICE, thread: 0, id, tracked }
+            }
+        }
+    }
+
+    /// The handle; for the special handles it means this key's stream only on the key's device (and,
+    /// for PTDS, on the key's thread).
+    pub(crate) fn stream(self) -> Stream {
+        // SAFETY: `raw` came from a `Stream`, whose constructor contract covers it.
+        unsafe { Stream::from_raw(self.raw) }
+    }
+
+    /// The device of a special handle, or `None` for an ordinary stream (ask the stream).
+    pub(crate) fn device(self) -> Option<DeviceId> {
+        (self.device != UNKNOWN_DEVICE).then_some(self.device)
+    }
+
+    /// True for a per-thread default stream: only its own thread can record on it.
+    pub(crate) fn is_per_thread(self) -> bool {
+        self.raw == PER_THREAD
+    }
+
+    /// True when the work queued on this stream must be captured by a marker during the call that
+    /// names it, because nobody may name the stream later: a PTDS (only its own thread can), and a
+    /// stream whose lifetime we do not track (made by CuPy, PyTorch or the CUDA runtime: it may be
+    /// destroyed right after the call, and the driver does not guard against dead handles).
+    pub(crate) fn needs_marker(self) -> bool {
+        self.is_per_thread() || !self.tracked
+    }
+}
+
+impl fmt::Debug for StreamKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.raw {
+            LEGACY => write!(f, "legacy@{}", self.device),
+            PER_THREAD => write!(f, "ptds@{}/t{}", self.device, self.thread),
+            raw if self.tracked => write!(f, "{raw:#x}#{}", self.id),
+            raw => write!(f, "{raw:#x}#{}(untracked)", self.id),
+        }
+    }
+}
+
+/// What a [`Syncer`](super::Syncer) recorded for a marker.
+pub(crate) enum MarkerToken {
+    /// A CUDA event, returned to its pool when the marker is dropped.
+    Event(PooledEvent),
+    /// An identifier (host mode and tests).
+    Id(u64),
+}
+
+impl fmt::Debug for MarkerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MarkerToken::Event(e) => write!(f, "{e:?}"),
+            MarkerToken::Id(id) => write!(f, "marker#{id}"),
+        }
+    }
+}
+
+/// The work queued on `owner` up to some point, captured by a recorded event.
+#[derive(Debug)]
+pub(crate) struct Marker {
+    pub(super) owner: StreamKey,
+    /// Order of recording: of two markers of one stream, the later one captures more.
+    pub(super) seq: u64,
+    pub(super) token: MarkerToken,
+}
+
+impl Marker {
+    pub(super) fn new(owner: StreamKey, token: MarkerToken) -> Arc<Self> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        Arc::new(Self { owner, seq: SEQ.fetch_add(1, Ordering::Relaxed), token })
+    }
+
+    /// What the syncer recorded.
+    #[cfg(test)]
+    pub(crate) fn token(&self) -> &MarkerToken {
+        &self.token
+    }
+}
+
+/// One stream whose queued work may still use a free block.
+#[derive(Clone, Debug)]
+pub(crate) enum PendingOn {
+    /// Everything queued on this stream until someone records on it.
+    Stream(StreamKey),
+    /// Everything queued on the marker's stream before the marker.
+    Marker(Arc<Marker>),
+}
+
+impl PendingOn {
+    pub(super) fn owner(&self) -> StreamKey {
+        match self {
+            PendingOn::Stream(key) => *key,
+            PendingOn::Marker(m) => m.owner,
+        }
+    }
+}
+
+/// The tag of a free block: the streams whose queued work may still use it (usually none or one).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Pending(Repr);
+
+#[derive(Clone, Debug, Default)]
+pub(super) enum Repr {
+    #[default]
+    Empty,
+    One(PendingOn),
+    Many(Vec<PendingOn>),
+}
+
+impl Pending {
+    /// A tag naming one stream.
+    pub(crate) fn one(on: PendingOn) -> Self {
+        Pending(Repr::One(on))
+    }
+
+    /// The streams named.
+    pub(crate) fn entries(&self) -> &[PendingOn] {
+        match &self.0 {
+            Repr::Empty => &[],
+            Repr::One(on) => std::slice::from_ref(on),
+            Repr::Many(v) => v,
+        }
+    }
+
+    /// True when a block with this tag may be used on `key` without any ordering.
+    pub(crate) fn only(&self, key: StreamKey) -> bool {
+        self.entries().iter().all(|e| e.owner() == key)
+    }
+
+    /// How many entries a stream `key` would have to be ordered after.
+    pub(super) fn foreign(&self, key: StreamKey) -> usize {
+        self.entries().iter().filter(|e| e.owner() != key).count()
+    }
+
+    /// Adds `on`, dropping what it subsumes (a live stream subsumes its markers; of two markers of
+    /// one stream the later one subsumes the earlier).
+    pub(super) fn add(&mut self, on: PendingOn) {
+        let subsumed = |have: &PendingOn| match (have, &on) {
+            (PendingOn::Stream(a), PendingOn::Stream(b)) => a == b,
+            (PendingOn::Stream(a), PendingOn::Marker(m)) => *a == m.owner,
+            (PendingOn::Marker(h), PendingOn::Marker(m)) => h.owner == m.owner && h.seq >= m.seq,
+            (PendingOn::Marker(_), PendingOn::Stream(_)) => false,
+        };
+        if self.entries().iter().any(subsumed) {
+            return;
+        }
+        let mut v = match std::mem::take(&mut self.0) {
+            Repr::Empty => {
+                self.0 = Repr::One(on);
+                return;
+            }
+            Repr::One(e) => vec![e],
+            Repr::Many(v) => v,
+        };
+        v.retain(|have| match (have, &on) {
+            (PendingOn::Marker(h), PendingOn::Stream(b)) => h.owner != *b,
+            (PendingOn::Marker(h), PendingOn::Marker(m)) => h.owner != m.owner,
+            _ => true,
+        });
+        v.push(on);
+        self.0 = Repr::Many(v);
+    }
+
+    /// Rewrites the entries: `f` gives `None` to keep an entry, `Some(Some(other))` to replace it and
+    /// `Some(None)` to drop it.
+    pub(super) fn rewrite(&mut self, mut f: impl FnMut(&PendingOn) -> Option<Option<PendingOn>>) {
+        let entries = self.entries().to_vec();
+        let mut out = Pending::default();
+        for e in entries {
+            match f(&e) {
+                None => out.add(e),
+                Some(Some(replacement)) => out.add(replacement),
+                Some(None) => {}
+            }
+        }
+        *self = out;
+    }
+}
+
+/// The class of a [`Pending`] tag in the free lists: blocks are indexed by size per class, so an
+/// allocation on stream S finds the best fit among the blocks it can use without any ordering
+/// (`Empty` and `Owner(S)`) before it looks at any block that needs a wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum TagClass {
+    /// No pending work: usable on every stream as it is.
+    Empty,
+    /// Pending work of this one stream only (live or markers): usable on it without ordering.
+    Owner(StreamKey),
+    /// Pending work of several streams: every stream needs at least one wait.
+    Mixed,
+}
+
+impl BlockTag for Pending {
+    type Class = TagClass;
+
+    fn class(&self) -> TagClass {
+        let mut owners = self.entries().iter().map(PendingOn::owner);
+        match owners.next() {
+            None => TagClass::Empty,
+            Some(first) if owners.all(|o| o == first) => TagClass::Owner(first),
+            Some(_) => TagClass::Mixed,
+        }
+    }
+
+    fn merge(&mut self, other: &Self) {
+        for e in other.entries() {
+            self.add(e.clone());
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! The per-thread caches (shards) in front of the shared free list, and their limits.
+
+use std::sync::{Arc, Mutex};
+
+use crate::mr::detail::free_list::FreeList;
+
+use super::key::{Pending, StreamKey, TagClass};
+
+/// Limits of the per-thread caches (shards).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CacheLimits {
+    /// Requests and frees above this size never touch a shard.
+    pub max_block: usize,
+    /// Blocks a shard's LIFO of recent frees keeps (exact-size reuse); beyond that, the oldest go
+    /// back to the shared list in batches of [`SPILL_BATCH`](super::SPILL_BATCH).
+    pub recent: usize,
+    /// Bytes a shard may always hold.
+    pub min_bytes: usize,
+    /// Bytes a shard may hold at most; between the two, a shard may hold
+    /// `pool size / (2 × shards)`, so at most half of a large pool sits in shards.
+    pub max_bytes: usize,
+    /// Bytes a shard miss takes from the shared list at once (whole multiples of the request), so
+    /// the next requests of the thread are served from its shard; only from a free block of at
+    /// least twice this size, so that refills cut large blocks and best fit keeps filling holes.
+    pub refill: usize,
+}
+
+impl CacheLimits {
+    /// What the resources use: blocks up to 4 MiB (the largest default bin), 16 recent blocks,
+    /// 8 to 64 MiB per shard, 16 MiB refills.
+    pub(crate) const DEFAULT: CacheLimits =
+        CacheLimits { max_block: 4 << 20, recent: 16, min_bytes: 8 << 20, max_bytes: 64 << 20, refill: 16 << 20 };
+    /// No caching: every call goes to the shared list (for comparisons and some tests).
+    #[cfg(test)]
+    pub(crate) const OFF: CacheLimits = CacheLimits { max_block: 0, recent: 0, min_bytes: 0, max_bytes: 0, refill: 0 };
+    /// Small limits, so the tests' small pools exercise every shard path (refills, the list,
+    /// evictions to the shared list, budgets that follow the pool's size).
+    #[cfg(test)]
+    pub(crate) const TIGHT: CacheLimits =
+        CacheLimits { max_block: 64 << 10, recent: 2, min_bytes: 16 << 10, max_bytes: 256 << 10, refill: 32 << 10 };
+    /// The three configurations the property tests pick from.
+    #[cfg(test)]
+    pub(crate) const ALL: [CacheLimits; 3] = [CacheLimits::OFF, CacheLimits::DEFAULT, CacheLimits::TIGHT];
+
+    pub(super) fn enabled(&self) -> bool {
+        self.max_block > 0
+    }
+
+    /// A shard's byte budget in a pool of `pool_size` bytes with `shards` shards.
+    pub(super) fn budget(&self, pool_size: usize, shards: usize) -> usize {
+        (pool_size / (2 * shards)).clamp(self.min_bytes, self.max_bytes.max(self.min_bytes))
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Cached {
+    pub(super) addr: usize,
+    pub(super) size: usize,
+    pub(super) region: usize,
+    pub(super) tag: Pending,
+}
+
+/// Upstream blocks as `(start, size)`, sorted by start.
+pub(super) type Regions = Arc<[(usize, usize)]>;
+
+/// The start of the region of `regions` that holds `[addr, addr + size)`.
+pub(super) fn region_in(regions: &[(usize, usize)], addr: usize, size: usize) -> Option<usize> {
+    let i = regions.partition_point(|&(start, _)| start <= addr).checked_sub(1)?;
+    let (start, len) = regions[i];
+    (addr.checked_add(size)? <= start + len).then_some(start)
+}
+
+/// A per-thread cache: a LIFO of recent frees (exact-size reuse at the cost of a short scan) and a
+/// small coalescing free list holding what refills left (best fit for mixed sizes). Frees never go
+/// through the list: that would cost list work on every free, and most frees of a churning
+/// workload go back to the shared list anyway.
+#[derive(Debug, Default)]
+pub(super) struct Shard {
+    pub(super) recent: Vec<Cached>,
+    pub(super) recent_bytes: usize,
+    pub(super) free: FreeList<Pending>,
+    /// The pool's regions as of generation `regions_gen` (see
+    /// [`Core::regions_gen`](super::Core::regions_gen)): a free finds its region here without
+    /// taking the shared lock.
+    pub(super) regions: Regions,
+    pub(super) regions_gen: u64,
+    /// Bytes handed out by this shard less bytes freed into it (wrapping; see
+    /// [`Global::used`](super::Global::used)). Per shard, under its lock: no counter shared by all
+    /// threads is written per operation.
+    pub(super) used: usize,
+}
+
+impl Shard {
+    pub(super) fn bytes(&self) -> usize {
+        self.recent_bytes + self.free.free_bytes()
+    }
+
+    pub(super) fn blocks(&self) -> usize {
+        self.recent.len() + self.free.len()
+    }
+
+    /// Takes a block of exactly `size` bytes at an `alignment`-aligned address that `key` may use
+    /// without ordering: the latest such free, else the best fit of the list among such blocks.
+    pub(super) fn take(&mut self, key: StreamKey, size: usize, alignment: usize) -> Option<usize> {
+        if let Some(i) = self.recent.iter().rposition(|b| b.size == size && b.addr % alignment == 0 && b.tag.only(key)) {
+            let b = self.recent.remove(i);
+            self.recent_bytes -= size;
+            return Some(b.addr);
+        }
+        let (block, start, _) = best_unordered(&self.free, key, size, alignment)?;
+        Some(self.free.take_range(block, start, size, None).addr)
+    }
+
+    /// Takes out the oldest recent frees beyond `depth`, then what the shard holds above `target`
+    /// bytes: the smallest blocks of the list first (least useful to the thread, most likely to
+    /// coalesce in the shared list), then more of the oldest recent frees.
+    pub(super) fn evict(&mut self, depth: usize, target: usize) -> Vec<Cached> {
+        let mut k = self.recent.len().saturating_sub(depth);
+        let mut out: Vec<Cached> = self.recent.drain(..k).collect();
+        self.recent_bytes -= out.iter().map(|b| b.size).sum::<usize>();
+        while self.bytes() > target {
+            let Some(b) = self.free.pop_smallest() else { break };
+            out.push(Cached { addr: b.addr, size: b.size, region: b.region, tag: b.tag });
+        }
+        k = 0;
+        while self.bytes() > target && k < self.recent.len() {
+            self.recent_bytes -= self.recent[k].size;
+            k += 1;
+        }
+        out.extend(self.recent.drain(..k));
+        out
+    }
+}
+
+/// The best fit in `list` for `size` bytes at an `alignment`-aligned address among the blocks
+/// `key` may use without any ordering (untagged, or pending on `key` alone), as `(block, start, end
+/// of the block)`.
+pub(super) fn best_unordered(list: &FreeList<Pending>, key: StreamKey, size: usize, alignment: usize) -> Option<(usize, usize, usize)> {
+    [TagClass::Empty, TagClass::Owner(key)]
+        .into_iter()
+        .filter_map(|class| list.fits_in(class, size, alignment).next())
+        .min_by_key(|f| (f.len, f.block))
+        .map(|f| (f.block, f.start, f.block + f.len))
+}
+
+/// One shard per cache line pair, so threads on different shards do not share lines.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(super) struct Padded(pub(super) Mutex<Shard>);

@@ -1,0 +1,233 @@
+//! The [`Syncer`] port: all the driver work stream ordering needs, with its CUDA implementation
+//! (events from a per-device pool) and the host-mode one that does nothing.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use crate::cuda::{self, DeviceGuard, DeviceId, Event, EventFlags, Stream};
+use crate::error::Result;
+
+use super::key::{Marker, MarkerToken, StreamKey};
+use super::lock;
+
+
+/// The driver work stream ordering needs, behind one small interface so that host mode makes no
+/// CUDA call at all and the tests can count (and check) every wait.
+pub(crate) trait Syncer: Send + Sync + fmt::Debug {
+    /// The calling thread's current device (keys of the special stream handles carry it).
+    fn current_device(&self) -> DeviceId;
+    /// The process-unique id of an ordinary stream (0 where there is none to ask), and whether we
+    /// hear of its destruction before it happens (see [`StreamKey::needs_marker`]).
+    fn stream_id(&self, _stream: Stream) -> (u64, bool) {
+        (0, true)
+    }
+    /// The key of `stream` on the calling thread.
+    fn key(&self, stream: Stream) -> StreamKey {
+        StreamKey::of(stream, || self.current_device(), || self.stream_id(stream))
+    }
+    /// Records an event on `on` now and makes `waiter` wait for it.
+    fn wait_stream(&self, waiter: StreamKey, on: StreamKey) -> Result<()>;
+    /// Records an event on `key` now (called on `key`'s own thread for a PTDS).
+    fn record_marker(&self, key: StreamKey) -> Result<MarkerToken>;
+    /// Makes `waiter` wait for a recorded marker.
+    fn wait_marker(&self, waiter: StreamKey, marker: &Marker) -> Result<()>;
+    /// True when all the work queued on `key` so far has finished.
+    fn is_idle(&self, key: StreamKey) -> Result<bool>;
+    /// Blocks until the work queued on `key` so far has finished.
+    fn sync_stream(&self, key: StreamKey) -> Result<()>;
+    /// Blocks until the work captured by `marker` has finished.
+    fn sync_marker(&self, marker: &Marker) -> Result<()>;
+    /// True when streams can be destroyed under us (GPU mode): the core then listens for
+    /// [`OwnedStream`](crate::cuda::OwnedStream) destruction.
+    fn tracks_stream_lifetimes(&self) -> bool {
+        false
+    }
+}
+
+/// Host mode: nothing is ever queued, so every stream is always idle and nothing is recorded.
+#[derive(Debug, Default)]
+pub(crate) struct HostSyncer;
+
+impl Syncer for HostSyncer {
+    fn current_device(&self) -> DeviceId {
+        0
+    }
+    fn wait_stream(&self, _waiter: StreamKey, _on: StreamKey) -> Result<()> {
+        Ok(())
+    }
+    fn record_marker(&self, _key: StreamKey) -> Result<MarkerToken> {
+        Ok(MarkerToken::Id(0))
+    }
+    fn wait_marker(&self, _waiter: StreamKey, _marker: &Marker) -> Result<()> {
+        Ok(())
+    }
+    fn is_idle(&self, _key: StreamKey) -> Result<bool> {
+        Ok(true)
+    }
+    fn sync_stream(&self, _key: StreamKey) -> Result<()> {
+        Ok(())
+    }
+    fn sync_marker(&self, _marker: &Marker) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Reusable events, one list per device (an event belongs to the device it was created on).
+#[derive(Debug, Default)]
+pub(super) struct EventPool {
+    pub(super) free: Mutex<BTreeMap<DeviceId, Vec<Event>>>,
+}
+
+impl EventPool {
+    /// An event of `device`; the caller has made `device` current.
+    pub(super) fn get(&self, device: DeviceId) -> Result<Event> {
+        if let Some(e) = lock(&self.free).get_mut(&device).and_then(Vec::pop) {
+            return Ok(e);
+        }
+        Event::new(EventFlags::DisableTiming)
+    }
+
+    pub(super) fn put(&self, event: Event) {
+        lock(&self.free).entry(event.device()).or_default().push(event);
+    }
+}
+
+/// An event on loan from an [`EventPool`]; it goes back when dropped.
+pub(crate) struct PooledEvent {
+    pub(super) event: Option<Event>,
+    pub(super) pool: Arc<EventPool>,
+}
+
+impl PooledEvent {
+    pub(super) fn event(&self) -> &Event {
+        self.event.as_ref().expect("a pooled event is present until dropped")
+    }
+}
+
+impl fmt::Debug for PooledEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.event)
+    }
+}
+
+impl Drop for PooledEvent {
+    fn drop(&mut self) {
+        if let Some(e) = self.event.take() {
+            self.pool.put(e);
+        }
+    }
+}
+
+/// GPU mode: events from a per-device pool, recorded only when a block changes streams.
+#[derive(Debug, Default)]
+pub(crate) struct CudaSyncer {
+    pub(super) events: Arc<EventPool>,
+}
+
+impl CudaSyncer {
+    pub(super) fn device_of(&self, key: StreamKey) -> Result<DeviceId> {
+        match key.device() {
+            Some(d) => Ok(d),
+            None => key.stream().device(),
+        }
+    }
+
+    /// Records a pooled event on `key` (with its device current, as the special handles and the
+    /// event's context require); `None` when the stream is gone (destroyed, its handle perhaps
+    /// reused by another stream): it can no longer be recorded on.
+    pub(super) fn record(&self, key: StreamKey) -> Result<Option<PooledEvent>> {
+        // An untracked stream is only ever recorded on during the call that named it (alive). A
+        // tracked one is looked up without the driver: asking the driver about a destroyed handle
+        // can crash it.
+        if key.device().is_none() && key.tracked && key.stream().owned_id() != Some(key.id) {
+            return Ok(None);
+        }
+        let device = self.device_of(key)?;
+        let _guard = DeviceGuard::new(device)?;
+        let event = PooledEvent { event: Some(self.events.get(device)?), pool: self.events.clone() };
+        event.event().record(key.stream())?;
+        Ok(Some(event))
+    }
+
+    /// For a stream that is gone: its remaining work still runs, and only a device-wide
+    /// synchronization (of every device: we no longer know its own) waits for it.
+    pub(super) fn synchronize_everything(key: StreamKey) -> Result<()> {
+        tracing::debug!("{key:?} was destroyed with blocks still tagged: synchronizing every device");
+        for device in 0..cuda::device_count()? {
+            let _guard = DeviceGuard::new(device)?;
+            cuda::memory::device_synchronize()?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn wait(&self, waiter: StreamKey, event: &Event) -> Result<()> {
+        // A special handle names the stream of the current device; an ordinary one its own.
+        let _guard = waiter.device().map(DeviceGuard::new).transpose()?;
+        waiter.stream().wait_event(event)
+    }
+}
+
+impl Syncer for CudaSyncer {
+    fn current_device(&self) -> DeviceId {
+        cuda::current_device().unwrap_or(0)
+    }
+    fn stream_id(&self, stream: Stream) -> (u64, bool) {
+        match stream.owned_id() {
+            Some(id) => (id, true),
+            None => (stream.id().unwrap_or(0), false),
+        }
+    }
+    fn wait_stream(&self, waiter: StreamKey, on: StreamKey) -> Result<()> {
+        // The event may go straight back to the pool: a wait captures the record it follows.
+        match self.record(on)? {
+            Some(event) => self.wait(waiter, event.event()),
+            None => Self::synchronize_everything(on),
+        }
+    }
+    fn record_marker(&self, key: StreamKey) -> Result<MarkerToken> {
+        match self.record(key)? {
+            Some(event) => Ok(MarkerToken::Event(event)),
+            None => Self::synchronize_everything(key).map(|()| MarkerToken::Id(0)),
+        }
+    }
+    fn wait_marker(&self, waiter: StreamKey, marker: &Marker) -> Result<()> {
+        match &marker.token {
+            MarkerToken::Event(e) => self.wait(waiter, e.event()),
+            MarkerToken::Id(_) => Ok(()),
+        }
+    }
+    fn is_idle(&self, key: StreamKey) -> Result<bool> {
+        // Tags name only tracked streams (see `needs_marker`); a destroyed one cannot be queried.
+        if key.device().is_none() && (!key.tracked || key.stream().owned_id() != Some(key.id)) {
+            return Ok(false);
+        }
+        let _guard = key.device().map(DeviceGuard::new).transpose()?;
+        key.stream().is_idle()
+    }
+    fn sync_stream(&self, key: StreamKey) -> Result<()> {
+        // An event bounds the wait to the work queued so far (a stream may keep getting more).
+        match self.record(key)? {
+            Some(event) => event.event().synchronize(),
+            None => Self::synchronize_everything(key),
+        }
+    }
+    fn sync_marker(&self, marker: &Marker) -> Result<()> {
+        match &marker.token {
+            MarkerToken::Event(e) => e.event().synchronize(),
+            MarkerToken::Id(_) => Ok(()),
+        }
+    }
+    fn tracks_stream_lifetimes(&self) -> bool {
+        true
+    }
+}
+
+/// The syncer for a new resource: CUDA with a GPU, none in host mode.
+pub(crate) fn default_syncer() -> Arc<dyn Syncer> {
+    if cuda::is_host_mode() {
+        Arc::new(HostSyncer)
+    } else {
+        Arc::new(CudaSyncer::default())
+    }
+}
