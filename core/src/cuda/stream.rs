@@ -170,6 +170,23 @@ impl Stream {
         known_ids::get(self.0)
     }
 
+    /// True while this stream is being captured into a CUDA graph (`cuStreamIsCapturing`); false in
+    /// host mode, where nothing is captured.
+    ///
+    /// # Errors
+    /// The driver's error (for example for a destroyed stream).
+    pub fn is_capturing(self) -> Result<bool> {
+        if super::is_host_mode() {
+            return Ok(false);
+        }
+        ensure_context()?;
+        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: a context is current, the handle is valid (constructor contract) and `status` is a
+        // valid out-pointer.
+        check(unsafe { sys::cuStreamIsCapturing(self.as_cu(), &mut status) }, "cuStreamIsCapturing")?;
+        Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+    }
+
     /// Makes all future work on this stream wait until `event` has completed.
     pub fn wait_event(self, event: &Event) -> Result<()> {
         ensure_context()?;
