@@ -311,8 +311,10 @@ fn bench(c: &mut Criterion) {
     let kinds = Kind::selected();
     let mut pairs = c.benchmark_group("pair256");
     for (name, factory) in resources().into_iter().chain([("empty", (|| Ok(AnyResource::new(EmptyResource))) as Factory)]) {
-        let Some(mr) = make(name, factory) else { continue };
         for &kind in &kinds {
+            // A fresh resource per kind of stream, as the C++ side (what one kind leaves behind
+            // does not slow the next).
+            let Some(mr) = make(name, factory) else { continue };
             for threads in THREADS {
                 let streams = Streams::new(kind, threads);
                 streams.run(threads, &|_, a, _| {
@@ -331,8 +333,10 @@ fn bench(c: &mut Criterion) {
 
     let mut multi = c.benchmark_group("multistream");
     for (name, factory) in resources() {
-        let Some(mr) = make(name, factory) else { continue };
         for &kind in &kinds {
+            // A fresh resource per kind of stream, as the C++ side (what one kind leaves behind
+            // does not slow the next).
+            let Some(mr) = make(name, factory) else { continue };
             for threads in THREADS {
                 let streams = Streams::new(kind, threads);
                 multi.throughput(Throughput::Elements(threads as u64));
@@ -351,8 +355,10 @@ fn bench(c: &mut Criterion) {
     random.sample_size(10);
     random.sampling_mode(SamplingMode::Flat);
     for (name, factory) in resources() {
-        let Some(mr) = make(name, factory) else { continue };
         for &kind in &kinds {
+            // A fresh resource per kind of stream, as the C++ side (what one kind leaves behind
+            // does not slow the next).
+            let Some(mr) = make(name, factory) else { continue };
             for threads in THREADS {
                 let streams = Streams::new(kind, threads);
                 let cap = RANDOM_MAX_USAGE / threads;

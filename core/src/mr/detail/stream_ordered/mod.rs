@@ -201,6 +201,9 @@ struct Global {
     /// Bytes handed out through this list less bytes freed into it (wrapping: blocks move between
     /// shards and the list). With the shards' counters it sums to the bytes in use.
     used: usize,
+    /// Set by [`Core::take`] when it passed over a block that fits only because the block waits
+    /// for an open batch of another stream (see [`Core::cover_open_batches`]).
+    blocked: bool,
 }
 
 impl Global {
@@ -389,6 +392,14 @@ impl Core {
                 return Ok(addr);
             }
         }
+        // Blocks that fit wait for batches no event closed (their streams may be gone: a thread
+        // that ended, a destroyed stream): one device-wide synchronization rather than growth, so
+        // that such memory is never stranded.
+        if std::mem::take(&mut g.blocked) && self.cover_open_batches(&mut g)? {
+            if let Some(addr) = self.take(&mut g, key, size, alignment, false)? {
+                return Ok(addr);
+            }
+        }
         match self.grow(&mut g, stream, key, size, alignment) {
             // Blocks of batches that no event closed yet (their streams may only be named by their
             // own calls): before failing, one device-wide synchronization covers them all.
@@ -400,8 +411,11 @@ impl Core {
     }
 
     /// Covers every open batch by one device-wide synchronization and closes them; false when
-    /// there was none. The caller holds `global` (lock order: then each shard, then the orphans).
-    fn cover_open_batches(&self, _g: &mut Global) -> Result<bool> {
+    /// there was none. The synchronization also completes everything the blocks of the shared list
+    /// wait for (the caches are flushed into it first), so they all lose their tags: no stream needs
+    /// ordering after them any more (PyTorch's "synchronize, then every cached block is free").
+    /// The caller holds `global` (lock order: then each shard, then the orphans).
+    fn cover_open_batches(&self, g: &mut Global) -> Result<bool> {
         let mut batches: Vec<Arc<Marker>> = Vec::new();
         for shard in self.shards.iter() {
             batches.extend(lock(&shard.0).open.drain(..).map(|b| b.marker));
@@ -410,8 +424,9 @@ impl Core {
         if batches.is_empty() {
             return Ok(false);
         }
-        // Every free of these batches returned before this point, so their streams' work that the
-        // blocks wait for was queued before the synchronization starts.
+        self.flush_caches(g);
+        // Every free of these batches, and of every block now in the shared list, returned before
+        // this point, so the work their blocks wait for was queued before the synchronization.
         if let Err(e) = self.syncer.sync_device() {
             lock(&self.orphans).append(&mut batches);
             return Err(e);
@@ -419,6 +434,7 @@ impl Core {
         for m in batches {
             m.close(MarkerToken::Id(0));
         }
+        g.free.retag(|t| *t = Pending::default());
         Ok(true)
     }
 
@@ -493,9 +509,14 @@ impl Core {
             None => {
                 // (streams to order after, block size, block, start, tag)
                 let mut best: Option<(usize, usize, usize, usize, &Pending)> = None;
+                let mut blocked = false;
                 for class in list.classes() {
                     // Blocks of another stream's open batch cannot be ordered after yet.
-                    for fit in list.fits_in(class, size, alignment).take(SCAN).filter(|f| f.tag.orderable(key)) {
+                    for fit in list.fits_in(class, size, alignment).take(SCAN) {
+                        if !fit.tag.orderable(key) {
+                            blocked = true;
+                            continue;
+                        }
                         let rank = (fit.tag.foreign(key), fit.len);
                         if best.as_ref().is_none_or(|b| rank < (b.0, b.1)) {
                             best = Some((rank.0, rank.1, fit.block, fit.start, fit.tag));
@@ -507,6 +528,7 @@ impl Core {
                         }
                     }
                 }
+                g.blocked |= blocked;
                 let Some((_, len, block, start, tag)) = best else { return Ok(None) };
                 (block, start, block + len, Some(tag.clone()))
             }
@@ -558,8 +580,12 @@ impl Core {
             None => {
                 // (streams to order after, block, tag)
                 let mut best: Option<(usize, usize, &Pending)> = None;
+                let mut blocked = false;
                 for class in list.classes() {
-                    let fits = list.top(class, SCAN).filter(|(a, tag)| a % alignment == 0 && tag.orderable(key));
+                    let fits = list.top(class, SCAN).filter(|(a, tag)| {
+                        blocked |= a % alignment == 0 && !tag.orderable(key);
+                        a % alignment == 0 && tag.orderable(key)
+                    });
                     for (a, tag) in fits {
                         let waits = tag.foreign(key);
                         if best.as_ref().is_none_or(|b| waits < b.0) {
@@ -576,9 +602,13 @@ impl Core {
                     best = list
                         .classes()
                         .find_map(|c| list.aligned_in(c, alignment))
-                        .filter(|(_, tag)| tag.orderable(key))
+                        .filter(|(_, tag)| {
+                            blocked |= !tag.orderable(key);
+                            tag.orderable(key)
+                        })
                         .map(|(a, tag)| (0, a, tag));
                 }
+                g.blocked |= blocked;
                 let Some((_, a, tag)) = best else { return Ok(None) };
                 (a, Some(tag.clone()))
             }

@@ -6,6 +6,7 @@ use crate::mr::detail::free_list::BlockTag;
 use crate::mr::SimulatedMemoryResource;
 
 const KIB: usize = 1 << 10;
+const MIB: usize = 1 << 20;
 
 struct Rig {
     core: Arc<Core>,
@@ -763,5 +764,26 @@ fn random_churn_on_own_streams_rarely_crosses_streams() {
             );
             assert_eq!(c.markers + c.marker_waits, 0, "tracked streams record no marker");
         }
+    }
+}
+
+#[test]
+fn memory_freed_on_streams_that_are_gone_is_reused_not_stranded() {
+    // Each round a new stream made elsewhere (a new handle: the old one was destroyed) frees what
+    // it used into a batch that no event closes; the next round's stream cannot be ordered after
+    // it, and rather than growing, one device-wide synchronization makes all of it reusable.
+    for cache in CacheLimits::ALL {
+        let r = rig(MIB, POOL, cache);
+        r.core.set_close_frees(1000);
+        for round in 0..20 {
+            let s = fake_foreign_stream(100 + round);
+            let blocks: Vec<usize> = (0..4).map(|_| r.alloc(s, 256 * KIB)).collect();
+            blocks.into_iter().for_each(|p| r.free(s, p, 256 * KIB));
+        }
+        assert_eq!(r.core.pool_size(), MIB, "{cache:?}: the pool never grew");
+        let c = r.syncer.counts();
+        assert_eq!(c.device_syncs, 19, "{cache:?}: one synchronization per new stream");
+        assert_eq!(c.markers, 0);
+        r.core.check_invariants();
     }
 }
