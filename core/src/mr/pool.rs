@@ -257,3 +257,6 @@ impl MemoryResource for PoolMemoryResource {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod stream_kind_tests;
