@@ -100,7 +100,7 @@ def test_changing_the_resource_inside_the_context_is_a_value_error():
     mr0 = rmm.mr.get_current_device_resource()
     with pytest.raises(ValueError, match="stack was changed"):
         with statistics():
-            rmm.mr.set_current_device_resource(rmm.mr.SystemMemoryResource())
+            rmm.mr.set_current_device_resource(rmm.mr.StatisticsResourceAdaptor(mr0))
     rmm.mr.set_current_device_resource(mr0)
 
 
