@@ -3,7 +3,8 @@
 
 usage: bench-figure.py BENCH_CSV OUT_PNG        (needs matplotlib: pip install matplotlib)
 
-One panel per workload; for each resource and thread count, rmm-rs from Rust, rmm-rs through its C++
+One panel per workload and kind of stream (rows: workloads; columns: own, foreign, legacy, ptds; a
+CSV without a stream column counts as own streams); for each resource and thread count, rmm-rs from Rust, rmm-rs through its C++
 headers and RMM 26.10 side by side, in aggregate nanoseconds per operation on a log scale (lower is
 better). An implementation missing from the CSV is left out of the legend.
 """
@@ -24,37 +25,53 @@ IMPLS = [
 ]
 
 
+STREAMS = ["own", "foreign", "legacy", "ptds"]
+WORKLOADS = [
+    ("pair256", "256 B allocate + free"),
+    ("random", "RMM's random allocations"),
+    ("multistream", "allocate on one stream, free on another"),
+]
+
+
 def main(bench_csv, out_png):
     values = {}
     with open(bench_csv, newline="") as f:
         for row in csv.DictReader(f):
-            key = (row["workload"], row["resource"], int(row["threads"]), row["impl"])
+            stream = row.get("stream") or "own"
+            key = (row["workload"], stream, row["resource"], int(row["threads"]), row["impl"])
             values[key] = float(row["ns_per_op"])
-    impls = [i for i in IMPLS if any(k[3] == i[0] for k in values)]
-    workloads = [("pair256", "256 B allocate + free"), ("random", "RMM's random allocations")]
-    fig, axes = plt.subplots(1, 2, figsize=(15, 5.5))
-    for ax, (workload, title) in zip(axes, workloads):
-        groups = [
-            (r, t)
-            for r in RESOURCES
-            for t in (1, 4, 16)
-            if any((workload, r, t, i) in values for i, _, _ in impls)
-        ]
-        width = 0.8 / len(impls)
-        for k, (impl, label, color) in enumerate(impls):
-            xs = [g + (k - (len(impls) - 1) / 2) * width for g in range(len(groups))]
-            ys = [values.get((workload, r, t, impl), 0) for r, t in groups]
-            ax.bar(xs, ys, width, label=label, color=color)
-        ax.set_xticks(range(len(groups)))
-        ax.set_xticklabels([f"{SHORT.get(r, r)}\n{t} thr" for r, t in groups], fontsize=7)
-        ax.set_yscale("log")
-        ax.set_ylabel("ns per operation, all threads (log scale, lower is better)")
-        ax.set_title(title)
-        ax.grid(axis="y", which="both", alpha=0.3)
-        ax.legend()
-    fig.suptitle("rmm-rs vs RMM 26.10 on one NVIDIA H200 (each thread on its own stream)")
+    impls = [i for i in IMPLS if any(k[4] == i[0] for k in values)]
+    workloads = [w for w in WORKLOADS if any(k[0] == w[0] for k in values)]
+    streams = [s for s in STREAMS if any(k[1] == s for k in values)]
+    fig, axes = plt.subplots(
+        len(workloads), len(streams), figsize=(6 * len(streams), 4.5 * len(workloads)), squeeze=False
+    )
+    for row, (workload, title) in enumerate(workloads):
+        for col, stream in enumerate(streams):
+            ax = axes[row][col]
+            groups = [
+                (r, t)
+                for r in RESOURCES
+                for t in (1, 4, 16)
+                if any((workload, stream, r, t, i) in values for i, _, _ in impls)
+            ]
+            width = 0.8 / max(1, len(impls))
+            for k, (impl, label, color) in enumerate(impls):
+                xs = [g + (k - (len(impls) - 1) / 2) * width for g in range(len(groups))]
+                ys = [values.get((workload, stream, r, t, impl), 0) for r, t in groups]
+                ax.bar(xs, ys, width, label=label, color=color)
+            ax.set_xticks(range(len(groups)))
+            ax.set_xticklabels([f"{SHORT.get(r, r)}\n{t} thr" for r, t in groups], fontsize=7)
+            ax.set_yscale("log")
+            if col == 0:
+                ax.set_ylabel("ns per op, all threads (log, lower is better)")
+            ax.set_title(f"{title}: {stream} streams", fontsize=10)
+            ax.grid(axis="y", which="both", alpha=0.3)
+            if row == 0 and col == 0:
+                ax.legend()
+    fig.suptitle("rmm-rs vs RMM 26.10 on one NVIDIA GPU, by kind of stream")
     fig.tight_layout()
-    fig.savefig(out_png, dpi=110)
+    fig.savefig(out_png, dpi=90)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,12 @@
 # our <rmm/...> headers + librmm.so; g++-built copies from stage/bench/gxx are the fallback), then runs
 # RMM 26.10, our C++ build and the Rust criterion benchmark on the same workloads in one go. Writes
 # $OUT/bench.csv (every number), $OUT/bench.md (the tables for docs/benchmarks.md) and the logs.
-# RMM_BENCH_QUICK=1 shortens criterion's measurement for a smoke run; RMM_BENCH_RESOURCES (C++) and
-# RMM_BENCH_FILTER (Rust, a regex such as "/pool/") run a subset; RMM_BENCH_RUST=0 skips the Rust side.
+# Every workload runs on four kinds of stream (own, foreign, legacy, ptds: see rmm_peer_bench.cpp).
+# RMM_BENCH_RESOURCES (C++; default pool binning arena cuda_async), RMM_BENCH_RUST_RESOURCES (Rust;
+# default pool,binning,arena), RMM_BENCH_KINDS and RMM_BENCH_WORKLOADS (comma lists) and
+# RMM_BENCH_FILTER (Rust, a regex such as "pair256/pool\\.") run a subset; RMM_BENCH_RUST=0 skips
+# the Rust side; RMM_BENCH_FULL=1 gives criterion its usual measurement times. The default run
+# takes about 5 minutes on an H200.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -44,35 +48,38 @@ build rmmrs_cpp_bench nvcc -std=c++20 -O2 -cudart shared -DRMM_BENCH_IMPL='"rmm-
     -I "$W/cccl/nvidia/cu13/include/cccl" -I bindings-cpp/include \
     benchmarks/peer/rmm_peer_bench.cpp -o "$W/bin/rmmrs_cpp_bench" -L "$B/rmmrs" -lrmm
 
-resources=${RMM_BENCH_RESOURCES:-"pool arena binning cuda_async cuda"}
+# One process per implementation and resource; it runs every workload x stream kind x thread count,
+# each on a fresh resource. --iters is the total of pair/multistream operations over all threads.
+resources=${RMM_BENCH_RESOURCES:-"pool binning arena cuda_async"}
+kinds=${RMM_BENCH_KINDS:-own,foreign,legacy,ptds}
+workloads=${RMM_BENCH_WORKLOADS:-pair256,random,multistream}
 peer=$OUT/peer.csv
-echo "impl,resource,workload,threads,ops,seconds,ns_per_op" >"$peer"
+echo "impl,resource,workload,threads,ops,seconds,ns_per_op,stream" >"$peer"
 cxx_run() { # binary, library path, args...
     local bin=$1 libs=$2; shift 2
     LD_LIBRARY_PATH=$libs "$W/bin/$bin" "$@" >>"$peer" 2>>"$OUT/bench-cpp.log" ||
         echo "$bin $* failed (bench-cpp.log)" | tee -a "$OUT/bench-cpp.log"
 }
-for workload in pair256 random; do
-    for r in $resources; do
-        for t in 1 4 16; do
-            iters=200000; [ "$r" = cuda ] && iters=2000
-            args=(--resource "$r" --workload "$workload" --threads "$t" --iters "$iters")
-            cxx_run rmm_peer_bench "$PEER_LIBS" "${args[@]}"
-            cxx_run rmmrs_cpp_bench "$OUR_LIBS" "${args[@]}"
-        done
-    done
+for r in $resources; do
+    iters=200000; [ "$r" = cuda ] && iters=2000
+    args=(--resource "$r" --workload "$workloads" --stream "$kinds" --threads 1,4,16 --iters "$iters")
+    cxx_run rmm_peer_bench "$PEER_LIBS" "${args[@]}"
+    cxx_run rmmrs_cpp_bench "$OUR_LIBS" "${args[@]}"
 done
-for t in 1 4 16; do
-    cxx_run rmm_peer_bench "$PEER_LIBS" --workload empty --threads "$t" --iters 2000000
-    cxx_run rmmrs_cpp_bench "$OUR_LIBS" --workload empty --threads "$t" --iters 2000000
-done
+cxx_run rmm_peer_bench "$PEER_LIBS" --workload empty --stream own --threads 1,4,16 --iters 2000000
+cxx_run rmmrs_cpp_bench "$OUR_LIBS" --workload empty --stream own --threads 1,4,16 --iters 2000000
+echo "C++ side done after ${SECONDS}s" | tee -a "$OUT/machine.txt"
 
 if [ "${RMM_BENCH_RUST:-1}" != 0 ]; then
-    times="--warm-up-time 1 --measurement-time 3"
-    [ "${RMM_BENCH_QUICK:-0}" = 1 ] && times="--warm-up-time 0.2 --measurement-time 0.5"
+    # Quick criterion times by default (the stream axis makes 100+ benchmarks); RMM_BENCH_FULL=1 for
+    # criterion's usual 1 s warm-up and 3 s measurement.
+    times="--warm-up-time 0.2 --measurement-time 0.5"
+    [ "${RMM_BENCH_FULL:-0}" = 1 ] && times="--warm-up-time 1 --measurement-time 3"
     # shellcheck disable=SC2086
-    LD_LIBRARY_PATH=$CUDA_LIB "$B/allocations" --bench $times ${RMM_BENCH_FILTER:+"$RMM_BENCH_FILTER"} \
+    RMM_BENCH_KINDS=$kinds RMM_BENCH_RESOURCES=${RMM_BENCH_RUST_RESOURCES:-pool,binning,arena} \
+        LD_LIBRARY_PATH=$CUDA_LIB "$B/allocations" --bench $times ${RMM_BENCH_FILTER:+"$RMM_BENCH_FILTER"} \
         >"$OUT/bench-rust.log" 2>&1 || echo "rust benchmark exit $? (bench-rust.log)"
+    echo "Rust side done after ${SECONDS}s" | tee -a "$OUT/machine.txt"
 fi
 
 python3 "$B/bench-table.py" "$CRITERION_HOME" "$peer" "$OUT/bench.csv" "$OUT/bench.md"

@@ -59,8 +59,8 @@ g++ -std=c++20 -O2 -Wall \
 IFS=';' read -r -a inc <<<"$cccl_dirs"
 g++ -std=c++20 -O2 -Wall -DRMM_BENCH_IMPL='"rmm-rs-cpp"' \
     -I bindings-cpp/include "${inc[@]/#/-I}" \
-    benchmarks/peer/rmm_peer_bench.cpp -o "$OUTDIR/gxx/rmmrs_cpp_bench" \
-    -L "$OUTDIR/rmmrs" -lrmm -lpthread
+    -I "$U/nvidia/cu13/include" benchmarks/peer/rmm_peer_bench.cpp -o "$OUTDIR/gxx/rmmrs_cpp_bench" \
+    -L "$OUTDIR/rmmrs" -lrmm -L "$U/nvidia/cu13/lib" -l:libcudart.so.13 -lpthread
 cp scripts/bench-table.py "$OUTDIR/"
 du -sh "$OUTDIR"
 echo "Staged. On the GPU machine (carry [\"stage\"]): bash scripts/bench-gpu-run.sh"

@@ -2,16 +2,27 @@
 //
 // Built twice on the GPU machine by nvcc (scripts/bench-gpu-run.sh): against RMM 26.10 from the
 // librmm-cu13 wheel, and against rmm-rs's headers and librmm.so, with RMM_BENCH_IMPL naming which.
-// Prints one CSV row per run:
-//   impl,resource,workload,threads,ops,seconds,ns_per_op
-// where an op is one allocate+free pair (pair256, empty) or one step of the random workload, and
-// ns_per_op is wall time over all threads' ops: the inverse of the aggregate throughput.
+// Prints one CSV row per configuration (flushed at once, so a crash keeps the rows before it):
+//   impl,resource,workload,threads,ops,seconds,ns_per_op,stream
+// where an op is one allocate+free pair (pair256, multistream, empty) or one step of the random
+// workload, and ns_per_op is wall time over all threads' ops: the inverse of the aggregate
+// throughput. --workload, --stream and --threads take comma lists; every configuration gets a
+// fresh resource.
 //
-// Workloads (each thread has its own stream):
-//   pair256  allocate + free of 256 bytes, `--iters` times per thread;
-//   random   RMM's RANDOM_ALLOCATIONS_BENCH: 73% chance to allocate (size uniform in [1, max]) while
-//            under the usage cap and the allocation count, else free a random live allocation;
-//   empty    the same loop as pair256 through a resource that does nothing: the dispatch floor.
+// Workloads:
+//   pair256      allocate + free of 256 bytes on the thread's stream, `--iters` times per thread;
+//   random       RMM's RANDOM_ALLOCATIONS_BENCH: 73% chance to allocate (size uniform in [1, max])
+//                while under the usage cap and the allocation count, else free a random live
+//                allocation;
+//   multistream  RMM's MULTI_STREAM_ALLOCATIONS shape reduced to the allocator: allocate 256 bytes on
+//                one of the thread's two streams and free it on the other, `--iters` times;
+//   empty        the same loop as pair256 through a resource that does nothing: the dispatch floor.
+// Streams (--stream), as users pass them:
+//   own      rmm::cuda_stream (non-blocking), made before the threads start;
+//   foreign  cudaStreamCreateWithFlags(cudaStreamNonBlocking), made by each thread when it starts and
+//            destroyed when it ends, as CuPy or PyTorch users' streams are;
+//   legacy   the legacy default stream (0; multistream frees on cudaStreamLegacy, the same stream);
+//   ptds     cudaStreamPerThread.
 #include <rmm/cuda_stream.hpp>
 #include <rmm/cuda_device.hpp>
 #include <rmm/mr/arena_memory_resource.hpp>
@@ -22,6 +33,7 @@
 #include <rmm/resource_ref.hpp>
 
 #include <cuda/memory_resource>
+#include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <barrier>
@@ -30,6 +42,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <sstream>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -71,8 +84,9 @@ struct splitmix64 {
 
 struct options {
   std::string resource = "pool";
-  std::string workload = "pair256";
-  int threads = 1;
+  std::vector<std::string> workloads{"pair256"};
+  std::vector<std::string> streams{"own"};
+  std::vector<int> threads{1};
   long iters = 100000;
   long num_allocations = 10000;
   std::size_t max_size = 1 << 20;
@@ -101,6 +115,14 @@ long pair_loop(rmm::device_async_resource_ref mr, cuda::stream_ref stream, long 
   for (long i = 0; i < iters; ++i) {
     void* p = mr.allocate(stream, 256, kAlign);
     mr.deallocate(stream, p, 256, kAlign);
+  }
+  return iters;
+}
+
+long multistream_loop(rmm::device_async_resource_ref mr, cuda::stream_ref alloc, cuda::stream_ref free, long iters) {
+  for (long i = 0; i < iters; ++i) {
+    void* p = mr.allocate(alloc, 256, kAlign);
+    mr.deallocate(free, p, 256, kAlign);
   }
   return iters;
 }
@@ -141,14 +163,27 @@ long random_loop(rmm::device_async_resource_ref mr,
   return ops + static_cast<long>(live.size());
 }
 
+std::vector<std::string> split(std::string const& list) {
+  std::vector<std::string> out;
+  std::stringstream in{list};
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) { out.push_back(item); }
+  }
+  return out;
+}
+
 options parse(int argc, char** argv) {
   options opt;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string key = argv[i];
     std::string value = argv[i + 1];
     if (key == "--resource") { opt.resource = value; }
-    else if (key == "--workload") { opt.workload = value; }
-    else if (key == "--threads") { opt.threads = std::stoi(value); }
+    else if (key == "--workload") { opt.workloads = split(value); }
+    else if (key == "--stream") { opt.streams = split(value); }
+    else if (key == "--threads") {
+      opt.threads.clear();
+      for (auto const& t : split(value)) { opt.threads.push_back(std::stoi(t)); }
+    }
     else if (key == "--iters") { opt.iters = std::stol(value); }
     else if (key == "--num-allocations") { opt.num_allocations = std::stol(value); }
     else if (key == "--max-size") { opt.max_size = std::stoul(value); }
@@ -160,47 +195,105 @@ options parse(int argc, char** argv) {
   return opt;
 }
 
+void check(cudaError_t status, char const* what) {
+  if (status != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(status));
+    std::exit(1);
+  }
+}
+
+/// The two streams of one benchmark thread of kind `kind` (foreign ones are made here; the caller
+/// destroys them with `release`).
+std::pair<cudaStream_t, cudaStream_t> thread_streams(std::string const& kind,
+                                                     std::vector<rmm::cuda_stream> const& own,
+                                                     int t) {
+  if (kind == "own") {
+    return {own[2 * static_cast<std::size_t>(t)].value(), own[2 * static_cast<std::size_t>(t) + 1].value()};
+  }
+  if (kind == "foreign") {
+    cudaStream_t a{};
+    cudaStream_t b{};
+    check(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    return {a, b};
+  }
+  if (kind == "legacy") { return {cudaStream_t{}, cudaStreamLegacy}; }
+  if (kind == "ptds") { return {cudaStreamPerThread, cudaStreamPerThread}; }
+  std::fprintf(stderr, "unknown stream kind %s\n", kind.c_str());
+  std::exit(2);
+}
+
+/// Runs one configuration on a fresh resource and prints its row.
+void run_one(options const& opt, std::string const& workload, std::string const& kind, int threads) {
+  any_device_resource owner = make_resource(workload == "empty" ? "empty" : opt.resource);
+  rmm::device_async_resource_ref mr{owner};
+  std::vector<rmm::cuda_stream> own;
+  if (kind == "own") {
+    for (int t = 0; t < 2 * threads; ++t) { own.emplace_back(rmm::cuda_stream::flags::non_blocking); }
+  }
+  long iters = workload == "random" ? 0 : std::max(1000L, opt.iters / threads);
+  auto work = [&](int t, cudaStream_t a, cudaStream_t b) -> long {
+    if (workload == "random") {
+      return random_loop(mr, cuda::stream_ref{a}, opt, 1234u + static_cast<std::uint64_t>(t), opt.max_usage / threads);
+    }
+    if (workload == "multistream") { return multistream_loop(mr, cuda::stream_ref{a}, cuda::stream_ref{b}, iters); }
+    return pair_loop(mr, cuda::stream_ref{a}, iters);
+  };
+
+  {  // warm-up on one thread: pools reach their working size, lazy initialisation is done
+    auto [a, b] = thread_streams(kind, own, 0);
+    work(0, a, b);
+    if (kind == "foreign") {
+      check(cudaStreamDestroy(a), "cudaStreamDestroy");
+      check(cudaStreamDestroy(b), "cudaStreamDestroy");
+    }
+  }
+  std::barrier start{threads + 1};
+  std::barrier end{threads + 1};
+  std::vector<long> ops(static_cast<std::size_t>(threads));
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      auto [a, b] = thread_streams(kind, own, t);
+      start.arrive_and_wait();
+      ops[static_cast<std::size_t>(t)] = work(t, a, b);
+      end.arrive_and_wait();
+      if (kind == "foreign") {  // destroyed at the thread's end, as a user's stream would be
+        check(cudaStreamSynchronize(a), "cudaStreamSynchronize");
+        check(cudaStreamSynchronize(b), "cudaStreamSynchronize");
+        check(cudaStreamDestroy(a), "cudaStreamDestroy");
+        check(cudaStreamDestroy(b), "cudaStreamDestroy");
+      }
+    });
+  }
+  start.arrive_and_wait();
+  auto begin = std::chrono::steady_clock::now();
+  end.arrive_and_wait();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  for (auto& w : workers) { w.join(); }
+  for (auto& s : own) { s.synchronize(); }
+  long total = 0;
+  for (long n : ops) { total += n; }
+  std::printf("%s,%s,%s,%d,%ld,%.6f,%.2f,%s\n",
+              RMM_BENCH_IMPL,
+              workload == "empty" ? "empty" : opt.resource.c_str(),
+              workload.c_str(),
+              threads,
+              total,
+              seconds,
+              seconds * 1e9 / static_cast<double>(total),
+              kind.c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   options opt = parse(argc, argv);
-  any_device_resource owner = make_resource(opt.workload == "empty" ? "empty" : opt.resource);
-  rmm::device_async_resource_ref mr{owner};
-  std::vector<rmm::cuda_stream> streams;
-  for (int t = 0; t < opt.threads; ++t) { streams.emplace_back(rmm::cuda_stream::flags::non_blocking); }
-
-  auto run = [&](int t) -> long {
-    cuda::stream_ref stream{streams[static_cast<std::size_t>(t)].value()};
-    if (opt.workload == "random") {
-      return random_loop(mr, stream, opt, 1234u + static_cast<std::uint64_t>(t), opt.max_usage / opt.threads);
+  for (auto const& workload : opt.workloads) {
+    for (auto const& kind : opt.streams) {
+      for (int threads : opt.threads) { run_one(opt, workload, kind, threads); }
     }
-    return pair_loop(mr, stream, opt.iters);
-  };
-
-  run(0);  // warm-up: pools reach their working size, lazy initialisation is done
-  std::barrier start{opt.threads + 1};
-  std::vector<long> ops(static_cast<std::size_t>(opt.threads));
-  std::vector<std::thread> workers;
-  for (int t = 0; t < opt.threads; ++t) {
-    workers.emplace_back([&, t] {
-      start.arrive_and_wait();
-      ops[static_cast<std::size_t>(t)] = run(t);
-    });
   }
-  auto begin = std::chrono::steady_clock::now();
-  start.arrive_and_wait();
-  for (auto& w : workers) { w.join(); }
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-  for (auto& s : streams) { s.synchronize(); }
-  long total = 0;
-  for (long n : ops) { total += n; }
-  std::printf("%s,%s,%s,%d,%ld,%.6f,%.2f\n",
-              RMM_BENCH_IMPL,
-              opt.workload == "empty" ? "empty" : opt.resource.c_str(),
-              opt.workload.c_str(),
-              opt.threads,
-              total,
-              seconds,
-              seconds * 1e9 / static_cast<double>(total));
   return 0;
 }

@@ -98,7 +98,7 @@ impl PyDeviceBuffer {
                 }
                 Ok(buf)
             })
-            .into_py_result()?;
+            .into_py_alloc_result()?;
         Ok(Self { buf: Some(buf), stream: stream.object(py)?, mr })
     }
 

@@ -5,6 +5,7 @@
 //! | `OutOfMemory` | `MemoryError` (as RMM raises for `rmm::out_of_memory`) |
 //! | `InvalidArgument` | `ValueError` |
 //! | `Cuda`, `NoDriver`, `NoDevice`, `Unsupported` | `RuntimeError` |
+//! | `Cuda` from an allocation | `MemoryError` (RMM's `RMM_CUDA_TRY_ALLOC` throws `rmm::bad_alloc`) |
 //!
 //! The message is the core error's `Display` text, so Python sees the same words as Rust and C++.
 //!
@@ -65,13 +66,33 @@ pub(crate) fn to_py_err(error: Error) -> PyErr {
     }
 }
 
-/// `.into_py_result()` on a core `Result`: the idiom every binding method ends with.
+/// The Python exception for a core error of an allocation: as [`to_py_err`], except that a CUDA
+/// error is a `MemoryError` too. RMM's resources wrap every CUDA call of an allocation in
+/// `RMM_CUDA_TRY_ALLOC`, which throws `rmm::bad_alloc` (a `std::bad_alloc`, so Cython raises
+/// `MemoryError`) whatever the CUDA error: a pool destroyed under `CudaAsyncViewMemoryResource`, say.
+pub(crate) fn to_py_alloc_err(error: Error) -> PyErr {
+    match error {
+        Error::Cuda { .. } if !has_parked() => PyMemoryError::new_err(error.to_string()),
+        other => to_py_err(other),
+    }
+}
+
+fn has_parked() -> bool {
+    PARKED.with(|p| p.borrow().is_some())
+}
+
+/// `.into_py_result()` on a core `Result`: the idiom every binding method ends with;
+/// `.into_py_alloc_result()` for the calls that allocate (see [`to_py_alloc_err`]).
 pub(crate) trait IntoPyResult<T> {
     fn into_py_result(self) -> pyo3::PyResult<T>;
+    fn into_py_alloc_result(self) -> pyo3::PyResult<T>;
 }
 
 impl<T> IntoPyResult<T> for rmm_core::Result<T> {
     fn into_py_result(self) -> pyo3::PyResult<T> {
         self.map_err(to_py_err)
+    }
+    fn into_py_alloc_result(self) -> pyo3::PyResult<T> {
+        self.map_err(to_py_alloc_err)
     }
 }

@@ -1,26 +1,44 @@
 //! The allocation workloads of docs/benchmarks.md, beside RMM 26.10's
 //! (benchmarks/peer/rmm_peer_bench.cpp runs the same ones through RMM's C++ library):
 //!
-//! - `pair256/<resource>/<threads>`: allocate + free 256 bytes, each thread on its own stream;
-//! - `random/<resource>/<threads>`: RMM's random-allocations workload (73% chance to allocate a size
-//!   uniform in [1, 1 MiB] while under the allocation count and the usage cap, else free a random live
-//!   allocation), 10 000 allocations per thread, the same splitmix64 sequence as the C++ side;
-//! - `pair256/empty/<threads>`: the same loop through a resource that does nothing (the floor).
+//! - `pair256/<resource>.<kind>/<threads>`: allocate + free 256 bytes on the thread's stream;
+//! - `random/<resource>.<kind>/<threads>`: RMM's random-allocations workload (73% chance to allocate
+//!   a size uniform in [1, 1 MiB] while under the allocation count and the usage cap, else free a
+//!   random live allocation), 10 000 allocations per thread, the same splitmix64 sequence as the
+//!   C++ side;
+//! - `multistream/<resource>.<kind>/<threads>`: RMM's MULTI_STREAM_ALLOCATIONS shape reduced to the
+//!   allocator: allocate 256 bytes on one of the thread's two streams, free it on the other;
+//! - `pair256/empty.<kind>/<threads>`: the pair loop through a resource that does nothing (the
+//!   floor).
+//!
+//! `<kind>` is the kind of stream every thread uses, as users pass them:
+//! - `own`: streams we created (`OwnedStream`, RMM's `rmm::cuda_stream`), made before the threads;
+//! - `foreign`: streams made elsewhere (`cuStreamCreate(NON_BLOCKING)` straight from the driver, as
+//!   CuPy, PyTorch or `cudaStreamCreateWithFlags` make them), one per thread (two for
+//!   `multistream`), created when the thread starts and destroyed when it ends;
+//! - `legacy`: the legacy default stream (handle 0; `multistream` frees on `cudaStreamLegacy`, the
+//!   other handle of the same stream);
+//! - `ptds`: the per-thread default stream (`cudaStreamPerThread`).
 //!
 //! Each benchmark's throughput is set to the number of operations (pairs or random steps, over all
 //! threads) of one iteration, so time ÷ elements is the aggregate ns per operation, the C++ column.
 //! Run on the GPU machine by scripts/bench-gpu-run.sh. Without a GPU (host mode) the same workloads
-//! run over host-mode variants, marked as such in `resources`: the pool and binning over a simulated
-//! device (the default stream for every thread), system memory and the simulated device itself.
+//! run over host-mode variants, marked as such in `resources`: the pool, binning and arena over a
+//! simulated device, each also with unchecked frees (the `-unchecked` lines: what the
+//! live-allocation index costs), system memory and the simulated device itself; `own` streams
+//! cannot exist there, and `foreign` ones are made-up handles that never reach a driver (the pools
+//! see streams they did not create, which is what matters for their cost).
+//! `RMM_BENCH_KINDS` (a comma list, default all) picks the kinds, `RMM_BENCH_RESOURCES` the resources.
 
 use std::sync::Barrier;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
 use rmm_core::cuda::{self, OwnedStream, Stream, StreamFlags};
 use rmm_core::mr::{
-    ArenaMemoryResource, BinningMemoryResource, CudaAsyncMemoryResource, CudaMemoryResource, PoolMemoryResource,
-    SimulatedMemoryResource, SystemMemoryResource,
+    ArenaMemoryResource, ArenaOptions, BinningMemoryResource, CudaAsyncMemoryResource, CudaMemoryResource, FreeChecks,
+    PoolMemoryResource, SimulatedMemoryResource, SystemMemoryResource,
 };
 use rmm_core::{Access, AnyResource, MemoryResource, Result, DEFAULT_ALIGNMENT};
 
@@ -54,8 +72,17 @@ impl MemoryResource for EmptyResource {
 
 type Factory = fn() -> Result<AnyResource>;
 
-/// The resources compared, as in RMM's benchmarks; each entry is one line.
+/// The resources compared, as in RMM's benchmarks, less those `RMM_BENCH_RESOURCES` (a comma or space
+/// list) leaves out: criterion's filter would still run each one's warm-up.
 fn resources() -> Vec<(&'static str, Factory)> {
+    let wanted = std::env::var("RMM_BENCH_RESOURCES").unwrap_or_default();
+    let mut all = all_resources();
+    all.retain(|(name, _)| wanted.trim().is_empty() || wanted.split([',', ' ']).any(|w| w == *name));
+    all
+}
+
+/// Every resource this machine can run.
+fn all_resources() -> Vec<(&'static str, Factory)> {
     if cuda::is_host_mode() {
         return vec![
             ("pool", || {
@@ -67,6 +94,29 @@ fn resources() -> Vec<(&'static str, Factory)> {
                 let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
                 let pool = PoolMemoryResource::new(upstream, Some(1 << 30), None)?;
                 Ok(AnyResource::new(BinningMemoryResource::with_exponents(AnyResource::new(pool), 18, 22)?))
+            }),
+            // The same two with RMM's unchecked frees: the price of the live-allocation index.
+            ("pool-unchecked", || {
+                let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
+                Ok(AnyResource::new(PoolMemoryResource::with_free_checks(upstream, Some(1 << 30), None, FreeChecks::Unchecked)?))
+            }),
+            ("binning-unchecked", || {
+                let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
+                let pool = PoolMemoryResource::with_free_checks(upstream, Some(1 << 30), None, FreeChecks::Unchecked)?;
+                let binning = BinningMemoryResource::with_free_checks(AnyResource::new(pool), FreeChecks::Unchecked);
+                for exponent in 18..=22 {
+                    binning.add_bin(1 << exponent, None)?;
+                }
+                Ok(AnyResource::new(binning))
+            }),
+            ("arena", || {
+                let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
+                Ok(AnyResource::new(ArenaMemoryResource::new(upstream, Some(32 << 30), false)?))
+            }),
+            ("arena-unchecked", || {
+                let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
+                let options = ArenaOptions::default().arena_size(32 << 30).free_checks(FreeChecks::Unchecked);
+                Ok(AnyResource::new(ArenaMemoryResource::with_options(upstream, options)?))
             }),
             ("system", || Ok(AnyResource::new(SystemMemoryResource::new()))),
             ("simulated", || Ok(AnyResource::new(SimulatedMemoryResource::new(64 << 30)?))),
@@ -117,6 +167,17 @@ fn pair_loop(mr: &AnyResource, stream: Stream, iters: u64) -> u64 {
     iters
 }
 
+/// Allocates on `alloc`, frees on `free` (the caller orders `free` after `alloc`'s work; with no
+/// work queued, nothing to order).
+fn multistream_loop(mr: &AnyResource, alloc: Stream, free: Stream, iters: u64) -> u64 {
+    for _ in 0..iters {
+        let p = mr.allocate(alloc, 256, DEFAULT_ALIGNMENT).expect("256 B allocation");
+        // SAFETY: `p` came from `mr` with these arguments.
+        unsafe { mr.deallocate(free, p, 256, DEFAULT_ALIGNMENT).expect("free") };
+    }
+    iters
+}
+
 fn random_loop(mr: &AnyResource, stream: Stream, seed: u64, usage_cap: usize) -> u64 {
     let mut gen = SplitMix64(seed);
     let mut live: Vec<(*mut u8, usize)> = Vec::with_capacity(RANDOM_ALLOCATIONS);
@@ -146,33 +207,123 @@ fn random_loop(mr: &AnyResource, stream: Stream, seed: u64, usage_cap: usize) ->
     ops + leftover
 }
 
-/// One stream per thread: owned non-blocking streams with a GPU, the default stream in host mode.
-fn thread_streams(threads: usize) -> (Vec<OwnedStream>, Vec<Stream>) {
-    if cuda::is_host_mode() {
-        return (Vec::new(), vec![Stream::DEFAULT; threads]);
-    }
-    let owned: Vec<OwnedStream> =
-        (0..threads).map(|_| OwnedStream::new(StreamFlags::NonBlocking).expect("stream")).collect();
-    let streams = owned.iter().map(|s| s.stream()).collect();
-    (owned, streams)
+/// The kinds of stream a benchmark thread can use (see the module comment).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Own,
+    Foreign,
+    Legacy,
+    PerThread,
 }
 
-/// Runs `work(thread, stream)` on every thread at once; returns the wall time of the slowest.
-fn run_threads(streams: &[Stream], work: &(dyn Fn(usize, Stream) + Sync)) -> Duration {
-    let start = Barrier::new(streams.len() + 1);
-    std::thread::scope(|scope| {
-        for (t, &stream) in streams.iter().enumerate() {
-            let start = &start;
-            scope.spawn(move || {
-                start.wait();
-                work(t, stream);
-            });
+impl Kind {
+    const ALL: [Kind; 4] = [Kind::Own, Kind::Foreign, Kind::Legacy, Kind::PerThread];
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Own => "own",
+            Kind::Foreign => "foreign",
+            Kind::Legacy => "legacy",
+            Kind::PerThread => "ptds",
         }
-        start.wait();
-        Instant::now()
-    })
-    // `scope` returns once every worker has joined.
-    .elapsed()
+    }
+
+    /// The kinds to run: `RMM_BENCH_KINDS` or all; `own` only with a GPU.
+    fn selected() -> Vec<Kind> {
+        let wanted = std::env::var("RMM_BENCH_KINDS").unwrap_or_default();
+        Kind::ALL
+            .into_iter()
+            .filter(|k| wanted.is_empty() || wanted.split(',').any(|w| w.trim() == k.name()))
+            .filter(|k| *k != Kind::Own || !cuda::is_host_mode())
+            .collect()
+    }
+}
+
+/// A stream made the way CuPy, PyTorch or `cudaStreamCreateWithFlags` make them: straight from the
+/// driver, unknown to rmm; destroyed on drop. In host mode a made-up handle (no driver to ask).
+struct ForeignStream(usize);
+
+/// Made-up handles of host mode, unique per stream.
+static NEXT_FAKE: AtomicUsize = AtomicUsize::new(0x7000_0000);
+
+impl ForeignStream {
+    fn new() -> Self {
+        if cuda::is_host_mode() {
+            return Self(NEXT_FAKE.fetch_add(0x100, Ordering::Relaxed));
+        }
+        cuda::set_current_device(cuda::current_device().expect("device")).expect("context");
+        let mut raw: cudarc::driver::sys::CUstream = std::ptr::null_mut();
+        let flags = cudarc::driver::sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+        // SAFETY: a context is current (set above); `raw` is a valid out-pointer.
+        let status = unsafe { cudarc::driver::sys::cuStreamCreate(&mut raw, flags) };
+        assert_eq!(status, cudarc::driver::sys::CUresult::CUDA_SUCCESS, "cuStreamCreate");
+        Self(raw as usize)
+    }
+
+    fn stream(&self) -> Stream {
+        // SAFETY: a live stream of ours until drop (or a made-up handle in host mode, which only the
+        // host-mode resources see).
+        unsafe { Stream::from_raw(self.0) }
+    }
+}
+
+impl Drop for ForeignStream {
+    fn drop(&mut self) {
+        if !cuda::is_host_mode() {
+            // SAFETY: created by `new`, destroyed once.
+            let _ = unsafe { cudarc::driver::sys::cuStreamDestroy_v2(self.0 as cudarc::driver::sys::CUstream) };
+        }
+    }
+}
+
+/// The streams of one benchmark configuration: `own` streams are made before the threads start
+/// (two per thread, for `multistream`); the other kinds are found in the thread.
+struct Streams {
+    kind: Kind,
+    own: Vec<OwnedStream>,
+}
+
+impl Streams {
+    fn new(kind: Kind, threads: usize) -> Self {
+        let own = match kind {
+            Kind::Own => (0..2 * threads).map(|_| OwnedStream::new(StreamFlags::NonBlocking).expect("stream")).collect(),
+            _ => Vec::new(),
+        };
+        Self { kind, own }
+    }
+
+    /// Runs `work(thread, first stream, second stream)` on every thread at once, after each made its
+    /// streams; returns the wall time from the start until every thread's work is done (foreign
+    /// streams are destroyed after that, when their threads end).
+    fn run(&self, threads: usize, work: &(dyn Fn(usize, Stream, Stream) + Sync)) -> Duration {
+        let start = Barrier::new(threads + 1);
+        let end = Barrier::new(threads + 1);
+        std::thread::scope(|scope| {
+            for t in 0..threads {
+                let (start, end) = (&start, &end);
+                scope.spawn(move || {
+                    let foreign = (self.kind == Kind::Foreign).then(|| [ForeignStream::new(), ForeignStream::new()]);
+                    let (a, b) = match self.kind {
+                        Kind::Own => (self.own[2 * t].stream(), self.own[2 * t + 1].stream()),
+                        Kind::Foreign => {
+                            let f = foreign.as_ref().expect("made above");
+                            (f[0].stream(), f[1].stream())
+                        }
+                        Kind::Legacy => (Stream::DEFAULT, Stream::LEGACY),
+                        Kind::PerThread => (Stream::PER_THREAD, Stream::PER_THREAD),
+                    };
+                    start.wait();
+                    work(t, a, b);
+                    end.wait();
+                    drop(foreign);
+                });
+            }
+            start.wait();
+            let began = Instant::now();
+            end.wait();
+            began.elapsed()
+        })
+    }
 }
 
 /// The resource, or `None` (and a note on stderr) when it cannot be made here.
@@ -181,42 +332,75 @@ fn make(name: &str, factory: Factory) -> Option<AnyResource> {
 }
 
 fn bench(c: &mut Criterion) {
+    let kinds = Kind::selected();
     let mut pairs = c.benchmark_group("pair256");
     for (name, factory) in resources().into_iter().chain([("empty", (|| Ok(AnyResource::new(EmptyResource))) as Factory)]) {
-        let Some(mr) = make(name, factory) else { continue };
-        for threads in THREADS {
-            let (_owned, streams) = thread_streams(threads);
-            pair_loop(&mr, streams[0], 1000);
-            pairs.throughput(Throughput::Elements(threads as u64));
-            pairs.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, _| {
-                b.iter_custom(|iters| run_threads(&streams, &|_, stream| {
-                    pair_loop(&mr, stream, iters);
-                }));
-            });
+        for &kind in &kinds {
+            // A fresh resource per kind of stream, as the C++ side (what one kind leaves behind
+            // does not slow the next).
+            let Some(mr) = make(name, factory) else { continue };
+            for threads in THREADS {
+                let streams = Streams::new(kind, threads);
+                streams.run(threads, &|_, a, _| {
+                    pair_loop(&mr, a, 1000);
+                });
+                pairs.throughput(Throughput::Elements(threads as u64));
+                pairs.bench_with_input(BenchmarkId::new(format!("{name}.{}", kind.name()), threads), &threads, |b, _| {
+                    b.iter_custom(|iters| streams.run(threads, &|_, a, _| {
+                        pair_loop(&mr, a, iters);
+                    }));
+                });
+            }
         }
     }
     pairs.finish();
+
+    let mut multi = c.benchmark_group("multistream");
+    for (name, factory) in resources() {
+        for &kind in &kinds {
+            // A fresh resource per kind of stream, as the C++ side (what one kind leaves behind
+            // does not slow the next).
+            let Some(mr) = make(name, factory) else { continue };
+            for threads in THREADS {
+                let streams = Streams::new(kind, threads);
+                multi.throughput(Throughput::Elements(threads as u64));
+                multi.bench_with_input(BenchmarkId::new(format!("{name}.{}", kind.name()), threads), &threads, |b, _| {
+                    b.iter_custom(|iters| streams.run(threads, &|_, a, other| {
+                        multistream_loop(&mr, a, other, iters);
+                    }));
+                });
+            }
+        }
+    }
+    multi.finish();
 
     let mut random = c.benchmark_group("random");
     // One workload run takes milliseconds to seconds (cuda): ten flat samples, not a linear ramp.
     random.sample_size(10);
     random.sampling_mode(SamplingMode::Flat);
     for (name, factory) in resources() {
-        let Some(mr) = make(name, factory) else { continue };
-        for threads in THREADS {
-            let (_owned, streams) = thread_streams(threads);
-            let cap = RANDOM_MAX_USAGE / threads;
-            let ops: u64 = (0..threads).map(|t| random_loop(&mr, streams[t], 1234 + t as u64, cap)).sum();
-            random.throughput(Throughput::Elements(ops));
-            random.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, _| {
-                b.iter_custom(|iters| {
-                    (0..iters)
-                        .map(|_| run_threads(&streams, &|t, stream| {
-                            random_loop(&mr, stream, 1234 + t as u64, cap);
-                        }))
-                        .sum()
+        for &kind in &kinds {
+            // A fresh resource per kind of stream, as the C++ side (what one kind leaves behind
+            // does not slow the next).
+            let Some(mr) = make(name, factory) else { continue };
+            for threads in THREADS {
+                let streams = Streams::new(kind, threads);
+                let cap = RANDOM_MAX_USAGE / threads;
+                let ops = AtomicUsize::new(0);
+                streams.run(threads, &|t, a, _| {
+                    ops.fetch_add(random_loop(&mr, a, 1234 + t as u64, cap) as usize, Ordering::Relaxed);
                 });
-            });
+                random.throughput(Throughput::Elements(ops.into_inner() as u64));
+                random.bench_with_input(BenchmarkId::new(format!("{name}.{}", kind.name()), threads), &threads, |b, _| {
+                    b.iter_custom(|iters| {
+                        (0..iters)
+                            .map(|_| streams.run(threads, &|t, a, _| {
+                                random_loop(&mr, a, 1234 + t as u64, cap);
+                            }))
+                            .sum()
+                    });
+                });
+            }
         }
     }
     random.finish();

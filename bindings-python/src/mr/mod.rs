@@ -62,7 +62,7 @@ impl PyDeviceMemoryResource {
         let stream = stream.stream(py);
         let mr = &self.inner;
         clear_parked();
-        py.detach(|| mr.allocate(stream, nbytes, DEFAULT_ALIGNMENT).map(|p| p as usize)).into_py_result()
+        py.detach(|| mr.allocate(stream, nbytes, DEFAULT_ALIGNMENT).map(|p| p as usize)).into_py_alloc_result()
     }
 
     /// Returns memory from `allocate(nbytes, stream)`. As in RMM, the pointer must come from this

@@ -115,6 +115,18 @@ pub(crate) fn ensure_context() -> Result<DeviceId> {
     Ok(dev)
 }
 
+/// The calling thread's current device for naming its default streams, as cheaply as possible:
+/// with one device in the process, 0 without any driver call (every context is device 0's); with
+/// several, [`ensure_context`] (one `cuCtxGetCurrent`). The stream-ordered pools ask on every
+/// operation on the legacy or per-thread default stream.
+pub(crate) fn stream_device() -> Result<DeviceId> {
+    static SINGLE: OnceLock<bool> = OnceLock::new();
+    if *SINGLE.get_or_init(|| device_count().is_ok_and(|n| n == 1)) {
+        return Ok(0);
+    }
+    ensure_context()
+}
+
 /// Free and total memory of `device`, in bytes.
 ///
 /// # Errors

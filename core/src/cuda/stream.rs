@@ -170,6 +170,23 @@ impl Stream {
         known_ids::get(self.0)
     }
 
+    /// True while this stream is being captured into a CUDA graph (`cuStreamIsCapturing`); false in
+    /// host mode, where nothing is captured.
+    ///
+    /// # Errors
+    /// The driver's error (for example for a destroyed stream).
+    pub fn is_capturing(self) -> Result<bool> {
+        if super::is_host_mode() {
+            return Ok(false);
+        }
+        ensure_context()?;
+        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: a context is current, the handle is valid (constructor contract) and `status` is a
+        // valid out-pointer.
+        check(unsafe { sys::cuStreamIsCapturing(self.as_cu(), &mut status) }, "cuStreamIsCapturing")?;
+        Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+    }
+
     /// Makes all future work on this stream wait until `event` has completed.
     pub fn wait_event(self, event: &Event) -> Result<()> {
         ensure_context()?;
@@ -327,8 +344,13 @@ mod known_ids {
     /// Entries per thread: a thread works with a few streams at a time.
     const WAYS: usize = 4;
 
-    /// `(handle, id, epoch)` entries and the next one to replace.
+    /// `(handle, id, epoch)` entries and the next one to replace; [`NOT_OWNED`] as the id caches
+    /// "not a live owned stream" (a stream made elsewhere), so that such a handle, asked about on
+    /// every pool operation, costs neither the driver nor the table's lock while the epoch holds.
     type Ways = ([(usize, u64, u64); WAYS], usize);
+
+    /// The cached id of a handle that is not a live owned stream.
+    const NOT_OWNED: u64 = u64::MAX;
 
     thread_local! {
         static CACHE: Cell<Ways> = const { Cell::new(([(0, 0, u64::MAX); WAYS], 0)) };
@@ -336,16 +358,17 @@ mod known_ids {
 
     /// The id of `raw` if it is a live stream created by [`OwnedStream`].
     pub(super) fn get(raw: usize) -> Option<u64> {
-        // Read before the table: a destruction after this read leaves a stale epoch in the entry.
+        // Read before the table: a creation or destruction after this read leaves a stale epoch in
+        // the entry, positive or negative.
         let epoch = EPOCH.load(Ordering::Acquire);
         let (mut ways, next) = CACHE.get();
         if let Some(&(_, id, _)) = ways.iter().find(|&&(h, _, e)| h == raw && e == epoch) {
-            return Some(id);
+            return (id != NOT_OWNED).then_some(id);
         }
-        let id = *table().lock().unwrap_or_else(PoisonError::into_inner).get(&raw)?;
-        ways[next] = (raw, id, epoch);
+        let id = table().lock().unwrap_or_else(PoisonError::into_inner).get(&raw).copied();
+        ways[next] = (raw, id.unwrap_or(NOT_OWNED), epoch);
         CACHE.set((ways, (next + 1) % WAYS));
-        Some(id)
+        id
     }
 
     pub(super) fn created(raw: usize, id: u64) {
@@ -369,7 +392,9 @@ mod known_ids {
         fn a_cached_id_never_outlives_its_stream() {
             let (h, other) = (0xdead_0000_usize, 0xdead_1000_usize);
             assert_eq!(get(h), None, "unknown handles go to the driver");
+            assert_eq!(get(h), None, "and are cached as not owned");
             created(h, 7);
+            assert_eq!(get(h), Some(7), "a creation voids the negative entry");
             assert_eq!(get(h), Some(7));
             assert_eq!(get(h), Some(7), "then from this thread's cache");
             std::thread::spawn(move || assert_eq!(get(h), Some(7), "other threads find it too")).join().unwrap();

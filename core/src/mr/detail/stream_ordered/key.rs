@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::cuda::{DeviceId, Stream};
 use crate::mr::detail::free_list::BlockTag;
@@ -106,25 +106,56 @@ impl fmt::Debug for MarkerToken {
     }
 }
 
-/// The work queued on `owner` up to some point, captured by a recorded event.
+/// The work queued on `owner` up to some point, captured by a recorded event; or, while *open* (a
+/// batch, see the glossary), the frees on `owner` that a later event will capture.
 #[derive(Debug)]
 pub(crate) struct Marker {
     pub(super) owner: StreamKey,
-    /// Order of recording: of two markers of one stream, the later one captures more.
-    pub(super) seq: u64,
-    pub(super) token: MarkerToken,
+    /// Order of recording (set when closed): of two closed markers of one stream, the later one
+    /// captures more.
+    pub(super) seq: AtomicU64,
+    /// What the syncer recorded; empty while the marker is open.
+    pub(super) token: OnceLock<MarkerToken>,
 }
 
 impl Marker {
-    pub(super) fn new(owner: StreamKey, token: MarkerToken) -> Arc<Self> {
-        static SEQ: AtomicU64 = AtomicU64::new(0);
-        Arc::new(Self { owner, seq: SEQ.fetch_add(1, Ordering::Relaxed), token })
+    fn next_seq() -> u64 {
+        static SEQ: AtomicU64 = AtomicU64::new(1);
+        SEQ.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// What the syncer recorded.
-    #[cfg(test)]
-    pub(crate) fn token(&self) -> &MarkerToken {
-        &self.token
+    /// A marker recorded now.
+    pub(super) fn new(owner: StreamKey, token: MarkerToken) -> Arc<Self> {
+        Arc::new(Self { owner, seq: AtomicU64::new(Self::next_seq()), token: OnceLock::from(token) })
+    }
+
+    /// An open marker: a batch of frees not yet captured by an event.
+    pub(crate) fn open(owner: StreamKey) -> Arc<Self> {
+        Arc::new(Self { owner, seq: AtomicU64::new(0), token: OnceLock::new() })
+    }
+
+    /// Closes an open marker with what the syncer recorded (after the last free of its batch).
+    pub(super) fn close(&self, token: MarkerToken) {
+        // The order before the token: whoever sees the token sees the order.
+        self.seq.store(Self::next_seq(), Ordering::Release);
+        if self.token.set(token).is_err() {
+            debug_assert!(false, "a marker was closed twice");
+        }
+    }
+
+    /// True once an event captures the work (always, but for a batch not yet closed).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.token.get().is_some()
+    }
+
+    /// The order of recording, `None` while open.
+    fn closed_seq(&self) -> Option<u64> {
+        self.token.get().map(|_| self.seq.load(Ordering::Acquire))
+    }
+
+    /// What the syncer recorded (`None` while open).
+    pub(crate) fn token(&self) -> Option<&MarkerToken> {
+        self.token.get()
     }
 }
 
@@ -138,10 +169,35 @@ pub(crate) enum PendingOn {
 }
 
 impl PendingOn {
-    pub(super) fn owner(&self) -> StreamKey {
+    fn owner(&self) -> StreamKey {
         match self {
             PendingOn::Stream(key) => *key,
             PendingOn::Marker(m) => m.owner,
+        }
+    }
+
+    /// True when every use of the block this entry stands for is also covered by `self`.
+    fn covers(&self, other: &PendingOn) -> bool {
+        match (self, other) {
+            (PendingOn::Stream(a), PendingOn::Stream(b)) => a == b,
+            // Recording on a live stream later captures more than any marker of it.
+            (PendingOn::Stream(a), PendingOn::Marker(m)) => *a == m.owner,
+            (PendingOn::Marker(_), PendingOn::Stream(_)) => false,
+            // An open batch covers only itself; of two closed markers, the later one.
+            (PendingOn::Marker(h), PendingOn::Marker(m)) => {
+                Arc::ptr_eq(h, m)
+                    || (h.owner == m.owner
+                        && matches!((h.closed_seq(), m.closed_seq()), (Some(a), Some(b)) if a >= b))
+            }
+        }
+    }
+
+    /// True when a stream other than the owner can be ordered after this entry now (a batch that
+    /// is still open cannot: nothing captured its work yet).
+    fn orderable(&self) -> bool {
+        match self {
+            PendingOn::Stream(_) => true,
+            PendingOn::Marker(m) => m.is_closed(),
         }
     }
 }
@@ -183,16 +239,21 @@ impl Pending {
         self.entries().iter().filter(|e| e.owner() != key).count()
     }
 
-    /// Adds `on`, dropping what it subsumes (a live stream subsumes its markers; of two markers of
-    /// one stream the later one subsumes the earlier).
-    pub(super) fn add(&mut self, on: PendingOn) {
-        let subsumed = |have: &PendingOn| match (have, &on) {
-            (PendingOn::Stream(a), PendingOn::Stream(b)) => a == b,
-            (PendingOn::Stream(a), PendingOn::Marker(m)) => *a == m.owner,
-            (PendingOn::Marker(h), PendingOn::Marker(m)) => h.owner == m.owner && h.seq >= m.seq,
-            (PendingOn::Marker(_), PendingOn::Stream(_)) => false,
-        };
-        if self.entries().iter().any(subsumed) {
+    /// True when `key` can be ordered after every other stream's entry now (no open batch of
+    /// another stream).
+    pub(crate) fn orderable(&self, key: StreamKey) -> bool {
+        self.entries().iter().all(|e| e.owner() == key || e.orderable())
+    }
+
+    /// True when some entry is a batch not yet closed.
+    pub(super) fn has_open(&self) -> bool {
+        self.entries().iter().any(|e| !e.orderable())
+    }
+
+    /// Adds `on`, dropping what it subsumes (a live stream subsumes its markers; of two closed
+    /// markers of one stream the later one subsumes the earlier; an open batch only itself).
+    fn add(&mut self, on: PendingOn) {
+        if self.entries().iter().any(|have| have.covers(&on)) {
             return;
         }
         let mut v = match std::mem::take(&mut self.0) {
@@ -203,11 +264,7 @@ impl Pending {
             Repr::One(e) => vec![e],
             Repr::Many(v) => v,
         };
-        v.retain(|have| match (have, &on) {
-            (PendingOn::Marker(h), PendingOn::Stream(b)) => h.owner != *b,
-            (PendingOn::Marker(h), PendingOn::Marker(m)) => h.owner != m.owner,
-            _ => true,
-        });
+        v.retain(|have| !on.covers(have));
         v.push(on);
         self.0 = Repr::Many(v);
     }

@@ -11,10 +11,16 @@
 //!   the old one was destroyed is never taken for the old one;
 //! - *pending work* ([`Pending`], the tag of a free block): the streams whose queued work may still
 //!   use the block, each either *live* (an ordinary or legacy stream: anyone can record an event on
-//!   it later) or a *marker* (an event recorded at the free; used for PTDS, whose queue only its own
+//!   it later) or a *marker* (work captured by an event: used for PTDS, whose queue only its own
 //!   thread can name, for streams we did not create, which may be destroyed without our knowing
 //!   and so may only be named during the call that passed them, and for our own streams destroyed
 //!   while blocks freed on them were still tagged);
+//! - *batch* (an *open* marker): the frees on one such stream since its last marker, in one shard.
+//!   A free joins its stream's batch without any driver call; the batch is *closed* by one event
+//!   recorded during a later free that names the stream (every [`CLOSE_FREES`] frees or
+//!   [`CLOSE_BYTES`] bytes), which covers every free in it. Until then its blocks are reused by
+//!   their own stream only; when nothing else fits, one device-wide synchronization covers every
+//!   open batch at once ([`Core::cover_open_batches`]);
 //! - *ordering* a stream S after a block: for each live stream T in the tag, record an event on T
 //!   *now* (it captures everything queued on T so far, a superset of the work before the free) and
 //!   make S wait on it; for each marker, make S wait on the marker's event;
@@ -55,13 +61,12 @@ mod key;
 mod shard;
 mod syncer;
 
-#[cfg(test)]
 pub(crate) use key::MarkerToken;
 use key::{LEGACY, PER_THREAD};
 pub(crate) use key::{Marker, Pending, PendingOn, StreamKey, TagClass};
 pub(crate) use shard::CacheLimits;
 pub(crate) use syncer::{default_syncer, Syncer};
-use shard::{best_unordered, region_in, Cached, Padded, Regions, Shard};
+use shard::{best_unordered, region_in, Batch, Cached, Padded, Regions, Shard};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -196,6 +201,9 @@ struct Global {
     /// Bytes handed out through this list less bytes freed into it (wrapping: blocks move between
     /// shards and the list). With the shards' counters it sums to the bytes in use.
     used: usize,
+    /// Set by [`Core::take`] when it passed over a block that fits only because the block waits
+    /// for an open batch of another stream (see [`Core::cover_open_batches`]).
+    blocked: bool,
 }
 
 impl Global {
@@ -215,6 +223,19 @@ const FIXED_RECENT: usize = 64;
 /// How many best-fit candidates an allocation looks at for one it can use without ordering.
 const SCAN: usize = 16;
 
+/// Frees on a stream that only its own calls may name (a PTDS, a stream made elsewhere) that one
+/// batch collects before a free closes it with one event: the event costs about a microsecond, so
+/// this keeps it to a few nanoseconds per free.
+pub(crate) const CLOSE_FREES: u32 = 256;
+
+/// Bytes freed into one batch that make the next free close it, so that memory reaches other
+/// streams soon under churn of large blocks.
+pub(crate) const CLOSE_BYTES: usize = 64 << 20;
+
+/// Open batches one shard keeps (one per stream its threads free on); an older one becomes an
+/// orphan: its stream may be gone (a destroyed stream, an exited thread's PTDS).
+const MAX_OPEN: usize = 8;
+
 /// The stream-ordered sub-allocator the pool and fixed-size resources are made of.
 pub(crate) struct Core {
     name: &'static str,
@@ -229,6 +250,11 @@ pub(crate) struct Core {
     regions_gen: AtomicU64,
     /// Bytes each shard may hold (see [`CacheLimits::budget`]), updated when the pool's size changes.
     shard_budget: AtomicUsize,
+    /// Open batches pushed out of their shard (see [`MAX_OPEN`]): they take no more frees and wait
+    /// for [`Core::cover_open_batches`].
+    orphans: Mutex<Vec<Arc<Marker>>>,
+    /// Frees that close a batch ([`CLOSE_FREES`]; smaller in some tests).
+    close_frees: std::sync::atomic::AtomicU32,
     /// How often allocate, deallocate and spills took `global` (tests measure lock traffic).
     #[cfg(test)]
     shared_locks: AtomicU64,
@@ -280,6 +306,9 @@ impl Core {
             shards: (0..shards).map(|_| Padded::default()).collect(),
             regions_gen: AtomicU64::new(0),
             shard_budget: AtomicUsize::new(cache.budget(0, shards)),
+            orphans: Mutex::new(Vec::new()),
+            // The CPU tests close batches often, so that every path around closing runs.
+            close_frees: std::sync::atomic::AtomicU32::new(if cfg!(test) { 3 } else { CLOSE_FREES }),
             #[cfg(test)]
             shared_locks: AtomicU64::new(0),
         });
@@ -363,7 +392,100 @@ impl Core {
                 return Ok(addr);
             }
         }
-        self.grow(&mut g, stream, key, size, alignment)
+        // Blocks that fit wait for batches no event closed (their streams may be gone: a thread
+        // that ended, a destroyed stream): one device-wide synchronization rather than growth, so
+        // that such memory is never stranded.
+        if std::mem::take(&mut g.blocked) && self.cover_open_batches(&mut g)? {
+            if let Some(addr) = self.take(&mut g, key, size, alignment, false)? {
+                return Ok(addr);
+            }
+        }
+        match self.grow(&mut g, stream, key, size, alignment) {
+            // Blocks of batches that no event closed yet (their streams may only be named by their
+            // own calls): before failing, one device-wide synchronization covers them all.
+            Err(e) if e.is_out_of_memory() && self.cover_open_batches(&mut g)? => {
+                self.take(&mut g, key, size, alignment, false)?.ok_or(e)
+            }
+            result => result,
+        }
+    }
+
+    /// Covers every open batch by one device-wide synchronization and closes them; false when
+    /// there was none. The synchronization also completes everything the blocks of the shared list
+    /// wait for (the caches are flushed into it first), so they all lose their tags: no stream needs
+    /// ordering after them any more (PyTorch's "synchronize, then every cached block is free").
+    /// The caller holds `global` (lock order: then each shard, then the orphans).
+    fn cover_open_batches(&self, g: &mut Global) -> Result<bool> {
+        let mut batches: Vec<Arc<Marker>> = Vec::new();
+        for shard in self.shards.iter() {
+            batches.extend(lock(&shard.0).open.drain(..).map(|b| b.marker));
+        }
+        batches.append(&mut lock(&self.orphans));
+        if batches.is_empty() {
+            return Ok(false);
+        }
+        self.flush_caches(g);
+        // Every free of these batches, and of every block now in the shared list, returned before
+        // this point, so the work their blocks wait for was queued before the synchronization.
+        if let Err(e) = self.syncer.sync_device() {
+            lock(&self.orphans).append(&mut batches);
+            return Err(e);
+        }
+        for m in batches {
+            m.close(MarkerToken::Id(0));
+        }
+        g.free.retag(|t| *t = Pending::default());
+        Ok(true)
+    }
+
+    /// Adds a free of `size` bytes on `key` (a stream that only its own calls may name) to the
+    /// shard's open batch of that stream and returns the block's tag. Every [`CLOSE_FREES`] frees or
+    /// [`CLOSE_BYTES`] bytes, one event recorded on the stream now (this call names it) closes the
+    /// batch, this free included.
+    fn join_batch(&self, s: &mut Shard, key: StreamKey, size: usize) -> Pending {
+        let i = match s.open.iter().position(|b| b.marker.owner == key) {
+            Some(i) => i,
+            None => {
+                if s.open.len() >= MAX_OPEN {
+                    lock(&self.orphans).push(s.open.remove(0).marker);
+                }
+                s.open.push(Batch { marker: Marker::open(key), frees: 0, bytes: 0 });
+                s.open.len() - 1
+            }
+        };
+        let b = &mut s.open[i];
+        b.frees += 1;
+        b.bytes = b.bytes.saturating_add(size);
+        let tag = Pending::one(PendingOn::Marker(b.marker.clone()));
+        if b.frees >= self.close_frees.load(Ordering::Relaxed) || b.bytes >= CLOSE_BYTES {
+            // Not into a graph being captured: the event would be a node of the graph, not a point
+            // of the stream's work. The batch stays open and tries again later.
+            // Recording and numbering under one lock: of two closed markers of one stream (batches
+            // of two shards), the higher number is then the later event, which covers the other.
+            static RECORD_ORDER: Mutex<()> = Mutex::new(());
+            let order = lock(&RECORD_ORDER);
+            let recorded = if self.syncer.is_capturing(key) { None } else { Some(self.syncer.record_marker(key)) };
+            match recorded {
+                Some(Ok(token)) => {
+                    s.open.remove(i).marker.close(token);
+                    drop(order);
+                }
+                other => {
+                    if let Some(Err(e)) = other {
+                        tracing::warn!("{}: recording a marker on {key:?}: {e}; the batch stays open", self.name);
+                    }
+                    let b = &mut s.open[i];
+                    (b.frees, b.bytes) = (0, 0);
+                }
+            }
+        }
+        tag
+    }
+
+    /// Test hook: frees per batch.
+    #[cfg(test)]
+    pub(crate) fn set_close_frees(&self, frees: u32) {
+        self.close_frees.store(frees, Ordering::Relaxed);
     }
 
     /// Takes the best block for `key` from the shared list: the best fit among the blocks that need
@@ -387,18 +509,26 @@ impl Core {
             None => {
                 // (streams to order after, block size, block, start, tag)
                 let mut best: Option<(usize, usize, usize, usize, &Pending)> = None;
+                let mut blocked = false;
                 for class in list.classes() {
+                    // Blocks of another stream's open batch cannot be ordered after yet.
                     for fit in list.fits_in(class, size, alignment).take(SCAN) {
+                        if !fit.tag.orderable(key) {
+                            blocked = true;
+                            continue;
+                        }
                         let rank = (fit.tag.foreign(key), fit.len);
                         if best.as_ref().is_none_or(|b| rank < (b.0, b.1)) {
                             best = Some((rank.0, rank.1, fit.block, fit.start, fit.tag));
                         }
                         if !matches!(class, TagClass::Mixed) {
-                            // One stream to wait for in every block of the class: the first fits best.
+                            // One stream to wait for in every orderable block of the class: the
+                            // first fits best.
                             break;
                         }
                     }
                 }
+                g.blocked |= blocked;
                 let Some((_, len, block, start, tag)) = best else { return Ok(None) };
                 (block, start, block + len, Some(tag.clone()))
             }
@@ -450,8 +580,12 @@ impl Core {
             None => {
                 // (streams to order after, block, tag)
                 let mut best: Option<(usize, usize, &Pending)> = None;
+                let mut blocked = false;
                 for class in list.classes() {
-                    let fits = list.top(class, SCAN).filter(|(a, _)| a % alignment == 0);
+                    let fits = list.top(class, SCAN).filter(|(a, tag)| {
+                        blocked |= a % alignment == 0 && !tag.orderable(key);
+                        a % alignment == 0 && tag.orderable(key)
+                    });
                     for (a, tag) in fits {
                         let waits = tag.foreign(key);
                         if best.as_ref().is_none_or(|b| waits < b.0) {
@@ -465,8 +599,16 @@ impl Core {
                 }
                 if best.is_none() {
                     // Aligned blocks may lie below the top of their stacks (alignments above 256).
-                    best = list.classes().find_map(|c| list.aligned_in(c, alignment)).map(|(a, tag)| (0, a, tag));
+                    best = list
+                        .classes()
+                        .find_map(|c| list.aligned_in(c, alignment))
+                        .filter(|(_, tag)| {
+                            blocked |= !tag.orderable(key);
+                            tag.orderable(key)
+                        })
+                        .map(|(a, tag)| (0, a, tag));
                 }
+                g.blocked |= blocked;
                 let Some((_, a, tag)) = best else { return Ok(None) };
                 (a, Some(tag.clone()))
             }
@@ -509,8 +651,12 @@ impl Core {
         Ok(())
     }
 
-    /// Blocks until no queued work in `tag` can still use its block.
+    /// Blocks until no queued work in `tag` can still use its block (an open batch: the whole
+    /// device, once).
     fn synchronize(&self, tag: &Pending) -> Result<()> {
+        if tag.has_open() {
+            return self.syncer.sync_device();
+        }
         for on in tag.entries() {
             match on {
                 PendingOn::Stream(key) => self.syncer.sync_stream(*key)?,
@@ -553,9 +699,11 @@ impl Core {
         }
     }
 
-    /// Puts a freed block in the calling thread's shard; gives it back when the shard cannot take
-    /// it (its copy of the regions is out of date, or the block is in none of them).
-    fn cache_free(&self, addr: usize, size: usize, tag: Pending) -> Result<Option<Pending>> {
+    /// Puts a freed block in the calling thread's shard; gives it back, with its tag, when the shard
+    /// cannot take it (its copy of the regions is out of date, or the block is in none of them).
+    /// `tag` is `None` for a stream that only its own calls may name: the block joins the shard's
+    /// batch of that stream.
+    fn cache_free(&self, key: StreamKey, addr: usize, size: usize, tag: Option<Pending>) -> Result<Option<Pending>> {
         let shard = self.shard();
         let mut s = lock(shard);
         if s.regions_gen != self.regions_gen.load(Ordering::Acquire) {
@@ -571,6 +719,10 @@ impl Core {
                 s.regions_gen = gen;
             }
         }
+        let tag = match tag {
+            Some(tag) => tag,
+            None => self.join_batch(&mut s, key, size),
+        };
         // Only a copy that is current while the shard is locked may be used: regions are removed
         // only after every shard was flushed, and never while a block of theirs is in a shard or
         // still allocated, so the region found stays valid.
@@ -653,7 +805,8 @@ impl Core {
                 Ok(ptr) => {
                     // The new memory is ordered on `stream` (stream-ordered upstreams allocate there).
                     let tag = if key.needs_marker() {
-                        Pending::one(PendingOn::Marker(Marker::new(key, self.syncer.record_marker(key)?)))
+                        // Lock order: `global` (held), then the shard.
+                        self.join_batch(&mut lock(self.shard()), key, try_size)
                     } else {
                         Pending::one(PendingOn::Stream(key))
                     };
@@ -758,19 +911,19 @@ impl Core {
     /// `stream` order.
     pub(crate) fn deallocate(&self, stream: Stream, addr: usize, size: usize) -> Result<()> {
         let key = self.key(stream);
-        let on = if key.needs_marker() {
-            // Nobody may name this stream later (a PTDS, an untracked stream): capture its queue now.
-            PendingOn::Marker(Marker::new(key, self.syncer.record_marker(key)?))
-        } else {
-            PendingOn::Stream(key)
-        };
-        let mut tag = Pending::one(on);
+        // A stream nobody may name later (a PTDS, a stream made elsewhere): the block joins the
+        // stream's open batch, which a later free closes with one event (no driver call here).
+        let mut tag = (!key.needs_marker()).then(|| Pending::one(PendingOn::Stream(key)));
         if size <= self.cache.max_block {
-            match self.cache_free(addr, size, tag)? {
+            match self.cache_free(key, addr, size, tag)? {
                 None => return Ok(()),
-                Some(t) => tag = t,
+                Some(t) => tag = Some(t),
             }
         }
+        let tag = match tag {
+            Some(tag) => tag,
+            None => self.join_batch(&mut lock(self.shard()), key, size),
+        };
         let mut g = self.lock_shared();
         let region = g.region_of(addr, size).ok_or_else(|| {
             Error::invalid(format!("{}: [{addr:#x}, +{size}) was not allocated from this resource", self.name))
@@ -920,11 +1073,19 @@ impl Drop for Core {
         if used > 0 {
             tracing::warn!("{} dropped with {used} bytes still allocated; they are freed too", self.name);
         }
+        // Open batches: their streams may be gone; one device-wide synchronization covers them.
+        let open = tags.iter().any(Pending::has_open);
+        if open {
+            if let Err(e) = self.syncer.sync_device() {
+                tracing::error!("{}: synchronizing the device before release: {e}", self.name);
+            }
+        }
         // Each stream once: everything queued on it so far.
         let mut done: Vec<StreamKey> = Vec::new();
         for tag in &tags {
             for on in tag.entries() {
                 let result = match on {
+                    PendingOn::Marker(m) if !m.is_closed() => Ok(()),
                     PendingOn::Stream(k) if !done.contains(k) => {
                         done.push(*k);
                         self.syncer.sync_stream(*k)

@@ -40,6 +40,8 @@ pub(crate) struct Counts {
     pub syncs: u64,
     /// Idle queries.
     pub idle_queries: u64,
+    /// Device-wide synchronizations (covering open batches).
+    pub device_syncs: u64,
 }
 
 /// The model's state.
@@ -59,6 +61,8 @@ pub(crate) struct Model {
     pub counts: Counts,
     /// Every wait, as (waiter, the stream waited on).
     pub waits: Vec<(StreamKey, StreamKey)>,
+    /// Streams being captured into a graph (the test says so).
+    pub capturing: Vec<StreamKey>,
 }
 
 impl Model {
@@ -183,10 +187,26 @@ impl RecordingSyncer {
 
     fn marker_id(marker: &Marker) -> u64 {
         match marker.token() {
-            MarkerToken::Id(id) => *id,
-            MarkerToken::Event(_) => panic!("the recording syncer never makes events"),
+            Some(MarkerToken::Id(id)) => *id,
+            Some(MarkerToken::Event(_)) => panic!("the recording syncer never makes events"),
+            None => panic!("model: waited on or synchronized an open batch of {:?} (nothing captured its work)", marker.owner),
         }
     }
+}
+
+thread_local! {
+    /// The stream handle the test's current call names (0: none), see [`naming`].
+    static NAMED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `f` (one call of the resource under test) as a call that names `stream`: only then may the
+/// recording syncer record on a stream that nobody may name later (a PTDS, a stream made
+/// elsewhere, which may be destroyed right after the call).
+pub(crate) fn naming<T>(stream: Stream, f: impl FnOnce() -> T) -> T {
+    let before = NAMED.replace(stream.as_raw());
+    let out = f();
+    NAMED.set(before);
+    out
 }
 
 impl Syncer for RecordingSyncer {
@@ -194,7 +214,12 @@ impl Syncer for RecordingSyncer {
         0
     }
     fn stream_id(&self, stream: Stream) -> (u64, bool) {
-        (stream.as_raw() as u64, stream.as_raw() < FOREIGN_BASE)
+        // As `CudaSyncer`: a stream made elsewhere is keyed by its handle alone.
+        if stream.as_raw() < FOREIGN_BASE {
+            (stream.as_raw() as u64, true)
+        } else {
+            (0, false)
+        }
     }
     fn wait_stream(&self, waiter: StreamKey, on: StreamKey) -> Result<()> {
         assert!(!on.needs_marker(), "{on:?} cannot be recorded on by name later (a PTDS, or a stream that may be gone)");
@@ -206,7 +231,18 @@ impl Syncer for RecordingSyncer {
         Ok(())
     }
     fn record_marker(&self, key: StreamKey) -> Result<MarkerToken> {
+        if key.needs_marker() {
+            let named = NAMED.get();
+            assert!(
+                named == key.raw || (named == 0 && key.is_per_thread()),
+                "{key:?} recorded on outside a call that names it (the call named {named:#x})"
+            );
+            if key.is_per_thread() {
+                assert_eq!(key.thread, super::key::thread_number(), "another thread's PTDS recorded on");
+            }
+        }
         let mut m = self.model();
+        assert!(!m.capturing.contains(&key), "{key:?} recorded on while captured into a graph");
         m.counts.markers += 1;
         m.next_marker += 1;
         let id = m.next_marker;
@@ -249,6 +285,16 @@ impl Syncer for RecordingSyncer {
         let snap = m.markers.get(&id).cloned().unwrap_or_default();
         merge(&mut m.done, &snap);
         Ok(())
+    }
+    fn sync_device(&self) -> Result<()> {
+        let mut m = self.model();
+        m.counts.device_syncs += 1;
+        let all = m.clock.clone();
+        merge(&mut m.done, &all);
+        Ok(())
+    }
+    fn is_capturing(&self, key: StreamKey) -> bool {
+        self.model().capturing.contains(&key)
     }
 }
 
@@ -404,7 +450,7 @@ pub(crate) fn drive<R: Subject>(mr: &R, syncer: &RecordingSyncer, ops: &[Op]) ->
         if kind < 55 && live.len() < 256 {
             let (bytes, alignment) = (size_from(size_seed), alignment_from(align_seed));
             let expected = mr.must_fail(bytes, alignment);
-            match mr.allocate(stream, bytes, alignment) {
+            match naming(stream, || mr.allocate(stream, bytes, alignment)) {
                 Ok(p) => {
                     if expected.is_some() {
                         return Err(format!("{bytes} bytes aligned to {alignment} should have failed"));
@@ -441,7 +487,8 @@ pub(crate) fn drive<R: Subject>(mr: &R, syncer: &RecordingSyncer, ops: &[Op]) ->
             held -= b.len;
             // SAFETY: `b.ptr` came from `mr.allocate` with these arguments; the fake streams have
             // no work queued, and the model tracks the order of its reuse.
-            unsafe { mr.deallocate(stream, b.ptr as *mut u8, b.bytes, b.alignment) }.map_err(|e| e.to_string())?;
+            naming(stream, || unsafe { mr.deallocate(stream, b.ptr as *mut u8, b.bytes, b.alignment) })
+                .map_err(|e| e.to_string())?;
         } else if kind >= 98 {
             mr.release().map_err(|e| format!("release: {e}"))?;
         }
@@ -497,7 +544,7 @@ pub(crate) fn stress_threads<R: Subject>(mr: &R, syncer: &RecordingSyncer, threa
                         if mr.must_fail(bytes, alignment).is_some() {
                             continue;
                         }
-                        let p = match mr.allocate(stream, bytes, alignment) {
+                        let p = match naming(stream, || mr.allocate(stream, bytes, alignment)) {
                             Ok(p) => p,
                             Err(e) if e.is_out_of_memory() => continue,
                             Err(e) => panic!("thread {t}: {bytes} bytes: {e}"),
@@ -515,13 +562,14 @@ pub(crate) fn stress_threads<R: Subject>(mr: &R, syncer: &RecordingSyncer, threa
                         assert!(intact, "thread {t}: a block was handed to someone else too");
                         syncer.model().freed(syncer.key(stream), start, len);
                         // SAFETY: from allocate above with these arguments.
-                        unsafe { mr.deallocate(stream, p, bytes, alignment).unwrap() };
+                        naming(stream, || unsafe { mr.deallocate(stream, p, bytes, alignment) }).unwrap();
                     }
                 }
                 for (p, bytes, alignment, start, len) in live {
                     syncer.model().freed(syncer.key(Stream::PER_THREAD), start, len);
                     // SAFETY: as above.
-                    unsafe { mr.deallocate(Stream::PER_THREAD, p, bytes, alignment).unwrap() };
+                    naming(Stream::PER_THREAD, || unsafe { mr.deallocate(Stream::PER_THREAD, p, bytes, alignment) })
+                        .unwrap();
                 }
             });
         }

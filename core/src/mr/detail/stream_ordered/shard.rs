@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::mr::detail::free_list::FreeList;
 
-use super::key::{Pending, StreamKey, TagClass};
+use super::key::{Marker, Pending, StreamKey, TagClass};
 
 /// Limits of the per-thread caches (shards).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +88,17 @@ pub(super) struct Shard {
     /// [`Global::used`](super::Global::used)). Per shard, under its lock: no counter shared by all
     /// threads is written per operation.
     pub(super) used: usize,
+    /// The open batches of the streams this shard's threads free on that only a call may name,
+    /// oldest first (see the glossary).
+    pub(super) open: Vec<Batch>,
+}
+
+/// Frees on one stream not yet captured by an event (see the glossary).
+#[derive(Debug)]
+pub(super) struct Batch {
+    pub(super) marker: Arc<Marker>,
+    pub(super) frees: u32,
+    pub(super) bytes: usize,
 }
 
 impl Shard {

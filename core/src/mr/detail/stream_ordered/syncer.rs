@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use crate::cuda::{self, DeviceGuard, DeviceId, Event, EventFlags, Stream};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 use super::key::{Marker, MarkerToken, StreamKey};
 use super::lock;
@@ -38,6 +38,14 @@ pub(crate) trait Syncer: Send + Sync + fmt::Debug {
     fn sync_stream(&self, key: StreamKey) -> Result<()>;
     /// Blocks until the work captured by `marker` has finished.
     fn sync_marker(&self, marker: &Marker) -> Result<()>;
+    /// Blocks until all the work queued so far on every stream of every device has finished: the
+    /// one way to wait for streams that may not be named any more (open batches).
+    fn sync_device(&self) -> Result<()>;
+    /// True when `key` (named by the current call) is being captured into a CUDA graph: an event
+    /// recorded there would be a graph node, not a point of the stream's work.
+    fn is_capturing(&self, _key: StreamKey) -> bool {
+        false
+    }
     /// True when streams can be destroyed under us (GPU mode): the core then listens for
     /// [`OwnedStream`](crate::cuda::OwnedStream) destruction.
     fn tracks_stream_lifetimes(&self) -> bool {
@@ -52,6 +60,14 @@ pub(crate) struct HostSyncer;
 impl Syncer for HostSyncer {
     fn current_device(&self) -> DeviceId {
         0
+    }
+    fn stream_id(&self, stream: Stream) -> (u64, bool) {
+        // As with a GPU: a handle we did not create is a stream made elsewhere (host mode has no
+        // streams of ours; made-up handles stand for streams of CuPy or PyTorch).
+        match stream.owned_id() {
+            Some(id) => (id, true),
+            None => (0, false),
+        }
     }
     fn wait_stream(&self, _waiter: StreamKey, _on: StreamKey) -> Result<()> {
         Ok(())
@@ -69,6 +85,9 @@ impl Syncer for HostSyncer {
         Ok(())
     }
     fn sync_marker(&self, _marker: &Marker) -> Result<()> {
+        Ok(())
+    }
+    fn sync_device(&self) -> Result<()> {
         Ok(())
     }
 }
@@ -170,12 +189,18 @@ impl CudaSyncer {
 
 impl Syncer for CudaSyncer {
     fn current_device(&self) -> DeviceId {
-        cuda::current_device().unwrap_or(0)
+        cuda::device::stream_device().unwrap_or(0)
     }
     fn stream_id(&self, stream: Stream) -> (u64, bool) {
+        // No driver call: a live stream of ours is answered from a per-thread cache; any other
+        // handle is a stream made elsewhere, keyed by its handle alone. Should it be destroyed and
+        // its handle come back for a new stream, the new one may reuse what the old one freed:
+        // CUDA releases a destroyed stream's resources, its handle included, only once the device
+        // has completed all its work (`cudaStreamDestroy`; checked by the GPU test
+        // `a_reused_handle_means_the_destroyed_streams_work_is_done`).
         match stream.owned_id() {
             Some(id) => (id, true),
-            None => (stream.id().unwrap_or(0), false),
+            None => (0, false),
         }
     }
     fn wait_stream(&self, waiter: StreamKey, on: StreamKey) -> Result<()> {
@@ -192,9 +217,10 @@ impl Syncer for CudaSyncer {
         }
     }
     fn wait_marker(&self, waiter: StreamKey, marker: &Marker) -> Result<()> {
-        match &marker.token {
-            MarkerToken::Event(e) => self.wait(waiter, e.event()),
-            MarkerToken::Id(_) => Ok(()),
+        match marker.token() {
+            Some(MarkerToken::Event(e)) => self.wait(waiter, e.event()),
+            Some(MarkerToken::Id(_)) => Ok(()),
+            None => Err(Error::invalid("internal: waiting on an open batch")),
         }
     }
     fn is_idle(&self, key: StreamKey) -> Result<bool> {
@@ -213,10 +239,23 @@ impl Syncer for CudaSyncer {
         }
     }
     fn sync_marker(&self, marker: &Marker) -> Result<()> {
-        match &marker.token {
-            MarkerToken::Event(e) => e.event().synchronize(),
-            MarkerToken::Id(_) => Ok(()),
+        match marker.token() {
+            Some(MarkerToken::Event(e)) => e.event().synchronize(),
+            Some(MarkerToken::Id(_)) => Ok(()),
+            None => Self::synchronize_everything(marker.owner),
         }
+    }
+    fn sync_device(&self) -> Result<()> {
+        for device in 0..cuda::device_count()? {
+            let _guard = DeviceGuard::new(device)?;
+            cuda::memory::device_synchronize()?;
+        }
+        Ok(())
+    }
+    fn is_capturing(&self, key: StreamKey) -> bool {
+        let _guard = key.device().map(DeviceGuard::new).transpose();
+        // An error (an old driver) counts as capturing: the batch then stays open, which is safe.
+        key.stream().is_capturing().unwrap_or(true)
     }
     fn tracks_stream_lifetimes(&self) -> bool {
         true

@@ -1,11 +1,12 @@
 //! Stream-ordering behaviour of [`Core`], checked against the recording model (no CUDA).
 
-use super::model::{fake_foreign_stream, fake_stream, ModelUpstream, RecordingSyncer};
+use super::model::{fake_foreign_stream, fake_stream, naming, ModelUpstream, RecordingSyncer};
 use super::*;
 use crate::mr::detail::free_list::BlockTag;
 use crate::mr::SimulatedMemoryResource;
 
 const KIB: usize = 1 << 10;
+const MIB: usize = 1 << 20;
 
 struct Rig {
     core: Arc<Core>,
@@ -23,7 +24,7 @@ fn rig(initial: usize, growth: Growth, cache: CacheLimits) -> Rig {
 
 impl Rig {
     fn alloc(&self, stream: Stream, size: usize) -> usize {
-        let addr = self.core.allocate(stream, size, 256).unwrap();
+        let addr = naming(stream, || self.core.allocate(stream, size, 256)).unwrap();
         let key = self.syncer.key(stream);
         self.syncer.model().allocated(key, addr, size).unwrap();
         addr
@@ -32,7 +33,12 @@ impl Rig {
     fn free(&self, stream: Stream, addr: usize, size: usize) {
         let key = self.syncer.key(stream);
         self.syncer.model().freed(key, addr, size);
-        self.core.deallocate(stream, addr, size).unwrap();
+        naming(stream, || self.core.deallocate(stream, addr, size)).unwrap();
+    }
+
+    /// Open batches in the shards and orphans.
+    fn open_batches(&self) -> usize {
+        self.core.shards.iter().map(|s| lock(&s.0).open.len()).sum::<usize>() + lock(&self.core.orphans).len()
     }
 }
 
@@ -170,6 +176,8 @@ fn the_default_handles_are_one_stream() {
 #[test]
 fn per_thread_default_streams_are_per_thread() {
     let r = rig(KIB, POOL, CacheLimits::OFF);
+    // Every free closes its batch here: a marker per free.
+    r.core.set_close_frees(1);
     let p = r.alloc(Stream::PER_THREAD, KIB);
     r.free(Stream::PER_THREAD, p, KIB);
     assert_eq!(r.syncer.counts().markers, 1, "a PTDS free records a marker");
@@ -484,6 +492,153 @@ fn pending_tags_merge_and_subsume() {
     assert_eq!(t.entries().len(), 3, "the live stream subsumes its markers");
     assert!(t.entries().iter().all(|e| matches!(e, PendingOn::Stream(_))));
     assert!(Pending::default().only(k(1)));
+
+    // Open batches: only themselves cover themselves, and nobody else can be ordered after them.
+    let f = StreamKey::of(fake_foreign_stream(1), || 0, || (0, false));
+    let (open1, open2) = (Marker::open(f), Marker::open(f));
+    let mut u = Pending::one(PendingOn::Marker(open1.clone()));
+    u.merge(&Pending::one(PendingOn::Marker(open1.clone())));
+    assert_eq!(u.entries().len(), 1, "the same batch once");
+    u.merge(&Pending::one(PendingOn::Marker(open2.clone())));
+    u.merge(&Pending::one(PendingOn::Marker(Marker::new(f, MarkerToken::Id(9)))));
+    assert_eq!(u.entries().len(), 3, "a closed marker covers no open batch, an open batch no other");
+    assert!(u.orderable(f) && u.only(f), "its own stream needs no ordering");
+    assert!(!u.orderable(k(1)) && u.has_open());
+    open1.close(MarkerToken::Id(10));
+    open2.close(MarkerToken::Id(11));
+    assert!(u.orderable(k(1)) && !u.has_open(), "closed batches are ordinary markers");
+    let mut w = Pending::default();
+    w.merge(&u);
+    assert_eq!(w.entries().len(), 1, "of closed markers of one stream, the last closed is kept");
+    assert!(matches!(&w.entries()[0], PendingOn::Marker(m) if Arc::ptr_eq(m, &open2)));
+}
+
+/// The streams that only their own calls may name: a stream made elsewhere and this thread's PTDS.
+fn unnamed_streams() -> [Stream; 2] {
+    [fake_foreign_stream(7), Stream::PER_THREAD]
+}
+
+#[test]
+fn frees_on_streams_nobody_may_name_later_record_one_marker_per_batch() {
+    for cache in CacheLimits::ALL {
+        for stream in unnamed_streams() {
+            let r = rig(1 << 20, POOL, cache);
+            r.core.set_close_frees(8);
+            for _ in 0..100 {
+                let p = r.alloc(stream, 256);
+                r.free(stream, p, 256);
+            }
+            let c = r.syncer.counts();
+            assert_eq!(c.markers, 100 / 8, "{stream:?}, {cache:?}: one event per 8 frees");
+            assert_eq!(c.stream_waits + c.marker_waits + c.device_syncs, 0, "{stream:?}: reuse on the same stream waits for nothing");
+            r.core.check_invariants();
+        }
+    }
+}
+
+#[test]
+fn an_open_batch_goes_to_its_own_stream_only_then_one_device_sync_covers_it() {
+    for cache in CacheLimits::ALL {
+        for stream in unnamed_streams() {
+            let r = rig(64 * KIB, Growth::Pool { maximum: Some(64 * KIB) }, cache);
+            let p = r.alloc(stream, 64 * KIB);
+            r.free(stream, p, 64 * KIB);
+            assert_eq!(r.syncer.counts().markers, 0, "the batch is open");
+            // Its own stream takes it back without any wait.
+            let p = r.alloc(stream, 64 * KIB);
+            r.free(stream, p, 64 * KIB);
+            assert_eq!(r.syncer.counts().device_syncs, 0);
+            // Another stream cannot be ordered after it: the pool cannot grow, so one device-wide
+            // synchronization covers the batch (the model checks the hand-out).
+            let ours = fake_stream(1);
+            let q = r.alloc(ours, 64 * KIB);
+            assert_eq!(q, p);
+            let c = r.syncer.counts();
+            assert_eq!((c.device_syncs, c.markers, c.stream_waits), (1, 0, 0), "{stream:?}, {cache:?}");
+            assert_eq!(r.open_batches(), 0, "every open batch was covered and closed");
+            r.free(ours, q, 64 * KIB);
+            r.core.check_invariants();
+        }
+    }
+}
+
+#[test]
+fn a_closed_batch_is_waited_on_by_another_stream() {
+    for stream in unnamed_streams() {
+        let r = rig(64 * KIB, Growth::Pool { maximum: Some(64 * KIB) }, CacheLimits::DEFAULT);
+        r.core.set_close_frees(2);
+        let a = r.alloc(stream, 32 * KIB);
+        let b = r.alloc(stream, 32 * KIB);
+        r.free(stream, a, 32 * KIB);
+        r.free(stream, b, 32 * KIB);
+        assert_eq!(r.syncer.counts().markers, 1, "the second free closed the batch of both");
+        let ours = fake_stream(2);
+        let q = r.alloc(ours, 64 * KIB);
+        let c = r.syncer.counts();
+        assert_eq!((c.marker_waits, c.device_syncs), (1, 0), "{stream:?}: one wait on the closing event");
+        r.free(ours, q, 64 * KIB);
+    }
+}
+
+#[test]
+fn no_event_is_recorded_into_a_graph_capture() {
+    let r = rig(1 << 20, POOL, CacheLimits::DEFAULT);
+    r.core.set_close_frees(2);
+    let f = fake_foreign_stream(3);
+    let key = r.syncer.key(f);
+    r.syncer.model().capturing.push(key);
+    for _ in 0..10 {
+        let p = r.alloc(f, 4 * KIB);
+        r.free(f, p, 4 * KIB);
+    }
+    // The recording syncer fails any record on a capturing stream; the batch stayed open.
+    assert_eq!(r.syncer.counts().markers, 0);
+    r.syncer.model().capturing.clear();
+    for _ in 0..2 {
+        let p = r.alloc(f, 4 * KIB);
+        r.free(f, p, 4 * KIB);
+    }
+    assert_eq!(r.syncer.counts().markers, 1, "closed once the capture ended");
+    assert_eq!(r.open_batches(), 0);
+}
+
+#[test]
+fn batches_of_streams_gone_quiet_become_orphans_and_are_covered_together() {
+    let r = rig(64 * KIB, Growth::Pool { maximum: Some(64 * KIB) }, CacheLimits::DEFAULT);
+    // More streams made elsewhere than a shard keeps batches of, each freeing one block and then
+    // never seen again (destroyed).
+    let n = MAX_OPEN + 3;
+    let size = 64 * KIB / n / 256 * 256;
+    let blocks: Vec<(Stream, usize)> = (0..n).map(|i| (fake_foreign_stream(20 + i), r.alloc(fake_foreign_stream(20 + i), size))).collect();
+    for &(s, p) in &blocks {
+        r.free(s, p, size);
+    }
+    assert_eq!(lock(&r.core.orphans).len(), n - MAX_OPEN, "the oldest batches became orphans");
+    let ours = fake_stream(4);
+    let q = r.alloc(ours, 64 * KIB);
+    assert_eq!(r.syncer.counts().device_syncs, 1, "one synchronization for all of them");
+    assert_eq!(r.open_batches(), 0);
+    r.free(ours, q, 64 * KIB);
+    r.core.check_invariants();
+}
+
+#[test]
+fn trimming_and_dropping_cover_open_batches() {
+    for stream in unnamed_streams() {
+        let r = rig(0, POOL, CacheLimits::DEFAULT);
+        let p = r.alloc(stream, 256 * KIB);
+        r.free(stream, p, 256 * KIB);
+        // The model's upstream fails a release while the batch's work may still run.
+        assert_eq!(r.core.release_unused().unwrap(), 256 * KIB);
+        assert!(r.syncer.counts().device_syncs >= 1);
+        let p = r.alloc(stream, 256 * KIB);
+        r.free(stream, p, 256 * KIB);
+        let syncs = r.syncer.counts().device_syncs;
+        let Rig { core, syncer, device } = r;
+        drop(core);
+        assert_eq!(syncer.counts().device_syncs, syncs + 1, "drop synchronized the device once");
+        assert_eq!(device.usage().allocated_bytes, 0);
+    }
 }
 
 #[test]
@@ -493,6 +648,8 @@ fn a_stream_made_elsewhere_is_captured_at_the_free_and_never_named_again() {
     // not guard against dead handles.
     for cache in [CacheLimits::DEFAULT, CacheLimits::OFF] {
         let r = rig(4 * KIB, POOL, cache);
+        // Every free closes its batch here (one event per free: the old scheme).
+        r.core.set_close_frees(1);
         let (foreign, ours) = (fake_foreign_stream(1), fake_stream(1));
         let p = r.alloc(foreign, KIB);
         r.free(foreign, p, KIB);
@@ -607,5 +764,26 @@ fn random_churn_on_own_streams_rarely_crosses_streams() {
             );
             assert_eq!(c.markers + c.marker_waits, 0, "tracked streams record no marker");
         }
+    }
+}
+
+#[test]
+fn memory_freed_on_streams_that_are_gone_is_reused_not_stranded() {
+    // Each round a new stream made elsewhere (a new handle: the old one was destroyed) frees what
+    // it used into a batch that no event closes; the next round's stream cannot be ordered after
+    // it, and rather than growing, one device-wide synchronization makes all of it reusable.
+    for cache in CacheLimits::ALL {
+        let r = rig(MIB, POOL, cache);
+        r.core.set_close_frees(1000);
+        for round in 0..20 {
+            let s = fake_foreign_stream(100 + round);
+            let blocks: Vec<usize> = (0..4).map(|_| r.alloc(s, 256 * KIB)).collect();
+            blocks.into_iter().for_each(|p| r.free(s, p, 256 * KIB));
+        }
+        assert_eq!(r.core.pool_size(), MIB, "{cache:?}: the pool never grew");
+        let c = r.syncer.counts();
+        assert_eq!(c.device_syncs, 19, "{cache:?}: one synchronization per new stream");
+        assert_eq!(c.markers, 0);
+        r.core.check_invariants();
     }
 }

@@ -1,0 +1,287 @@
+//! GPU regression tests for the streams users actually pass (issue 10): streams made elsewhere
+//! (CuPy, PyTorch, `cudaStreamCreate`), destroyed right after use and their handles reused; the
+//! per-thread default stream from many threads; blocks moving between streams made elsewhere; and
+//! allocation inside a CUDA graph capture. All need a GPU (ignored on CPU, where the recording model
+//! of `stream_ordered/model.rs` covers the same paths with fake streams).
+
+use super::*;
+use crate::cuda::{self as cu, sys, OwnedStream, StreamFlags};
+use crate::mr::test_harness::DEVICE_MEMORY;
+use crate::mr::CudaMemoryResource;
+
+const MIB: usize = 1 << 20;
+
+fn cuda_pool(initial: usize, maximum: Option<usize>) -> PoolMemoryResource {
+    PoolMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), Some(initial), maximum).unwrap()
+}
+
+/// A stream made the way CuPy, PyTorch or the CUDA runtime make them: straight from the driver,
+/// unknown to rmm. Destroyed with [`destroy`].
+fn foreign() -> Stream {
+    cu::set_current_device(cu::current_device().unwrap()).unwrap();
+    let mut raw: sys::CUstream = std::ptr::null_mut();
+    // SAFETY: a context is current (set above); `raw` is a valid out-pointer.
+    let status = unsafe { sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) };
+    assert_eq!(status, sys::CUresult::CUDA_SUCCESS, "cuStreamCreate");
+    // SAFETY: a live stream until `destroy`, after its last use by the caller.
+    unsafe { Stream::from_raw(raw as usize) }
+}
+
+fn destroy(stream: Stream) {
+    // SAFETY: made by `foreign` and destroyed once; queued work still completes.
+    let status = unsafe { sys::cuStreamDestroy_v2(stream.as_raw() as sys::CUstream) };
+    assert_eq!(status, sys::CUresult::CUDA_SUCCESS, "cuStreamDestroy");
+}
+
+/// Queues `rounds` fills of `[p, p + bytes)` on `stream`, the last with `last`: a backlog that a
+/// stream handed the block too early would overtake (and then read an older value).
+///
+/// # Safety
+/// `p` holds `bytes` bytes that only `stream` uses.
+unsafe fn backlog(p: *mut u8, bytes: usize, stream: Stream, rounds: u8, last: u8) {
+    for i in 0..rounds {
+        // SAFETY: caller's contract.
+        unsafe { cu::set_async(p, i, bytes, stream).unwrap() };
+    }
+    // SAFETY: caller's contract.
+    unsafe { cu::set_async(p, last, bytes, stream).unwrap() };
+}
+
+/// The first 16 and the last 16 bytes of `[p, p + bytes)`, read in `stream` order.
+fn read_ends(p: *mut u8, bytes: usize, stream: Stream) -> [u8; 32] {
+    let mut back = [0u8; 32];
+    // SAFETY: `p` holds `bytes` >= 16 bytes; `back` lives until the stream is synchronized below.
+    unsafe {
+        cu::copy_async(back.as_mut_ptr(), p, 16, stream).unwrap();
+        cu::copy_async(back.as_mut_ptr().add(16), p.add(bytes - 16), 16, stream).unwrap();
+    }
+    stream.synchronize().unwrap();
+    back
+}
+
+/// The CUDA guarantee the engine relies on for streams made elsewhere: a destroyed stream's
+/// resources, its handle included, are released only once the device has finished all its work
+/// (`cudaStreamDestroy`'s documentation). So a new stream that comes back with the same handle
+/// can reuse what the old one freed without any ordering. This checks it on the real driver:
+/// whenever a handle comes back, an event recorded after the old stream's backlog has completed.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_reused_handle_means_the_destroyed_streams_work_is_done() {
+    crate::testing::require_gpu();
+    let _shared = DEVICE_MEMORY.read().unwrap_or_else(|e| e.into_inner());
+    let bytes = 64 * MIB;
+    let device = CudaMemoryResource::new();
+    let buffer = device.allocate_sync(bytes, 256).unwrap();
+    let (mut reused, mut pending_at_destroy) = (0, 0);
+    for _ in 0..20 {
+        let f = foreign();
+        // SAFETY: `buffer` holds `bytes` bytes; only this stream uses it until it is synchronized.
+        unsafe { backlog(buffer, bytes, f, 60, 1) };
+        let done = cu::Event::new(cu::EventFlags::DisableTiming).unwrap();
+        done.record(f).unwrap();
+        pending_at_destroy += usize::from(!done.is_complete().unwrap());
+        destroy(f);
+        let mut made = Vec::new();
+        for _ in 0..8 {
+            let g = foreign();
+            made.push(g);
+            if g == f {
+                reused += 1;
+                assert!(done.is_complete().unwrap(), "a handle came back while its old stream still had work queued");
+                break;
+            }
+        }
+        made.into_iter().for_each(destroy);
+        done.synchronize().unwrap();
+    }
+    eprintln!("handles reused: {reused}/20; destroyed with work pending: {pending_at_destroy}/20");
+    // SAFETY: from allocate_sync with these arguments; every stream that used it was synchronized.
+    unsafe { device.deallocate_sync(buffer, bytes, 256).unwrap() };
+}
+
+/// A stream made elsewhere is destroyed right after the free that named it, and a new stream (with
+/// the same handle whenever the driver gives it back) gets the block: it sees the old stream's last
+/// write, never an older one, whatever the handle.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_foreign_stream_destroyed_after_a_free_and_its_handle_reused() {
+    crate::testing::require_gpu();
+    let bytes = 64 * MIB;
+    let pool = cuda_pool(bytes, Some(bytes));
+    let mut same_handle = 0;
+    for round in 0..10u8 {
+        let f = foreign();
+        let p = pool.allocate(f, bytes, 256).unwrap();
+        // SAFETY: `p` holds `bytes`; the free is ordered after the fills on `f`.
+        unsafe {
+            backlog(p, bytes, f, 40, 0x40 + round);
+            pool.deallocate(f, p, bytes, 256).unwrap();
+        }
+        destroy(f);
+        let g = foreign();
+        same_handle += usize::from(g == f);
+        let q = pool.allocate(g, bytes, 256).unwrap();
+        assert_eq!(q, p, "the pool holds only this block");
+        assert_eq!(read_ends(q, bytes, g), [0x40 + round; 32], "round {round}: the new stream overtook the old one");
+        // SAFETY: from allocate above; `g`'s work on it is finished.
+        unsafe { pool.deallocate(g, q, bytes, 256).unwrap() };
+        destroy(g);
+    }
+    eprintln!("the new stream had the old handle in {same_handle}/10 rounds");
+    pool.core.check_invariants();
+    assert_eq!(pool.release_unused().unwrap(), bytes, "trimming names no dead stream");
+}
+
+/// Blocks freed on one stream made elsewhere are allocated on another (both alive): the second is
+/// ordered after the first's last write.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn blocks_move_between_two_foreign_streams_in_order() {
+    crate::testing::require_gpu();
+    let bytes = 64 * MIB;
+    let pool = cuda_pool(bytes, Some(bytes));
+    let streams = [foreign(), foreign()];
+    for round in 0..6u8 {
+        let (from, to) = (streams[usize::from(round % 2)], streams[usize::from(1 - round % 2)]);
+        let p = pool.allocate(from, bytes, 256).unwrap();
+        // SAFETY: `p` holds `bytes`; the free is ordered after the fills on `from`.
+        unsafe {
+            backlog(p, bytes, from, 40, 0x60 + round);
+            pool.deallocate(from, p, bytes, 256).unwrap();
+        }
+        let q = pool.allocate(to, bytes, 256).unwrap();
+        assert_eq!(q, p, "the pool holds only this block");
+        assert_eq!(read_ends(q, bytes, to), [0x60 + round; 32], "round {round}: read before the other stream's write");
+        // SAFETY: from allocate above; `to`'s work on it is finished.
+        unsafe { pool.deallocate(to, q, bytes, 256).unwrap() };
+    }
+    // Small blocks too (the per-thread caches' path), many at once.
+    let mut blocks = Vec::new();
+    for i in 0..64u8 {
+        let p = pool.allocate(streams[0], 256 << 10, 256).unwrap();
+        // SAFETY: `p` holds 256 KiB; freed below in `streams[0]` order after the fill.
+        unsafe { cu::set_async(p, i, 256 << 10, streams[0]).unwrap() };
+        blocks.push(p);
+    }
+    for &p in &blocks {
+        // SAFETY: from allocate above, freed once, in order after its fill.
+        unsafe { pool.deallocate(streams[0], p, 256 << 10, 256).unwrap() };
+    }
+    let whole = pool.allocate(streams[1], bytes, 256).unwrap();
+    // SAFETY: `whole` holds `bytes`; filled and read on `streams[1]`.
+    unsafe { cu::set_async(whole, 0x7e, bytes, streams[1]).unwrap() };
+    assert_eq!(read_ends(whole, bytes, streams[1]), [0x7e; 32]);
+    // SAFETY: from allocate above; its work is finished.
+    unsafe { pool.deallocate(streams[1], whole, bytes, 256).unwrap() };
+    streams.into_iter().for_each(destroy);
+    pool.core.check_invariants();
+    assert_eq!(pool.release_unused().unwrap(), bytes);
+}
+
+/// Sixteen threads on their per-thread default streams share a pool that holds one 1 MiB block per
+/// thread, so blocks keep moving between threads: each thread always reads back its own last write.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn per_thread_default_streams_of_sixteen_threads() {
+    crate::testing::require_gpu();
+    let pool = cuda_pool(16 * MIB, Some(16 * MIB));
+    std::thread::scope(|scope| {
+        for t in 0..16u8 {
+            let pool = &pool;
+            scope.spawn(move || {
+                for i in 0..40u8 {
+                    let p = loop {
+                        match pool.allocate(Stream::PER_THREAD, MIB, 256) {
+                            Ok(p) => break p,
+                            Err(e) if e.is_out_of_memory() => std::thread::yield_now(),
+                            Err(e) => panic!("thread {t}: {e}"),
+                        }
+                    };
+                    let mine = t.wrapping_mul(16).wrapping_add(i);
+                    // SAFETY: `p` holds 1 MiB, used on this thread's PTDS only.
+                    unsafe { backlog(p, MIB, Stream::PER_THREAD, 4, mine) };
+                    assert_eq!(read_ends(p, MIB, Stream::PER_THREAD), [mine; 32], "thread {t}, step {i}");
+                    // SAFETY: `p` holds 1 MiB; then freed in PTDS order after the fill.
+                    unsafe {
+                        cu::set_async(p, 0xee, MIB, Stream::PER_THREAD).unwrap();
+                        pool.deallocate(Stream::PER_THREAD, p, MIB, 256).unwrap();
+                    }
+                }
+                Stream::PER_THREAD.synchronize().unwrap();
+            });
+        }
+    });
+    let s = pool.statistics();
+    assert_eq!(s.bytes_used, 0);
+    assert_eq!(s.bytes_free, s.pool_size);
+    pool.core.check_invariants();
+}
+
+/// Allocate, fill and free inside a CUDA graph capture on a stream made elsewhere: as with RMM,
+/// the pool's bookkeeping happens at capture time and the calls succeed; if a call fails, it fails
+/// with an error that says so. Either way the pool stays consistent and usable after the capture.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn allocation_inside_a_graph_capture_on_a_foreign_stream() {
+    crate::testing::require_gpu();
+    let pool = cuda_pool(64 * MIB, None);
+    let f = foreign();
+    let warm = pool.allocate(f, MIB, 256).unwrap();
+    // SAFETY: from allocate above; nothing uses it.
+    unsafe { pool.deallocate(f, warm, MIB, 256).unwrap() };
+    let raw = f.as_raw() as sys::CUstream;
+    // SAFETY: `raw` is a live stream; relaxed mode lets other threads keep calling the driver.
+    let begun = unsafe { sys::cuStreamBeginCapture_v2(raw, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED) };
+    assert_eq!(begun, sys::CUresult::CUDA_SUCCESS);
+    let mut outcome = Vec::new();
+    for _ in 0..4 {
+        match pool.allocate(f, MIB, 256) {
+            Ok(p) => {
+                // SAFETY: `p` holds 1 MiB; the fill is captured into the graph, the free follows it.
+                let filled = unsafe { cu::set_async(p, 0x5c, MIB, f) };
+                outcome.push(format!("fill: {filled:?}"));
+                // SAFETY: from allocate above, freed once.
+                let freed = unsafe { pool.deallocate(f, p, MIB, 256) };
+                if let Err(e) = &freed {
+                    assert!(!e.to_string().is_empty());
+                }
+                outcome.push(format!("free: {freed:?}"));
+            }
+            Err(e) => {
+                assert!(!e.to_string().is_empty(), "a failure inside a capture says why");
+                outcome.push(format!("allocate: {e}"));
+            }
+        }
+    }
+    let mut graph: sys::CUgraph = std::ptr::null_mut();
+    // SAFETY: the capture was begun above on this stream; `graph` is a valid out-pointer.
+    let ended = unsafe { sys::cuStreamEndCapture(raw, &mut graph) };
+    eprintln!("inside the capture: {outcome:?}; end capture: {ended:?}");
+    if ended == sys::CUresult::CUDA_SUCCESS && !graph.is_null() {
+        let mut exec: sys::CUgraphExec = std::ptr::null_mut();
+        // SAFETY: `graph` is the captured graph; `exec` a valid out-pointer.
+        unsafe {
+            assert_eq!(sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0), sys::CUresult::CUDA_SUCCESS);
+            assert_eq!(sys::cuGraphLaunch(exec, raw), sys::CUresult::CUDA_SUCCESS);
+        }
+        f.synchronize().unwrap();
+        // SAFETY: both made above and no longer used.
+        unsafe {
+            sys::cuGraphExecDestroy(exec);
+            sys::cuGraphDestroy(graph);
+        }
+    }
+    f.synchronize().unwrap();
+    // The pool is consistent and usable on any stream after the capture.
+    pool.core.check_invariants();
+    assert_eq!(pool.statistics().bytes_used, 0);
+    let other = OwnedStream::new(StreamFlags::NonBlocking).unwrap();
+    let p = pool.allocate(other.stream(), 32 * MIB, 256).unwrap();
+    // SAFETY: `p` holds 32 MiB; filled and read on `other`.
+    unsafe { cu::set_async(p, 0x11, 32 * MIB, other.stream()).unwrap() };
+    assert_eq!(read_ends(p, 32 * MIB, other.stream()), [0x11; 32]);
+    // SAFETY: from allocate above; its work is finished.
+    unsafe { pool.deallocate(other.stream(), p, 32 * MIB, 256).unwrap() };
+    destroy(f);
+    assert_eq!(pool.statistics().bytes_used, 0);
+}
