@@ -258,6 +258,34 @@ buf = rmm.DeviceBuffer(size=1 << 20, mr=mr)
 print("peer rmm", rmm.__version__, "from", rmm.__file__, "DeviceBuffer of", buf.size, "bytes OK")'
     } >"$OUT/peer.log" 2>&1 && say "peer:   $(tail -1 "$OUT/peer.log")" || say "peer:   not usable here (peer.log)"
 fi
+# Issue 9's Python speed benchmark (bindings-python/benchmarks/device_buffer.py), ours then RMM 26.10's
+# in the same run; the rows go to peer.log, a comparison to summary.txt (not tests: never counted).
+bench=bindings-python/benchmarks/device_buffer.py
+if [ -f "$bench" ] && [ -d /tmp/site/rmm ] && [ -d /tmp/peer-site/rmm ]; then
+    for side in ours:/tmp/site rmm:/tmp/peer-site; do
+        echo "######## $bench (${side%%:*})" >>"$OUT/peer.log"
+        PYTHONPATH=${side#*:} timeout 240 python3 "$bench" --json "/tmp/pybench-${side%%:*}.json" >>"$OUT/peer.log" 2>&1 ||
+            echo "pybench ${side%%:*}: exit $?" >>"$OUT/peer.log"
+    done
+    python3 - /tmp/pybench-ours.json /tmp/pybench-rmm.json <<'PY' | while IFS= read -r line; do say "$line"; done
+import json, sys
+def load(path):
+    try:
+        return {(r["bench"], r.get("resource", "")): r for r in json.load(open(path))}
+    except (OSError, ValueError):
+        return {}
+ours, rmm = load(sys.argv[1]), load(sys.argv[2])
+for key in sorted(set(ours) | set(rmm)):
+    def value(rows):
+        row = rows.get(key, {})
+        return row.get("us", row.get("gib_per_s"))
+    unit = "GiB/s" if "gib_per_s" in ours.get(key, rmm.get(key, {})) else "us"
+    a, b = value(ours), value(rmm)
+    ratio = f"  ours/RMM {a / b:.2f}" if a is not None and b else ""
+    label = f"{key[0]} {key[1]}".strip()
+    print(f"pybench: {label}: ours {a} {unit}, RMM {b} {unit}{ratio}")
+PY
+fi
 
 fi
 

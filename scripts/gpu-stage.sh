@@ -201,7 +201,7 @@ fi
 # Dask-CUDA's metadata asks for) are not needed to run a LocalCUDACluster and are too big to carry.
 DASK_WHEELS=('dask-cuda==26.10.*' 'dask>=2026.7.1,<2026.7.2' 'distributed>=2026.7.1,<2026.7.2' 'nvidia-ml-py>=12'
     click cloudpickle fsspec jinja2 markupsafe locket msgpack partd psutil pyyaml sortedcontainers
-    'tblib!=3.2.0,!=3.2.1' toolz tornado zict)
+    'tblib!=3.2.0,!=3.2.1' toolz tornado zict importlib_metadata zipp lazy_importer)
 if [ "${RMM_STAGE_DASK:-1}" != 0 ]; then
     log "dask: pip download Dask-CUDA 26.10 into .whl/dask/"
     if ls .whl/dask/dask_cuda-26.10.* >/dev/null 2>&1; then

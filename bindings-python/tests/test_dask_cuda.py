@@ -1,6 +1,6 @@
 """Dask-CUDA on our package, unchanged: LocalCUDACluster's RMM options set up each worker's
 resource through rmm.reinitialize / rmm.mr / rmm.enable_logging, and CuPy work on the workers
-allocates through rmm_cupy_allocator.
+allocates through rmm_cupy_allocator. The worker setup alone also runs in host mode.
 
 Dask-CUDA and its pure dependencies are not on the GPU machine: scripts/gpu-stage.sh carries them
 as wheels (.whl/dask/) when they fit in the carry limit, and scripts/gpu-run.sh installs them into
@@ -14,9 +14,44 @@ import textwrap
 
 import pytest
 
-pytestmark = pytest.mark.gpu
-
 DASK_SITE = os.environ.get("RMM_TEST_DASK_SITE", "")
+
+
+@pytest.fixture
+def dask_cuda_plugins(monkeypatch):
+    """Dask-CUDA's worker plugins module, from RMM_TEST_DASK_SITE or the environment."""
+    if DASK_SITE:
+        monkeypatch.syspath_prepend(DASK_SITE)
+    plugins = pytest.importorskip("dask_cuda.plugins", reason="Dask-CUDA is not installed")
+    yield plugins
+    import rmm
+
+    rmm.reinitialize()
+
+
+@pytest.mark.parametrize("managed", [False, True])
+def test_dask_cuda_worker_setup_runs_on_our_rmm(dask_cuda_plugins, managed):
+    """What each LocalCUDACluster worker runs for rmm_pool_size/rmm_managed_memory/
+    rmm_track_allocations, in this process (host memory in host mode)."""
+    import rmm
+
+    setup = dask_cuda_plugins.RMMSetup(
+        initial_pool_size="1MiB", maximum_pool_size="4MiB", managed_memory=managed, async_alloc=False,
+        release_threshold=None, log_directory=None, track_allocations=True, external_lib_list=None,
+    )  # fmt: skip
+    setup.setup()
+    mr = rmm.mr.get_current_device_resource()
+    assert isinstance(mr, rmm.mr.TrackingResourceAdaptor)
+    pool = mr.get_upstream()
+    assert isinstance(pool, rmm.mr.PoolMemoryResource)
+    if rmm.is_host_mode():
+        expected = rmm.mr.SystemMemoryResource
+    else:
+        expected = rmm.mr.ManagedMemoryResource if managed else rmm.mr.CudaMemoryResource
+    assert type(pool.get_upstream()) is expected
+    buf = rmm.DeviceBuffer(size=1000)
+    assert mr.get_allocated_bytes() == 1000
+    del buf
 
 # Runs in a fresh interpreter with Dask-CUDA importable; prints one line per check.
 SCRIPT = """
@@ -74,6 +109,7 @@ for opts in (
 """
 
 
+@pytest.mark.gpu
 def test_local_cuda_cluster_with_rmm_options():
     if not DASK_SITE or not os.path.isdir(DASK_SITE):
         pytest.skip("Dask-CUDA not carried (RMM_TEST_DASK_SITE unset; see scripts/gpu-stage.sh)")
