@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sanitizer suite on CPU (issue 12), three parts:
 #
-# 1. valgrind memcheck on every C ABI and C++ test program of the C++ suite (ctest's list of
-#    tests, each run under valgrind; GPU tests skip themselves in host mode). Uses the C++ build
+# 1. valgrind memcheck on every C ABI and C++ test program of the C++ suite (the programs of
+#    ctest's list, each run once under valgrind; GPU tests skip themselves in host mode). Uses the C++ build
 #    of ci/cpp.sh when it exists ($RMM_CPP_BUILD_DIR, default build/cpp), else configures and
 #    builds it the same way. 0 errors and 0 definite leaks, or the step fails.
 # 2. valgrind memcheck on the C ABI tests of rmm-core itself (core/src/abi*: the Rust test binary
@@ -52,17 +52,28 @@ ensure_cpp_build() {
     cmake --build "$BUILD_DIR"
 }
 
-# Every ctest test under valgrind (its command and environment as ctest would run it).
+# Every test program of ctest's list under valgrind, once each with all its tests (ctest lists one
+# entry per GoogleTest case; one valgrind start per case would take hours), with the environment
+# ctest would give it.
 memcheck_cpp() {
-    local tests
-    tests=$(ctest --test-dir "$BUILD_DIR" --show-only=json-v1 | python3 -c '
+    local programs
+    programs=$(ctest --test-dir "$BUILD_DIR" --show-only=json-v1 | python3 -c '
 import json, shlex, sys
+seen = {}
 for t in json.load(sys.stdin)["tests"]:
+    exe = t["command"][0]
+    if exe in seen:
+        continue
     env = [p["value"] for p in t.get("properties", []) if p["name"] == "ENVIRONMENT"]
     env = [e for v in env for e in (v if isinstance(v, list) else [v])]
-    print(shlex.quote(t["name"]), " ".join(shlex.quote(e) for e in env), "--", " ".join(shlex.quote(c) for c in t["command"]))
+    # GoogleTest programs run whole; other programs (a C smoke test) with their arguments.
+    args = [] if any(a.startswith("--gtest_filter") for a in t["command"][1:]) else t["command"][1:]
+    seen[exe] = (env, args)
+for exe, (env, args) in seen.items():
+    name = exe.rsplit("/", 1)[-1]
+    print(shlex.quote(name), " ".join(shlex.quote(e) for e in env), "--", shlex.quote(exe), " ".join(shlex.quote(a) for a in args))
 ') || return 1
-    [ -n "$tests" ] || { echo "no C++ tests found in $BUILD_DIR"; return 1; }
+    [ -n "$programs" ] || { echo "no C++ tests found in $BUILD_DIR"; return 1; }
     local ok=0 bad=0 line name
     while IFS= read -r line; do
         eval "set -- $line"
@@ -77,10 +88,11 @@ for t in json.load(sys.stdin)["tests"]:
         else
             bad=$((bad + 1))
         fi
-    done <<<"$tests"
-    echo "valgrind on the C++ tests: $ok clean, $bad with errors or failures"
+    done <<<"$programs"
+    echo "valgrind on the C ABI and C++ test programs: $ok clean, $bad with errors or failures"
     [ "$bad" -eq 0 ]
 }
+
 # The C ABI tests inside rmm-core, under valgrind.
 memcheck_core_abi() {
     local exe
