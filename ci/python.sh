@@ -7,6 +7,9 @@ cd "$RMM_ROOT" || exit 1
 
 need_python || fail "python3 could not be installed"
 pip_install_if_missing pytest pytest || fail "pytest could not be installed"
+# numpy: DeviceBuffer.copy_to_host returns an array and pickling protocol 5 goes through one (the
+# tests that need it skip without it, naming it).
+pip_install_if_missing numpy numpy || echo "numpy could not be installed: its tests skip"
 
 if [ "$RMM_FAILED" -eq 0 ]; then
     step "python build: cargo build --release -p rmm-python" build_python_ext

@@ -7,10 +7,16 @@
 # suite that was not staged) are reported, never crash the run.
 #
 # Output: logs in $OUT (flat, at most 8 files): summary.txt rust.log python.log cpp.log skips.txt
-# tour.log peer.log; a per-suite count line each, and the final line `N passed, N failed, N skipped`
-# (tests, summed over suites). Exit status 1 when any test failed or nothing ran.
+# tour.log peer.log peer-python.log; a per-suite count line each, and the final line
+# `N passed, N failed, N skipped` (tests, summed over suites, RMM's own Python suite `peer-py`
+# included). Exit status 1 when any test failed or nothing ran.
+#
+# Usage: bash scripts/gpu-run.sh [PART...]   PARTs: rust python peer-py cpp extras (default: all).
+# Running a few parts per command keeps each under the device tool's 10 minutes when all would not.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+PARTS=" ${*:-rust python peer-py cpp extras} "
+want() { [[ $PARTS == *" $1 "* ]]; }
 ROOT=$PWD
 STAGE=$ROOT/stage
 OUT=${OUT:-/tmp/rmm-gpu-out}
@@ -41,6 +47,7 @@ fi
 [ -f "$STAGE/MANIFEST.txt" ] || say "WARNING: no stage/MANIFEST.txt: was scripts/gpu-stage.sh run and stage/ carried?"
 
 # ---- Rust -------------------------------------------------------------------------------------
+if want rust; then
 rp=0 rf=0 rs=0 n=0 note=""
 : >"$OUT/rust.log"
 for gz in "$STAGE"/rust/*.gz; do
@@ -77,9 +84,24 @@ rm -f "$OUT/rust.one"
 [ "$n" -gt 0 ] && note="$n executables"
 suite_line rust "$rp" "$rf" "$rs" "$note"
 
+fi
+
 # ---- Python -----------------------------------------------------------------------------------
-pp=0 pf=0 ps=0 note=""
+# Our wheel, installed once into /tmp/site for our pytest suite and RMM's.
 wheel=$(ls "$STAGE"/wheels/*.whl 2>/dev/null | head -1)
+wheel_installed=0
+if [ -n "$wheel" ] && command -v python3 >/dev/null 2>&1 && { want python || want peer-py || want extras; } &&
+    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "$wheel" >/dev/null 2>&1; then
+    wheel_installed=1
+fi
+if want python; then
+# Dask-CUDA for test_dask_cuda.py, when gpu-stage.sh carried it (it skips otherwise).
+if ls .whl/dask/*.whl >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1 &&
+    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/dask-site .whl/dask/*.whl \
+        >/dev/null 2>&1; then
+    export RMM_TEST_DASK_SITE=/tmp/dask-site
+fi
+pp=0 pf=0 ps=0 note=""
 {
     if [ -z "$wheel" ]; then
         note="not staged"
@@ -87,7 +109,7 @@ wheel=$(ls "$STAGE"/wheels/*.whl 2>/dev/null | head -1)
         note="python3 missing"; pf=1
     elif ! python3 -c 'import pytest' 2>/dev/null; then
         note="pytest missing"; pf=1
-    elif ! python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "$wheel"; then
+    elif [ "$wheel_installed" != 1 ]; then
         note="pip install of $(basename "$wheel") failed"; pf=1
     else
         (
@@ -112,8 +134,27 @@ wheel=$(ls "$STAGE"/wheels/*.whl 2>/dev/null | head -1)
     echo "python: $note"
 } >"$OUT/python.log" 2>&1
 suite_line python "$pp" "$pf" "$ps" "$note"
+fi
+
+# ---- RMM's own Python suite against our wheel (stage/peer/rmm-python, scripts/peer/python.sh) ----
+if ! want peer-py; then
+    :
+elif [ -f "$STAGE/peer/rmm-python/conftest.py" ] && [ "$wheel_installed" = 1 ]; then
+    RMM_PEER_PYTHON_DIR=$STAGE/peer/rmm-python RMM_PYTHONPATH=/tmp/site RMM_PEER_INSTALL=0 \
+        bash scripts/peer/python.sh >"$OUT/peer-python.log" 2>&1
+    result=$(tail -1 "$OUT/peer-python.log")
+    if grep -qE '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' <<<"$result"; then
+        suite_line peer-py "$(num passed "$result")" "$(num failed "$result")" "$(num skipped "$result")" \
+            "RMM's Python suite, unmodified; RMM 26.10: 1211 passed, 392 skipped"
+    else
+        suite_line peer-py 0 1 0 "no count line (peer-python.log)"
+    fi
+else
+    suite_line peer-py 0 1 0 "not run: stage/peer/rmm-python or our wheel missing"
+fi
 
 # ---- C++ --------------------------------------------------------------------------------------
+if want cpp; then
 # First choice: rebuild every C++ test here with nvcc (the Thrust tests need it) against the staged
 # librmm.so and CCCL headers, and run them with ctest (scripts/gpu-cpp-cuda.sh). If that cannot be
 # built, the g++-built executables from stage/cpp/bin run instead, and the failed build counts as one
@@ -193,7 +234,10 @@ elif [ -z "$note" ]; then
 fi
 suite_line cpp "$cp_" "$cf" "$cs" "$note"
 
+fi
+
 # ---- Extras (not counted): the tour, the RMM 26.10 peer ------------------------------------------
+if want extras; then
 if [ -x "$STAGE/bin/tour" ]; then
     "$STAGE/bin/tour" >"$OUT/tour.log" 2>&1 && say "tour:   ran (tour.log)" || say "tour:   exit $? (tour.log)"
 fi
@@ -215,6 +259,9 @@ print("peer rmm", rmm.__version__, "from", rmm.__file__, "DeviceBuffer of", buf.
     } >"$OUT/peer.log" 2>&1 && say "peer:   $(tail -1 "$OUT/peer.log")" || say "peer:   not usable here (peer.log)"
 fi
 
+fi
+
 say ""
+say "parts run:$PARTS"
 say "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ] && [ $((total_pass + total_skip)) -gt 0 ]

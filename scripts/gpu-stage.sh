@@ -5,12 +5,17 @@
 #   stage/rust/<package>__<target>.gz   Rust test executables (debug info stripped, gzipped)
 #   stage/bin/tour                   the Rust tour example (run there for show, not counted)
 #   stage/tour/*.so                  the C++ and Rust libraries of the tour's shared stop (scripts/tour_shared.py)
-#   stage/wheels/*.whl               the rmm-rs Python wheel (maturin, abi3)
+#   stage/wheels/*.whl               the rmm-rs Python wheel (bindings-python/build-wheel.sh: abi3,
+#                                    manylinux_2_28, librmm.so + headers + CMake package inside)
 #   stage/python/                    the pytest suite and its config (pyproject.toml)
+#   stage/peer/rmm-python/           RMM's own Python suite (../shared/peer-tests, unmodified; run by
+#                                    scripts/peer/python.sh there, since ../shared does not travel)
 #   stage/cpp/bin, stage/cpp/lib     prebuilt C++ test executables + the shared libraries they need
 #   stage/cpp/librmm.so, cccl.tar.gz, googletest.tar.gz   for the nvcc rebuild there (gpu-cpp-cuda.sh)
 #   stage/MANIFEST.txt               what was staged, and what was not and why
 #   .whl/                            optional: RMM 26.10 peer wheels (rmm-cu13, librmm-cu13, rapids-logger)
+#   .whl/dask/                       optional: Dask-CUDA 26.10 and its pure dependencies (RMM_STAGE_DASK=0
+#                                    skips; dropped again when stage/ + .whl/ would pass 64 MiB)
 #
 # Then, with the device tool: run `bash scripts/gpu-run.sh` with carry ["stage"] (add ".whl" for the
 # peer). Options: RMM_STAGE_PEER=0 skips the peer download.
@@ -73,20 +78,31 @@ else
 fi
 
 # ---- Python: wheel + tests ----------------------------------------------------------------------
-log "python: maturin build --release"
-pip_install_if_missing maturin maturin >/dev/null 2>&1 || true
-if ! command -v maturin >/dev/null 2>&1 && ! python3 -m maturin --version >/dev/null 2>&1; then
-    manifest "python: NOT STAGED (maturin could not be installed)"
-    status=1
-elif python3 -m maturin build --release --locked -m bindings-python/Cargo.toml -o "$STAGE/wheels" 2>&1 |
-    grep -v '^warning\|^ *|\|^ *=\|^ *-->\|^$'; then
+log "python: bash bindings-python/build-wheel.sh (maturin, manylinux_2_28, librmm.so inside)"
+# rmm.__git_commit__ (RMM reads it from the package's GIT_COMMIT file), only while the wheel builds.
+git rev-parse HEAD >bindings-python/python/rmm/GIT_COMMIT 2>/dev/null || rm -f bindings-python/python/rmm/GIT_COMMIT
+if bash bindings-python/build-wheel.sh "$STAGE/wheels" >"$STAGE/wheel-build.log" 2>&1; then
     cp bindings-python/pyproject.toml "$STAGE/python/"
     cp -r bindings-python/tests "$STAGE/python/tests"
     find "$STAGE/python" -name __pycache__ -prune -exec rm -rf {} +
-    manifest "python: $(cd "$STAGE/wheels" && ls *.whl) + $(ls "$STAGE"/python/tests/test_*.py | wc -l) test files"
+    rm -f "$STAGE/wheel-build.log"
+    manifest "python: $(cd "$STAGE/wheels" && ls *.whl) ($(du -k "$STAGE"/wheels/*.whl | cut -f1 | head -1) KiB) + $(ls "$STAGE"/python/tests/test_*.py | wc -l) test files"
 else
-    manifest "python: NOT STAGED (maturin build failed)"
+    tail -20 "$STAGE/wheel-build.log"
+    manifest "python: NOT STAGED (bindings-python/build-wheel.sh failed: stage/wheel-build.log)"
     status=1
+fi
+rm -f bindings-python/python/rmm/GIT_COMMIT
+
+# ---- Peer: RMM's own Python suite (run against our wheel there) ---------------------------------
+peer_suite=$RMM_ROOT/../shared/peer-tests/rmm-python
+if [ -f "$peer_suite/conftest.py" ]; then
+    mkdir -p "$STAGE/peer"
+    cp -r "$peer_suite" "$STAGE/peer/rmm-python"
+    find "$STAGE/peer" -name __pycache__ -prune -exec rm -rf {} +
+    manifest "peer python: stage/peer/rmm-python ($(ls "$STAGE"/peer/rmm-python/test_*.py | wc -l) test files, unmodified)"
+else
+    manifest "peer python: NOT STAGED ($peer_suite not found)"
 fi
 
 # ---- C++: prebuilt gtest executables (+ sources) -------------------------------------------------
@@ -180,12 +196,44 @@ if [ "${RMM_STAGE_PEER:-1}" != 0 ]; then
     fi
 fi
 
+# ---- Dask-CUDA 26.10 and its pure dependencies (optional; for bindings-python/tests/test_dask_cuda.py)
+# --no-deps: the GPU machine has numpy, CuPy and cuda.core already; pandas and bokeh (which
+# Dask-CUDA's metadata asks for) are not needed to run a LocalCUDACluster and are too big to carry.
+DASK_WHEELS=('dask-cuda==26.10.*' 'dask>=2026.7.1,<2026.7.2' 'distributed>=2026.7.1,<2026.7.2' 'nvidia-ml-py>=12'
+    click cloudpickle fsspec jinja2 markupsafe locket msgpack partd psutil pyyaml sortedcontainers
+    'tblib!=3.2.0,!=3.2.1' toolz tornado zict)
+if [ "${RMM_STAGE_DASK:-1}" != 0 ]; then
+    log "dask: pip download Dask-CUDA 26.10 into .whl/dask/"
+    if ls .whl/dask/dask_cuda-26.10.* >/dev/null 2>&1; then
+        manifest "dask: already in .whl/dask/ ($(ls .whl/dask | wc -l) wheels)"
+    elif python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_5_x86_64 \
+        --platform manylinux1_x86_64 --platform manylinux_2_12_x86_64 --platform manylinux2010_x86_64 \
+        -d .whl/dask "${DASK_WHEELS[@]}" </dev/null; then
+        manifest "dask: downloaded $(ls .whl/dask | wc -l) wheels to .whl/dask/ ($(du -sk .whl/dask | cut -f1) KiB)"
+    else
+        rm -rf .whl/dask
+        manifest "dask: not downloaded (pip download failed; the Dask-CUDA test will skip)"
+    fi
+fi
+
 # ---- Size check ---------------------------------------------------------------------------------
 size_kib=$(du -sk "$STAGE" | cut -f1)
 peer_kib=$( [ -d .whl ] && du -sk .whl | cut -f1 || echo 0)
-manifest "size: stage/ $((size_kib / 1024)) MiB, .whl/ $((peer_kib / 1024)) MiB (limit ${LIMIT_MIB} MiB for stage/)"
+manifest "size: stage/ $((size_kib / 1024)) MiB, .whl/ $((peer_kib / 1024)) MiB (limit ${LIMIT_MIB} MiB for stage/; the device tool carries 64 MiB in all)"
 if [ "$size_kib" -gt $((LIMIT_MIB * 1024)) ]; then
     echo "ERROR: stage/ is larger than ${LIMIT_MIB} MiB" >&2
+    status=1
+fi
+if [ $((size_kib + peer_kib)) -gt $((64 * 1024)) ] && [ -d .whl/dask ]; then
+    dask_kib=$(du -sk .whl/dask | cut -f1)
+    rm -rf .whl/dask
+    peer_kib=$( [ -d .whl ] && du -sk .whl | cut -f1 || echo 0)
+    manifest "dask: .whl/dask/ ($((dask_kib / 1024)) MiB) removed again: stage/ and .whl/ would not fit in 64 MiB (the Dask-CUDA test will skip)"
+fi
+if [ $((size_kib + peer_kib)) -gt $((64 * 1024)) ]; then
+    echo "ERROR: stage/ and .whl/ together are larger than the 64 MiB the device tool carries" >&2
     status=1
 fi
 echo

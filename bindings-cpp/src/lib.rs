@@ -7,6 +7,8 @@
 //!
 //! The header-only C++ API (`include/rmm/**`, RMM 26.x names) is built on this ABI.
 
+mod torch_allocator;
+
 use std::ffi::{c_char, c_int, c_void};
 
 use rmm_core::abi::{

@@ -331,6 +331,46 @@ TEST(Errors, KindsAndMessages)
   EXPECT_TRUE(destroyed.load());
 }
 
+// Issue 12: sub-allocators refuse frees that do not match a live allocation (an interior pointer,
+// a wrong size, a double free) with RMM_ERROR_INVALID_ARGUMENT and stay intact; the tracking
+// adaptor refuses frees it never tracked instead of forwarding them to its upstream.
+TEST(CheckedFrees, PoolArenaAndTrackingRefuseWrongFrees)
+{
+  Owned base = make_base_resource();
+  rmm_error err{};
+  Owned pool;
+  ASSERT_EQ(rmm_pool_memory_resource_new(base.get(), 1 << 20, 1 << 20, pool.out(), &err), RMM_OK) << err.message;
+  Owned arena;
+  ASSERT_EQ(rmm_arena_memory_resource_new(base.get(), 4 << 20, 0, arena.out(), &err), RMM_OK) << err.message;
+  for (rmm_resource mr : {pool.get(), arena.get()}) {
+    void* p = nullptr;
+    ASSERT_EQ(rmm_resource_allocate(mr, nullptr, 4096, 256, &p, &err), RMM_OK) << err.message;
+    char* c = static_cast<char*>(p);
+    EXPECT_EQ(rmm_resource_deallocate(mr, nullptr, c + 256, 256, 256, &err), RMM_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::strstr(err.message, "not a live allocation"), nullptr) << err.message;
+    EXPECT_EQ(rmm_resource_deallocate(mr, nullptr, p, 256, 256, &err), RMM_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::strstr(err.message, "allocated with 4096 bytes"), nullptr) << err.message;
+    // The live block is not handed out again.
+    std::vector<void*> others;
+    for (int i = 0; i < 32; ++i) {
+      void* q = nullptr;
+      ASSERT_EQ(rmm_resource_allocate(mr, nullptr, 256, 256, &q, &err), RMM_OK) << err.message;
+      EXPECT_FALSE(q >= p && q < static_cast<void*>(c + 4096)) << "handed out inside the live block";
+      others.push_back(q);
+    }
+    for (void* q : others) { EXPECT_EQ(rmm_resource_deallocate(mr, nullptr, q, 256, 256, &err), RMM_OK); }
+    EXPECT_EQ(rmm_resource_deallocate(mr, nullptr, p, 4096, 256, &err), RMM_OK) << err.message;
+    EXPECT_EQ(rmm_resource_deallocate(mr, nullptr, p, 4096, 256, &err), RMM_ERROR_INVALID_ARGUMENT) << "double free";
+  }
+  Owned tracking;
+  ASSERT_EQ(rmm_tracking_resource_adaptor_new(base.get(), 0, tracking.out(), &err), RMM_OK) << err.message;
+  void* behind = nullptr;
+  ASSERT_EQ(rmm_resource_allocate(base.get(), nullptr, 512, 256, &behind, &err), RMM_OK);
+  EXPECT_EQ(rmm_resource_deallocate(tracking.get(), nullptr, behind, 512, 256, &err), RMM_ERROR_INVALID_ARGUMENT)
+    << "a pointer the adaptor never tracked is refused, not forwarded";
+  EXPECT_EQ(rmm_resource_deallocate(base.get(), nullptr, behind, 512, 256, &err), RMM_OK) << "and still live";
+}
+
 TEST(RefCounts, RetainAndReleaseKeepARustResourceAlive)
 {
   rmm_resource h{nullptr, nullptr};

@@ -8,18 +8,25 @@
 
 use pyo3::prelude::*;
 
+mod buffer;
 mod cuda;
 mod error;
+mod hostbuf;
+mod logger;
 mod mr;
 mod owner;
 mod registry;
+mod stream;
 
 /// The extension module. Flat on purpose: the Python package decides where each name lives.
 #[pymodule]
 fn _rmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     cuda::register(m)?;
+    stream::register(m)?;
     mr::register(m)?;
     registry::register(m)?;
+    buffer::register(m)?;
+    logger::register(m)?;
     Ok(())
 }

@@ -13,12 +13,13 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use rmm_core::cuda::DeviceId;
 use rmm_core::registry;
 use rmm_core::AnyResource;
 
 use crate::error::IntoPyResult;
-use crate::mr::{wrap, PyDeviceMemoryResource};
+use crate::mr::{wrap, PyDeviceMemoryResource, PyLoggingResourceAdaptor};
 
 /// Per device: the resource Python set last and its Python object (kept alive, as RMM's dict does).
 static OBJECTS: Mutex<Option<HashMap<DeviceId, Remembered>>> = Mutex::new(None);
@@ -41,7 +42,9 @@ fn remember(device: DeviceId, resource: AnyResource, object: Py<PyAny>) {
 }
 
 fn get(py: Python<'_>, device: DeviceId) -> PyResult<Py<PyAny>> {
-    let current = py.detach(|| registry::per_device_resource(device)).into_py_result()?;
+    // With the GIL: a lookup under the registry's lock, which is never held while calling Python
+    // (the hot path of every `DeviceBuffer` without `mr=`, where a GIL round trip would double the cost).
+    let current = registry::per_device_resource(device).into_py_result()?;
     let known = OBJECTS
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -65,8 +68,9 @@ fn set(py: Python<'_>, device: DeviceId, mr: &Bound<'_, PyDeviceMemoryResource>)
     Ok(())
 }
 
-fn current_device(py: Python<'_>) -> PyResult<DeviceId> {
-    py.detach(registry::current_device_or_host).into_py_result()
+fn current_device(_py: Python<'_>) -> PyResult<DeviceId> {
+    // A cached host-mode answer or the driver's cuCtxGetDevice: no reason to release the GIL.
+    registry::current_device_or_host().into_py_result()
 }
 
 /// The resource of `device`: the object Python set, else the registry's resource (set from C++ or
@@ -98,11 +102,92 @@ fn set_current_device_resource(py: Python<'_>, mr: Bound<'_, PyDeviceMemoryResou
     set(py, device, &mr)
 }
 
+/// The Python object of the current device's resource (what `get_current_device_resource()`
+/// returns): the default `mr` of a `DeviceBuffer`.
+pub(crate) fn current_resource_object(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    let device = current_device(py)?;
+    get(py, device)
+}
+
+/// The Python objects set per device that are still the registry's resources, by device.
+fn remembered(py: Python<'_>) -> Vec<(DeviceId, Py<PyAny>)> {
+    let entries: Vec<(DeviceId, AnyResource, Py<PyAny>)> = OBJECTS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .map(|objects| objects.iter().map(|(d, (r, o))| (*d, r.clone(), o.clone_ref(py))).collect())
+        .unwrap_or_default();
+    let mut current: Vec<(DeviceId, Py<PyAny>)> = entries
+        .into_iter()
+        .filter(|(device, resource, _)| {
+            registry::per_device_resource(*device).is_ok_and(|current| same_resource(resource, &current))
+        })
+        .map(|(device, _, object)| (device, object))
+        .collect();
+    current.sort_by_key(|(device, _)| *device);
+    current
+}
+
+/// `{device: resource}` for every device whose resource was set from Python and still is the
+/// device's resource (RMM's private per-device dict, which `enable_logging`, `disable_logging` and
+/// `get_log_filenames` walk): an rmm-rs extra for the pure-Python half.
+#[pyfunction]
+fn _per_device_resources(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let dict = PyDict::new(py);
+    for (device, object) in remembered(py) {
+        dict.set_item(device, object)?;
+    }
+    Ok(dict)
+}
+
+/// True when every device resource is usable (RMM's `is_initialized`: every resource set from Python
+/// holds a resource, which every resource of this module does; false only when the current device's
+/// resource cannot be obtained).
+#[pyfunction]
+fn is_initialized(py: Python<'_>) -> bool {
+    current_device(py).and_then(|device| registry::per_device_resource(device).into_py_result()).is_ok()
+}
+
+/// Flushes every `LoggingResourceAdaptor` that is a device's current resource (RMM's private
+/// `_flush_logs`).
+#[pyfunction]
+fn _flush_logs(py: Python<'_>) -> PyResult<()> {
+    for (_, object) in remembered(py) {
+        if let Ok(logging) = object.bind(py).cast::<PyLoggingResourceAdaptor>() {
+            logging.get().flush_log()?;
+        }
+    }
+    Ok(())
+}
+
 /// True when this module's registry calls go to another binary's registry (a librmm.so loaded
 /// before `rmm`): an rmm-rs diagnostic, not part of RMM's API.
 #[pyfunction]
 fn _registry_routes_to_librmm() -> bool {
     registry::routes_to_owner()
+}
+
+/// The path of the loaded librmm.so (the library PyTorch's pluggable allocator opens for
+/// `rmm_torch_allocate` / `rmm_torch_deallocate`), or None when none is loaded: an rmm-rs extra. In
+/// the wheel it is `rmm/lib/librmm.so`, loaded with the module.
+#[pyfunction]
+fn _librmm_path() -> Option<String> {
+    // SAFETY: RTLD_NOLOAD only looks up an already loaded object; the name is NUL-terminated.
+    let lib = unsafe { libc::dlopen(c"librmm.so".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
+    if lib.is_null() {
+        return None;
+    }
+    // SAFETY: a valid handle from dlopen and a NUL-terminated symbol name.
+    let symbol = unsafe { libc::dlsym(lib, c"rmm_abi_version".as_ptr()) };
+    // SAFETY: `info` is a valid out-parameter; dladdr only reads the loader's tables.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let found = !symbol.is_null() && unsafe { libc::dladdr(symbol, &mut info) } != 0 && !info.dli_fname.is_null();
+    // SAFETY: dli_fname is the loader's NUL-terminated path of a loaded object, read before the
+    // handle (whose reference the RTLD_NOLOAD open took) is closed.
+    let path = found.then(|| unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned());
+    // SAFETY: closes the reference this function's dlopen took; the library stays loaded.
+    unsafe { libc::dlclose(lib) };
+    path
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -111,5 +196,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_current_device_resource, m)?)?;
     m.add_function(wrap_pyfunction!(set_current_device_resource, m)?)?;
     m.add_function(wrap_pyfunction!(_registry_routes_to_librmm, m)?)?;
+    m.add_function(wrap_pyfunction!(is_initialized, m)?)?;
+    m.add_function(wrap_pyfunction!(_librmm_path, m)?)?;
+    m.add_function(wrap_pyfunction!(_per_device_resources, m)?)?;
+    m.add_function(wrap_pyfunction!(_flush_logs, m)?)?;
     Ok(())
 }

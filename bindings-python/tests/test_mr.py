@@ -35,11 +35,15 @@ def test_system_allocate_deallocate_aligned(system_mr, nbytes):
     system_mr.deallocate(ptr, nbytes)
 
 
-def test_system_stream_argument_is_accepted(system_mr):
-    ptr = system_mr.allocate(64, stream=None)
-    system_mr.deallocate(ptr, 64, stream=None)
-    ptr = system_mr.allocate(64, 0)
-    system_mr.deallocate(ptr, 64, 0)
+def test_system_stream_argument_is_a_stream(system_mr):
+    from rmm.pylibrmm.stream import DEFAULT_STREAM, PER_THREAD_DEFAULT_STREAM
+
+    ptr = system_mr.allocate(64, stream=DEFAULT_STREAM)
+    system_mr.deallocate(ptr, 64, stream=PER_THREAD_DEFAULT_STREAM)
+    # As in RMM, the stream is an rmm Stream: None and raw handles are TypeErrors.
+    for bad in (None, 0):
+        with pytest.raises(TypeError, match="stream"):
+            system_mr.allocate(64, stream=bad)
 
 
 def test_zero_bytes_is_null(system_mr):

@@ -23,10 +23,11 @@
 //! Each benchmark's throughput is set to the number of operations (pairs or random steps, over all
 //! threads) of one iteration, so time ÷ elements is the aggregate ns per operation, the C++ column.
 //! Run on the GPU machine by scripts/bench-gpu-run.sh. Without a GPU (host mode) the same workloads
-//! run over host-mode variants, marked as such in `resources`: the pool and binning over a simulated
-//! device, system memory and the simulated device itself; `own` streams cannot exist there, and
-//! `foreign` ones are made-up handles that never reach a driver (the pools see streams they did not
-//! create, which is what matters for their cost).
+//! run over host-mode variants, marked as such in `resources`: the pool, binning and arena over a
+//! simulated device, each also with unchecked frees (the `-unchecked` lines: what the
+//! live-allocation index costs), system memory and the simulated device itself; `own` streams
+//! cannot exist there, and `foreign` ones are made-up handles that never reach a driver (the pools
+//! see streams they did not create, which is what matters for their cost).
 //! `RMM_BENCH_KINDS` (a comma list, default all) picks the kinds, `RMM_BENCH_RESOURCES` the resources.
 
 use std::sync::Barrier;
@@ -36,8 +37,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
 use rmm_core::cuda::{self, OwnedStream, Stream, StreamFlags};
 use rmm_core::mr::{
-    ArenaMemoryResource, BinningMemoryResource, CudaAsyncMemoryResource, CudaMemoryResource, PoolMemoryResource,
-    SimulatedMemoryResource, SystemMemoryResource,
+    ArenaMemoryResource, ArenaOptions, BinningMemoryResource, CudaAsyncMemoryResource, CudaMemoryResource, FreeChecks,
+    PoolMemoryResource, SimulatedMemoryResource, SystemMemoryResource,
 };
 use rmm_core::{Access, AnyResource, MemoryResource, Result, DEFAULT_ALIGNMENT};
 
@@ -93,6 +94,29 @@ fn all_resources() -> Vec<(&'static str, Factory)> {
                 let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
                 let pool = PoolMemoryResource::new(upstream, Some(1 << 30), None)?;
                 Ok(AnyResource::new(BinningMemoryResource::with_exponents(AnyResource::new(pool), 18, 22)?))
+            }),
+            // The same two with RMM's unchecked frees: the price of the live-allocation index.
+            ("pool-unchecked", || {
+                let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
+                Ok(AnyResource::new(PoolMemoryResource::with_free_checks(upstream, Some(1 << 30), None, FreeChecks::Unchecked)?))
+            }),
+            ("binning-unchecked", || {
+                let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
+                let pool = PoolMemoryResource::with_free_checks(upstream, Some(1 << 30), None, FreeChecks::Unchecked)?;
+                let binning = BinningMemoryResource::with_free_checks(AnyResource::new(pool), FreeChecks::Unchecked);
+                for exponent in 18..=22 {
+                    binning.add_bin(1 << exponent, None)?;
+                }
+                Ok(AnyResource::new(binning))
+            }),
+            ("arena", || {
+                let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
+                Ok(AnyResource::new(ArenaMemoryResource::new(upstream, Some(32 << 30), false)?))
+            }),
+            ("arena-unchecked", || {
+                let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
+                let options = ArenaOptions::default().arena_size(32 << 30).free_checks(FreeChecks::Unchecked);
+                Ok(AnyResource::new(ArenaMemoryResource::with_options(upstream, options)?))
             }),
             ("system", || Ok(AnyResource::new(SystemMemoryResource::new()))),
             ("simulated", || Ok(AnyResource::new(SimulatedMemoryResource::new(64 << 30)?))),

@@ -11,6 +11,7 @@
 //! - [`registry`]: the per-device current resource;
 //! - [`abi`]: the stable C ABI through which resources cross into C, C++ and other binaries;
 //! - [`error`]: the one [`Error`] type;
+//! - [`size`]: sizes written as text (RMM's `parse_bytes`);
 //! - [`debug_log`]: RMM's debug log (`RMM_DEBUG_LOG_FILE`, levels) over `tracing`.
 
 pub mod abi;
@@ -22,6 +23,7 @@ pub mod error;
 pub mod mr;
 pub mod registry;
 pub mod resource;
+pub mod size;
 
 #[cfg(test)]
 pub(crate) mod testing;

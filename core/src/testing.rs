@@ -11,6 +11,12 @@ pub(crate) fn require_gpu() {
     );
 }
 
+/// The number of cases of a property test: `PROPTEST_CASES` when it is set (so a long run is one
+/// variable away), else `default` (an explicit `cases` in a proptest config overrides the variable).
+pub(crate) fn proptest_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 /// Records that a GPU test skipped itself for a reason only known at run time (for example
 /// "System memory not supported"). The line goes to stderr and, when `RMM_TEST_SKIP_LOG` names a
 /// file, is appended there so the GPU runner counts it as skipped, not passed.

@@ -611,6 +611,17 @@ int rmm_logging_resource_adaptor_new_with_sink(rmm_resource upstream, rmm_log_wr
                                                void* context, rmm_log_release release_context, int auto_flush,
                                                rmm_resource* out, rmm_error* err);
 
+/* ---- PyTorch's pluggable allocator (torch.cuda.memory.CUDAPluggableAllocator) ---- */
+
+/** Allocates `size` bytes from the per-device resource of `device` (made current for the call),
+ *  ordered on `stream` (a cudaStream_t). Returns NULL on any failure; never throws. The functions
+ *  RMM ships in _torch_allocator.so as `allocate`. */
+void* rmm_torch_allocate(size_t size, int device, void* stream);
+
+/** Returns `ptr` from rmm_torch_allocate(size, device, ...) to the per-device resource of `device`,
+ *  ordered on `stream`. A failure is reported on the debug log; never throws. */
+void rmm_torch_deallocate(void* ptr, size_t size, int device, void* stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -31,6 +31,7 @@ use crate::aligned::{align_down, check_alignment, DEFAULT_ALIGNMENT};
 use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
 use crate::mr::detail::arena::SUPERBLOCK_SIZE;
+use crate::mr::detail::live_set::{granule, FreeCheck, FreeChecks};
 use crate::mr::detail::arena_impl::Shared;
 use crate::mr::SimulatedMemoryResource;
 use crate::resource::{Access, MemoryResource};
@@ -62,11 +63,19 @@ pub struct ArenaOptions {
     /// Where the state is written ([`DEFAULT_DUMP_FILE`] in the working directory by default). The
     /// first dump of a resource truncates the file; later ones append.
     pub dump_path: PathBuf,
+    /// Whether frees are checked against the live allocations ([`FreeChecks::Checked`] by
+    /// default; [`FreeChecks::Unchecked`] is RMM's behaviour, where a wrong free corrupts the arena).
+    pub free_checks: FreeChecks,
 }
 
 impl Default for ArenaOptions {
     fn default() -> Self {
-        Self { arena_size: None, dump_log_on_failure: false, dump_path: PathBuf::from(DEFAULT_DUMP_FILE) }
+        Self {
+            arena_size: None,
+            dump_log_on_failure: false,
+            dump_path: PathBuf::from(DEFAULT_DUMP_FILE),
+            free_checks: FreeChecks::Checked,
+        }
     }
 }
 
@@ -80,6 +89,12 @@ impl ArenaOptions {
     /// Sets [`ArenaOptions::dump_log_on_failure`].
     pub fn dump_log_on_failure(mut self, dump: bool) -> Self {
         self.dump_log_on_failure = dump;
+        self
+    }
+
+    /// Sets [`ArenaOptions::free_checks`].
+    pub fn free_checks(mut self, checks: FreeChecks) -> Self {
+        self.free_checks = checks;
         self
     }
 
@@ -143,6 +158,8 @@ pub struct ArenaStats {
 #[derive(Clone, Debug)]
 pub struct ArenaMemoryResource {
     shared: Arc<Shared>,
+    /// The live allocations, when frees are checked (shared by clones).
+    live: Arc<FreeCheck>,
 }
 
 impl ArenaMemoryResource {
@@ -189,12 +206,18 @@ impl ArenaMemoryResource {
             )));
         }
         let dump = options.dump_log_on_failure.then_some(options.dump_path);
-        Ok(Self { shared: Shared::new(upstream, size, gpu, dump)? })
+        let live = Arc::new(FreeCheck::new(options.free_checks));
+        Ok(Self { shared: Shared::new(upstream, size, gpu, dump)?, live })
     }
 
     /// The upstream resource.
     pub fn upstream(&self) -> &AnyResource {
         self.shared.upstream()
+    }
+
+    /// Whether frees are checked against the live allocations.
+    pub fn free_checks(&self) -> FreeChecks {
+        self.live.mode()
     }
 
     /// The bytes the arena manages (its cap).
@@ -276,14 +299,18 @@ impl MemoryResource for ArenaMemoryResource {
         if bytes == 0 {
             return Ok(std::ptr::null_mut());
         }
-        self.shared.allocate(stream, bytes)
+        self.live.allocated(self.name(), self.shared.allocate(stream, bytes), granule(bytes, None))
     }
 
+    /// # Errors
+    /// [`Error::InvalidArgument`] when frees are checked and `ptr` is not a live allocation of this
+    /// arena made with `bytes` (rounded up to 256): a double free, a pointer into an allocation, a
+    /// wrong size or another resource's pointer. Nothing is freed then and the arena is unchanged.
     unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, _alignment: usize) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
-        self.shared.deallocate(stream, ptr, bytes)
+        self.live.free(self.name(), ptr, granule(bytes, None), || self.shared.deallocate(stream, ptr, bytes))
     }
 
     fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {

@@ -1,5 +1,11 @@
 //! `binning_memory_resource`: requests routed by size to bins, larger ones to the upstream.
 //!
+//! Frees are checked by default: the binning resource records every allocation it routes (to a
+//! bin or to the upstream) and refuses a free whose pointer, size or alignment class does not
+//! match a live one, before routing it, so a wrong size can never reach the wrong bin or the
+//! upstream. Owned bins therefore do not check again; a bin used directly through
+//! [`BinningMemoryResource::bin_resources`] is unchecked.
+//!
 //! Each bin serves requests up to its size; a request goes to the smallest bin that can hold it,
 //! or to the upstream when none can. A bin is any resource, by default a
 //! [`FixedSizeMemoryResource`] of the bin's size over the upstream. Deallocation routes the same
@@ -14,6 +20,7 @@ use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use crate::aligned::{align_up, check_alignment, DEFAULT_ALIGNMENT};
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
+use crate::mr::detail::live_set::{granule, FreeCheck, FreeChecks};
 use crate::mr::detail::stream_ordered::{default_syncer, CacheLimits, Syncer};
 use crate::mr::FixedSizeMemoryResource;
 use crate::resource::{Access, AnyResource, MemoryResource};
@@ -26,6 +33,8 @@ struct Inner {
     /// call routes through this copy without a lock or a reference count.
     frozen: OnceLock<Box<[(usize, AnyResource)]>>,
     syncer: Arc<dyn Syncer>,
+    /// Every live allocation, when frees are checked.
+    live: FreeCheck,
 }
 
 /// Size-routed sub-allocation (RMM's `binning_memory_resource`).
@@ -54,13 +63,32 @@ pub struct BinningMemoryResource {
 
 impl BinningMemoryResource {
     /// A resource with no bins yet: everything goes to `upstream` until bins are added.
+    ///
+    /// Frees are checked (see the [module documentation](self)).
     pub fn new(upstream: AnyResource) -> Self {
-        Self::build(upstream, default_syncer())
+        Self::with_free_checks(upstream, FreeChecks::Checked)
+    }
+
+    /// As [`BinningMemoryResource::new`], choosing whether frees are checked:
+    /// [`FreeChecks::Unchecked`] is RMM's behaviour (a free is routed by the size it gives, and a
+    /// wrong one reaches the wrong bin or the upstream).
+    pub fn with_free_checks(upstream: AnyResource, checks: FreeChecks) -> Self {
+        Self::build_checked(upstream, default_syncer(), checks)
     }
 
     pub(crate) fn build(upstream: AnyResource, syncer: Arc<dyn Syncer>) -> Self {
-        let inner = Inner { upstream, bins: RwLock::default(), frozen: OnceLock::new(), syncer };
+        Self::build_checked(upstream, syncer, FreeChecks::Checked)
+    }
+
+    fn build_checked(upstream: AnyResource, syncer: Arc<dyn Syncer>, checks: FreeChecks) -> Self {
+        let live = FreeCheck::new(checks);
+        let inner = Inner { upstream, bins: RwLock::default(), frozen: OnceLock::new(), syncer, live };
         Self { inner: Arc::new(inner) }
+    }
+
+    /// Whether frees are checked against the live allocations.
+    pub fn free_checks(&self) -> FreeChecks {
+        self.inner.live.mode()
     }
 
     /// A resource with fixed-size bins of 2^`min_size_exponent` ... 2^`max_size_exponent` bytes
@@ -94,13 +122,13 @@ impl BinningMemoryResource {
 
     /// Adds a bin for requests of up to `allocation_size` bytes (rounded up to 256), served by
     /// `bin_resource`, or by a new [`FixedSizeMemoryResource`] of that block size over the
-    /// upstream (with RMM's 128 blocks per chunk) when `None`. Adding an owned bin of a size that
-    /// already has one does nothing, as in RMM.
+    /// upstream (with RMM's 128 blocks per chunk) when `None`. Adding a bin of a size that already
+    /// has one, owned or explicit, keeps the bin there and does nothing else, as RMM does (its
+    /// `std::map::insert` keeps the first); the refusal is written to the debug log.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] once anything has been allocated (frees would be misrouted),
-    /// for a size of 0, or for an explicit resource where a bin of that size exists (RMM ignores
-    /// it silently); the errors of [`FixedSizeMemoryResource::new`].
+    /// [`Error::InvalidArgument`] once anything has been allocated (frees would be misrouted) or
+    /// for a size of 0; the errors of [`FixedSizeMemoryResource::new`].
     pub fn add_bin(&self, allocation_size: usize, bin_resource: Option<AnyResource>) -> Result<()> {
         let size = align_up(allocation_size, DEFAULT_ALIGNMENT)
             .filter(|&n| n > 0)
@@ -113,19 +141,21 @@ impl BinningMemoryResource {
             ));
         }
         if bins.contains_key(&size) {
-            return match bin_resource {
-                None => Ok(()),
-                Some(_) => Err(Error::invalid(format!("a bin for {size} bytes exists already"))),
-            };
+            if bin_resource.is_some() {
+                tracing::warn!("binning_memory_resource: a bin for {size} bytes exists already; the new resource is not used");
+            }
+            return Ok(());
         }
         let resource = match bin_resource {
             Some(r) => r,
-            None => AnyResource::new(FixedSizeMemoryResource::build(
+            // This resource checks every free before routing it (when it checks at all).
+            None => AnyResource::new(FixedSizeMemoryResource::build_checked(
                 self.inner.upstream.clone(),
                 size,
                 FixedSizeMemoryResource::DEFAULT_BLOCKS_TO_PREALLOCATE,
                 self.inner.syncer.clone(),
                 CacheLimits::DEFAULT,
+                FreeChecks::Unchecked,
             )?),
         };
         bins.insert(size, resource);
@@ -173,16 +203,25 @@ impl MemoryResource for BinningMemoryResource {
             let bins = self.inner.bins.write().unwrap_or_else(PoisonError::into_inner);
             self.inner.frozen.get_or_init(|| bins.iter().map(|(&size, r)| (size, r.clone())).collect());
         }
-        self.route(bytes, alignment, |r| r.allocate(stream, bytes, alignment))
+        let result = self.route(bytes, alignment, |r| r.allocate(stream, bytes, alignment));
+        self.inner.live.allocated(self.name(), result, granule(bytes, Some(alignment)))
     }
 
+    /// # Errors
+    /// [`Error::InvalidArgument`] when frees are checked and `ptr` is not a live allocation of this
+    /// resource made with `bytes` (rounded up to 256) and `alignment` (any up to 256 are one), so
+    /// that the free would be routed elsewhere than the allocation; nothing is freed then.
+    /// Otherwise the errors of the bin or upstream it is routed to.
     unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
-        // SAFETY: the bins have not changed since the allocation, so this is the resource that
-        // made it; the caller's contract is forwarded.
-        self.route(bytes, alignment, |r| unsafe { r.deallocate(stream, ptr, bytes, alignment) })
+        self.inner.live.free(self.name(), ptr, granule(bytes, Some(alignment)), || {
+            // SAFETY: the bins have not changed since the allocation, so this is the resource that
+            // made it (checked against the live allocations unless the caller opted out); the
+            // caller's contract is forwarded.
+            self.route(bytes, alignment, |r| unsafe { r.deallocate(stream, ptr, bytes, alignment) })
+        })
     }
 
     /// What the upstream and every bin provide.

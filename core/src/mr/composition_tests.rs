@@ -245,7 +245,7 @@ fn free(stack: &Stack, addr: usize, bytes: usize, alignment: usize, tag: u8) -> 
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: CASES, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: crate::testing::proptest_cases(CASES), ..ProptestConfig::default() })]
 
     #[test]
     fn random_stacks_over_a_simulated_device(layers in layers(), ops in ops()) {

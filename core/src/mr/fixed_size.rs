@@ -13,6 +13,7 @@ use std::sync::Arc;
 use crate::aligned::{align_up, check_alignment, DEFAULT_ALIGNMENT};
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
+use crate::mr::detail::live_set::{granule, FreeCheck, FreeChecks};
 use crate::mr::detail::stream_ordered::{default_syncer, CacheLimits, Core, Growth, Syncer};
 use crate::mr::PoolStatistics;
 use crate::resource::{Access, AnyResource, MemoryResource};
@@ -39,6 +40,8 @@ pub struct FixedSizeMemoryResource {
     core: Arc<Core>,
     block_size: usize,
     blocks_to_preallocate: usize,
+    /// The live allocations, when frees are checked (shared by clones).
+    live: Arc<FreeCheck>,
 }
 
 impl FixedSizeMemoryResource {
@@ -53,16 +56,45 @@ impl FixedSizeMemoryResource {
     /// # Errors
     /// [`Error::InvalidArgument`] for a zero block size or count, or a chunk size that overflows;
     /// the upstream's error when the first chunk cannot be allocated.
+    ///
+    /// Frees are checked: one whose pointer and size do not match a live allocation is refused
+    /// (see [`FreeChecks`]).
     pub fn new(upstream: AnyResource, block_size: usize, blocks_to_preallocate: usize) -> Result<Self> {
-        Self::build(upstream, block_size, blocks_to_preallocate, default_syncer(), CacheLimits::DEFAULT)
+        Self::with_free_checks(upstream, block_size, blocks_to_preallocate, FreeChecks::Checked)
     }
 
+    /// As [`FixedSizeMemoryResource::new`], choosing whether frees are checked:
+    /// [`FreeChecks::Unchecked`] is RMM's behaviour (a wrong free corrupts the resource).
+    ///
+    /// # Errors
+    /// As [`FixedSizeMemoryResource::new`].
+    pub fn with_free_checks(
+        upstream: AnyResource,
+        block_size: usize,
+        blocks_to_preallocate: usize,
+        checks: FreeChecks,
+    ) -> Result<Self> {
+        Self::build_checked(upstream, block_size, blocks_to_preallocate, default_syncer(), CacheLimits::DEFAULT, checks)
+    }
+
+    #[cfg(test)]
     pub(crate) fn build(
         upstream: AnyResource,
         block_size: usize,
         blocks_to_preallocate: usize,
         syncer: Arc<dyn Syncer>,
         cache: CacheLimits,
+    ) -> Result<Self> {
+        Self::build_checked(upstream, block_size, blocks_to_preallocate, syncer, cache, FreeChecks::Checked)
+    }
+
+    pub(crate) fn build_checked(
+        upstream: AnyResource,
+        block_size: usize,
+        blocks_to_preallocate: usize,
+        syncer: Arc<dyn Syncer>,
+        cache: CacheLimits,
+        checks: FreeChecks,
     ) -> Result<Self> {
         if block_size == 0 || blocks_to_preallocate == 0 {
             return Err(Error::invalid(format!(
@@ -77,7 +109,7 @@ impl FixedSizeMemoryResource {
         })?;
         let growth = Growth::Chunks { chunk, unit: block_size };
         let core = Core::new("fixed_size_memory_resource", upstream, syncer, growth, cache, chunk)?;
-        Ok(Self { core, block_size, blocks_to_preallocate })
+        Ok(Self { core, block_size, blocks_to_preallocate, live: Arc::new(FreeCheck::new(checks)) })
     }
 
     /// The size of every block (the largest request served), a multiple of 256.
@@ -93,6 +125,11 @@ impl FixedSizeMemoryResource {
     /// The upstream resource.
     pub fn upstream_resource(&self) -> &AnyResource {
         self.core.upstream()
+    }
+
+    /// Whether frees are checked against the live allocations.
+    pub fn free_checks(&self) -> FreeChecks {
+        self.live.mode()
     }
 
     /// Exact counters, the same as a pool's (every allocation counts a whole block).
@@ -152,17 +189,25 @@ impl MemoryResource for FixedSizeMemoryResource {
                 self.block_size
             )));
         }
-        let block = self.core.allocate(stream, self.block_size, DEFAULT_ALIGNMENT)?;
-        let ptr = align_up(block, alignment.max(DEFAULT_ALIGNMENT)).unwrap_or(block);
-        Ok(ptr as *mut u8)
+        let result = self
+            .core
+            .allocate(stream, self.block_size, DEFAULT_ALIGNMENT)
+            .map(|block| align_up(block, alignment.max(DEFAULT_ALIGNMENT)).unwrap_or(block) as *mut u8);
+        self.live.allocated(self.name(), result, granule(bytes, Some(alignment)))
     }
 
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, _bytes: usize, alignment: usize) -> Result<()> {
+    /// # Errors
+    /// [`Error::InvalidArgument`] when frees are checked and `ptr` is not a live allocation of this
+    /// resource made with `bytes` (rounded up to 256) and `alignment` (any up to 256 are one);
+    /// nothing is freed then.
+    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
-        let block = if alignment <= DEFAULT_ALIGNMENT { ptr as usize } else { self.block_of(ptr as usize)? };
-        self.core.deallocate(stream, block, self.block_size)
+        self.live.free(self.name(), ptr, granule(bytes, Some(alignment)), || {
+            let block = if alignment <= DEFAULT_ALIGNMENT { ptr as usize } else { self.block_of(ptr as usize)? };
+            self.core.deallocate(stream, block, self.block_size)
+        })
     }
 
     fn access(&self) -> Access {

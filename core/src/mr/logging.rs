@@ -69,17 +69,36 @@ impl Inner {
     /// Appends one event; a failure to write is reported, never returned.
     fn record(&self, action: Action, ptr: *mut u8, bytes: usize, stream: Stream) {
         let line = Line::new(action, ptr, bytes, stream);
-        let result = {
-            let mut log = self.lock();
-            let mut result = log.write_record(line.fields());
-            if result.is_ok() && self.auto_flush.load(Ordering::Relaxed) {
-                result = log.flush().map_err(csv::Error::from);
-            }
-            result
-        };
+        let result = self.write(&mut self.lock(), &line);
         if let Err(e) = result {
             self.report_write_failure(&e);
         }
+    }
+
+    fn write(&self, log: &mut CsvSink, line: &Line) -> csv::Result<()> {
+        log.write_record(line.fields())?;
+        if self.auto_flush.load(Ordering::Relaxed) {
+            log.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Runs `free` and logs it, unless the upstream refused it as an invalid argument (then
+    /// nothing was freed, and a `free` line would make a replay free live memory). The log stays
+    /// locked during the free, so no allocation that reuses the memory is logged before it.
+    fn logged_free(&self, ptr: *mut u8, bytes: usize, stream: Stream, free: impl FnOnce() -> Result<()>) -> Result<()> {
+        let line = Line::new(Action::Free, ptr, bytes, stream);
+        let mut log = self.lock();
+        let result = free();
+        if matches!(result, Err(Error::InvalidArgument(_))) {
+            return result;
+        }
+        let written = self.write(&mut log, &line);
+        drop(log);
+        if let Err(e) = written {
+            self.report_write_failure(&e);
+        }
+        result
     }
 
     fn report_write_failure(&self, error: &dyn std::fmt::Display) {
@@ -295,10 +314,12 @@ impl MemoryResource for LoggingResourceAdaptor {
         }
     }
 
+    /// A free the upstream refuses as an invalid argument is not logged.
     unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
-        self.inner.record(Action::Free, ptr, bytes, stream);
-        // SAFETY: forwarded caller contract; the memory came from the upstream.
-        unsafe { self.inner.upstream.deallocate(stream, ptr, bytes, alignment) }
+        self.inner.logged_free(ptr, bytes, stream, || {
+            // SAFETY: forwarded caller contract; the memory came from the upstream.
+            unsafe { self.inner.upstream.deallocate(stream, ptr, bytes, alignment) }
+        })
     }
 
     fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
@@ -315,9 +336,10 @@ impl MemoryResource for LoggingResourceAdaptor {
     }
 
     unsafe fn deallocate_sync(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
-        self.inner.record(Action::Free, ptr, bytes, Stream::DEFAULT);
-        // SAFETY: forwarded caller contract.
-        unsafe { self.inner.upstream.deallocate_sync(ptr, bytes, alignment) }
+        self.inner.logged_free(ptr, bytes, Stream::DEFAULT, || {
+            // SAFETY: forwarded caller contract.
+            unsafe { self.inner.upstream.deallocate_sync(ptr, bytes, alignment) }
+        })
     }
 
     fn access(&self) -> Access {

@@ -27,6 +27,10 @@ pub mod tracking;
 pub(crate) mod detail;
 
 #[cfg(test)]
+mod adversary_tests;
+#[cfg(test)]
+mod checked_frees_tests;
+#[cfg(test)]
 mod composition_tests;
 #[cfg(test)]
 pub(crate) mod test_harness;
@@ -40,6 +44,7 @@ pub use cuda_async::{CudaAsyncMemoryResource, CudaAsyncOptions, ExportHandleType
 pub use cuda_async_managed::CudaAsyncManagedMemoryResource;
 pub use cuda_async_view::CudaAsyncViewMemoryResource;
 pub use failure_callback::{FailureCallback, FailureCallbackResourceAdaptor};
+pub use detail::live_set::FreeChecks;
 pub use fixed_size::FixedSizeMemoryResource;
 pub use limiting::LimitingResourceAdaptor;
 pub use logging::LoggingResourceAdaptor;

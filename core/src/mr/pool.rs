@@ -24,6 +24,7 @@ use std::sync::Arc;
 use crate::aligned::{align_down, align_up, check_alignment, is_aligned, DEFAULT_ALIGNMENT};
 use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
+use crate::mr::detail::live_set::{FreeCheck, FreeChecks};
 use crate::mr::detail::stream_ordered::{default_syncer, CacheLimits, Core, CoreStats, Growth, Syncer};
 use crate::resource::{Access, AnyResource, MemoryResource};
 
@@ -89,6 +90,8 @@ impl From<CoreStats> for PoolStatistics {
 pub struct PoolMemoryResource {
     core: Arc<Core>,
     maximum: Option<usize>,
+    /// The live allocations, when frees are checked (shared by clones).
+    live: Arc<FreeCheck>,
 }
 
 impl PoolMemoryResource {
@@ -104,8 +107,27 @@ impl PoolMemoryResource {
     /// [`Error::InvalidArgument`] for a size that is not a multiple of 256, or an initial size
     /// above the maximum (`"Initial pool size exceeds the maximum pool size!"`); the upstream's
     /// error when the initial allocation fails.
+    ///
+    /// Frees are checked: one whose pointer and size do not match a live allocation of this pool
+    /// is refused (see [`FreeChecks`]).
     pub fn new(upstream: AnyResource, initial_pool_size: Option<usize>, maximum_pool_size: Option<usize>) -> Result<Self> {
-        Self::build(upstream, initial_pool_size, maximum_pool_size, default_syncer(), CacheLimits::DEFAULT)
+        Self::with_free_checks(upstream, initial_pool_size, maximum_pool_size, FreeChecks::Checked)
+    }
+
+    /// As [`PoolMemoryResource::new`], choosing whether frees are checked:
+    /// [`FreeChecks::Unchecked`] is RMM's behaviour (a wrong free corrupts the pool).
+    ///
+    /// # Errors
+    /// As [`PoolMemoryResource::new`].
+    pub fn with_free_checks(
+        upstream: AnyResource,
+        initial_pool_size: Option<usize>,
+        maximum_pool_size: Option<usize>,
+        checks: FreeChecks,
+    ) -> Result<Self> {
+        let mut pool = Self::build(upstream, initial_pool_size, maximum_pool_size, default_syncer(), CacheLimits::DEFAULT)?;
+        pool.live = Arc::new(FreeCheck::new(checks));
+        Ok(pool)
     }
 
     pub(crate) fn build(
@@ -130,7 +152,12 @@ impl PoolMemoryResource {
         }
         let growth = Growth::Pool { maximum: maximum_pool_size };
         let core = Core::new("pool_memory_resource", upstream, syncer, growth, cache, initial)?;
-        Ok(Self { core, maximum: maximum_pool_size })
+        Ok(Self { core, maximum: maximum_pool_size, live: Arc::new(FreeCheck::new(FreeChecks::Checked)) })
+    }
+
+    /// Whether frees are checked against the live allocations.
+    pub fn free_checks(&self) -> FreeChecks {
+        self.live.mode()
     }
 
     /// Bytes currently held from the upstream.
@@ -198,17 +225,21 @@ impl MemoryResource for PoolMemoryResource {
         if self.maximum.is_some_and(|max| size > max) {
             return Err(exceeded());
         }
-        let addr = self.core.allocate(stream, size, alignment.max(DEFAULT_ALIGNMENT))?;
-        Ok(addr as *mut u8)
+        let result = self.core.allocate(stream, size, alignment.max(DEFAULT_ALIGNMENT)).map(|a| a as *mut u8);
+        self.live.allocated(self.name(), result, size)
     }
 
+    /// # Errors
+    /// [`Error::InvalidArgument`] when frees are checked and `ptr` is not a live allocation of this
+    /// pool made with `bytes` (rounded up to 256): a double free, a pointer into an allocation, a
+    /// wrong size or another resource's pointer. Nothing is freed then and the pool is unchanged.
     unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, _alignment: usize) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
         let size = align_up(bytes, DEFAULT_ALIGNMENT)
             .ok_or_else(|| Error::invalid(format!("{bytes} bytes cannot have come from this pool")))?;
-        self.core.deallocate(stream, ptr as usize, size)
+        self.live.free(self.name(), ptr, size, || self.core.deallocate(stream, ptr as usize, size))
     }
 
     fn access(&self) -> Access {

@@ -2,10 +2,11 @@
 //! on request, the stack that made it), to find leaks.
 //!
 //! Zero-byte allocations are not tracked (as in RMM). Freeing a pointer the adaptor does not
-//! track is forwarded to the upstream and reported as a warning, with the accounting unchanged
-//! (RMM subtracts the bytes anyway, so its count can wrap around). Freeing with a size other than
-//! the allocation's is reported as an error and the tracked size is used, as RMM does. A free
-//! that the upstream rejects leaves the allocation tracked.
+//! track is refused with [`Error::InvalidArgument`] and not forwarded (RMM forwards it, and
+//! subtracts the bytes anyway, so its count can wrap around and a system upstream aborts the
+//! process). Freeing a tracked pointer with a size other than the allocation's is refused the
+//! same way (RMM logs an error and frees anyway); the allocation stays tracked. A free that the
+//! upstream rejects leaves the allocation tracked.
 
 use std::backtrace::Backtrace;
 use std::collections::HashMap;
@@ -14,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::cuda::Stream;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::resource::{Access, AnyResource, MemoryResource};
 
 /// One outstanding allocation (RMM's `allocation_info`, with its pointer).
@@ -75,36 +76,40 @@ impl Inner {
         Ok(ptr)
     }
 
-    /// Untracks `ptr`, calls `free` with the size to free, and tracks it again if that fails.
-    fn untrack(&self, ptr: *mut u8, bytes: usize, free: impl FnOnce(usize) -> Result<()>) -> Result<()> {
+    /// Untracks `ptr` if it is tracked with `bytes`, calls `free`, and tracks it again if that
+    /// fails; refuses (without calling `free`) a pointer it does not track or a wrong size.
+    fn untrack(&self, ptr: *mut u8, bytes: usize, free: impl FnOnce() -> Result<()>) -> Result<()> {
         if bytes == 0 {
-            return free(bytes);
+            return free();
         }
-        let removed = {
+        let entry = {
             let mut allocations = self.lock();
-            let removed = allocations.remove(&(ptr as usize));
-            match &removed {
-                Some(entry) => {
-                    self.allocated_bytes.fetch_sub(entry.bytes, Ordering::Relaxed);
+            match allocations.get(&(ptr as usize)).map(|e| e.bytes) {
+                Some(tracked) if tracked == bytes => {}
+                Some(tracked) => {
+                    return Err(Error::invalid(format!(
+                        "tracking_resource_adaptor: {ptr:p} was allocated with {tracked} bytes but freed with {bytes}; \
+                         nothing was freed"
+                    )));
                 }
-                None => tracing::warn!(
-                    "Deallocating a pointer that was not tracked. Ptr: {ptr:p} [{bytes}B], Current Num. Allocations: {}",
-                    allocations.len()
-                ),
+                None => {
+                    return Err(Error::invalid(format!(
+                        "tracking_resource_adaptor: {ptr:p} [{bytes}B] is not an outstanding allocation of this adaptor \
+                         (a double free, or memory allocated elsewhere; {} outstanding); nothing was freed",
+                        allocations.len()
+                    )));
+                }
             }
-            removed
+            let entry = allocations.remove(&(ptr as usize));
+            self.allocated_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            entry
         };
-        let Some(entry) = removed else {
-            return free(bytes);
-        };
-        if entry.bytes != bytes {
-            tracing::error!("Alloc bytes ({}) and Dealloc bytes ({bytes}) do not match", entry.bytes);
-        }
-        let tracked = entry.bytes;
-        let result = free(tracked);
+        let result = free();
         if result.is_err() {
-            self.lock().insert(ptr as usize, entry);
-            self.allocated_bytes.fetch_add(tracked, Ordering::Relaxed);
+            if let Some(entry) = entry {
+                self.lock().insert(ptr as usize, entry);
+            }
+            self.allocated_bytes.fetch_add(bytes, Ordering::Relaxed);
         }
         result
     }
@@ -206,9 +211,8 @@ impl MemoryResource for TrackingResourceAdaptor {
     }
 
     unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
-        self.inner.untrack(ptr, bytes, |bytes| {
-            // SAFETY: forwarded caller contract; `bytes` is the size the memory was allocated with
-            // (or the caller's, for memory this adaptor did not see allocated).
+        self.inner.untrack(ptr, bytes, || {
+            // SAFETY: forwarded caller contract; `ptr` is an outstanding allocation of `bytes`.
             unsafe { self.inner.upstream.deallocate(stream, ptr, bytes, alignment) }
         })
     }
@@ -218,7 +222,7 @@ impl MemoryResource for TrackingResourceAdaptor {
     }
 
     unsafe fn deallocate_sync(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
-        self.inner.untrack(ptr, bytes, |bytes| {
+        self.inner.untrack(ptr, bytes, || {
             // SAFETY: as in `deallocate`.
             unsafe { self.inner.upstream.deallocate_sync(ptr, bytes, alignment) }
         })
@@ -240,7 +244,6 @@ impl MemoryResource for TrackingResourceAdaptor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Error;
     use crate::mr::{SimulatedMemoryResource, SystemMemoryResource};
     use crate::testing::Probe;
 
@@ -294,28 +297,38 @@ mod tests {
     }
 
     #[test]
-    fn untracked_frees_are_forwarded_and_change_nothing() {
+    fn untracked_frees_are_refused_and_change_nothing() {
         let probe = AnyResource::new(Probe::new(Access::HOST));
         let mr = TrackingResourceAdaptor::new(probe.clone(), false);
         let tracked = mr.allocate(Stream::DEFAULT, 64, 256).unwrap();
         let behind = probe.allocate(Stream::DEFAULT, 128, 256).unwrap();
-        // SAFETY: `behind` came from the shared upstream with these arguments.
-        unsafe { mr.deallocate(Stream::DEFAULT, behind, 128, 256).unwrap() };
-        assert_eq!(probe.downcast_ref::<Probe>().unwrap().live.load(Ordering::SeqCst), 1, "forwarded");
+        // SAFETY: deliberately wrong: `behind` was not allocated through the adaptor; refused.
+        let r = unsafe { mr.deallocate(Stream::DEFAULT, behind, 128, 256) };
+        assert!(matches!(&r, Err(Error::InvalidArgument(m)) if m.contains("not an outstanding allocation")), "{r:?}");
+        assert_eq!(probe.downcast_ref::<Probe>().unwrap().live.load(Ordering::SeqCst), 2, "not forwarded");
         assert_eq!(mr.allocated_bytes(), 64, "no underflow, no change");
         assert_eq!(mr.outstanding_allocations().len(), 1);
-        // SAFETY: from allocate above.
-        unsafe { mr.deallocate(Stream::DEFAULT, tracked, 64, 256).unwrap() };
+        // SAFETY: from allocate above; then a double free, refused.
+        unsafe {
+            mr.deallocate(Stream::DEFAULT, tracked, 64, 256).unwrap();
+            assert!(matches!(mr.deallocate(Stream::DEFAULT, tracked, 64, 256), Err(Error::InvalidArgument(_))));
+            probe.deallocate(Stream::DEFAULT, behind, 128, 256).unwrap();
+        }
         assert_eq!(mr.allocated_bytes(), 0);
+        assert_eq!(probe.downcast_ref::<Probe>().unwrap().live.load(Ordering::SeqCst), 0);
     }
 
     #[test]
-    fn a_wrong_size_frees_the_tracked_size_and_failed_frees_stay_tracked() {
+    fn a_wrong_size_is_refused_and_failed_frees_stay_tracked() {
         let gpu = SimulatedMemoryResource::new(1 << 20).unwrap();
         let mr = TrackingResourceAdaptor::new(gpu.clone(), false);
         let p = mr.allocate(Stream::DEFAULT, 1000, 256).unwrap();
-        // SAFETY: a wrong size: the adaptor passes the tracked 1000 on, which the device accepts.
-        unsafe { mr.deallocate(Stream::DEFAULT, p, 999, 256).unwrap() };
+        // SAFETY: a wrong size: refused, nothing reaches the device.
+        let r = unsafe { mr.deallocate(Stream::DEFAULT, p, 999, 256) };
+        assert!(matches!(&r, Err(Error::InvalidArgument(m)) if m.contains("allocated with 1000 bytes but freed with 999")));
+        assert_eq!((mr.allocated_bytes(), gpu.usage().live_allocations), (1000, 1));
+        // SAFETY: the right size.
+        unsafe { mr.deallocate(Stream::DEFAULT, p, 1000, 256).unwrap() };
         assert_eq!((mr.allocated_bytes(), gpu.usage().live_allocations), (0, 0));
         let q = mr.allocate(Stream::DEFAULT, 700, 256).unwrap();
         // SAFETY: `q` was never allocated by the device directly; freeing it there first makes the
@@ -394,7 +407,7 @@ mod composition_tests {
     const CAPACITY: usize = 1 << 20;
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testing::proptest_cases(64)))]
         #[test]
         fn statistics_over_tracking_over_logging_agree(
             ops in proptest::collection::vec((0usize..48, any::<bool>(), any::<u16>()), 1..300)

@@ -577,7 +577,7 @@ const CASES: u32 = 300;
 const MAX_OPS: usize = 5_000;
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: CASES, rng_algorithm: RngAlgorithm::XorShift, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: crate::testing::proptest_cases(CASES), rng_algorithm: RngAlgorithm::XorShift, ..ProptestConfig::default() })]
 
     /// Random allocations and frees on several streams (and the per-thread default stream) over a
     /// tight simulated device: blocks never overlap and are 256-aligned inside the arena, the
@@ -662,7 +662,7 @@ fn thread_op() -> impl Strategy<Value = ThreadOp> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, rng_algorithm: RngAlgorithm::XorShift, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: crate::testing::proptest_cases(24), rng_algorithm: RngAlgorithm::XorShift, ..ProptestConfig::default() })]
 
     /// The same checks with the operations spread over 3 threads that allocate and free each
     /// other's blocks and exit now and then: per-thread arenas come and go, blocks outlive their

@@ -159,7 +159,7 @@ const CASES: u32 = 256;
 const OPS: usize = 4096;
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: CASES, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: crate::testing::proptest_cases(CASES), ..ProptestConfig::default() })]
 
     /// Random allocate/free/release on six streams over a simulated device, block sizes from 4 KiB
     /// to 256 KiB (requests above the block size must fail with out-of-memory, alignments that do

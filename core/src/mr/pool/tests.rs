@@ -178,7 +178,7 @@ const CASES: u32 = 256;
 const OPS: usize = 4096;
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: CASES, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: crate::testing::proptest_cases(CASES), ..ProptestConfig::default() })]
 
     /// Random allocate/free/release on six streams (three ordinary, the legacy stream under both
     /// handles, this thread's PTDS) over a simulated device, with and without caches and a maximum:

@@ -1,0 +1,1 @@
+"""CUDA helpers built on cuda-python (RMM's private ``rmm._cuda`` package)."""

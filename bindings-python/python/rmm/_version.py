@@ -1,0 +1,18 @@
+"""``__version__`` and ``__git_commit__`` (RMM's ``rmm._version``).
+
+``__git_commit__`` is the commit the package was built from when the build wrote it into the
+package's ``GIT_COMMIT`` file (``scripts/gpu-stage.sh`` does), and ``""`` otherwise, as in RMM.
+"""
+
+import importlib.resources
+
+from rmm import _rmm
+
+__version__: str = _rmm.__version__
+
+try:
+    __git_commit__: str = importlib.resources.files(__package__).joinpath("GIT_COMMIT").read_text().strip()
+except (FileNotFoundError, NotADirectoryError):
+    __git_commit__ = ""
+
+__all__ = ["__git_commit__", "__version__"]

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Sanitizer suite on CPU (issue 12), three parts:
+#
+# 1. valgrind memcheck on every C ABI and C++ test program of the C++ suite (ctest's list of
+#    tests, each run under valgrind; GPU tests skip themselves in host mode). Uses the C++ build
+#    of ci/cpp.sh when it exists ($RMM_CPP_BUILD_DIR, default build/cpp), else configures and
+#    builds it the same way. 0 errors and 0 definite leaks, or the step fails.
+# 2. valgrind memcheck on the C ABI tests of rmm-core itself (core/src/abi*: the Rust test binary
+#    filtered to `abi::`), the same criteria.
+# 3. ThreadSanitizer on core's multi-thread tests with the nightly toolchain (-Zsanitizer=thread).
+#    Advisory: without the rust-src component std cannot be rebuilt instrumented (-Zbuild-std), and
+#    TSan then reports races inside std's uninstrumented locks; the step says which case it is.
+#
+# Not called by scripts/test.sh or .ci/run yet (the integrator wires it in). Tunables:
+# RMM_SANITIZE_TIMEOUT (seconds per program, default 1200), RMM_SANITIZE_TSAN=0 to skip part 3.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$RMM_ROOT" || exit 1
+
+BUILD_DIR=${RMM_CPP_BUILD_DIR:-build/cpp}
+CCCL_DIR=${RMM_CCCL_DIR:-$RMM_ROOT/build/cccl}
+TIMEOUT=${RMM_SANITIZE_TIMEOUT:-1200}
+OUT_DIR=${RMM_SANITIZE_OUT:-build/sanitize}
+mkdir -p "$OUT_DIR"
+
+apt_install valgrind || fail "could not install valgrind"
+
+VALGRIND=(valgrind --error-exitcode=99 --leak-check=full --show-leak-kinds=definite
+    --errors-for-leak-kinds=definite --num-callers=30 --suppressions="$RMM_ROOT/ci/valgrind.supp")
+
+# Runs one program under valgrind, its log in $OUT_DIR/<name>.valgrind.log; prints the error count.
+memcheck_one() {
+    local name=$1
+    shift
+    local log="$OUT_DIR/$name.valgrind.log"
+    timeout "$TIMEOUT" "${VALGRIND[@]}" --log-file="$log" "$@" >"$OUT_DIR/$name.out" 2>&1
+    local rc=$?
+    local errors
+    errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+' "$log" | tail -1 | grep -Eo '[0-9]+$')
+    echo "  $name: exit $rc, ${errors:-?} valgrind errors ($log)"
+    [ "$rc" -eq 0 ] && [ "${errors:-1}" -eq 0 ]
+}
+
+ensure_cpp_build() {
+    if [ -f "$BUILD_DIR/CTestTestfile.cmake" ]; then
+        cmake --build "$BUILD_DIR" && return 0
+    fi
+    apt_install cmake ninja-build g++ libgtest-dev python3-pip || return 1
+    local include
+    include=$(bash bindings-cpp/cmake/fetch-cccl.sh "$CCCL_DIR" | tail -n 1) || return 1
+    cmake -S bindings-cpp -B "$BUILD_DIR" -G Ninja "-DRMM_CCCL_INCLUDE_DIRS=$include" || return 1
+    cmake --build "$BUILD_DIR"
+}
+
+# Every ctest test under valgrind (its command and environment as ctest would run it).
+memcheck_cpp() {
+    local tests
+    tests=$(ctest --test-dir "$BUILD_DIR" --show-only=json-v1 | python3 -c '
+import json, shlex, sys
+for t in json.load(sys.stdin)["tests"]:
+    env = [p["value"] for p in t.get("properties", []) if p["name"] == "ENVIRONMENT"]
+    env = [e for v in env for e in (v if isinstance(v, list) else [v])]
+    print(shlex.quote(t["name"]), " ".join(shlex.quote(e) for e in env), "--", " ".join(shlex.quote(c) for c in t["command"]))
+') || return 1
+    [ -n "$tests" ] || { echo "no C++ tests found in $BUILD_DIR"; return 1; }
+    local ok=0 bad=0 line name
+    while IFS= read -r line; do
+        eval "set -- $line"
+        name=$1
+        shift
+        local envs=()
+        while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+        shift
+        # shellcheck disable=SC2163  # each entry is NAME=value
+        if (for e in "${envs[@]}"; do export "$e"; done; memcheck_one "$name" "$@"); then
+            ok=$((ok + 1))
+        else
+            bad=$((bad + 1))
+        fi
+    done <<<"$tests"
+    echo "valgrind on the C++ tests: $ok clean, $bad with errors or failures"
+    [ "$bad" -eq 0 ]
+}
+# The C ABI tests inside rmm-core, under valgrind.
+memcheck_core_abi() {
+    local exe
+    exe=$(cargo test -p rmm-core --lib --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["lib"]:
+        print(m["executable"])
+' | tail -1)
+    [ -n "$exe" ] || { echo "rmm-core's test binary was not built"; return 1; }
+    memcheck_one core-abi "$exe" abi:: --test-threads=1
+}
+
+# ThreadSanitizer on core's multi-thread tests (nightly).
+tsan_core() {
+    if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+        echo "no nightly toolchain: ThreadSanitizer needs -Zsanitizer=thread"
+        return 1
+    fi
+    local build_std=()
+    if rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then
+        build_std=(-Zbuild-std)
+    else
+        echo "note: nightly has no rust-src, so std is not instrumented; races reported inside std's locks are false positives"
+    fi
+    local filter
+    for filter in live_set::tests::many_threads checked_frees_tests::frees_from_other_threads sixteen_threads \
+        threads_track_exactly threads_share_a_stack hammer threads_write_whole_lines; do
+        echo "== TSan: $filter"
+        RUSTFLAGS="-Zsanitizer=thread" RUSTDOCFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+            CARGO_TARGET_DIR=target/tsan cargo +nightly test "${build_std[@]}" --target x86_64-unknown-linux-gnu \
+            -p rmm-core --lib "$filter" -- --test-threads=1 || return 1
+    done
+}
+
+step "sanitize: build the C++ tests ($BUILD_DIR)" ensure_cpp_build
+[ "$RMM_FAILED" -eq 0 ] && step "sanitize: valgrind memcheck on the C ABI and C++ tests" memcheck_cpp
+step "sanitize: valgrind memcheck on rmm-core's C ABI tests" memcheck_core_abi
+if [ "${RMM_SANITIZE_TSAN:-1}" = 1 ]; then
+    advisory "sanitize: ThreadSanitizer on core's multi-thread tests (nightly)" tsan_core
+else
+    note "ThreadSanitizer (RMM_SANITIZE_TSAN=0)"
+fi
+finish sanitize

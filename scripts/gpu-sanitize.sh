@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# compute-sanitizer pass of the GPU runner (runs THERE, on the GPU machine, from the repo root with
+# stage/ carried, AFTER scripts/gpu-run.sh: it reuses the unpacked Rust test executables, the wheel
+# installed in /tmp/site and the nvcc-built C++ tests in /tmp/rmm-cpp-cuda/build).
+#
+#   bash scripts/gpu-sanitize.sh            (writes $OUT/sanitize.log, one line per run to stdout)
+#
+# A representative subset, not everything (the whole suite under racecheck would take hours):
+# - Rust (rmm-core's test executable, --include-ignored --test-threads=1) under memcheck, racecheck
+#   and synccheck, filtered to: the pool, arena, binning and fixed-size GPU tests, cuda_async, the
+#   device buffer, the composition and adversary tests (host memory or simulated: checked for CUDA
+#   API misuse only);
+# - C++: the nvcc-built Thrust/CCCL test programs (test_cuda_thrust, test_cuda_cccl) and the C ABI
+#   test (test_c_abi) under memcheck and racecheck;
+# - Python: pytest's GPU tests (-m gpu) of the staged wheel under memcheck.
+# memcheck runs with --leak-check full; API errors are not reported (--report-api-errors no): the
+# tests make allocations fail on purpose (out-of-memory paths). A run counts as clean when the
+# program passes and the sanitizer's ERROR SUMMARY is 0.
+# The last line is "sanitize: N clean, N with errors, N not run".
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+ROOT=$PWD
+STAGE=$ROOT/stage
+OUT=${OUT:-/tmp/rmm-gpu-out}
+LOG=$OUT/sanitize.log
+mkdir -p "$OUT"
+: >"$LOG"
+
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+clean=0 dirty=0 missing=0
+if [ -z "$CS" ]; then
+    echo "sanitize: compute-sanitizer not found (no CUDA toolkit here?)" | tee -a "$LOG"
+    echo "sanitize: 0 clean, 0 with errors, 1 not run"
+    exit 0
+fi
+echo "compute-sanitizer: $CS ($("$CS" --version | tail -1))" >>"$LOG"
+
+# run NAME TOOL CMD...: one program under one tool.
+run() {
+    local name=$1 tool=$2
+    shift 2
+    local extra=()
+    [ "$tool" = memcheck ] && extra=(--leak-check full)
+    echo "######## $name under $tool: $*" >>"$LOG"
+    "$CS" --tool "$tool" "${extra[@]}" --report-api-errors no --error-exitcode 99 --print-limit 50 \
+        --target-processes all "$@" >"$OUT/sanitize.one" 2>&1
+    local rc=$?
+    cat "$OUT/sanitize.one" >>"$LOG"
+    local errors
+    errors=$(grep -oE 'ERROR SUMMARY: [0-9]+' "$OUT/sanitize.one" | tail -1 | grep -oE '[0-9]+$')
+    rm -f "$OUT/sanitize.one"
+    if [ "$rc" -eq 0 ] && [ "${errors:-0}" -eq 0 ]; then
+        clean=$((clean + 1))
+        echo "  $name/$tool: clean" | tee -a "$LOG"
+    else
+        dirty=$((dirty + 1))
+        echo "  $name/$tool: exit $rc, ${errors:-?} errors (sanitize.log)" | tee -a "$LOG"
+    fi
+}
+
+# Rust.
+core=$(ls "$STAGE"/rust/rmm_core-* 2>/dev/null | grep -v '\.gz$' | head -1)
+if [ -n "$core" ]; then
+    chmod +x "$core"
+    filters=(mr::pool:: mr::arena:: mr::binning:: mr::fixed_size:: mr::cuda_async:: buffer::device_buffer
+        mr::composition_tests mr::adversary_tests mr::checked_frees_tests)
+    for tool in memcheck racecheck synccheck; do
+        for f in "${filters[@]}"; do
+            run "rust:$f" "$tool" "$core" --include-ignored --test-threads=1 "$f"
+        done
+    done
+else
+    missing=$((missing + 1))
+    echo "  rust: rmm-core's test executable is not staged" | tee -a "$LOG"
+fi
+
+# C++ (built by gpu-run.sh with nvcc).
+export LD_LIBRARY_PATH=$STAGE/cpp/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+for t in test_cuda_thrust test_cuda_cccl test_c_abi; do
+    exe=$(find /tmp/rmm-cpp-cuda/build -type f -name "$t" -perm -u+x 2>/dev/null | head -1)
+    if [ -z "$exe" ]; then
+        missing=$((missing + 1))
+        echo "  cpp:$t: not built (run scripts/gpu-run.sh first)" | tee -a "$LOG"
+        continue
+    fi
+    for tool in memcheck racecheck; do
+        run "cpp:$t" "$tool" "$exe"
+    done
+done
+
+# Python (the wheel gpu-run.sh installed into /tmp/site).
+if [ -d /tmp/site/rmm ] && [ -d "$STAGE/python/tests" ]; then
+    (cd "$STAGE/python" && PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} \
+        run "python:-m gpu" memcheck python3 -m pytest tests -m gpu -q -p no:cacheprovider)
+    # The subshell's counters are lost: read its verdict back from the log.
+    if tail -1 "$LOG" | grep -q ': clean$'; then clean=$((clean + 1)); else dirty=$((dirty + 1)); fi
+else
+    missing=$((missing + 1))
+    echo "  python: the wheel is not installed in /tmp/site (run scripts/gpu-run.sh first)" | tee -a "$LOG"
+fi
+
+echo "sanitize: $clean clean, $dirty with errors, $missing not run" | tee -a "$LOG"
+[ "$dirty" -eq 0 ]
