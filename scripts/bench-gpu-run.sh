@@ -5,11 +5,12 @@
 # RMM 26.10, our C++ build and the Rust criterion benchmark on the same workloads in one go. Writes
 # $OUT/bench.csv (every number), $OUT/bench.md (the tables for docs/benchmarks.md) and the logs.
 # Every workload runs on four kinds of stream (own, foreign, legacy, ptds: see rmm_peer_bench.cpp).
-# RMM_BENCH_RESOURCES (C++; default pool binning arena cuda_async), RMM_BENCH_RUST_RESOURCES (Rust;
-# default pool,binning,arena), RMM_BENCH_KINDS and RMM_BENCH_WORKLOADS (comma lists) and
-# RMM_BENCH_FILTER (Rust, a regex such as "pair256/pool\\.") run a subset; RMM_BENCH_RUST=0 skips
-# the Rust side; RMM_BENCH_FULL=1 gives criterion its usual measurement times. The default run
-# takes about 5 minutes on an H200.
+# Subsets: RMM_BENCH_RESOURCES (C++; default pool binning arena cuda_async), RMM_BENCH_RUST_RESOURCES
+# (Rust; default pool,binning: the engine issue 10 changed; the arena is compared through the C++
+# API), RMM_BENCH_KINDS and RMM_BENCH_WORKLOADS (comma lists), RMM_BENCH_FILTER (Rust, a regex such
+# as "pair256/pool\\."). RMM_BENCH_RUST=0 skips the Rust side, RMM_BENCH_CPP=0 the C++ one (to
+# split the run over two calls); RMM_BENCH_FULL=1 gives criterion its usual measurement times. The
+# default run should take about 5 minutes on an H200 (estimated, not yet timed).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -60,14 +61,17 @@ cxx_run() { # binary, library path, args...
     LD_LIBRARY_PATH=$libs "$W/bin/$bin" "$@" >>"$peer" 2>>"$OUT/bench-cpp.log" ||
         echo "$bin $* failed (bench-cpp.log)" | tee -a "$OUT/bench-cpp.log"
 }
+[ "${RMM_BENCH_CPP:-1}" = 0 ] && resources=""
 for r in $resources; do
     iters=200000; [ "$r" = cuda ] && iters=2000
     args=(--resource "$r" --workload "$workloads" --stream "$kinds" --threads 1,4,16 --iters "$iters")
     cxx_run rmm_peer_bench "$PEER_LIBS" "${args[@]}"
     cxx_run rmmrs_cpp_bench "$OUR_LIBS" "${args[@]}"
 done
-cxx_run rmm_peer_bench "$PEER_LIBS" --workload empty --stream own --threads 1,4,16 --iters 2000000
-cxx_run rmmrs_cpp_bench "$OUR_LIBS" --workload empty --stream own --threads 1,4,16 --iters 2000000
+if [ "${RMM_BENCH_CPP:-1}" != 0 ]; then
+    cxx_run rmm_peer_bench "$PEER_LIBS" --workload empty --stream own --threads 1,4,16 --iters 2000000
+    cxx_run rmmrs_cpp_bench "$OUR_LIBS" --workload empty --stream own --threads 1,4,16 --iters 2000000
+fi
 echo "C++ side done after ${SECONDS}s" | tee -a "$OUT/machine.txt"
 
 if [ "${RMM_BENCH_RUST:-1}" != 0 ]; then
@@ -76,7 +80,7 @@ if [ "${RMM_BENCH_RUST:-1}" != 0 ]; then
     times="--warm-up-time 0.2 --measurement-time 0.5"
     [ "${RMM_BENCH_FULL:-0}" = 1 ] && times="--warm-up-time 1 --measurement-time 3"
     # shellcheck disable=SC2086
-    RMM_BENCH_KINDS=$kinds RMM_BENCH_RESOURCES=${RMM_BENCH_RUST_RESOURCES:-pool,binning,arena} \
+    RMM_BENCH_KINDS=$kinds RMM_BENCH_RESOURCES=${RMM_BENCH_RUST_RESOURCES:-pool,binning} \
         LD_LIBRARY_PATH=$CUDA_LIB "$B/allocations" --bench $times ${RMM_BENCH_FILTER:+"$RMM_BENCH_FILTER"} \
         >"$OUT/bench-rust.log" 2>&1 || echo "rust benchmark exit $? (bench-rust.log)"
     echo "Rust side done after ${SECONDS}s" | tee -a "$OUT/machine.txt"

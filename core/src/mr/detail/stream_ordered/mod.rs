@@ -383,6 +383,7 @@ impl Core {
             }
         }
         let mut g = self.lock_shared();
+        g.blocked = false;
         if let Some(addr) = self.take(&mut g, key, size, alignment, cacheable)? {
             return Ok(addr);
         }
