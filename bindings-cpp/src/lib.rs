@@ -7,6 +7,9 @@
 //!
 //! The header-only C++ API (`include/rmm/**`, RMM 26.x names) is built on this ABI.
 
+mod process_exit;
+mod tracking_report;
+
 use std::ffi::{c_char, c_int, c_void};
 
 use rmm_core::abi::{
