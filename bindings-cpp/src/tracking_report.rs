@@ -7,7 +7,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use rmm_core::abi::{error_kind, rmm_error, rmm_resource, RMM_ERROR_PANIC, RMM_OK};
 use rmm_core::mr::tracking::{OutstandingAllocation, TrackingResourceAdaptor};
-use rmm_core::{AnyResource, Error, Result};
+use rmm_core::{AnyResource, Error, MemoryResource, Result};
 
 /// One outstanding allocation (`rmm_allocation_record` in rmm_c.h).
 #[repr(C)]
@@ -144,7 +144,6 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_allocation_stack(
 mod tests {
     use super::*;
     use rmm_core::mr::SystemMemoryResource;
-    use rmm_core::MemoryResource;
 
     #[test]
     fn lists_outstanding_allocations_and_rejects_other_resources() {
@@ -182,9 +181,10 @@ mod tests {
         assert_eq!(status, rmm_core::abi::RMM_ERROR_INVALID_ARGUMENT);
         assert!(err.message().contains("not a tracking_resource_adaptor"));
 
-        tracking.deallocate_sync(p, 1000, 256).unwrap();
-        // SAFETY: both handles are owned here and released once.
+        // SAFETY: `p` came from this adaptor with this size and alignment; both handles are owned
+        // here and released once.
         unsafe {
+            tracking.deallocate_sync(p, 1000, 256).unwrap();
             rmm_core::abi::rmm_resource_release(handle);
             rmm_core::abi::rmm_resource_release(other);
         }
