@@ -193,6 +193,15 @@ elif [ -z "$note" ]; then
 fi
 suite_line cpp "$cp_" "$cf" "$cs" "$note"
 
+# ---- C++ peer: RMM's own C++ tests (the cpp helper's block; opt-in: RMM_GPU_PEER_CPP=1) ----------
+# Usually run on its own, `bash scripts/gpu-peer-cpp.sh`, since its build and run take minutes.
+if [ "${RMM_GPU_PEER_CPP:-0}" = 1 ]; then
+    RMM_PEER_OUT=/tmp/rmm-peer-cpp-logs bash scripts/gpu-peer-cpp.sh >"$OUT/peer-cpp.log" 2>&1
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$OUT/peer-cpp.log" | tail -1)
+    read -r pp _ pf _ ps _ <<<"${line:-0 passed, 1 failed, 0 skipped}"
+    suite_line peer-cpp "$pp" "$pf" "$ps" "RMM's C++ tests; peer-cpp.log"
+fi
+
 # ---- Extras (not counted): the tour, the RMM 26.10 peer ------------------------------------------
 if [ -x "$STAGE/bin/tour" ]; then
     "$STAGE/bin/tour" >"$OUT/tour.log" 2>&1 && say "tour:   ran (tour.log)" || say "tour:   exit $? (tour.log)"
