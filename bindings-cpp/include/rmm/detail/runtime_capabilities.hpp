@@ -25,17 +25,20 @@ namespace rmm::detail {
 /** @brief The first driver and runtime version (CUDA 13.0) with managed memory pools. */
 #define RMM_MIN_ASYNC_MANAGED_ALLOC_CUDA_VERSION 13000
 
+/** @brief True when @p attribute of the current device is 1 (false when it cannot be read). */
+inline bool current_device_attribute_is_one(cudaDeviceAttr attribute)
+{
+  int value{};
+  auto const result = cudaDeviceGetAttribute(&value, attribute, rmm::get_current_cuda_device().value());
+  return result == cudaSuccess and value == 1;
+}
+
 /** @brief Whether the current device supports stream-ordered memory pools (cudaMallocAsync). */
 struct runtime_async_alloc {
   /** @brief True when cudaDevAttrMemoryPoolsSupported is 1 for the current device (first call's answer). */
   static bool is_supported()
   {
-    static auto const supported{[] {
-      int pools_supported{};
-      auto const result = cudaDeviceGetAttribute(
-        &pools_supported, cudaDevAttrMemoryPoolsSupported, rmm::get_current_cuda_device().value());
-      return result == cudaSuccess and pools_supported == 1;
-    }()};
+    static bool const supported = current_device_attribute_is_one(cudaDevAttrMemoryPoolsSupported);
     return supported;
   }
 };
@@ -83,12 +86,7 @@ struct concurrent_managed_access {
   /** @brief True when cudaDevAttrConcurrentManagedAccess is 1 for the current device (first call's answer). */
   static bool is_supported()
   {
-    static auto const supported{[] {
-      int concurrent{};
-      auto const result = cudaDeviceGetAttribute(
-        &concurrent, cudaDevAttrConcurrentManagedAccess, rmm::get_current_cuda_device().value());
-      return result == cudaSuccess and concurrent == 1;
-    }()};
+    static bool const supported = current_device_attribute_is_one(cudaDevAttrConcurrentManagedAccess);
     return supported;
   }
 };
@@ -117,12 +115,7 @@ struct device_integrated_memory {
   /** @brief True when cudaDevAttrIntegrated is 1 for the current device (first call's answer). */
   static bool is_supported()
   {
-    static auto const integrated{[] {
-      int value{};
-      auto const result =
-        cudaDeviceGetAttribute(&value, cudaDevAttrIntegrated, rmm::get_current_cuda_device().value());
-      return result == cudaSuccess and value == 1;
-    }()};
+    static bool const integrated = current_device_attribute_is_one(cudaDevAttrIntegrated);
     return integrated;
   }
 };
