@@ -56,7 +56,9 @@ unpack_wheel() {
 PREFIX=$BUILD/prefix
 if [ -n "${RMM_PEER_PREBUILT_LIBRARY:-}" ]; then
     [ -n "${RMM_PEER_CCCL_DIR:-}" ] || die "RMM_PEER_PREBUILT_LIBRARY needs RMM_PEER_CCCL_DIR"
-    CUDA_INCLUDE=${CUDA_HOME:-/usr/local/cuda}/include
+    cuda_root=${CUDA_HOME:-}
+    if [ -z "$cuda_root" ] && command -v nvcc >/dev/null; then cuda_root=$(cd "$(dirname "$(command -v nvcc)")/.." && pwd); fi
+    CUDA_INCLUDE=${cuda_root:-/usr/local/cuda}/include
     CCCL_DIRS="$RMM_PEER_CCCL_DIR;$CUDA_INCLUDE"
     pkg_args=("-DRMM_PREBUILT_LIBRARY=$RMM_PEER_PREBUILT_LIBRARY")
 else
