@@ -101,4 +101,17 @@ if [ "$built" -eq 1 ]; then
     fi
 fi
 
+# RMM's own C++ tests (../shared/peer-tests/rmm-cpp, unmodified) against our package, host mode:
+# scripts/peer/cpp.sh builds a set of RMM's test programs with g++ (RMM's flags, -Werror, C++20) and
+# runs them; a failure that only lacks a GPU (CUDA missing) is expected here, any other fails the
+# suite. The set (RMM_CI_PEER_TARGETS) keeps the build to minutes; the full list runs on the GPU
+# machine (scripts/gpu-peer-cpp.sh). Skipped when the peer tests are not beside the repository.
+CI_PEER_TARGETS=${RMM_CI_PEER_TARGETS:-"PROCESS_IS_EXITING_TEST PROCESS_IS_EXITING_SHUTDOWN_TEST ERROR_MACROS_TEST FAILURE_CALLBACK_TEST TRACKING_TEST LOGGER_TEST DEFAULT_MR_REF_TEST LIMITING_TEST STATISTICS_TEST ALIGNED_TEST"}
+if [ "$built" -eq 1 ] && [ -f "${RMM_PEER_TESTS_DIR:-$RMM_ROOT/../shared/peer-tests/rmm-cpp}/CMakeLists.txt" ]; then
+    step "cpp peer: RMM's own C++ tests, host mode (scripts/peer/cpp.sh)" \
+        env RMM_PEER_TARGETS="$CI_PEER_TARGETS" RMM_PEER_HOST_MODE_OK=1 bash scripts/peer/cpp.sh
+else
+    note "cpp peer: RMM's C++ tests not found beside the repository (../shared/peer-tests/rmm-cpp)"
+fi
+
 finish cpp

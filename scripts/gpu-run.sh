@@ -11,11 +11,11 @@
 # `N passed, N failed, N skipped` (tests, summed over suites, RMM's own Python suite `peer-py`
 # included). Exit status 1 when any test failed or nothing ran.
 #
-# Usage: bash scripts/gpu-run.sh [PART...]   PARTs: rust python peer-py cpp extras (default: all).
+# Usage: bash scripts/gpu-run.sh [PART...]   PARTs: rust python peer-py cpp peer-cpp extras (default: all).
 # Running a few parts per command keeps each under the device tool's 10 minutes when all would not.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
-PARTS=" ${*:-rust python peer-py cpp extras} "
+PARTS=" ${*:-rust python peer-py cpp peer-cpp extras} "
 want() { [[ $PARTS == *" $1 "* ]]; }
 ROOT=$PWD
 STAGE=$ROOT/stage
@@ -234,6 +234,14 @@ elif [ -z "$note" ]; then
 fi
 suite_line cpp "$cp_" "$cf" "$cs" "$note"
 
+fi
+
+# ---- C++ peer: RMM's own C++ tests built with nvcc against our package (scripts/gpu-peer-cpp.sh) ----
+if want peer-cpp; then
+    RMM_PEER_OUT=/tmp/rmm-peer-cpp-logs bash scripts/gpu-peer-cpp.sh >"$OUT/peer-cpp.log" 2>&1
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$OUT/peer-cpp.log" | tail -1)
+    read -r pp _ pf _ ps _ <<<"${line:-0 passed, 1 failed, 0 skipped}"
+    suite_line peer-cpp "$pp" "$pf" "$ps" "RMM's C++ tests, unmodified; peer-cpp.log"
 fi
 
 # ---- Extras (not counted): the tour, the RMM 26.10 peer ------------------------------------------

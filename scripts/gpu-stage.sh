@@ -12,6 +12,7 @@
 #                                    scripts/peer/python.sh there, since ../shared does not travel)
 #   stage/cpp/bin, stage/cpp/lib     prebuilt C++ test executables + the shared libraries they need
 #   stage/cpp/librmm.so, cccl.tar.gz, googletest.tar.gz   for the nvcc rebuild there (gpu-cpp-cuda.sh)
+#   stage/cpp/peer-tests.tar.gz, rapids_logger-*.whl   RMM's own C++ tests, for scripts/gpu-peer-cpp.sh
 #   stage/MANIFEST.txt               what was staged, and what was not and why
 #   .whl/                            optional: RMM 26.10 peer wheels (rmm-cu13, librmm-cu13, rapids-logger)
 #   .whl/dask/                       optional: Dask-CUDA 26.10 and its pure dependencies (RMM_STAGE_DASK=0
@@ -167,6 +168,20 @@ PY
     else
         manifest "cpp nvcc rebuild: NOT STAGED (no release librmm.so or no CCCL headers)"
     fi
+fi
+
+# ---- C++ peer: RMM's own C++ tests, run there by scripts/gpu-peer-cpp.sh --------------------------
+# (The cpp helper's block.) RMM's cpp/tests and cpp/benchmarks from ../shared/peer-tests (not part of
+# the repo, so staged) and the rapids-logger wheel; librmm.so, CCCL and googletest are staged above.
+peer_src=${RMM_PEER_TESTS_DIR:-$RMM_ROOT/../shared/peer-tests/rmm-cpp}
+if [ -f "$peer_src/CMakeLists.txt" ] && [ -f "$STAGE/cpp/librmm.so" ]; then
+    peer_parent=$(cd "$peer_src/.." && pwd)
+    tar -C "$peer_parent" -czf "$STAGE/cpp/peer-tests.tar.gz" "$(basename "$peer_src")" rmm-cpp-benchmarks &&
+        python3 -m pip download -q --no-deps --only-binary=:all: -d "$STAGE/cpp" "${RMM_RAPIDS_LOGGER_WHEEL:-rapids-logger==0.3.0}" </dev/null &&
+        manifest "cpp peer: peer-tests.tar.gz (RMM's C++ tests and benchmarks), $(cd "$STAGE/cpp" && ls rapids_logger-*.whl)" ||
+        manifest "cpp peer: NOT STAGED (tar or pip download of rapids-logger failed)"
+else
+    manifest "cpp peer: NOT STAGED (no $peer_src/CMakeLists.txt or no release librmm.so)"
 fi
 
 # ---- The tour's shared stop (C++, Rust and Python in one process), to run there too -------------

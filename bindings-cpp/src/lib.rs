@@ -8,6 +8,8 @@
 //! The header-only C++ API (`include/rmm/**`, RMM 26.x names) is built on this ABI.
 
 mod torch_allocator;
+mod process_exit;
+mod tracking_report;
 
 use std::ffi::{c_char, c_int, c_void};
 

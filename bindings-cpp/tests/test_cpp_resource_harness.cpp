@@ -109,6 +109,9 @@ struct resource_case {
   bool host_accessible = false;  ///< the memory may be read and written by the CPU
   std::size_t max_bytes = std::numeric_limits<std::size_t>::max();  ///< fixed_size: its block size
   bool distinct_equal = false;  ///< two separately made resources compare equal (stateless ones)
+  /// The adaptor lets its upstream's own exceptions through (failure_callback, as RMM's): over a
+  /// user's upstream that throws std::bad_alloc, the caller gets that std::bad_alloc.
+  bool passes_upstream_exceptions = false;
 };
 
 enum class needs {
@@ -204,8 +207,9 @@ std::vector<std::pair<std::string, adaptor_maker<Up>>> adaptors()
            return false;  // no retry: the failure reaches the caller
          },
          nullptr};
-       resource_case rc  = plain(device_any{fc}, host);
-       rc.failure_calls  = std::move(calls);
+       resource_case rc              = plain(device_any{fc}, host);
+       rc.failure_calls              = std::move(calls);
+       rc.passes_upstream_exceptions = true;
        return rc;
      }},
     {"callback",
@@ -356,12 +360,18 @@ void zero_bytes(device_any& mr)
   mr.deallocate_sync(q, 0, 256);
 }
 
-/// An impossible request fails with rmm::out_of_memory (stream-ordered and sync), and the resource
-/// still works afterwards.
-void impossible_request(device_any& mr, std::size_t max_bytes, bool host)
+/// An impossible request fails with rmm::out_of_memory (stream-ordered and sync; with
+/// @p upstream_exception, with the upstream's own std::bad_alloc), and the resource still works
+/// afterwards.
+void impossible_request(device_any& mr, std::size_t max_bytes, bool host, bool upstream_exception = false)
 {
-  EXPECT_THROW(mr.allocate_sync(PiB, 256), rmm::out_of_memory);
-  EXPECT_THROW(mr.allocate(rmm::cuda_stream_default, PiB, 256), rmm::out_of_memory);
+  if (upstream_exception) {
+    EXPECT_THROW(mr.allocate_sync(PiB, 256), std::bad_alloc);
+    EXPECT_THROW(mr.allocate(rmm::cuda_stream_default, PiB, 256), std::bad_alloc);
+  } else {
+    EXPECT_THROW(mr.allocate_sync(PiB, 256), rmm::out_of_memory);
+    EXPECT_THROW(mr.allocate(rmm::cuda_stream_default, PiB, 256), rmm::out_of_memory);
+  }
   if (max_bytes < PiB) {
     // fixed_size: anything over the block size is out_of_memory, as in RMM.
     EXPECT_THROW(mr.allocate_sync(max_bytes + 1, 256), rmm::out_of_memory);
@@ -613,7 +623,8 @@ TEST_P(UserUpstreamTest, SizeLadder)
 
 TEST_P(UserUpstreamTest, OnePebibyteThrowsOutOfMemoryAndStaysUsable)
 {
-  with_resource([](resource_case& rc) { impossible_request(rc.mr, rc.max_bytes, true); });
+  with_resource(
+    [](resource_case& rc) { impossible_request(rc.mr, rc.max_bytes, true, rc.passes_upstream_exceptions); });
 }
 
 TEST_P(UserUpstreamTest, ManyAllocationsFreedInRandomOrder)

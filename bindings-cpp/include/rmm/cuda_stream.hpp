@@ -75,6 +75,12 @@ class cuda_stream {
     return stream_;
   }
 
+  /**
+   * @brief The stream, by explicit conversion (`static_cast<cudaStream_t>(stream)`), as in RMM.
+   * Noexcept as in RMM: an invalid (moved-from) stream gives nullptr (RMM asserts in debug builds).
+   */
+  explicit operator cudaStream_t() const noexcept { return stream_; }
+
   /** @brief A view of the stream. @throws rmm::logic_error for an invalid stream */
   [[nodiscard]] cuda_stream_view view() const { return cuda_stream_view{value()}; }
 

@@ -18,6 +18,7 @@
 
 #include <rmm/aligned.hpp>
 #include <rmm/cuda_stream_view.hpp>
+#include <rmm/detail/error.hpp>
 #include <rmm/error.hpp>
 #include <rmm/mr/detail/c_resource.hpp>
 #include <rmm/mr/detail/upstream.hpp>

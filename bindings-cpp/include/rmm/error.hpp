@@ -26,10 +26,10 @@ struct cuda_error : public std::runtime_error {
 /** @brief Thrown when an allocation fails for a reason other than running out of memory. */
 class bad_alloc : public std::bad_alloc {
  public:
-  /** @brief Constructs with a message. */
-  explicit bad_alloc(const char* msg) : msg_{std::string{std::bad_alloc::what()} + ": " + msg} {}
-  /** @brief Constructs with a message. */
-  explicit bad_alloc(std::string const& msg) : bad_alloc{msg.c_str()} {}
+  /** @brief Constructs with a message (not explicit, as in RMM). */
+  bad_alloc(const char* msg) : msg_{std::string{std::bad_alloc::what()} + ": " + msg} {}  // NOLINT(google-explicit-constructor)
+  /** @brief Constructs with a message (not explicit, as in RMM). */
+  bad_alloc(std::string const& msg) : bad_alloc{msg.c_str()} {}  // NOLINT(google-explicit-constructor)
   /** @brief The message. */
   [[nodiscard]] const char* what() const noexcept override { return msg_.c_str(); }
 
@@ -37,10 +37,14 @@ class bad_alloc : public std::bad_alloc {
   std::string msg_;
 };
 
-/** @brief Thrown when a resource has not enough memory for an allocation. */
+/** @brief Thrown when a resource has not enough memory for an allocation. what() is
+ *  "std::bad_alloc: out_of_memory: <msg>", as in RMM. */
 class out_of_memory : public bad_alloc {
  public:
-  using bad_alloc::bad_alloc;
+  /** @brief Constructs with a message. */
+  out_of_memory(const char* msg) : bad_alloc{std::string{"out_of_memory: "} + msg} {}  // NOLINT(google-explicit-constructor)
+  /** @brief Constructs with a message. */
+  out_of_memory(std::string const& msg) : out_of_memory{msg.c_str()} {}  // NOLINT(google-explicit-constructor)
 };
 
 /** @brief Thrown when an argument is outside the valid range. */

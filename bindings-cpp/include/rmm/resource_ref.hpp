@@ -4,6 +4,7 @@
  */
 #pragma once
 
+#include <rmm/detail/error.hpp>
 #include <rmm/error.hpp>
 
 #include <cuda/memory_resource>

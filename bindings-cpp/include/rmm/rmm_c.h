@@ -622,6 +622,37 @@ void* rmm_torch_allocate(size_t size, int device, void* stream);
  *  ordered on `stream`. A failure is reported on the debug log; never throws. */
 void rmm_torch_deallocate(void* ptr, size_t size, int device, void* stream);
 
+/* ---- Process exit (bindings-cpp/src/process_exit.rs): RMM's rmm::process_is_exiting() ---- */
+
+/** 1 once the process has begun exit() (the hook below has run), 0 before. One atomic load: safe from
+ *  destructors at any time. */
+int rmm_process_is_exiting(void);
+
+/** Registers, once per process, the atexit handler that makes rmm_process_is_exiting() return 1.
+ *  Later calls do nothing. Returns 0, or -1 when atexit refused the registration. */
+int rmm_register_process_exit_hook(void);
+
+/* ---- Tracking report (bindings-cpp/src/tracking_report.rs): RMM's get_outstanding_allocations() ---- */
+
+/** One outstanding allocation of a tracking_resource_adaptor. */
+typedef struct rmm_allocation_record {
+  void* ptr;      /**< the pointer the allocation returned */
+  size_t bytes;   /**< its size */
+  int has_stack;  /**< 1 when its stack was captured (capture_stacks), else 0 */
+} rmm_allocation_record;
+
+/** Writes up to `capacity` records of the outstanding allocations of a tracking_resource_adaptor (by
+ *  address) to `out`, and their total number to *count_out (capacity 0 and NULL out: the number only).
+ *  INVALID_ARGUMENT for another kind of resource or a NULL count_out. */
+int rmm_tracking_resource_adaptor_get_outstanding_allocations(rmm_resource resource, rmm_allocation_record* out,
+                                                              size_t capacity, size_t* count_out, rmm_error* err);
+
+/** The stack captured for the outstanding allocation at `ptr` as text, copied into buf (at most
+ *  capacity - 1 bytes and a NUL); *length_out gets the full length ("" without a stack).
+ *  INVALID_ARGUMENT when ptr is not outstanding through the adaptor. */
+int rmm_tracking_resource_adaptor_get_allocation_stack(rmm_resource resource, const void* ptr, char* buf,
+                                                       size_t capacity, size_t* length_out, rmm_error* err);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

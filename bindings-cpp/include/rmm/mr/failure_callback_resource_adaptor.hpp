@@ -1,13 +1,15 @@
 /**
  * @file failure_callback_resource_adaptor.hpp
  * @brief rmm::mr::failure_callback_resource_adaptor: a callback decides whether to retry an
- * allocation the upstream could not serve (in librmm).
+ * allocation the upstream could not serve (header-only, as in RMM).
  */
 #pragma once
 
+#include <rmm/aligned.hpp>
+#include <rmm/cuda_stream_view.hpp>
+#include <rmm/detail/error.hpp>
 #include <rmm/error.hpp>
 #include <rmm/mr/detail/c_resource.hpp>
-#include <rmm/mr/detail/upstream.hpp>
 #include <rmm/mr/per_device_resource.hpp>
 #include <rmm/resource_ref.hpp>
 #include <rmm/rmm_c.h>
@@ -16,6 +18,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <type_traits>
 #include <utility>
 
@@ -27,48 +30,25 @@ namespace rmm::mr {
  */
 using failure_callback_t = std::function<bool(std::size_t, void*)>;
 
-namespace detail {
-
-/** @brief The context librmm holds for a C++ failure callback. */
-struct failure_callback_box {
-  failure_callback_t callback;
-  void* arg;
-};
-
-/** @brief The C thunk: calls the std::function; an exception is caught here (it never reaches
- *  librmm) and counts as "give up". */
-inline int failure_callback_thunk(std::size_t bytes, void* context) noexcept
-{
-  try {
-    auto* box = static_cast<failure_callback_box*>(context);
-    return box->callback(bytes, box->arg) ? 1 : 0;
-  } catch (...) {
-    return 0;
-  }
-}
-
-/** @brief Frees the box when librmm drops the adaptor. */
-inline void failure_callback_release(void* context) noexcept { delete static_cast<failure_callback_box*>(context); }
-
-}  // namespace detail
-
 /**
- * @brief Calls a callback when the upstream is out of memory (rmm::out_of_memory), and retries
- * the allocation while the callback returns true; when it returns false (or throws: the exception
- * is swallowed), rmm::out_of_memory is thrown. Other errors pass through at once.
+ * @brief Calls a callback when the upstream throws `ExceptionType` (by default rmm::out_of_memory)
+ * on an allocation, and retries the allocation while the callback returns true; when it returns
+ * false the exception is rethrown. Other exceptions, and any exception the callback throws, reach
+ * the caller unchanged. Deallocation forwards to the upstream.
  *
- * A value type: copies share one librmm resource and one callback (librmm keeps the callback until
- * its last reference is gone). The upstream may be any `any_resource<device_accessible>`, a user's
- * C++ resource included; an rmm resource passes its librmm handle through.
+ * As RMM's, this adaptor is implemented in C++ (in this header, not in librmm): it must see the
+ * upstream's own exception types, which a call through librmm's C ABI would reduce to error kinds
+ * (a user resource's rmm::bad_alloc and rmm::out_of_memory alike become "out of memory" there). An
+ * rmm resource as upstream throws the exceptions of <rmm/error.hpp> (out of memory:
+ * rmm::out_of_memory). Set as a per-device resource it is held like any user C++ resource.
  *
- * @tparam ExceptionType the exception that triggers the callback: only rmm::out_of_memory (RMM's
- * default) is supported, since librmm retries on out-of-memory errors only.
+ * A value type: copies share one upstream and one callback (== compares identity); the callback may
+ * be called from several threads at once.
+ *
+ * @tparam ExceptionType the exception that triggers the callback
  */
 template <typename ExceptionType = rmm::out_of_memory>
-class failure_callback_resource_adaptor : public detail::c_resource {
-  static_assert(std::is_same_v<ExceptionType, rmm::out_of_memory>,
-                "librmm's failure_callback_resource_adaptor retries on rmm::out_of_memory only");
-
+class failure_callback_resource_adaptor {
  public:
   using exception_type = ExceptionType;  ///< The exception that triggers the callback.
 
@@ -76,44 +56,84 @@ class failure_callback_resource_adaptor : public detail::c_resource {
    * @brief An adaptor over @p upstream calling @p callback with @p callback_arg.
    * @throws rmm::logic_error when @p callback is empty
    */
-  failure_callback_resource_adaptor(device_any_resource const& upstream,
-                                    failure_callback_t callback,
-                                    void* callback_arg)
-    : failure_callback_resource_adaptor{detail::upstream_holder{upstream}, std::move(callback), callback_arg}
+  failure_callback_resource_adaptor(device_any_resource upstream, failure_callback_t callback, void* callback_arg)
+    : state_{make_state(std::move(upstream), std::move(callback), callback_arg)}
   {
   }
 
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  failure_callback_resource_adaptor(detail::c_resource const& upstream,
-                                    failure_callback_t callback,
-                                    void* callback_arg)
-    : failure_callback_resource_adaptor{detail::upstream_holder{upstream}, std::move(callback), callback_arg}
+  /** @brief As above, for an rmm resource as upstream (held as its detail::c_resource). */
+  failure_callback_resource_adaptor(detail::c_resource const& upstream, failure_callback_t callback, void* callback_arg)
+    : failure_callback_resource_adaptor{device_any_resource{upstream}, std::move(callback), callback_arg}
   {
   }
 
   /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
-  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
+  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept
+  {
+    if (auto* c = cuda::mr::resource_cast<detail::c_resource>(&state_->upstream)) {
+      return device_async_resource_ref{*c};
+    }
+    return device_async_resource_ref{state_->upstream};
+  }
+
+  /**
+   * @brief Allocates from the upstream on @p stream, calling the callback and retrying while the
+   * upstream throws ExceptionType and the callback returns true.
+   * @throws ExceptionType when the callback returns false; whatever else the upstream or the
+   * callback throws
+   */
+  void* allocate(cuda::stream_ref stream, std::size_t bytes, std::size_t alignment = rmm::CUDA_ALLOCATION_ALIGNMENT)
+  {
+    while (true) {
+      try {
+        return state_->upstream.allocate(stream, bytes, alignment);
+      } catch (ExceptionType const&) {
+        if (!state_->callback(bytes, state_->arg)) { throw; }
+      }
+    }
+  }
+
+  /** @brief Returns @p ptr to the upstream. */
+  void deallocate(cuda::stream_ref stream, void* ptr, std::size_t bytes,
+                  std::size_t alignment = rmm::CUDA_ALLOCATION_ALIGNMENT) noexcept
+  {
+    state_->upstream.deallocate(stream, ptr, bytes, alignment);
+  }
+
+  /** @brief allocate() on the default stream (as RMM's). */
+  void* allocate_sync(std::size_t bytes, std::size_t alignment = rmm::CUDA_ALLOCATION_ALIGNMENT)
+  {
+    return allocate(cuda_stream_view{}, bytes, alignment);
+  }
+
+  /** @brief deallocate() on the default stream (as RMM's). */
+  void deallocate_sync(void* ptr, std::size_t bytes, std::size_t alignment = rmm::CUDA_ALLOCATION_ALIGNMENT) noexcept
+  {
+    deallocate(cuda_stream_view{}, ptr, bytes, alignment);
+  }
+
+  /** @brief Copies compare equal; separately made adaptors do not. */
+  bool operator==(failure_callback_resource_adaptor const& other) const noexcept { return state_ == other.state_; }
+  /** @brief Negation of ==. */
+  bool operator!=(failure_callback_resource_adaptor const& other) const noexcept { return !(*this == other); }
+
+  /** @brief Device-accessible, as its upstream. */
+  friend void get_property(failure_callback_resource_adaptor const&, cuda::mr::device_accessible) noexcept {}
 
  private:
-  failure_callback_resource_adaptor(detail::upstream_holder upstream, failure_callback_t callback, void* callback_arg)
-    : detail::c_resource{make(upstream, std::move(callback), callback_arg)}, upstream_{std::move(upstream)}
-  {
-  }
+  struct state {
+    device_any_resource upstream;
+    failure_callback_t callback;
+    void* arg;
+  };
 
-  static rmm_resource make(detail::upstream_holder const& upstream, failure_callback_t callback, void* callback_arg)
+  static std::shared_ptr<state> make_state(device_any_resource upstream, failure_callback_t callback, void* arg)
   {
     if (!callback) { throw rmm::logic_error{"failure_callback_resource_adaptor: the callback is empty"}; }
-    // librmm owns the box from here on, also when the call fails (it then releases it at once).
-    auto* box = new detail::failure_callback_box{std::move(callback), callback_arg};
-    return detail::make_handle(
-      [&](rmm_resource* out, rmm_error* err) {
-        return rmm_failure_callback_resource_adaptor_new(upstream.handle(), &detail::failure_callback_thunk, box,
-                                                         &detail::failure_callback_release, out, err);
-      },
-      "failure_callback_resource_adaptor");
+    return std::make_shared<state>(state{std::move(upstream), std::move(callback), arg});
   }
 
-  detail::upstream_holder upstream_;
+  std::shared_ptr<state> state_;
 };
 
 static_assert(cuda::mr::resource_with<failure_callback_resource_adaptor<>, cuda::mr::device_accessible>);

@@ -13,6 +13,14 @@
 
 #include <cuda/memory_resource>
 
+#if __has_include(<rapids_logger/logger.hpp>)
+#include <rapids_logger/logger.hpp>
+
+#include <initializer_list>
+#include <memory>
+#include <vector>
+#endif
+
 #include <cstddef>
 #include <cstdlib>
 #include <ios>
@@ -49,6 +57,35 @@ inline int ostream_flush(void* context) noexcept
   }
 }
 
+#if __has_include(<rapids_logger/logger.hpp>)
+/** @brief Writes one log line (without its '\n', which the sinks add) to the rapids_logger::logger
+ *  @p context, at info level (failures as above). */
+inline int rapids_logger_write(const char* data, std::size_t length, void* context) noexcept
+{
+  try {
+    if (length > 0 && data[length - 1] == '\n') { --length; }
+    static_cast<rapids_logger::logger*>(context)->log(rapids_logger::level_enum::info, std::string{data, length});
+    return 0;
+  } catch (...) {
+    return 1;
+  }
+}
+
+/** @brief Flushes the rapids_logger::logger @p context (failures as above). */
+inline int rapids_logger_flush(void* context) noexcept
+{
+  try {
+    static_cast<rapids_logger::logger*>(context)->flush();
+    return 0;
+  } catch (...) {
+    return 1;
+  }
+}
+
+/** @brief Deletes the rapids_logger::logger @p context when librmm drops the adaptor. */
+inline void rapids_logger_release(void* context) noexcept { delete static_cast<rapids_logger::logger*>(context); }
+#endif
+
 }  // namespace detail
 
 /**
@@ -57,8 +94,9 @@ inline int ostream_flush(void* context) noexcept
  *
  * A value type: copies share one librmm resource and one log (== compares identity). The upstream
  * may be any `any_resource<device_accessible>`, a user's C++ resource included; an rmm resource
- * passes its librmm handle through. RMM's file-name and std::ostream constructors are provided;
- * the one taking rapids_logger sinks is not (librmm does not use rapids_logger).
+ * passes its librmm handle through. RMM's file-name and std::ostream constructors are provided, and
+ * the one taking rapids_logger sinks when rapids-logger's headers are on the include path (then
+ * link rapids_logger::rapids_logger; librmm itself does not use rapids-logger).
  */
 class logging_resource_adaptor : public detail::c_resource {
  public:
@@ -98,6 +136,25 @@ class logging_resource_adaptor : public detail::c_resource {
     : logging_resource_adaptor{detail::upstream_holder{upstream}, stream, auto_flush}
   {
   }
+
+#if __has_include(<rapids_logger/logger.hpp>)
+  /**
+   * @brief Logs to the rapids_logger sinks @p sinks (each gets every line, pattern "%v"), through a
+   * rapids_logger::logger that the adaptor owns. Lines, flushing and failures as for a std::ostream.
+   */
+  logging_resource_adaptor(device_any_resource const& upstream, std::initializer_list<rapids_logger::sink_ptr> sinks,
+                           bool auto_flush = false)
+    : logging_resource_adaptor{detail::upstream_holder{upstream}, make_logger(sinks), auto_flush}
+  {
+  }
+
+  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
+  logging_resource_adaptor(detail::c_resource const& upstream, std::initializer_list<rapids_logger::sink_ptr> sinks,
+                           bool auto_flush = false)
+    : logging_resource_adaptor{detail::upstream_holder{upstream}, make_logger(sinks), auto_flush}
+  {
+  }
+#endif
 
   /**
    * @brief The value of the environment variable RMM_LOG_FILE.
@@ -159,6 +216,29 @@ class logging_resource_adaptor : public detail::c_resource {
       upstream_{std::move(upstream)}
   {
   }
+
+#if __has_include(<rapids_logger/logger.hpp>)
+  static std::unique_ptr<rapids_logger::logger> make_logger(std::initializer_list<rapids_logger::sink_ptr> sinks)
+  {
+    auto logger = std::make_unique<rapids_logger::logger>("RMM", std::vector<rapids_logger::sink_ptr>{sinks});
+    logger->set_pattern("%v");
+    return logger;
+  }
+
+  logging_resource_adaptor(detail::upstream_holder upstream, std::unique_ptr<rapids_logger::logger> logger,
+                           bool auto_flush)
+    : detail::c_resource{detail::make_handle(
+        [&](rmm_resource* out, rmm_error* err) {
+          // librmm owns the logger from here on, also when the call fails (it then releases it at once).
+          return rmm_logging_resource_adaptor_new_with_sink(
+            upstream.handle(), &detail::rapids_logger_write, &detail::rapids_logger_flush, logger.release(),
+            &detail::rapids_logger_release, auto_flush ? 1 : 0, out, err);
+        },
+        "logging_resource_adaptor")},
+      upstream_{std::move(upstream)}
+  {
+  }
+#endif
 
   detail::upstream_holder upstream_;
 };

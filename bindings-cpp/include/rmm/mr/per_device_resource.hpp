@@ -34,6 +34,7 @@
 #pragma once
 
 #include <rmm/cuda_device.hpp>
+#include <rmm/detail/runtime_shutdown.hpp>
 #include <rmm/error.hpp>
 #include <rmm/mr/cuda_memory_resource.hpp>
 #include <rmm/mr/detail/c_resource.hpp>
@@ -200,6 +201,13 @@ inline int box_is_equal(void* self, void* other_self, const rmm_resource_vtable*
 /** @brief Whether @p handle is a box made by this binary. */
 inline bool is_cpp_box(rmm_resource handle) noexcept { return handle.vtable == &cpp_box_vtable; }
 
+// g++ -O2/-O3 warns (-Wmaybe-uninitialized, an error under RMM's -Werror) inside CCCL's basic_any when
+// resource_cast looks into an any_resource made from a resource_ref at the call site; the buffer it
+// reads is initialised by that any_resource's constructor. Silenced here, where it is inlined from.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 /** @brief An rmm_resource for @p res, as a c_resource that owns one reference: see the file comment. */
 inline c_resource to_c_resource(device_any_resource const& res)
 {
@@ -211,6 +219,9 @@ inline c_resource to_c_resource(device_any_resource const& res)
   auto* box = new cpp_resource_box{{1}, res, access};
   return c_resource::adopt(rmm_resource{box, &cpp_box_vtable});
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 /** @brief The owning any_resource for the OWNING handle @p handle: see the file comment. */
 inline device_any_resource from_owning_handle(rmm_resource handle)
@@ -232,10 +243,15 @@ inline device_any_resource from_owning_handle(rmm_resource handle)
 /** @brief The process-lifetime cache behind get_*_resource_ref (see the file comment). */
 class ref_cache {
  public:
-  /** @brief The cache of this binary; never destroyed, so references stay valid during exit. */
+  /**
+   * @brief The cache of this binary; never destroyed, so references stay valid during exit. Its
+   * first use registers the process-exit hook (as RMM does right after building its map), so
+   * rmm::process_is_exiting() is true in atexit handlers registered before that.
+   */
   static ref_cache& instance()
   {
     static auto* cache = new ref_cache{};
+    rmm::detail::register_process_exit_hook();  // once per process; cheap after the first call
     return *cache;
   }
 
@@ -272,6 +288,28 @@ class ref_cache {
   std::mutex mutex_;
   std::map<key_type, c_resource> entries_;
 };
+
+/**
+ * @brief The resource every device starts with, and gets back on reset (RMM's name): librmm's
+ * cuda_memory_resource, or its system_memory_resource in host mode. It compares equal to the
+ * registry's initial resource (all cuda_memory_resources are equal, as are all
+ * system_memory_resources), so `get_current_device_resource_ref() ==
+ * device_async_resource_ref{initial_resource()}` holds until a resource is set. RMM returns a
+ * cuda_memory_resource&; this is its detail::c_resource, since host mode starts with system memory.
+ */
+inline c_resource& initial_resource()
+{
+  static auto* mr = new c_resource{rmm_is_host_mode() != 0 ? c_resource{system_memory_resource{}}
+                                                            : c_resource{cuda_memory_resource{}}};
+  return *mr;
+}
+
+/**
+ * @brief RMM's name for the per-device reference map behind get_*_resource_ref(): here the
+ * process-lifetime cache of this binary (the resources themselves are in librmm's registry).
+ * Building it registers the process-exit hook, as in RMM.
+ */
+inline ref_cache& get_ref_map() { return ref_cache::instance(); }
 
 /**
  * @brief The owning previous resource of a set_/reset_ call, after dropping it from the cache unless

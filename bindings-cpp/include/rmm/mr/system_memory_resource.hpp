@@ -4,6 +4,7 @@
  */
 #pragma once
 
+#include <rmm/cuda_device.hpp>
 #include <rmm/error.hpp>
 #include <rmm/mr/detail/c_resource.hpp>
 #include <rmm/rmm_c.h>
@@ -41,6 +42,23 @@ class system_memory_resource : public detail::c_resource {
     return handle;
   }
 };
+
+namespace detail {
+
+/**
+ * @brief Whether device @p device_id can access system (pageable) memory, i.e. has HMM or ATS
+ * (RMM's `is_system_memory_supported`). Asked of librmm: a system_memory_resource made with the
+ * device current reports device access exactly then. False in host mode.
+ * @throws rmm::logic_error for a device that does not exist, rmm::cuda_error when CUDA fails
+ */
+inline bool is_system_memory_supported(cuda_device_id device_id)
+{
+  cuda_set_device_raii const on_device{device_id};
+  system_memory_resource const probe{};
+  return (rmm_resource_access(probe.handle()) & RMM_ACCESS_DEVICE) != 0U;
+}
+
+}  // namespace detail
 
 static_assert(cuda::mr::resource_with<system_memory_resource, cuda::mr::device_accessible>);
 static_assert(cuda::mr::resource_with<system_memory_resource, cuda::mr::host_accessible>);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <rmm/aligned.hpp>
+#include <rmm/cuda_stream_view.hpp>  // RMM's resource headers expose it (through their impl headers)
 #include <rmm/error.hpp>
 #include <rmm/rmm_c.h>
 

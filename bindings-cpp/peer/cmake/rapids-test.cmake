@@ -1,0 +1,42 @@
+# The parts of rapids-cmake's rapids-test module that RMM's cpp/tests/CMakeLists.txt calls, for
+# building that file unchanged against our package (bindings-cpp/peer/CMakeLists.txt).
+#
+# rapids_test_add registers each test program with ctest through gtest_discover_tests, so ctest
+# counts GoogleTest cases (passed, failed, skipped) rather than whole programs; a program that is not
+# a GoogleTest (PROCESS_IS_EXITING_SHUTDOWN_TEST) is one ctest test, checked by its exit status.
+# GPUS/PERCENT (rapids-cmake's GPU scheduling) and installation are not needed here.
+include(GoogleTest)
+
+function(rapids_test_init)
+endfunction()
+
+function(rapids_cmake_support_conda_env target)
+endfunction()
+
+function(rapids_test_install_relocatable)
+endfunction()
+
+function(rapids_test_add)
+  cmake_parse_arguments(_RT "" "NAME;GPUS;PERCENT;INSTALL_COMPONENT_SET" "COMMAND" ${ARGN})
+  list(GET _RT_COMMAND 0 _target)
+  if(NOT TARGET ${_target})
+    message(FATAL_ERROR "rapids_test_add: ${_target} is not a target")
+  endif()
+  get_target_property(_excluded ${_target} EXCLUDE_FROM_ALL)
+  if(_excluded)
+    return()
+  endif()
+  if(_RT_NAME MATCHES "_PTDS_TEST$" AND NOT RMM_PEER_PTDS)
+    # Built only with RMM_PEER_PTDS=ON (see bindings-cpp/peer/CMakeLists.txt).
+    set_target_properties(${_target} PROPERTIES EXCLUDE_FROM_ALL TRUE)
+    return()
+  endif()
+  get_target_property(_libs ${_target} LINK_LIBRARIES)
+  if(_libs MATCHES "gtest")
+    # The discovery runs each program with --gtest_list_tests at test time: a program that does not
+    # link or start is then one failed test, not a build error.
+    gtest_discover_tests(${_target} TEST_PREFIX "${_RT_NAME}." DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60)
+  else()
+    add_test(NAME ${_RT_NAME} COMMAND ${_RT_COMMAND})
+  endif()
+endfunction()
