@@ -2,8 +2,8 @@
 
 pub(crate) mod arena;
 pub(crate) mod arena_impl;
+pub(crate) mod driver;
 pub(crate) mod fixed_list;
 pub(crate) mod free_list;
-pub(crate) mod mempool;
 pub(crate) mod size_guard;
 pub(crate) mod stream_ordered;
