@@ -8,7 +8,10 @@
 use std::ffi::{c_int, c_void, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use rmm_core::abi::{self, rmm_error, rmm_resource, RMM_OK};
+use rmm_core::registry::owner::find_loaded_owner;
+use rmm_core::resource::handle::owner_tag;
+use rmm_core::resource::status::RMM_OK;
+use rmm_core::resource::{rmm_error, rmm_resource, ForeignResource};
 use rmm_core::cuda::Stream;
 use rmm_core::registry;
 use rmm_core::{Access, AnyResource, MemoryResource, Result};
@@ -65,7 +68,7 @@ type Release = unsafe extern "C" fn(rmm_resource);
 #[test]
 fn registry_calls_route_to_the_loaded_librmm() {
     let lib_path = build_librmm();
-    assert!(abi::find_loaded_owner().is_none(), "not loaded yet");
+    assert!(find_loaded_owner().is_none(), "not loaded yet");
 
     let c_path = CString::new(lib_path.to_str().unwrap()).unwrap();
     // SAFETY: loading librmm runs no initialisers that matter; RTLD_LOCAL as Python would load it.
@@ -73,9 +76,9 @@ fn registry_calls_route_to_the_loaded_librmm() {
     assert!(!lib.is_null(), "dlopen failed");
 
     // Found by SONAME although it was loaded RTLD_LOCAL, and recognised as another binary.
-    let table = abi::find_loaded_owner().expect("the loaded librmm is found");
+    let table = find_loaded_owner().expect("the loaded librmm is found");
     assert!(!table.is_local());
-    assert_ne!(table.owner, abi::owner_tag());
+    assert_ne!(table.owner, owner_tag());
     assert!(registry::routes_to_owner(), "first registry use after loading picks librmm");
 
     // librmm's own entry points, to look at its registry directly.
@@ -95,7 +98,7 @@ fn registry_calls_route_to_the_loaded_librmm() {
 
     // The initial resource is librmm's, seen here as a foreign resource that works.
     let initial = registry::current_resource().unwrap();
-    assert!(initial.downcast_ref::<abi::ForeignResource>().is_some());
+    assert!(initial.downcast_ref::<ForeignResource>().is_some());
     let expected = if rmm_core::cuda::is_host_mode() { "system_memory_resource" } else { "cuda_memory_resource" };
     assert_eq!(initial.name(), expected);
     if rmm_core::cuda::is_host_mode() {

@@ -12,7 +12,9 @@
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::OnceLock;
 
-use rmm_core::abi::{self, rmm_counter, rmm_error, rmm_resource, RMM_OK};
+use rmm_core::registry::owner::{rmm_counter, OWNER_SONAME};
+use rmm_core::resource::status::{error_from_c, RMM_OK};
+use rmm_core::resource::{rmm_error, rmm_resource};
 use rmm_core::mr::statistics::Counter;
 use rmm_core::{AnyResource, Error, Result};
 
@@ -21,7 +23,7 @@ type CounterPairFn = unsafe extern "C" fn(rmm_resource, *mut rmm_counter, *mut r
 type SizeFn = unsafe extern "C" fn(rmm_resource, *mut u64, *mut rmm_error) -> c_int;
 
 /// The loaded registry owner as a `dlopen` handle (kept open forever), found the way
-/// `rmm_core::abi::find_loaded_owner` finds it: by SONAME, else the global scope.
+/// `rmm_core::registry::owner::find_loaded_owner` finds it: by SONAME, else the global scope.
 fn owner_library() -> Option<usize> {
     static LIB: OnceLock<Option<usize>> = OnceLock::new();
     *LIB.get_or_init(|| {
@@ -29,7 +31,7 @@ fn owner_library() -> Option<usize> {
             return None;
         }
         // SAFETY: RTLD_NOLOAD only looks up an already loaded object; the name is NUL-terminated.
-        let lib = unsafe { libc::dlopen(abi::OWNER_SONAME.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
+        let lib = unsafe { libc::dlopen(OWNER_SONAME.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
         Some(if lib.is_null() { libc::RTLD_DEFAULT as usize } else { lib as usize })
     })
 }
@@ -57,7 +59,7 @@ fn check(status: c_int, err: &rmm_error, call: &'static str) -> Result<()> {
     if status == RMM_OK {
         Ok(())
     } else {
-        Err(abi::error_from_c(status, err, "librmm", call))
+        Err(error_from_c(status, err, "librmm", call))
     }
 }
 

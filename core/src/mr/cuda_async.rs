@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::resource::{Access, MemoryResource};
 
 /// The message RMM gives when a pool cannot export the requested handle type.
-pub(crate) const HANDLE_TYPE_UNSUPPORTED: &str = "Requested IPC memory handle type not supported";
+pub const HANDLE_TYPE_UNSUPPORTED: &str = "Requested IPC memory handle type not supported";
 
 /// A kind of shareable handle the pool's memory can be exported as (RMM's
 /// `allocation_handle_type`), for IPC between processes or nodes.

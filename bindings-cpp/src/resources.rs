@@ -10,45 +10,28 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::os::unix::ffi::OsStrExt;
+use std::panic::catch_unwind;
 use std::sync::Arc;
 
-use super::{clear_out, guarded, null_out, put, rmm_error, rmm_resource, with_borrowed};
-use crate::error::{Error, Result};
-use crate::mr::statistics::Counter;
-use crate::mr::{
-    AlignedResourceAdaptor, ArenaMemoryResource, BinningMemoryResource, CallbackMemoryResource,
+use rmm_core::registry::owner::rmm_counter;
+use rmm_core::resource::status::{error_from_c, RMM_OK};
+use rmm_core::resource::{rmm_error, rmm_resource};
+use rmm_core::resource::foreign::{check_handle, checked_fns, with_borrowed};
+use rmm_core::resource::guard::{clear_out, guarded, null_out, own_vtable, put, report, with_vtable};
+use rmm_core::error::{Error, Result};
+use rmm_core::mr::statistics::Counter;
+use rmm_core::mr::{
+    AlignedResourceAdaptor, ArenaMemoryResource, BinningMemoryResource, CallbackMemoryResource, CudaMemoryResource,
     CudaAsyncManagedMemoryResource, CudaAsyncMemoryResource, CudaAsyncOptions, CudaAsyncViewMemoryResource, ExportHandleType, FailureCallbackResourceAdaptor, FixedSizeMemoryResource,
     LimitingResourceAdaptor, LoggingResourceAdaptor,
     ManagedMemoryResource, PinnedHostMemoryResource, PoolMemoryResource,
     PrefetchResourceAdaptor, SamHeadroomMemoryResource, SimulatedMemoryResource,
-    StatisticsResourceAdaptor, ThreadSafeResourceAdaptor, TrackingResourceAdaptor,
+    StatisticsResourceAdaptor, SystemMemoryResource, ThreadSafeResourceAdaptor, TrackingResourceAdaptor,
 };
-use crate::resource::{downcast, AnyResource, MemoryResource};
+use rmm_core::resource::{downcast, AnyResource, MemoryResource};
 
 /// An optional size given as "none" (`UINT64_MAX`, `RMM_SIZE_NONE` in C).
 pub const RMM_SIZE_NONE: u64 = u64::MAX;
-
-/// A statistics counter (`rmm_counter` in C; RMM's `statistics_resource_adaptor::counter`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct rmm_counter {
-    /// The current amount.
-    pub value: i64,
-    /// The highest `value` reached.
-    pub peak: i64,
-    /// Everything ever added.
-    pub total: i64,
-}
-
-impl From<Counter> for rmm_counter {
-    fn from(c: Counter) -> Self {
-        Self {
-            value: c.value,
-            peak: c.peak,
-            total: c.total,
-        }
-    }
-}
 
 fn size(value: u64, what: &str) -> Result<usize> {
     usize::try_from(value)
@@ -174,6 +157,7 @@ unsafe fn counter_pair(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_pool_memory_resource_new(
     upstream: rmm_resource,
     initial_pool_size: u64,
@@ -199,6 +183,7 @@ pub unsafe extern "C" fn rmm_pool_memory_resource_new(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_pool_memory_resource_pool_size(
     resource: rmm_resource,
     out: *mut u64,
@@ -220,6 +205,7 @@ pub unsafe extern "C" fn rmm_pool_memory_resource_pool_size(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_pool_memory_resource_maximum_pool_size(
     resource: rmm_resource,
     out: *mut u64,
@@ -243,6 +229,7 @@ pub unsafe extern "C" fn rmm_pool_memory_resource_maximum_pool_size(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_new(
     upstream: rmm_resource,
     out: *mut rmm_resource,
@@ -262,6 +249,7 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_new(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_bytes_counter(
     resource: rmm_resource,
     out: *mut rmm_counter,
@@ -283,6 +271,7 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_bytes_counter(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_allocations_counter(
     resource: rmm_resource,
     out: *mut rmm_counter,
@@ -304,6 +293,7 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_allocations_counter
 ///
 /// # Safety
 /// `resource` is live; out-pointers and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_push_counters(
     resource: rmm_resource,
     bytes_out: *mut rmm_counter,
@@ -323,6 +313,7 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_push_counters(
 ///
 /// # Safety
 /// `resource` is live; out-pointers and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_pop_counters(
     resource: rmm_resource,
     bytes_out: *mut rmm_counter,
@@ -344,6 +335,7 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_pop_counters(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_limiting_resource_adaptor_new(
     upstream: rmm_resource,
     allocation_limit: u64,
@@ -369,6 +361,7 @@ pub unsafe extern "C" fn rmm_limiting_resource_adaptor_new(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocated_bytes(
     resource: rmm_resource,
     out: *mut u64,
@@ -390,6 +383,7 @@ pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocated_bytes(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocation_limit(
     resource: rmm_resource,
     out: *mut u64,
@@ -414,6 +408,7 @@ pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocation_limit(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_tracking_resource_adaptor_new(
     upstream: rmm_resource,
     capture_stacks: c_int,
@@ -435,6 +430,7 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_new(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_allocated_bytes(
     resource: rmm_resource,
     out: *mut u64,
@@ -459,6 +455,7 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_allocated_bytes(
 /// # Safety
 /// `resource` is live; `buf` is valid for `capacity` bytes (or NULL with `capacity` 0);
 /// `length_out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_outstanding_allocations_str(
     resource: rmm_resource,
     buf: *mut c_char,
@@ -486,6 +483,7 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_outstanding_allocatio
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_aligned_resource_adaptor_new(
     upstream: rmm_resource,
     alignment: u64,
@@ -514,6 +512,7 @@ pub unsafe extern "C" fn rmm_aligned_resource_adaptor_new(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_arena_memory_resource_new(
     upstream: rmm_resource,
     arena_size: u64,
@@ -540,6 +539,7 @@ pub unsafe extern "C" fn rmm_arena_memory_resource_new(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_fixed_size_memory_resource_new(
     upstream: rmm_resource,
     block_size: u64,
@@ -565,6 +565,7 @@ pub unsafe extern "C" fn rmm_fixed_size_memory_resource_new(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_fixed_size_memory_resource_get_block_size(
     resource: rmm_resource,
     out: *mut u64,
@@ -589,6 +590,7 @@ pub unsafe extern "C" fn rmm_fixed_size_memory_resource_get_block_size(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_binning_memory_resource_new(
     upstream: rmm_resource,
     out: *mut rmm_resource,
@@ -608,6 +610,7 @@ pub unsafe extern "C" fn rmm_binning_memory_resource_new(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_binning_memory_resource_new_with_exponents(
     upstream: rmm_resource,
     min_size_exponent: c_int,
@@ -638,6 +641,7 @@ pub unsafe extern "C" fn rmm_binning_memory_resource_new_with_exponents(
 ///
 /// # Safety
 /// `resource` and a non-empty `bin_resource` are live; `err` is NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_binning_memory_resource_add_bin(
     resource: rmm_resource,
     allocation_size: u64,
@@ -669,6 +673,7 @@ pub unsafe extern "C" fn rmm_binning_memory_resource_add_bin(
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_simulated_memory_resource_new(
     capacity: u64,
     out: *mut rmm_resource,
@@ -691,6 +696,7 @@ pub unsafe extern "C" fn rmm_simulated_memory_resource_new(
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_managed_memory_resource_new(
     out: *mut rmm_resource,
     err: *mut rmm_error,
@@ -704,6 +710,7 @@ pub unsafe extern "C" fn rmm_managed_memory_resource_new(
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_pinned_host_memory_resource_new(
     out: *mut rmm_resource,
     err: *mut rmm_error,
@@ -737,7 +744,7 @@ fn export_handle_type(value: i32) -> Result<Option<ExportHandleType>> {
         }
         RMM_ALLOCATION_HANDLE_TYPE_FABRIC => Ok(Some(ExportHandleType::Fabric)),
         RMM_ALLOCATION_HANDLE_TYPE_WIN32 | RMM_ALLOCATION_HANDLE_TYPE_WIN32_KMT => Err(
-            Error::Unsupported(crate::mr::cuda_async::HANDLE_TYPE_UNSUPPORTED.into()),
+            Error::Unsupported(rmm_core::mr::cuda_async::HANDLE_TYPE_UNSUPPORTED.into()),
         ),
         other => Err(Error::invalid(format!(
             "export_handle_type {other} is not an allocation_handle_type"
@@ -751,6 +758,7 @@ fn export_handle_type(value: i32) -> Result<Option<ExportHandleType>> {
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_memory_resource_new(
     initial_pool_size: u64,
     release_threshold: u64,
@@ -777,6 +785,7 @@ pub unsafe extern "C" fn rmm_cuda_async_memory_resource_new(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_memory_resource_pool_handle(
     resource: rmm_resource,
     out: *mut *mut c_void,
@@ -798,6 +807,7 @@ pub unsafe extern "C" fn rmm_cuda_async_memory_resource_pool_handle(
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_sam_headroom_memory_resource_new(
     headroom: u64,
     out: *mut rmm_resource,
@@ -852,6 +862,7 @@ unsafe fn string_out(
 /// # Safety
 /// `upstream` is live; `filename` is NULL or a NUL-terminated string; `out` and `err` are NULL or
 /// valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_logging_resource_adaptor_new(
     upstream: rmm_resource,
     filename: *const c_char,
@@ -879,6 +890,7 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_new(
 ///
 /// # Safety
 /// `resource` is live; `err` is NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_logging_resource_adaptor_flush(
     resource: rmm_resource,
     err: *mut rmm_error,
@@ -901,6 +913,7 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_flush(
 /// # Safety
 /// `resource` is live; `buf` is valid for `capacity` bytes (or NULL with `capacity` 0);
 /// `length_out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_logging_resource_adaptor_get_file_name(
     resource: rmm_resource,
     buf: *mut c_char,
@@ -931,6 +944,7 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_get_file_name(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_prefetch_resource_adaptor_new(
     upstream: rmm_resource,
     out: *mut rmm_resource,
@@ -950,6 +964,7 @@ pub unsafe extern "C" fn rmm_prefetch_resource_adaptor_new(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_thread_safe_resource_adaptor_new(
     upstream: rmm_resource,
     out: *mut rmm_resource,
@@ -1021,6 +1036,7 @@ impl Drop for CContext {
 /// # Safety
 /// `upstream` is live; `callback` and `release_context` are NULL or valid functions that may be
 /// called from any thread and never unwind; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_failure_callback_resource_adaptor_new(
     upstream: rmm_resource,
     callback: rmm_failure_callback,
@@ -1088,7 +1104,7 @@ struct CCallbacks {
 }
 
 impl CCallbacks {
-    fn allocate(&self, bytes: usize, stream: crate::cuda::Stream) -> Result<*mut u8> {
+    fn allocate(&self, bytes: usize, stream: rmm_core::cuda::Stream) -> Result<*mut u8> {
         let Some(f) = self.allocate else {
             return Err(Error::invalid("allocate callback must not be NULL"));
         };
@@ -1096,24 +1112,24 @@ impl CCallbacks {
         let mut err = rmm_error::new();
         // SAFETY: the C contract: `f` accepts `context` while it is not released; valid out-pointers.
         let status = unsafe { f(bytes, stream.as_raw() as *mut c_void, self.context.ptr, &mut out, &mut err) };
-        if status == super::RMM_OK {
+        if status == RMM_OK {
             Ok(out.cast())
         } else {
-            Err(super::error_from_c(status, &err, "callback_memory_resource", "allocate callback"))
+            Err(error_from_c(status, &err, "callback_memory_resource", "allocate callback"))
         }
     }
 
-    fn deallocate(&self, ptr: *mut u8, bytes: usize, stream: crate::cuda::Stream) -> Result<()> {
+    fn deallocate(&self, ptr: *mut u8, bytes: usize, stream: rmm_core::cuda::Stream) -> Result<()> {
         let Some(f) = self.deallocate else {
             return Err(Error::invalid("deallocate callback must not be NULL"));
         };
         let mut err = rmm_error::new();
         // SAFETY: as above; `ptr` came from the allocate function (the resource's contract).
         let status = unsafe { f(ptr.cast(), bytes, stream.as_raw() as *mut c_void, self.context.ptr, &mut err) };
-        if status == super::RMM_OK {
+        if status == RMM_OK {
             Ok(())
         } else {
-            Err(super::error_from_c(status, &err, "callback_memory_resource", "deallocate callback"))
+            Err(error_from_c(status, &err, "callback_memory_resource", "deallocate callback"))
         }
     }
 }
@@ -1129,6 +1145,7 @@ impl CCallbacks {
 /// # Safety
 /// `allocate`, `deallocate` and `release_context` are NULL or valid functions that may be called
 /// from any thread and never unwind; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_callback_memory_resource_new(
     allocate: rmm_allocate_callback,
     deallocate: rmm_deallocate_callback,
@@ -1159,7 +1176,7 @@ pub unsafe extern "C" fn rmm_callback_memory_resource_new(
             Ok(AnyResource::new(CallbackMemoryResource::with_access(
                 Arc::new(move |bytes, stream| callbacks.allocate(bytes, stream)),
                 Arc::new(move |ptr, bytes, stream| for_free.deallocate(ptr, bytes, stream)),
-                crate::resource::Access::from_bits(access as u8),
+                rmm_core::resource::Access::from_bits(access as u8),
             )))
         })
     }
@@ -1173,6 +1190,7 @@ pub unsafe extern "C" fn rmm_callback_memory_resource_new(
 /// # Safety
 /// `pool_handle` is NULL (reported) or a live memory pool that outlives the resource and its
 /// memory; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_new(
     pool_handle: *mut c_void,
     out: *mut rmm_resource,
@@ -1192,6 +1210,7 @@ pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_new(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_pool_handle(
     resource: rmm_resource,
     out: *mut *mut c_void,
@@ -1214,6 +1233,7 @@ pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_pool_handle(
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_new(
     out: *mut rmm_resource,
     err: *mut rmm_error,
@@ -1226,6 +1246,7 @@ pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_new(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_pool_handle(
     resource: rmm_resource,
     out: *mut *mut c_void,
@@ -1337,6 +1358,7 @@ impl std::io::Write for CLogSink {
 /// `upstream` is live; the functions are NULL or valid, may be called from any thread (never two
 /// at once) and never unwind; `out` and `err` are NULL or valid for writes.
 #[allow(clippy::too_many_arguments)]
+#[no_mangle]
 pub unsafe extern "C" fn rmm_logging_resource_adaptor_new_with_sink(
     upstream: rmm_resource,
     write: rmm_log_write,
@@ -1365,6 +1387,209 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_new_with_sink(
             let adaptor = LoggingResourceAdaptor::with_writer(upstream, sink)?;
             Ok(AnyResource::new(adaptor.with_auto_flush(auto_flush != 0)?))
         })
+    }
+}
+
+// --- handles: reference counting, allocation, properties ------------------------------------------
+
+/// Adds a reference to `resource`; no-op for the empty handle.
+///
+/// # Safety
+/// `resource` is live (or empty).
+#[no_mangle]
+pub unsafe extern "C" fn rmm_resource_retain(resource: rmm_resource) {
+    // SAFETY: caller contract; an empty or malformed handle is ignored.
+    unsafe {
+        if let Ok(fns) = checked_fns(&resource) {
+            let _ = catch_unwind(|| (fns.retain)(resource.self_));
+        }
+    }
+}
+
+/// Drops a reference to `resource`; the last one frees it. No-op for the empty handle.
+///
+/// # Safety
+/// The caller owns the reference it gives back.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_resource_release(resource: rmm_resource) {
+    // SAFETY: caller contract; an empty or malformed handle is ignored.
+    unsafe {
+        if let Ok(fns) = checked_fns(&resource) {
+            let _ = catch_unwind(|| (fns.release)(resource.self_));
+        }
+    }
+}
+
+/// Allocates `bytes` from `resource` on `stream` (`cudaStream_t`, NULL = default stream) into `*out`.
+///
+/// # Safety
+/// `resource` is live; `stream` is a valid stream; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_resource_allocate(
+    resource: rmm_resource,
+    stream: *mut c_void,
+    bytes: usize,
+    alignment: usize,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract (a live handle).
+    if let Some(allocate) = unsafe { own_vtable(&resource) }.and_then(|v| v.allocate) {
+        // SAFETY: our own thunk, on our own object; it checks `out` and catches panics itself.
+        return unsafe { allocate(resource.self_, stream, bytes, alignment, out, err) };
+    }
+    // SAFETY: caller contract; the vtable entry gets our (checked) arguments.
+    unsafe {
+        with_vtable(resource, err, |v| {
+            if out.is_null() {
+                return report(err, &null_out("out"));
+            }
+            (v.allocate)(resource.self_, stream, bytes, alignment, out, err)
+        })
+    }
+}
+
+/// Returns `ptr` (from `allocate` with the same `bytes` and `alignment`) to `resource` on `stream`.
+///
+/// # Safety
+/// `resource` is live; `ptr` came from it with these arguments; `err` is NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_resource_deallocate(
+    resource: rmm_resource,
+    stream: *mut c_void,
+    ptr: *mut c_void,
+    bytes: usize,
+    alignment: usize,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract (a live handle).
+    if let Some(deallocate) = unsafe { own_vtable(&resource) }.and_then(|v| v.deallocate) {
+        // SAFETY: our own thunk, on our own object; it catches panics itself.
+        return unsafe { deallocate(resource.self_, stream, ptr, bytes, alignment, err) };
+    }
+    // SAFETY: caller contract.
+    unsafe {
+        with_vtable(resource, err, |v| {
+            (v.deallocate)(resource.self_, stream, ptr, bytes, alignment, err)
+        })
+    }
+}
+
+/// Allocates memory usable on every stream as soon as this returns.
+///
+/// # Safety
+/// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_resource_allocate_sync(
+    resource: rmm_resource,
+    bytes: usize,
+    alignment: usize,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        with_vtable(resource, err, |v| {
+            if out.is_null() {
+                return report(err, &null_out("out"));
+            }
+            (v.allocate_sync)(resource.self_, bytes, alignment, out, err)
+        })
+    }
+}
+
+/// Returns memory that no pending work uses.
+///
+/// # Safety
+/// `resource` is live; `ptr` came from it with these arguments; `err` is NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_resource_deallocate_sync(
+    resource: rmm_resource,
+    ptr: *mut c_void,
+    bytes: usize,
+    alignment: usize,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        with_vtable(resource, err, |v| {
+            (v.deallocate_sync)(resource.self_, ptr, bytes, alignment, err)
+        })
+    }
+}
+
+/// Access bits of `resource` (bit 0 device, bit 1 host); 0 for an invalid handle.
+///
+/// # Safety
+/// `resource` is live or empty.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_resource_access(resource: rmm_resource) -> u32 {
+    // SAFETY: caller contract.
+    unsafe {
+        match checked_fns(&resource) {
+            Ok(fns) => catch_unwind(|| (fns.access)(resource.self_)).unwrap_or(0),
+            Err(_) => 0,
+        }
+    }
+}
+
+/// The name of `resource`, valid while it lives; NULL for an invalid handle.
+///
+/// # Safety
+/// `resource` is live or empty.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_resource_name(resource: rmm_resource) -> *const c_char {
+    // SAFETY: caller contract.
+    unsafe {
+        match checked_fns(&resource) {
+            Ok(fns) => catch_unwind(|| (fns.name)(resource.self_)).unwrap_or(std::ptr::null()),
+            Err(_) => std::ptr::null(),
+        }
+    }
+}
+
+/// 1 when memory from `a` may be returned to `b` (same object, or `a`'s `is_equal` says so), else 0.
+///
+/// # Safety
+/// Both handles are live or empty.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_resource_is_equal(a: rmm_resource, b: rmm_resource) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        let (Ok(fns), Ok(_)) = (checked_fns(&a), check_handle(&b)) else {
+            return 0;
+        };
+        if a == b {
+            return 1;
+        }
+        catch_unwind(|| (fns.is_equal)(a.self_, b.self_, b.vtable)).map(|v| c_int::from(v != 0)).unwrap_or(0)
+    }
+}
+
+/// A new `cuda_memory_resource` (owning handle in `*out`). Succeeds in host mode too; allocating
+/// from it there fails with `RMM_ERROR_NO_DRIVER` / `RMM_ERROR_NO_DEVICE`.
+///
+/// # Safety
+/// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_cuda_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        clear_out(out);
+        guarded(err, || put(out, AnyResource::new(CudaMemoryResource::new()).into_handle(), "out"))
+    }
+}
+
+/// A new `system_memory_resource` (owning handle in `*out`).
+///
+/// # Safety
+/// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_system_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        clear_out(out);
+        guarded(err, || put(out, AnyResource::new(SystemMemoryResource::new()).into_handle(), "out"))
     }
 }
 
