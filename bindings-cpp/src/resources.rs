@@ -13,7 +13,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::panic::catch_unwind;
 use std::sync::Arc;
 
+use rmm_core::mr::kind::{self, ResourceKind};
 use rmm_core::registry::owner::rmm_counter;
+use rmm_core::resource::handle::owner_tag;
 use rmm_core::resource::status::{error_from_c, RMM_OK};
 use rmm_core::resource::{rmm_error, rmm_resource};
 use rmm_core::resource::foreign::{check_handle, checked_fns, with_borrowed};
@@ -1590,6 +1592,41 @@ pub unsafe extern "C" fn rmm_system_memory_resource_new(out: *mut rmm_resource, 
     unsafe {
         clear_out(out);
         guarded(err, || put(out, AnyResource::new(SystemMemoryResource::new()).into_handle(), "out"))
+    }
+}
+
+/// The kind of a resource of this library (`RMM_RESOURCE_KIND_*`) in `*kind_out` and, when
+/// `upstream_out` is not NULL, its upstream (owning; `{NULL, NULL}` when it has none).
+///
+/// # Safety
+/// `resource` is live or fails the check; `kind_out`, `upstream_out` and `err` are NULL or valid for
+/// writes.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_resource_kind(
+    resource: rmm_resource,
+    kind_out: *mut c_int,
+    upstream_out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        clear_out(upstream_out);
+        guarded(err, || {
+            if kind_out.is_null() {
+                return Err(null_out("kind_out"));
+            }
+            check_handle(&resource)?;
+            if (*resource.vtable).owner != owner_tag() {
+                return Err(Error::invalid("rmm_resource_kind: the handle is not a resource of this library"));
+            }
+            with_borrowed(resource, |r| {
+                put(kind_out, ResourceKind::of(r).code(), "kind_out")?;
+                if let (Some(slot), Some(upstream)) = (upstream_out.as_mut(), kind::upstream_of(r)) {
+                    *slot = upstream.into_handle();
+                }
+                Ok(())
+            })?
+        })
     }
 }
 

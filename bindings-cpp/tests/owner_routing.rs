@@ -8,7 +8,8 @@
 use std::ffi::{c_int, c_void, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use rmm_core::registry::owner::find_loaded_owner;
+use rmm_core::mr::kind::ResourceKind;
+use rmm_core::registry::owner::{self, find_loaded_owner};
 use rmm_core::resource::handle::owner_tag;
 use rmm_core::resource::status::RMM_OK;
 use rmm_core::resource::{rmm_error, rmm_resource, ForeignResource};
@@ -139,4 +140,37 @@ fn registry_calls_route_to_the_loaded_librmm() {
 
     assert!(registry::reset_current_resource().unwrap().ptr_eq(&mine));
     assert_eq!(mine.owner_count(), 1, "librmm gave its reference back");
+
+    // A statistics adaptor that librmm made is recognised by asking librmm, not by its name, and
+    // its counters and upstream are read through librmm.
+    type New = unsafe extern "C" fn(*mut rmm_resource, *mut rmm_error) -> c_int;
+    type Adapt = unsafe extern "C" fn(rmm_resource, *mut rmm_resource, *mut rmm_error) -> c_int;
+    // SAFETY: symbols of rmm_c.h with these signatures; owning handles adopted by AnyResource.
+    let (system, stats) = unsafe {
+        let sym = |name: &std::ffi::CStr| {
+            let p = libc::dlsym(lib, name.as_ptr());
+            assert!(!p.is_null());
+            p
+        };
+        let new_system = std::mem::transmute::<*mut c_void, New>(sym(c"rmm_system_memory_resource_new"));
+        let new_stats = std::mem::transmute::<*mut c_void, Adapt>(sym(c"rmm_statistics_resource_adaptor_new"));
+        let (mut h, mut s, mut err) = (rmm_resource::NULL, rmm_resource::NULL, rmm_error::new());
+        assert_eq!(new_system(&mut h, &mut err), RMM_OK);
+        assert_eq!(new_stats(h, &mut s, &mut err), RMM_OK);
+        (AnyResource::try_from_handle(h).unwrap(), AnyResource::try_from_handle(s).unwrap())
+    };
+    assert!(stats.downcast_ref::<ForeignResource>().is_some());
+    assert_eq!(owner::resource_kind(&stats), Some(ResourceKind::Statistics));
+    assert_eq!(owner::resource_kind(&system), Some(ResourceKind::System));
+    let upstream = owner::resource_upstream(&stats).expect("librmm names the upstream");
+    assert_eq!(upstream, system, "the upstream comes back as the same librmm resource");
+    let p = stats.allocate(Stream::DEFAULT, 128, 64).unwrap();
+    assert_eq!(owner::statistics_counters(&stats).unwrap().0.value, 128);
+    // SAFETY: from `stats` with these arguments.
+    unsafe { stats.deallocate(Stream::DEFAULT, p, 128, 64).unwrap() };
+    assert_eq!(owner::push_counters(&stats).unwrap().0.peak, 128);
+    assert_eq!(owner::pop_counters(&stats).unwrap().0.value, 0);
+    assert!(owner::pool_size(&stats).is_err(), "not a pool");
+    // A resource of this binary is answered here.
+    assert_eq!(owner::resource_kind(&mine), Some(ResourceKind::Other));
 }

@@ -11,6 +11,7 @@ use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use rmm_core::cuda::Stream;
+use rmm_core::mr::kind::ResourceKind;
 use rmm_core::mr::statistics::Counter;
 use rmm_core::mr::{CudaMemoryResource, PoolMemoryResource, StatisticsResourceAdaptor, SystemMemoryResource};
 use rmm_core::{AnyResource, Error, MemoryResource, DEFAULT_ALIGNMENT};
@@ -284,9 +285,9 @@ impl PyStatisticsResourceAdaptor {
 /// The Python object for a core resource that Python did not make (the registry's current
 /// resource, set by C++, Rust or a reset): the most specific class this module knows for it, so
 /// that e.g. a statistics adaptor set from C++ has readable counters here. Resources of this
-/// module's rmm-core are recognised by downcast, librmm's by its accessors (`owner.rs`), plain
-/// resources of any origin by name; anything else is a `DeviceMemoryResource`. Upstreams are
-/// wrapped the same way when they are visible (this module's own adaptors).
+/// module's rmm-core are recognised by downcast, librmm's by asking librmm
+/// (`rmm_core::registry::owner`); anything else is a `DeviceMemoryResource`. Upstreams are
+/// wrapped the same way when they are visible (this module's own adaptors and librmm's).
 pub(crate) fn wrap(py: Python<'_>, resource: AnyResource) -> PyResult<Py<PyAny>> {
     let upstream = |inner: &AnyResource| -> PyResult<Option<Py<PyDeviceMemoryResource>>> {
         Ok(Some(wrap(py, inner.clone())?.bind(py).cast::<PyDeviceMemoryResource>()?.clone().unbind()))
@@ -302,26 +303,24 @@ pub(crate) fn wrap(py: Python<'_>, resource: AnyResource) -> PyResult<Py<PyAny>>
         let init = base.add_subclass(adaptor).add_subclass(PyPoolMemoryResource { pool: Backend::Local(pool.clone()) });
         return Ok(Py::new(py, init)?.into_any());
     }
-    let name = resource.name();
-    if name == "statistics_resource_adaptor" {
-        if let Some(owner) = OwnerResource::statistics(&resource) {
-            let adaptor = PyUpstreamResourceAdaptor { upstream: None };
-            let init = base.add_subclass(adaptor).add_subclass(PyStatisticsResourceAdaptor { stats: Backend::Owner(owner) });
-            return Ok(Py::new(py, init)?.into_any());
-        }
+    let owner_upstream = || rmm_core::registry::owner::resource_upstream(&resource).map(|u| upstream(&u)).transpose();
+    if let Some(owner) = OwnerResource::statistics(&resource) {
+        let adaptor = PyUpstreamResourceAdaptor { upstream: owner_upstream()?.flatten() };
+        let init = base.add_subclass(adaptor).add_subclass(PyStatisticsResourceAdaptor { stats: Backend::Owner(owner) });
+        return Ok(Py::new(py, init)?.into_any());
     }
-    if name == "pool_memory_resource" {
-        if let Some(owner) = OwnerResource::pool(&resource) {
-            let adaptor = PyUpstreamResourceAdaptor { upstream: None };
-            let init = base.add_subclass(adaptor).add_subclass(PyPoolMemoryResource { pool: Backend::Owner(owner) });
-            return Ok(Py::new(py, init)?.into_any());
-        }
+    if let Some(owner) = OwnerResource::pool(&resource) {
+        let adaptor = PyUpstreamResourceAdaptor { upstream: owner_upstream()?.flatten() };
+        let init = base.add_subclass(adaptor).add_subclass(PyPoolMemoryResource { pool: Backend::Owner(owner) });
+        return Ok(Py::new(py, init)?.into_any());
     }
-    // Stateless resources behave the same whichever copy of rmm-core made them.
-    if resource.downcast_ref::<CudaMemoryResource>().is_some() || name == "cuda_memory_resource" {
+    // Stateless resources behave the same whichever copy of rmm-core made them (the owner says
+    // what its own are).
+    let kind = rmm_core::registry::owner::resource_kind(&resource);
+    if kind == Some(ResourceKind::Cuda) {
         return Ok(Py::new(py, base.add_subclass(PyCudaMemoryResource))?.into_any());
     }
-    if resource.downcast_ref::<SystemMemoryResource>().is_some() || name == "system_memory_resource" {
+    if kind == Some(ResourceKind::System) {
         return Ok(Py::new(py, base.add_subclass(PySystemMemoryResource))?.into_any());
     }
     Ok(Py::new(py, base)?.into_any())

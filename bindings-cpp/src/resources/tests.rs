@@ -1045,3 +1045,31 @@ fn logging_sink_failures_never_fail_allocations() {
 /// `RMM_ACCESS_DEVICE` and `RMM_ACCESS_HOST` of rmm_c.h.
 const RMM_ACCESS_DEVICE_BITS: u32 = 1;
 const RMM_ACCESS_HOST_BITS: u32 = 2;
+
+#[test]
+fn resource_kind_names_the_type_and_hands_out_the_upstream() {
+    let system = AnyResource::new(SystemMemoryResource::new());
+    let stats = AnyResource::new(StatisticsResourceAdaptor::new(system.clone()));
+    let (mut kind, mut upstream, mut err) = (-1, rmm_resource::NULL, rmm_error::new());
+    // SAFETY: live borrowed handles; valid out-pointers; the owning upstream is adopted below.
+    unsafe {
+        assert_eq!(rmm_resource_kind(stats.borrow_handle(), &mut kind, &mut upstream, &mut err), RMM_OK);
+        assert_eq!(kind, ResourceKind::Statistics.code());
+        let upstream = AnyResource::try_from_handle(upstream).unwrap();
+        assert!(upstream.ptr_eq(&system));
+        let mut none = rmm_resource::NULL;
+        assert_eq!(rmm_resource_kind(system.borrow_handle(), &mut kind, &mut none, &mut err), RMM_OK);
+        assert_eq!((kind, none.is_null()), (ResourceKind::System.code(), true));
+        assert_eq!(rmm_resource_kind(system.borrow_handle(), &mut kind, std::ptr::null_mut(), &mut err), RMM_OK);
+        assert_eq!(
+            rmm_resource_kind(system.borrow_handle(), std::ptr::null_mut(), std::ptr::null_mut(), &mut err),
+            RMM_ERROR_INVALID_ARGUMENT
+        );
+        // A handle made elsewhere is not this library's to describe.
+        let (c, _seen) = rmm_core::testing::c_resource::c_resource(RMM_OK);
+        assert_eq!(rmm_resource_kind(c, &mut kind, std::ptr::null_mut(), &mut err), RMM_ERROR_INVALID_ARGUMENT);
+        assert!(err.message().contains("not a resource of this library"), "{}", err.message());
+        drop(AnyResource::try_from_handle(c).unwrap());
+        assert_eq!(rmm_resource_kind(rmm_resource::NULL, &mut kind, std::ptr::null_mut(), &mut err), RMM_ERROR_INVALID_ARGUMENT);
+    }
+}

@@ -247,6 +247,14 @@ pub fn process_registry() -> &'static dyn Registry {
     }
 }
 
+/// The loaded owner's entry points when [`process_registry`] routes to it.
+pub(crate) fn owner_table() -> Option<&'static OwnerTable> {
+    match process() {
+        ProcessRegistry::Local(_) => None,
+        ProcessRegistry::Owner(owner) => Some(&owner.table),
+    }
+}
+
 /// True when [`process_registry`] routes to another binary's registry (librmm) through the C ABI.
 pub fn routes_to_owner() -> bool {
     matches!(process(), ProcessRegistry::Owner(_))
