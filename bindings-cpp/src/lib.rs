@@ -16,6 +16,7 @@
 mod abi;
 mod buffers;
 mod devices;
+mod handles;
 mod registry;
 mod resources;
 mod streams;

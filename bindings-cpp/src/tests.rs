@@ -16,6 +16,7 @@ use rmm_core::{Access, AnyResource, MemoryResource, Result};
 /// Every entry point and C type, for the tests of each area.
 pub(crate) mod prelude {
     pub(crate) use crate::abi::*;
+    pub(crate) use crate::handles::*;
     pub(crate) use crate::registry::*;
     pub(crate) use crate::resources::*;
     pub(crate) use crate::streams::*;

@@ -4,8 +4,10 @@ use std::ffi::c_void;
 use std::ptr::null_mut;
 
 use super::*;
+use rmm_core::mr::kind::ResourceKind;
+use rmm_core::mr::SystemMemoryResource;
 use crate::tests::prelude::{
-    rmm_resource_allocate_sync, rmm_resource_deallocate_sync, rmm_resource_release,
+    rmm_resource_kind,     rmm_resource_allocate_sync, rmm_resource_deallocate_sync, rmm_resource_release,
     rmm_system_memory_resource_new, RMM_ERROR_INVALID_ARGUMENT, RMM_ERROR_OUT_OF_MEMORY, RMM_OK,
 };
 
