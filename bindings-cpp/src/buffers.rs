@@ -17,7 +17,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::streams::stream_from_c;
 use rmm_core::resource::{rmm_error, rmm_resource};
-use rmm_core::resource::guard::{clear_out, guarded, null_out, put};
+use rmm_core::resource::guard::{guarded, hand_out, null_out, put};
 use rmm_core::buffer::DeviceBuffer;
 use rmm_core::error::{Error, Result};
 use rmm_core::registry;
@@ -331,15 +331,7 @@ pub unsafe extern "C" fn rmm_device_buffer_memory_resource(
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        clear_out(out);
-        guarded(err, || {
-            if out.is_null() {
-                return Err(null_out("out"));
-            }
-            put(out, borrow(buf)?.memory_resource().to_handle(), "out")
-        })
-    }
+    unsafe { hand_out(out, err, || Ok(borrow(buf)?.memory_resource().clone())) }
 }
 
 /// The device the buffer was made on (and is freed on) into `*out`; -1 for a buffer made in host

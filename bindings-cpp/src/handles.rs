@@ -12,7 +12,7 @@ use rmm_core::error::Error;
 use rmm_core::mr::kind::{self, ResourceKind};
 use rmm_core::mr::{CudaMemoryResource, SystemMemoryResource};
 use rmm_core::resource::foreign::{check_handle, checked_fns, with_borrowed};
-use rmm_core::resource::guard::{clear_out, guarded, null_out, own_vtable, put, report, with_vtable};
+use rmm_core::resource::guard::{clear_out, guarded, hand_out, null_out, own_vtable, put, report, with_vtable};
 use rmm_core::resource::handle::owner_tag;
 use rmm_core::resource::{rmm_error, rmm_resource, AnyResource};
 
@@ -198,10 +198,7 @@ pub unsafe extern "C" fn rmm_resource_is_equal(a: rmm_resource, b: rmm_resource)
 #[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        clear_out(out);
-        guarded(err, || put(out, AnyResource::new(CudaMemoryResource::new()).into_handle(), "out"))
-    }
+    unsafe { hand_out(out, err, || Ok(AnyResource::new(CudaMemoryResource::new()))) }
 }
 
 /// A new `system_memory_resource` (owning handle in `*out`).
@@ -211,10 +208,7 @@ pub unsafe extern "C" fn rmm_cuda_memory_resource_new(out: *mut rmm_resource, er
 #[no_mangle]
 pub unsafe extern "C" fn rmm_system_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        clear_out(out);
-        guarded(err, || put(out, AnyResource::new(SystemMemoryResource::new()).into_handle(), "out"))
-    }
+    unsafe { hand_out(out, err, || Ok(AnyResource::new(SystemMemoryResource::new()))) }
 }
 
 /// The kind of a resource of this library (`RMM_RESOURCE_KIND_*`) in `*kind_out` and, when

@@ -9,7 +9,7 @@ use std::ffi::c_int;
 
 use rmm_core::registry;
 use rmm_core::registry::owner::serve;
-use rmm_core::resource::guard::{clear_out, give_previous, guarded, null_out, put};
+use rmm_core::resource::guard::{clear_out, give_previous, guarded, hand_out};
 use rmm_core::resource::{rmm_error, rmm_resource, AnyResource};
 
 /// The resource of `device` (an owning handle in `*out`).
@@ -61,15 +61,7 @@ pub unsafe extern "C" fn rmm_reset_per_device_resource(
 #[no_mangle]
 pub unsafe extern "C" fn rmm_get_current_device_resource(out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        clear_out(out);
-        guarded(err, || {
-            if out.is_null() {
-                return Err(null_out("out"));
-            }
-            put(out, registry::current_resource()?.into_handle(), "out")
-        })
-    }
+    unsafe { hand_out(out, err, registry::current_resource) }
 }
 
 /// [`rmm_set_per_device_resource`] on the current device (device 0 in host mode).

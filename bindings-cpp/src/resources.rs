@@ -16,7 +16,7 @@ use rmm_core::registry::owner::rmm_counter;
 use rmm_core::resource::status::{error_from_c, RMM_OK};
 use rmm_core::resource::{rmm_error, rmm_resource};
 use rmm_core::resource::foreign::with_borrowed;
-use rmm_core::resource::guard::{clear_out, guarded, null_out, put};
+use rmm_core::resource::guard::{guarded, hand_out, null_out, put};
 use rmm_core::error::{Error, Result};
 use rmm_core::mr::statistics::Counter;
 use rmm_core::mr::{
@@ -42,27 +42,6 @@ fn optional_size(value: u64, what: &str) -> Result<Option<usize>> {
         Ok(None)
     } else {
         size(value, what).map(Some)
-    }
-}
-
-/// Builds a resource into `*out` (OWNING), catching errors and panics.
-///
-/// # Safety
-/// `out` and `err` are NULL or valid for writes.
-unsafe fn new_resource(
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
-    f: impl FnOnce() -> Result<AnyResource>,
-) -> c_int {
-    // SAFETY: caller contract.
-    unsafe {
-        clear_out(out);
-        guarded(err, || {
-            if out.is_null() {
-                return Err(null_out("out"));
-            }
-            put(out, f()?.into_handle(), "out")
-        })
     }
 }
 
@@ -166,7 +145,7 @@ pub unsafe extern "C" fn rmm_pool_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             let initial = optional_size(initial_pool_size, "initial_pool_size")?;
             let maximum = optional_size(maximum_pool_size, "maximum_pool_size")?;
             Ok(AnyResource::new(PoolMemoryResource::new(
@@ -236,7 +215,7 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             Ok(AnyResource::new(StatisticsResourceAdaptor::new(
                 upstream_of(upstream)?,
             )))
@@ -344,7 +323,7 @@ pub unsafe extern "C" fn rmm_limiting_resource_adaptor_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             let limit = size(allocation_limit, "allocation_limit")?;
             let alignment = size(alignment, "alignment")?;
             Ok(AnyResource::new(LimitingResourceAdaptor::with_alignment(
@@ -416,7 +395,7 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             Ok(AnyResource::new(TrackingResourceAdaptor::new(
                 upstream_of(upstream)?,
                 capture_stacks != 0,
@@ -492,7 +471,7 @@ pub unsafe extern "C" fn rmm_aligned_resource_adaptor_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             let alignment = size(alignment, "alignment")?;
             let threshold = optional_size(alignment_threshold, "alignment_threshold")?
                 .unwrap_or(AlignedResourceAdaptor::DEFAULT_ALIGNMENT_THRESHOLD);
@@ -521,7 +500,7 @@ pub unsafe extern "C" fn rmm_arena_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             let arena_size = optional_size(arena_size, "arena_size")?;
             Ok(AnyResource::new(ArenaMemoryResource::new(
                 upstream_of(upstream)?,
@@ -548,7 +527,7 @@ pub unsafe extern "C" fn rmm_fixed_size_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             let block_size = size(block_size, "block_size")?;
             let blocks = size(blocks_to_preallocate, "blocks_to_preallocate")?;
             Ok(AnyResource::new(FixedSizeMemoryResource::new(
@@ -597,7 +576,7 @@ pub unsafe extern "C" fn rmm_binning_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             Ok(AnyResource::new(BinningMemoryResource::new(upstream_of(
                 upstream,
             )?)))
@@ -619,7 +598,7 @@ pub unsafe extern "C" fn rmm_binning_memory_resource_new_with_exponents(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             let exponent = |e: c_int, what: &str| {
                 u32::try_from(e)
                     .map_err(|_| Error::invalid(format!("{what} {e} must not be negative")))
@@ -680,7 +659,7 @@ pub unsafe extern "C" fn rmm_simulated_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             Ok(AnyResource::new(SimulatedMemoryResource::new(size(
                 capacity, "capacity",
             )?)?))
@@ -701,7 +680,7 @@ pub unsafe extern "C" fn rmm_managed_memory_resource_new(
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { new_resource(out, err, || Ok(AnyResource::new(ManagedMemoryResource::new()))) }
+    unsafe { hand_out(out, err, || Ok(AnyResource::new(ManagedMemoryResource::new()))) }
 }
 
 /// A new `pinned_host_memory_resource` (`cuMemHostAlloc`; host and device accessible). Succeeds in
@@ -716,7 +695,7 @@ pub unsafe extern "C" fn rmm_pinned_host_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             Ok(AnyResource::new(PinnedHostMemoryResource::new()))
         })
     }
@@ -767,7 +746,7 @@ pub unsafe extern "C" fn rmm_cuda_async_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             let options = CudaAsyncOptions {
                 initial_pool_size: optional_size(initial_pool_size, "initial_pool_size")?,
                 release_threshold: (release_threshold != RMM_SIZE_NONE).then_some(release_threshold),
@@ -814,7 +793,7 @@ pub unsafe extern "C" fn rmm_sam_headroom_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             Ok(AnyResource::new(SamHeadroomMemoryResource::new(size(
                 headroom, "headroom",
             )?)?))
@@ -871,7 +850,7 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             let upstream = upstream_of(upstream)?;
             let adaptor = if filename.is_null() {
                 LoggingResourceAdaptor::from_env(upstream)?
@@ -951,7 +930,7 @@ pub unsafe extern "C" fn rmm_prefetch_resource_adaptor_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             Ok(AnyResource::new(PrefetchResourceAdaptor::new(upstream_of(
                 upstream,
             )?)))
@@ -971,7 +950,7 @@ pub unsafe extern "C" fn rmm_thread_safe_resource_adaptor_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             Ok(AnyResource::new(ThreadSafeResourceAdaptor::new(
                 upstream_of(upstream)?,
             )))
@@ -1051,7 +1030,7 @@ pub unsafe extern "C" fn rmm_failure_callback_resource_adaptor_new(
     });
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, move || {
+        hand_out(out, err, move || {
             if callback.is_none() {
                 return Err(Error::invalid("callback must not be NULL"));
             }
@@ -1162,7 +1141,7 @@ pub unsafe extern "C" fn rmm_callback_memory_resource_new(
     });
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, move || {
+        hand_out(out, err, move || {
             if allocate.is_none() || deallocate.is_none() {
                 return Err(Error::invalid("allocate and deallocate callbacks must not be NULL"));
             }
@@ -1197,7 +1176,7 @@ pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             // The pool's lifetime is the caller's contract (see above).
             let view = CudaAsyncViewMemoryResource::from_raw(pool_handle as usize)?;
             Ok(AnyResource::new(view))
@@ -1238,7 +1217,7 @@ pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_new(
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { new_resource(out, err, || Ok(AnyResource::new(CudaAsyncManagedMemoryResource::new()?))) }
+    unsafe { hand_out(out, err, || Ok(AnyResource::new(CudaAsyncManagedMemoryResource::new()?))) }
 }
 
 /// The CUDA memory pool of a `cuda_async_managed_memory_resource`, into `*out`.
@@ -1378,7 +1357,7 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_new_with_sink(
     };
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, move || {
+        hand_out(out, err, move || {
             if write.is_none() {
                 return Err(Error::invalid("the log sink's write function must not be NULL"));
             }

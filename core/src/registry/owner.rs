@@ -51,7 +51,7 @@ pub mod serve {
     use std::ffi::{c_int, c_void};
 
     use crate::cuda::DeviceId;
-    use crate::resource::guard::{clear_out, give_previous, guarded, null_out, put};
+    use crate::resource::guard::{clear_out, give_previous, guarded, hand_out};
     use crate::resource::handle::{owner_tag, rmm_resource, RMM_ABI_VERSION};
     use crate::resource::status::rmm_error;
     use crate::resource::AnyResource;
@@ -76,16 +76,7 @@ pub mod serve {
         err: *mut rmm_error,
     ) -> c_int {
         // SAFETY: caller contract on both pointers.
-        unsafe {
-            clear_out(out);
-            guarded(err, || {
-                if out.is_null() {
-                    return Err(null_out("out"));
-                }
-                let r = crate::registry::per_device_resource(device as DeviceId)?;
-                put(out, r.into_handle(), "out")
-            })
-        }
+        unsafe { hand_out(out, err, || crate::registry::per_device_resource(device as DeviceId)) }
     }
 
     /// Sets the resource of `device` (retains the borrowed `resource`); the previous one goes to

@@ -153,3 +153,21 @@ pub unsafe fn with_vtable(
         Err(payload) => unsafe { report_panic(err, payload.as_ref()) },
     }
 }
+
+/// Writes the resource `f` makes to `*out` (OWNING), catching errors and panics; `*out` is
+/// `{NULL, NULL}` on failure, and a NULL `out` is an invalid argument (`f` is then not called).
+///
+/// # Safety
+/// `out` and `err` are NULL or valid for writes.
+pub unsafe fn hand_out(out: *mut rmm_resource, err: *mut rmm_error, f: impl FnOnce() -> Result<AnyResource>) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        clear_out(out);
+        guarded(err, || {
+            if out.is_null() {
+                return Err(null_out("out"));
+            }
+            put(out, f()?.into_handle(), "out")
+        })
+    }
+}
