@@ -9,7 +9,7 @@ use std::ffi::c_int;
 
 use rmm_core::registry;
 use rmm_core::registry::owner::serve;
-use rmm_core::resource::guard::{clear_out, give_previous, guarded, hand_out};
+use rmm_core::resource::guard::{hand_back, hand_out};
 use rmm_core::resource::{rmm_error, rmm_resource, AnyResource};
 
 /// The resource of `device` (an owning handle in `*out`).
@@ -74,15 +74,8 @@ pub unsafe extern "C" fn rmm_set_current_device_resource(
     previous_out: *mut rmm_resource,
     err: *mut rmm_error,
 ) -> c_int {
-    // SAFETY: caller contract.
-    unsafe {
-        clear_out(previous_out);
-        guarded(err, || {
-            let r = AnyResource::from_borrowed_handle(resource)?;
-            give_previous(previous_out, registry::set_current_resource(r)?);
-            Ok(())
-        })
-    }
+    // SAFETY: caller contract; the borrowed handle is retained by the new owner.
+    unsafe { hand_back(previous_out, err, || registry::set_current_resource(AnyResource::from_borrowed_handle(resource)?)) }
 }
 
 /// [`rmm_reset_per_device_resource`] on the current device (device 0 in host mode).
@@ -95,11 +88,5 @@ pub unsafe extern "C" fn rmm_reset_current_device_resource(
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        clear_out(previous_out);
-        guarded(err, || {
-            give_previous(previous_out, registry::reset_current_resource()?);
-            Ok(())
-        })
-    }
+    unsafe { hand_back(previous_out, err, registry::reset_current_resource) }
 }

@@ -51,7 +51,7 @@ pub mod serve {
     use std::ffi::{c_int, c_void};
 
     use crate::cuda::DeviceId;
-    use crate::resource::guard::{clear_out, give_previous, guarded, hand_out};
+    use crate::resource::guard::{hand_back, hand_out};
     use crate::resource::handle::{owner_tag, rmm_resource, RMM_ABI_VERSION};
     use crate::resource::status::rmm_error;
     use crate::resource::AnyResource;
@@ -91,14 +91,10 @@ pub mod serve {
         previous_out: *mut rmm_resource,
         err: *mut rmm_error,
     ) -> c_int {
-        // SAFETY: caller contract.
+        // SAFETY: caller contract; the borrowed handle is retained by the new owner.
         unsafe {
-            clear_out(previous_out);
-            guarded(err, || {
-                let r = AnyResource::from_borrowed_handle(resource)?;
-                let previous = crate::registry::set_per_device_resource(device as DeviceId, r)?;
-                give_previous(previous_out, previous);
-                Ok(())
+            hand_back(previous_out, err, || {
+                crate::registry::set_per_device_resource(device as DeviceId, AnyResource::from_borrowed_handle(resource)?)
             })
         }
     }
@@ -114,14 +110,7 @@ pub mod serve {
         err: *mut rmm_error,
     ) -> c_int {
         // SAFETY: caller contract.
-        unsafe {
-            clear_out(previous_out);
-            guarded(err, || {
-                let previous = crate::registry::reset_per_device_resource(device as DeviceId)?;
-                give_previous(previous_out, previous);
-                Ok(())
-            })
-        }
+        unsafe { hand_back(previous_out, err, || crate::registry::reset_per_device_resource(device as DeviceId)) }
     }
 }
 

@@ -171,3 +171,24 @@ pub unsafe fn hand_out(out: *mut rmm_resource, err: *mut rmm_error, f: impl FnOn
         })
     }
 }
+
+/// Runs `f` (a registry change that returns the previous resource), catching errors and panics, and
+/// hands the previous resource to `*previous_out` (OWNING) or releases it when `previous_out` is
+/// NULL; `*previous_out` is `{NULL, NULL}` on failure.
+///
+/// # Safety
+/// `previous_out` and `err` are NULL or valid for writes.
+pub unsafe fn hand_back(
+    previous_out: *mut rmm_resource,
+    err: *mut rmm_error,
+    f: impl FnOnce() -> Result<AnyResource>,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        clear_out(previous_out);
+        guarded(err, || {
+            give_previous(previous_out, f()?);
+            Ok(())
+        })
+    }
+}
