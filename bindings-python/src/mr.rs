@@ -287,7 +287,7 @@ impl PyStatisticsResourceAdaptor {
 /// that e.g. a statistics adaptor set from C++ has readable counters here. Resources of this
 /// module's rmm-core are recognised by downcast, librmm's by asking librmm
 /// (`rmm_core::registry::owner`); anything else is a `DeviceMemoryResource`. Upstreams are
-/// wrapped the same way when they are visible (this module's own adaptors and librmm's).
+/// wrapped the same way when they are visible (this module's own adaptors).
 pub(crate) fn wrap(py: Python<'_>, resource: AnyResource) -> PyResult<Py<PyAny>> {
     let upstream = |inner: &AnyResource| -> PyResult<Option<Py<PyDeviceMemoryResource>>> {
         Ok(Some(wrap(py, inner.clone())?.bind(py).cast::<PyDeviceMemoryResource>()?.clone().unbind()))
@@ -303,14 +303,13 @@ pub(crate) fn wrap(py: Python<'_>, resource: AnyResource) -> PyResult<Py<PyAny>>
         let init = base.add_subclass(adaptor).add_subclass(PyPoolMemoryResource { pool: Backend::Local(pool.clone()) });
         return Ok(Py::new(py, init)?.into_any());
     }
-    let owner_upstream = || rmm_core::registry::owner::resource_upstream(&resource).map(|u| upstream(&u)).transpose();
     if let Some(owner) = OwnerResource::statistics(&resource) {
-        let adaptor = PyUpstreamResourceAdaptor { upstream: owner_upstream()?.flatten() };
+        let adaptor = PyUpstreamResourceAdaptor { upstream: None };
         let init = base.add_subclass(adaptor).add_subclass(PyStatisticsResourceAdaptor { stats: Backend::Owner(owner) });
         return Ok(Py::new(py, init)?.into_any());
     }
     if let Some(owner) = OwnerResource::pool(&resource) {
-        let adaptor = PyUpstreamResourceAdaptor { upstream: owner_upstream()?.flatten() };
+        let adaptor = PyUpstreamResourceAdaptor { upstream: None };
         let init = base.add_subclass(adaptor).add_subclass(PyPoolMemoryResource { pool: Backend::Owner(owner) });
         return Ok(Py::new(py, init)?.into_any());
     }
