@@ -3,9 +3,10 @@
 //! in `<rmm/mr/tracking_resource_adaptor.hpp>`), and the stack of one of them.
 
 use std::ffi::{c_char, c_int, c_void};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use rmm_core::abi::{error_kind, rmm_error, rmm_resource, RMM_ERROR_PANIC, RMM_OK};
+use rmm_core::resource::guard::guarded;
+use rmm_core::resource::handle::rmm_resource;
+use rmm_core::resource::status::rmm_error;
 use rmm_core::mr::tracking::{OutstandingAllocation, TrackingResourceAdaptor};
 use rmm_core::{AnyResource, Error, MemoryResource, Result};
 
@@ -20,27 +21,6 @@ pub struct rmm_allocation_record {
     pub bytes: usize,
     /// 1 when its stack was captured (the adaptor was made with capture_stacks), else 0.
     pub has_stack: c_int,
-}
-
-/// Runs `f`, catching panics; fills `err` (NULL or valid for writes) and returns the status.
-///
-/// # Safety
-/// `err` is NULL or valid for writes.
-unsafe fn guarded(err: *mut rmm_error, f: impl FnOnce() -> Result<()>) -> c_int {
-    let (status, error) = match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(())) => (RMM_OK, None),
-        Ok(Err(e)) => (error_kind(&e), Some(e)),
-        Err(_) => (RMM_ERROR_PANIC, Some(Error::invalid("rmm internal error (panic) in a tracking report".to_string()))),
-    };
-    // SAFETY: caller contract: NULL or valid for writes.
-    if let Some(d) = unsafe { err.as_mut() } {
-        *d = rmm_error::new();
-        if let Some(e) = &error {
-            d.set(e);
-            d.kind = status;
-        }
-    }
-    status
 }
 
 /// The outstanding allocations of the tracking adaptor behind the BORROWED `resource`.
@@ -143,6 +123,7 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_allocation_stack(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rmm_core::resource::status::RMM_OK;
     use rmm_core::mr::SystemMemoryResource;
 
     #[test]
@@ -178,15 +159,15 @@ mod tests {
         let status = unsafe {
             rmm_tracking_resource_adaptor_get_outstanding_allocations(other, std::ptr::null_mut(), 0, &mut count, &mut err)
         };
-        assert_eq!(status, rmm_core::abi::RMM_ERROR_INVALID_ARGUMENT);
+        assert_eq!(status, rmm_core::resource::status::RMM_ERROR_INVALID_ARGUMENT);
         assert!(err.message().contains("not a tracking_resource_adaptor"));
 
         // SAFETY: `p` came from this adaptor with this size and alignment; both handles are owned
         // here and released once.
         unsafe {
             tracking.deallocate_sync(p, 1000, 256).unwrap();
-            rmm_core::abi::rmm_resource_release(handle);
-            rmm_core::abi::rmm_resource_release(other);
+            crate::handles::rmm_resource_release(handle);
+            crate::handles::rmm_resource_release(other);
         }
     }
 }

@@ -8,7 +8,11 @@
 use std::ffi::{c_int, c_void, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use rmm_core::abi::{self, rmm_error, rmm_resource, RMM_OK};
+use rmm_core::mr::kind::ResourceKind;
+use rmm_core::registry::owner::{self, find_loaded_owner};
+use rmm_core::resource::handle::owner_tag;
+use rmm_core::resource::status::RMM_OK;
+use rmm_core::resource::{rmm_error, rmm_resource, ForeignResource};
 use rmm_core::cuda::Stream;
 use rmm_core::registry;
 use rmm_core::{Access, AnyResource, MemoryResource, Result};
@@ -65,7 +69,7 @@ type Release = unsafe extern "C" fn(rmm_resource);
 #[test]
 fn registry_calls_route_to_the_loaded_librmm() {
     let lib_path = build_librmm();
-    assert!(abi::find_loaded_owner().is_none(), "not loaded yet");
+    assert!(find_loaded_owner().is_none(), "not loaded yet");
 
     let c_path = CString::new(lib_path.to_str().unwrap()).unwrap();
     // SAFETY: loading librmm runs no initialisers that matter; RTLD_LOCAL as Python would load it.
@@ -73,9 +77,9 @@ fn registry_calls_route_to_the_loaded_librmm() {
     assert!(!lib.is_null(), "dlopen failed");
 
     // Found by SONAME although it was loaded RTLD_LOCAL, and recognised as another binary.
-    let table = abi::find_loaded_owner().expect("the loaded librmm is found");
+    let table = find_loaded_owner().expect("the loaded librmm is found");
     assert!(!table.is_local());
-    assert_ne!(table.owner, abi::owner_tag());
+    assert_ne!(table.owner, owner_tag());
     assert!(registry::routes_to_owner(), "first registry use after loading picks librmm");
 
     // librmm's own entry points, to look at its registry directly.
@@ -95,7 +99,7 @@ fn registry_calls_route_to_the_loaded_librmm() {
 
     // The initial resource is librmm's, seen here as a foreign resource that works.
     let initial = registry::current_resource().unwrap();
-    assert!(initial.downcast_ref::<abi::ForeignResource>().is_some());
+    assert!(initial.downcast_ref::<ForeignResource>().is_some());
     let expected = if rmm_core::cuda::is_host_mode() { "system_memory_resource" } else { "cuda_memory_resource" };
     assert_eq!(initial.name(), expected);
     if rmm_core::cuda::is_host_mode() {
@@ -136,4 +140,37 @@ fn registry_calls_route_to_the_loaded_librmm() {
 
     assert!(registry::reset_current_resource().unwrap().ptr_eq(&mine));
     assert_eq!(mine.owner_count(), 1, "librmm gave its reference back");
+
+    // A statistics adaptor that librmm made is recognised by asking librmm, not by its name, and
+    // its counters and upstream are read through librmm.
+    type New = unsafe extern "C" fn(*mut rmm_resource, *mut rmm_error) -> c_int;
+    type Adapt = unsafe extern "C" fn(rmm_resource, *mut rmm_resource, *mut rmm_error) -> c_int;
+    // SAFETY: symbols of rmm_c.h with these signatures; owning handles adopted by AnyResource.
+    let (system, stats) = unsafe {
+        let sym = |name: &std::ffi::CStr| {
+            let p = libc::dlsym(lib, name.as_ptr());
+            assert!(!p.is_null());
+            p
+        };
+        let new_system = std::mem::transmute::<*mut c_void, New>(sym(c"rmm_system_memory_resource_new"));
+        let new_stats = std::mem::transmute::<*mut c_void, Adapt>(sym(c"rmm_statistics_resource_adaptor_new"));
+        let (mut h, mut s, mut err) = (rmm_resource::NULL, rmm_resource::NULL, rmm_error::new());
+        assert_eq!(new_system(&mut h, &mut err), RMM_OK);
+        assert_eq!(new_stats(h, &mut s, &mut err), RMM_OK);
+        (AnyResource::try_from_handle(h).unwrap(), AnyResource::try_from_handle(s).unwrap())
+    };
+    assert!(stats.downcast_ref::<ForeignResource>().is_some());
+    assert_eq!(owner::resource_kind(&stats), Some(ResourceKind::Statistics));
+    assert_eq!(owner::resource_kind(&system), Some(ResourceKind::System));
+    let upstream = owner::resource_upstream(&stats).expect("librmm names the upstream");
+    assert_eq!(upstream, system, "the upstream comes back as the same librmm resource");
+    let p = stats.allocate(Stream::DEFAULT, 128, 64).unwrap();
+    assert_eq!(owner::statistics_counters(&stats).unwrap().0.value, 128);
+    // SAFETY: from `stats` with these arguments.
+    unsafe { stats.deallocate(Stream::DEFAULT, p, 128, 64).unwrap() };
+    assert_eq!(owner::push_counters(&stats).unwrap().0.peak, 128);
+    assert_eq!(owner::pop_counters(&stats).unwrap().0.value, 0);
+    assert!(owner::pool_size(&stats).is_err(), "not a pool");
+    // A resource of this binary is answered here.
+    assert_eq!(owner::resource_kind(&mine), Some(ResourceKind::Other));
 }

@@ -17,11 +17,21 @@
 //! # Ok::<(), rmm::Error>(())
 //! ```
 
-pub use rmm_core::{abi, aligned, buffer, cuda, error, mr, registry, resource};
+pub use rmm_core::{aligned, buffer, cuda, error, mr, registry};
 pub use rmm_core::{
     downcast, Access, AnyResource, DeviceBuffer, DeviceScalar, DeviceVector, Error, MemoryResource,
     ResourceRef, Result, DEFAULT_ALIGNMENT,
 };
+
+/// The object model ([`MemoryResource`], [`Access`], [`AnyResource`], [`ResourceRef`]) and the
+/// handle through which a resource crosses into C, C++ and other binaries ([`AnyResource`]'s
+/// `*_handle` methods; [`resource::rmm_resource`]). The C entry points themselves are librmm's.
+pub mod resource {
+    pub use rmm_core::resource::{
+        downcast, rmm_error, rmm_resource, rmm_resource_vtable, Access, AnyResource, ForeignResource, MemoryResource,
+        ResourceRef, DEFAULT_ALIGNMENT,
+    };
+}
 
 /// The names most programs need.
 pub mod prelude {

@@ -5,16 +5,16 @@
 //!
 //! Map of the crate:
 //! - [`cuda`]: the only module that calls the CUDA driver (loaded at run time);
-//! - [`resource`]: [`MemoryResource`], [`Access`], [`AnyResource`], [`ResourceRef`];
+//! - [`resource`]: [`MemoryResource`], [`Access`], [`AnyResource`], [`ResourceRef`], and the handle
+//!   protocol of the C ABI through which resources cross into C, C++ and other binaries;
 //! - [`mr`]: the resources, one file each;
 //! - [`buffer`]: the containers [`DeviceBuffer`], [`DeviceVector`] and [`DeviceScalar`];
-//! - [`registry`]: the per-device current resource;
-//! - [`abi`]: the stable C ABI through which resources cross into C, C++ and other binaries;
+//! - [`registry`]: the per-device current resource, and the one client of a loaded registry owner
+//!   (librmm, [`registry::owner`]);
 //! - [`error`]: the one [`Error`] type;
 //! - [`size`]: sizes written as text (RMM's `parse_bytes`);
 //! - [`debug_log`]: RMM's debug log (`RMM_DEBUG_LOG_FILE`, levels) over `tracing`.
 
-pub mod abi;
 pub mod aligned;
 pub mod buffer;
 pub mod cuda;
@@ -25,8 +25,9 @@ pub mod registry;
 pub mod resource;
 pub mod size;
 
-#[cfg(test)]
-pub(crate) mod testing;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub mod testing;
 
 pub use aligned::DEFAULT_ALIGNMENT;
 pub use buffer::{DeviceBuffer, DeviceScalar, DeviceVector};

@@ -190,6 +190,38 @@ const char* rmm_resource_name(rmm_resource resource);
 /** 1 when memory from `a` may be returned to `b` (same object, or a's is_equal says so), else 0. */
 int rmm_resource_is_equal(rmm_resource a, rmm_resource b);
 
+/* What a resource of this library is (`*kind_out`, one of RMM_RESOURCE_KIND_*; the values never
+ * change), so that another binary recognises it without comparing names. RMM_RESOURCE_KIND_OTHER is
+ * a resource of a type this list does not name. */
+#define RMM_RESOURCE_KIND_OTHER 0
+#define RMM_RESOURCE_KIND_CUDA 1
+#define RMM_RESOURCE_KIND_MANAGED 2
+#define RMM_RESOURCE_KIND_PINNED_HOST 3
+#define RMM_RESOURCE_KIND_SYSTEM 4
+#define RMM_RESOURCE_KIND_SAM_HEADROOM 5
+#define RMM_RESOURCE_KIND_CUDA_ASYNC 6
+#define RMM_RESOURCE_KIND_CUDA_ASYNC_VIEW 7
+#define RMM_RESOURCE_KIND_CUDA_ASYNC_MANAGED 8
+#define RMM_RESOURCE_KIND_POOL 9
+#define RMM_RESOURCE_KIND_FIXED_SIZE 10
+#define RMM_RESOURCE_KIND_BINNING 11
+#define RMM_RESOURCE_KIND_ARENA 12
+#define RMM_RESOURCE_KIND_CALLBACK 13
+#define RMM_RESOURCE_KIND_SIMULATED 14
+#define RMM_RESOURCE_KIND_ALIGNED 15
+#define RMM_RESOURCE_KIND_LIMITING 16
+#define RMM_RESOURCE_KIND_LOGGING 17
+#define RMM_RESOURCE_KIND_STATISTICS 18
+#define RMM_RESOURCE_KIND_TRACKING 19
+#define RMM_RESOURCE_KIND_THREAD_SAFE 20
+#define RMM_RESOURCE_KIND_PREFETCH 21
+#define RMM_RESOURCE_KIND_FAILURE_CALLBACK 22
+
+/** The kind of `resource` in `*kind_out` and, when `upstream_out` is not NULL, its upstream (an
+ *  OWNING handle; {NULL, NULL} for a resource without one). `resource` must be a resource of this
+ *  library (not a handle made elsewhere): else RMM_ERROR_INVALID_ARGUMENT. */
+int rmm_resource_kind(rmm_resource resource, int* kind_out, rmm_resource* upstream_out, rmm_error* err);
+
 /* ---------------------------------------------------------------------------------------------
  * Base resources
  * ------------------------------------------------------------------------------------------- */

@@ -14,10 +14,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use pyo3::PyClass;
 use rmm_core::mr::{
-    ArenaMemoryResource, BinningMemoryResource, CudaAsyncMemoryResource, CudaMemoryResource, FixedSizeMemoryResource,
-    LimitingResourceAdaptor, LoggingResourceAdaptor, ManagedMemoryResource, PinnedHostMemoryResource, PoolMemoryResource,
-    PrefetchResourceAdaptor, StatisticsResourceAdaptor, SystemMemoryResource, TrackingResourceAdaptor,
+    ArenaMemoryResource, BinningMemoryResource, CudaAsyncMemoryResource, FixedSizeMemoryResource,
+    LimitingResourceAdaptor, LoggingResourceAdaptor, PoolMemoryResource,
+    PrefetchResourceAdaptor, StatisticsResourceAdaptor, TrackingResourceAdaptor,
 };
+use rmm_core::mr::kind::ResourceKind;
 use rmm_core::{AnyResource, MemoryResource, DEFAULT_ALIGNMENT};
 
 use crate::error::{clear_parked, IntoPyResult};
@@ -160,8 +161,8 @@ pub(crate) enum Backend<T> {
 /// The Python object for a core resource that Python did not make (the registry's current
 /// resource, set by C++, Rust or a reset): the most specific class this module knows for it, so
 /// that e.g. a statistics adaptor set from C++ has readable counters here. Resources of this
-/// module's rmm-core are recognised by downcast, librmm's by its accessors (`owner.rs`), plain
-/// resources of any origin by name; anything else is a `DeviceMemoryResource`. Upstreams are
+/// module's rmm-core are recognised by downcast, librmm's by asking librmm what they are
+/// (`rmm_core::registry::owner`); anything else is a `DeviceMemoryResource`. Upstreams are
 /// wrapped the same way when they are visible (this module's own adaptors).
 pub(crate) fn wrap(py: Python<'_>, resource: AnyResource) -> PyResult<Py<PyAny>> {
     let upstream = |inner: &AnyResource| -> PyResult<Option<Py<PyDeviceMemoryResource>>> {
@@ -201,28 +202,26 @@ pub(crate) fn wrap(py: Python<'_>, resource: AnyResource) -> PyResult<Py<PyAny>>
     if let Some(binning) = resource.downcast_ref::<BinningMemoryResource>() {
         adapted!(upstream(binning.upstream_resource())?, PyBinningMemoryResource::wrapped(py, binning.clone())?);
     }
-    let name = resource.name();
-    if name == "statistics_resource_adaptor" {
-        if let Some(owner) = OwnerResource::statistics(&resource) {
-            adapted!(None, PyStatisticsResourceAdaptor::owner(owner));
-        }
+    // librmm's own adaptors: librmm says what they are (`rmm_core::registry::owner`).
+    if let Some(owner) = OwnerResource::statistics(&resource) {
+        adapted!(None, PyStatisticsResourceAdaptor::owner(owner));
     }
-    if name == "pool_memory_resource" {
-        if let Some(owner) = OwnerResource::pool(&resource) {
-            adapted!(None, PyPoolMemoryResource::owner(owner));
-        }
+    if let Some(owner) = OwnerResource::pool(&resource) {
+        adapted!(None, PyPoolMemoryResource::owner(owner));
     }
-    // Stateless resources behave the same whichever copy of rmm-core made them.
-    if resource.downcast_ref::<CudaMemoryResource>().is_some() || name == "cuda_memory_resource" {
+    // Stateless resources behave the same whichever copy of rmm-core made them (the owner says
+    // what its own are).
+    let kind = rmm_core::registry::owner::resource_kind(&resource);
+    if kind == Some(ResourceKind::Cuda) {
         return Ok(Py::new(py, base.add_subclass(PyCudaMemoryResource))?.into_any());
     }
-    if resource.downcast_ref::<SystemMemoryResource>().is_some() || name == "system_memory_resource" {
+    if kind == Some(ResourceKind::System) {
         return Ok(Py::new(py, base.add_subclass(PySystemMemoryResource))?.into_any());
     }
-    if resource.downcast_ref::<ManagedMemoryResource>().is_some() || name == "managed_memory_resource" {
+    if kind == Some(ResourceKind::Managed) {
         return Ok(Py::new(py, base.add_subclass(PyManagedMemoryResource))?.into_any());
     }
-    if resource.downcast_ref::<PinnedHostMemoryResource>().is_some() || name == "pinned_host_memory_resource" {
+    if kind == Some(ResourceKind::PinnedHost) {
         return Ok(Py::new(py, base.add_subclass(PyPinnedHostMemoryResource))?.into_any());
     }
     if resource.downcast_ref::<CudaAsyncMemoryResource>().is_some() {

@@ -4,27 +4,44 @@
 //! no CUDA is installed. [`driver`] loads and initialises the driver once and turns its absence
 //! into [`Error::NoDriver`] / [`Error::NoDevice`] instead of cudarc's panic.
 //!
+//! Three tiers, in cudarc's shape:
+//! - `sys` (cudarc's raw bindings): private to this module, so no file outside `cuda/` can make a
+//!   driver call;
+//! - thin `Result` wrappers, one per driver call or small group ([`check`] turns a `CUresult` into
+//!   an [`Error`]): [`alloc`] (the immediate allocators and placement advice), [`mempool`]
+//!   (memory pools and stream-ordered allocation from them), [`memory`] (copies, fills, pointer
+//!   queries), [`device`];
+//! - safe types: [`Stream`], [`OwnedStream`], [`StreamPool`], [`Event`], [`DeviceGuard`].
+//!
 //! Glossary:
 //! - *primary context*: the one context per device that the CUDA runtime API uses. We use it too,
 //!   so pointers and streams are shared with CuPy, PyTorch and Numba.
 //! - *host mode*: no usable driver or no device. Only host-memory resources work; containers copy
 //!   with `memcpy` and the default streams synchronize trivially.
 
+pub mod alloc;
 pub mod device;
 pub mod event;
+pub(crate) mod mempool;
 pub mod memory;
 pub mod stream;
 
 use std::ffi::CStr;
 use std::sync::OnceLock;
 
-pub(crate) use cudarc::driver::sys;
+use cudarc::driver::sys;
+
+/// The raw driver API for tests that must act behind rmm's back as other libraries do (make and
+/// destroy streams, capture graphs); code outside `cuda/` never sees it otherwise.
+#[cfg(test)]
+pub(crate) use cudarc::driver::sys as raw_for_tests;
 
 use crate::error::{Error, Result};
 
 pub use device::{
     current_device, device_count, mem_info, set_current_device, DeviceGuard, DeviceId,
 };
+pub use alloc::DriverMemory;
 pub use event::{Event, EventFlags};
 pub use memory::{copy_async, copy_sync, set_async};
 pub use stream::{OwnedStream, Stream, StreamFlags, StreamPool};
@@ -79,7 +96,7 @@ pub(crate) fn has_entry_point(name: &str) -> bool {
 }
 
 /// Turns a `CUresult` into `Ok(())` or the matching [`Error`].
-pub(crate) fn check(status: sys::CUresult, call: &'static str) -> Result<()> {
+fn check(status: sys::CUresult, call: &'static str) -> Result<()> {
     if status == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
@@ -88,7 +105,7 @@ pub(crate) fn check(status: sys::CUresult, call: &'static str) -> Result<()> {
 }
 
 /// Like [`check`], but maps `CUDA_ERROR_OUT_OF_MEMORY` to [`Error::OutOfMemory`] for `resource`.
-pub(crate) fn check_alloc(
+fn check_alloc(
     status: sys::CUresult,
     call: &'static str,
     bytes: usize,
@@ -105,7 +122,8 @@ pub(crate) fn check_alloc(
     }
 }
 
-pub(crate) fn cuda_error(status: sys::CUresult, call: &'static str) -> Error {
+/// The [`Error`] of a failed `call`.
+fn cuda_error(status: sys::CUresult, call: &'static str) -> Error {
     let mut name_ptr: *const std::ffi::c_char = std::ptr::null();
     let mut text_ptr: *const std::ffi::c_char = std::ptr::null();
     // SAFETY: a non-success CUresult implies the driver is loaded; both calls only write the

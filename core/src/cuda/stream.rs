@@ -322,6 +322,34 @@ impl Drop for OwnedStream {
     }
 }
 
+/// A stream made with `cuStreamCreate` directly, as CuPy or PyTorch make theirs: rmm neither tracks
+/// it nor hears of its destruction (tests of streams made elsewhere).
+#[cfg(test)]
+pub(crate) struct ForeignStream(Stream);
+
+#[cfg(test)]
+impl ForeignStream {
+    /// A non-blocking stream on the current context (one must be current).
+    pub(crate) fn new() -> Result<Self> {
+        let mut raw: sys::CUstream = std::ptr::null_mut();
+        let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+        // SAFETY: the caller made a context current; `raw` is a valid out-pointer.
+        check(unsafe { sys::cuStreamCreate(&mut raw, flags) }, "cuStreamCreate")?;
+        Ok(Self(Stream(raw as usize)))
+    }
+
+    /// The handle, valid until [`ForeignStream::destroy`].
+    pub(crate) fn stream(&self) -> Stream {
+        self.0
+    }
+
+    /// Destroys the stream behind rmm's back; its queued work still completes.
+    pub(crate) fn destroy(self) -> Result<()> {
+        // SAFETY: made by `new`, destroyed once (this consumes it).
+        check(unsafe { sys::cuStreamDestroy_v2(self.0.as_cu()) }, "cuStreamDestroy")
+    }
+}
+
 /// The ids of the live streams created by [`OwnedStream`], so that [`Stream::id`] needs no driver
 /// call for them: the pools ask for the id on every operation, to tell a live stream from a
 /// destroyed one whose handle was reused.

@@ -4,11 +4,9 @@
 //! synchronizes the device, so the stream argument only orders nothing. Stateless: every instance is
 //! equal to every other.
 
-
-use crate::aligned::check_base_alignment;
-use crate::cuda::{self, device::ensure_context, sys, Stream};
-use crate::error::Result;
-use crate::resource::{Access, MemoryResource};
+use crate::cuda::DriverMemory;
+use crate::mr::detail::driver::stateless_driver_resource;
+use crate::resource::Access;
 
 /// Device memory from `cuMemAlloc` (RMM's `cuda_memory_resource`).
 ///
@@ -31,51 +29,13 @@ impl CudaMemoryResource {
     }
 }
 
-impl MemoryResource for CudaMemoryResource {
-    fn allocate(&self, _stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        check_base_alignment(alignment, self.name())?;
-        if bytes == 0 {
-            return Ok(std::ptr::null_mut());
-        }
-        ensure_context()?;
-        let mut ptr: sys::CUdeviceptr = 0;
-        // SAFETY: a context is current; `ptr` is a valid out-pointer.
-        let status = unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) };
-        cuda::check_alloc(status, "cuMemAlloc", bytes, self.name())?;
-        Ok(ptr as *mut u8)
-    }
-
-    unsafe fn deallocate(&self, _stream: Stream, ptr: *mut u8, _bytes: usize, _alignment: usize) -> Result<()> {
-        if ptr.is_null() {
-            return Ok(());
-        }
-        ensure_context()?;
-        // SAFETY: the caller guarantees `ptr` came from cuMemAlloc above and is freed once.
-        cuda::check(unsafe { sys::cuMemFree_v2(ptr as sys::CUdeviceptr) }, "cuMemFree")
-    }
-
-    fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        // cuMemAlloc memory is usable on every stream at once.
-        self.allocate(Stream::DEFAULT, bytes, alignment)
-    }
-
-    fn access(&self) -> Access {
-        Access::DEVICE
-    }
-
-    fn name(&self) -> &str {
-        "cuda_memory_resource"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some()
-    }
-
-}
+stateless_driver_resource!(CudaMemoryResource, DriverMemory::Device, Access::DEVICE, "cuda_memory_resource");
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cuda::{self, Stream};
+    use crate::resource::MemoryResource;
     use crate::Error;
 
     #[test]

@@ -6,13 +6,13 @@
 
 use std::sync::Arc;
 
-use crate::cuda::{self, device::ensure_context, sys, DeviceGuard, DeviceId, Stream};
+use crate::cuda::mempool::{self, PoolAttribute, PoolHandle};
+use crate::cuda::{device::ensure_context, DeviceGuard, DeviceId, Stream};
 use crate::error::{Error, Result};
-use crate::mr::detail::mempool::{self, PoolHandle};
 use crate::resource::{Access, MemoryResource};
 
 /// The message RMM gives when a pool cannot export the requested handle type.
-pub(crate) const HANDLE_TYPE_UNSUPPORTED: &str = "Requested IPC memory handle type not supported";
+pub const HANDLE_TYPE_UNSUPPORTED: &str = "Requested IPC memory handle type not supported";
 
 /// A kind of shareable handle the pool's memory can be exported as (RMM's
 /// `allocation_handle_type`), for IPC between processes or nodes.
@@ -98,8 +98,7 @@ impl Drop for Inner {
         };
         // SAFETY: we created the pool and destroy it exactly once, here. Allocations still
         // outstanding keep their memory: the driver releases the pool once they are freed.
-        let status = unsafe { sys::cuMemPoolDestroy(mempool::as_pool(self.pool)) };
-        if let Err(e) = cuda::check(status, "cuMemPoolDestroy") {
+        if let Err(e) = unsafe { mempool::destroy(self.pool) } {
             tracing::error!("destroying memory pool {:#x}: {e}", self.pool);
         }
     }
@@ -146,49 +145,28 @@ impl CudaAsyncMemoryResource {
         let device = ensure_context()?;
         mempool::require_pools(device)?;
         let handle_types = match options.export_handle_type {
-            None => sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE,
+            None => 0,
             Some(kind) => {
                 // A driver that cannot answer supports none (RMM treats the error the same way).
-                let supported = cuda::device::attribute(
-                    device,
-                    sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
-                )
-                .unwrap_or(0) as u32;
-                if supported & kind.bits() != kind.bits() {
+                if mempool::supported_handle_types(device) & kind.bits() != kind.bits() {
                     return Err(Error::Unsupported(HANDLE_TYPE_UNSUPPORTED.into()));
                 }
-                sys::CUmemAllocationHandleType(kind.bits())
+                kind.bits()
             }
         };
-        let props = sys::CUmemPoolProps {
-            allocType: sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
-            handleTypes: handle_types,
-            location: sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: device },
-            win32SecurityAttributes: std::ptr::null_mut(),
-            maxSize: 0,
-            usage: 0,
-            reserved: [0; 54],
-        };
-        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
-        // SAFETY: a context is current; `pool` is a valid out-pointer and `props` a fully
-        // initialised property struct (reserved bytes zero, as the driver requires).
-        let status = unsafe { sys::cuMemPoolCreate(&mut pool, &props) };
-        if options.export_handle_type.is_some()
-            && matches!(
-                status,
-                sys::CUresult::CUDA_ERROR_NOT_SUPPORTED | sys::CUresult::CUDA_ERROR_NOT_PERMITTED
-            )
-        {
+        let pool = match mempool::create(device, handle_types) {
+            Ok(pool) => pool,
             // The attribute said yes but the system cannot (e.g. fabric handles without IMEX).
-            let cause = cuda::cuda_error(status, "cuMemPoolCreate");
-            return Err(Error::Unsupported(format!("{HANDLE_TYPE_UNSUPPORTED} ({cause})")));
-        }
-        cuda::check(status, "cuMemPoolCreate")?;
+            Err(mempool::CreateError::HandleTypes(cause)) => {
+                return Err(Error::Unsupported(format!("{HANDLE_TYPE_UNSUPPORTED} ({cause})")));
+            }
+            Err(mempool::CreateError::Other(e)) => return Err(e),
+        };
         // From here on, dropping `mr` (also on error) destroys the pool.
-        let mr = Self { inner: Arc::new(Inner { pool: pool as PoolHandle, device }) };
+        let mr = Self { inner: Arc::new(Inner { pool, device }) };
         mempool::set_u64(
             mr.pool_handle(),
-            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            PoolAttribute::ReleaseThreshold,
             options.release_threshold.unwrap_or(u64::MAX),
         )?;
         if let Some(bytes) = options.initial_pool_size {
@@ -214,17 +192,17 @@ impl CudaAsyncMemoryResource {
     /// Bytes the pool currently holds from the driver, in use or not
     /// (`CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`).
     pub fn reserved_bytes(&self) -> Result<u64> {
-        mempool::get_u64(self.inner.pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
+        mempool::get_u64(self.inner.pool, PoolAttribute::ReservedMemCurrent)
     }
 
     /// Bytes currently allocated from the pool (`CU_MEMPOOL_ATTR_USED_MEM_CURRENT`).
     pub fn used_bytes(&self) -> Result<u64> {
-        mempool::get_u64(self.inner.pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
+        mempool::get_u64(self.inner.pool, PoolAttribute::UsedMemCurrent)
     }
 
     /// The pool's release threshold in bytes (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`).
     pub fn release_threshold(&self) -> Result<u64> {
-        mempool::get_u64(self.inner.pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+        mempool::get_u64(self.inner.pool, PoolAttribute::ReleaseThreshold)
     }
 
     /// A resource around a null pool, for host-mode tests of the shared-state semantics.
@@ -261,6 +239,7 @@ impl MemoryResource for CudaAsyncMemoryResource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cuda;
     use crate::AnyResource;
 
     #[test]

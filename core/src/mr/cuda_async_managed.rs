@@ -5,9 +5,9 @@
 //! when they use the same pool (the same device).
 
 
-use crate::cuda::{self, device::ensure_context, sys, DeviceId, Stream};
+use crate::cuda::mempool::{self, PoolHandle};
+use crate::cuda::{self, device::ensure_context, DeviceId, Stream};
 use crate::error::{Error, Result};
-use crate::mr::detail::mempool::{self, PoolHandle};
 use crate::mr::detail::size_guard::check_managed_size;
 use crate::resource::{Access, MemoryResource};
 
@@ -50,14 +50,8 @@ impl CudaAsyncManagedMemoryResource {
                 "cuda_async_managed_memory_resource requires concurrent managed access, which device {device} lacks"
             )));
         }
-        let mut location = sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: device };
-        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
-        // SAFETY: a context is current; the entry point exists (checked); both pointers are valid.
-        let status = unsafe {
-            sys::cuMemGetDefaultMemPool(&mut pool, &mut location, sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_MANAGED)
-        };
-        cuda::check(status, "cuMemGetDefaultMemPool")?;
-        Ok(Self { pool: pool as PoolHandle, device })
+        let pool = mempool::default_managed_pool(device)?;
+        Ok(Self { pool, device })
     }
 
     /// True when [`CudaAsyncManagedMemoryResource::new`] can work on `device`: a CUDA 13+ driver,

@@ -6,7 +6,7 @@
 
 use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
-use crate::mr::detail::mempool::{self, PoolHandle};
+use crate::cuda::mempool::{self, PoolHandle};
 use crate::mr::CudaAsyncMemoryResource;
 use crate::resource::{Access, MemoryResource};
 

@@ -4,12 +4,9 @@
 //! device-accessible. Not stream-ordered underneath (`cuMemFree` synchronizes), so the stream
 //! argument orders nothing. Stateless: every instance is equal to every other.
 
-
-use crate::aligned::check_base_alignment;
-use crate::cuda::{self, device::ensure_context, sys, Stream};
-use crate::error::Result;
-use crate::mr::detail::size_guard::check_managed_size;
-use crate::resource::{Access, MemoryResource};
+use crate::cuda::DriverMemory;
+use crate::mr::detail::driver::stateless_driver_resource;
+use crate::resource::Access;
 
 /// Managed memory from `cuMemAllocManaged(.., CU_MEM_ATTACH_GLOBAL)` (RMM's
 /// `managed_memory_resource`).
@@ -41,54 +38,13 @@ impl ManagedMemoryResource {
     }
 }
 
-impl MemoryResource for ManagedMemoryResource {
-    fn allocate(&self, _stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        check_base_alignment(alignment, self.name())?;
-        if bytes == 0 {
-            return Ok(std::ptr::null_mut());
-        }
-        let device = ensure_context()?;
-        check_managed_size(bytes, device, self.name())?;
-        let mut ptr: sys::CUdeviceptr = 0;
-        // SAFETY: a context is current; `ptr` is a valid out-pointer; the size passed the guard.
-        let status = unsafe {
-            sys::cuMemAllocManaged(&mut ptr, bytes, sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32)
-        };
-        cuda::check_alloc(status, "cuMemAllocManaged", bytes, self.name())?;
-        Ok(ptr as *mut u8)
-    }
-
-    unsafe fn deallocate(&self, _stream: Stream, ptr: *mut u8, _bytes: usize, _alignment: usize) -> Result<()> {
-        if ptr.is_null() {
-            return Ok(());
-        }
-        ensure_context()?;
-        // SAFETY: the caller guarantees `ptr` came from cuMemAllocManaged above and is freed once.
-        cuda::check(unsafe { sys::cuMemFree_v2(ptr as sys::CUdeviceptr) }, "cuMemFree")
-    }
-
-    fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        // cuMemAllocManaged memory is usable on every stream at once.
-        self.allocate(Stream::DEFAULT, bytes, alignment)
-    }
-
-    fn access(&self) -> Access {
-        Access::HOST_DEVICE
-    }
-
-    fn name(&self) -> &str {
-        "managed_memory_resource"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some()
-    }
-
-}
+stateless_driver_resource!(ManagedMemoryResource, DriverMemory::Managed, Access::HOST_DEVICE, "managed_memory_resource");
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cuda::{self, Stream};
+    use crate::resource::MemoryResource;
     use crate::mr::{CudaMemoryResource, SystemMemoryResource};
     use crate::{AnyResource, Error};
 

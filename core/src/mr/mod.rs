@@ -13,6 +13,7 @@ pub mod cuda_async_view;
 pub mod failure_callback;
 pub mod fixed_size;
 pub mod limiting;
+pub mod kind;
 pub mod logging;
 pub mod managed;
 pub mod pinned_host;

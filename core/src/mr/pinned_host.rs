@@ -4,12 +4,9 @@
 //! copies can use it directly: it is host- and device-accessible. Allocation is immediate, so the
 //! stream argument orders nothing. Stateless: every instance is equal to every other.
 
-
-use crate::aligned::check_base_alignment;
-use crate::cuda::{self, device::ensure_context, sys, Stream};
-use crate::error::Result;
-use crate::mr::detail::size_guard::check_pinned_size;
-use crate::resource::{Access, MemoryResource};
+use crate::cuda::DriverMemory;
+use crate::mr::detail::driver::stateless_driver_resource;
+use crate::resource::Access;
 
 /// Pinned host memory (RMM's `pinned_host_memory_resource`).
 ///
@@ -38,53 +35,13 @@ impl PinnedHostMemoryResource {
     }
 }
 
-impl MemoryResource for PinnedHostMemoryResource {
-    fn allocate(&self, _stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        check_base_alignment(alignment, self.name())?;
-        if bytes == 0 {
-            return Ok(std::ptr::null_mut());
-        }
-        ensure_context()?;
-        check_pinned_size(bytes, self.name())?;
-        let mut ptr: *mut std::ffi::c_void = std::ptr::null_mut();
-        let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
-        // SAFETY: a context is current; `ptr` is a valid out-pointer; the flags are valid.
-        let status = unsafe { sys::cuMemHostAlloc(&mut ptr, bytes, flags) };
-        cuda::check_alloc(status, "cuMemHostAlloc", bytes, self.name())?;
-        Ok(ptr.cast())
-    }
-
-    unsafe fn deallocate(&self, _stream: Stream, ptr: *mut u8, _bytes: usize, _alignment: usize) -> Result<()> {
-        if ptr.is_null() {
-            return Ok(());
-        }
-        ensure_context()?;
-        // SAFETY: the caller guarantees `ptr` came from cuMemHostAlloc above and is freed once.
-        cuda::check(unsafe { sys::cuMemFreeHost(ptr.cast()) }, "cuMemFreeHost")
-    }
-
-    fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        // Pinned memory is usable on every stream as soon as cuMemHostAlloc returns.
-        self.allocate(Stream::DEFAULT, bytes, alignment)
-    }
-
-    fn access(&self) -> Access {
-        Access::HOST_DEVICE
-    }
-
-    fn name(&self) -> &str {
-        "pinned_host_memory_resource"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some()
-    }
-
-}
+stateless_driver_resource!(PinnedHostMemoryResource, DriverMemory::PinnedHost, Access::HOST_DEVICE, "pinned_host_memory_resource");
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cuda::{self, Stream};
+    use crate::resource::MemoryResource;
     use crate::mr::{CudaMemoryResource, ManagedMemoryResource};
     use crate::{AnyResource, Error};
 

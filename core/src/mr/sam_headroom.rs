@@ -11,7 +11,8 @@
 
 
 use crate::aligned::{align_down, check_base_alignment, DEFAULT_ALIGNMENT};
-use crate::cuda::{self, device::ensure_context, sys, DeviceId, Stream};
+use crate::cuda::alloc::{advise_preferred_location, Location};
+use crate::cuda::{self, device::ensure_context, DeviceId, Stream};
 use crate::error::{Error, Result};
 use crate::mr::SystemMemoryResource;
 use crate::resource::{Access, MemoryResource};
@@ -65,19 +66,14 @@ impl SamHeadroomMemoryResource {
     fn advise(&self, ptr: *mut u8, bytes: usize, device: DeviceId) -> Result<()> {
         let (free, _) = cuda::mem_info(device)?;
         let (gpu, cpu) = split(bytes, free, self.headroom);
-        let advice = sys::CUmem_advise::CU_MEM_ADVISE_SET_PREFERRED_LOCATION;
         if gpu != 0 {
-            let on_device = sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: device };
             // SAFETY: [ptr, ptr + gpu) lies inside the allocation just made; the entry point exists
-            // (checked by the constructor); advice only changes placement hints.
-            let status = unsafe { sys::cuMemAdvise_v2(ptr as sys::CUdeviceptr, gpu, advice, on_device) };
-            cuda::check(status, "cuMemAdvise")?;
+            // (checked by the constructor).
+            unsafe { advise_preferred_location(ptr, gpu, Location::Device(device))? };
         }
         if cpu != 0 {
-            let on_host = sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST, id: 0 };
             // SAFETY: [ptr + gpu, ptr + bytes) lies inside the allocation; as above.
-            let status = unsafe { sys::cuMemAdvise_v2(ptr as sys::CUdeviceptr + gpu as u64, cpu, advice, on_host) };
-            cuda::check(status, "cuMemAdvise")?;
+            unsafe { advise_preferred_location(ptr.wrapping_add(gpu), cpu, Location::Host)? };
         }
         Ok(())
     }

@@ -191,7 +191,7 @@ fn owner_registry_over_the_c_abi_behaves_like_the_local_one() {
     let _lock = process_registry_test_lock();
     // Routing through this binary's own entry points exercises the client side of the ABI.
     // SAFETY: the local table is complete and always loaded.
-    let remote = unsafe { OwnerRegistry::new(abi::OwnerTable::local()) };
+    let remote = unsafe { OwnerRegistry::new(OwnerTable::local()) };
     let mine = probe(Access::HOST_DEVICE);
     let previous = remote.set(0, mine.clone()).unwrap();
     let got = remote.get(0).unwrap();

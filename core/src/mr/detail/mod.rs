@@ -2,9 +2,9 @@
 
 pub(crate) mod arena;
 pub(crate) mod arena_impl;
+pub(crate) mod driver;
 pub(crate) mod fixed_list;
 pub(crate) mod free_list;
 pub(crate) mod live_set;
-pub(crate) mod mempool;
 pub(crate) mod size_guard;
 pub(crate) mod stream_ordered;

@@ -5,7 +5,7 @@
 //! of `stream_ordered/model.rs` covers the same paths with fake streams).
 
 use super::*;
-use crate::cuda::{self as cu, sys, OwnedStream, StreamFlags};
+use crate::cuda::{self as cu, raw_for_tests as sys, OwnedStream, StreamFlags};
 use crate::mr::test_harness::DEVICE_MEMORY;
 use crate::mr::CudaMemoryResource;
 

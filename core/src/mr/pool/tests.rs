@@ -337,17 +337,12 @@ mod gpu {
     #[test]
     #[ignore = "needs a CUDA GPU"]
     fn a_stream_made_elsewhere_may_be_destroyed_before_the_pool() {
-        use crate::cuda::sys;
         crate::testing::require_gpu();
         let pool = cuda_pool(2 * MIB, Some(2 * MIB));
         let other = OwnedStream::new(StreamFlags::NonBlocking).unwrap(); // sets up the context
         let (p, q) = {
-            let mut raw: sys::CUstream = std::ptr::null_mut();
-            // SAFETY: a context is current (made by OwnedStream::new); `raw` is a valid out-pointer.
-            let status = unsafe { sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) };
-            assert_eq!(status, sys::CUresult::CUDA_SUCCESS);
-            // SAFETY: a live stream until the cuStreamDestroy below, which is after its last use here.
-            let foreign = unsafe { Stream::from_raw(raw as usize) };
+            let made = crate::cuda::stream::ForeignStream::new().unwrap();
+            let foreign = made.stream();
             let p = pool.allocate(foreign, MIB, 256).unwrap();
             let q = pool.allocate(foreign, MIB, 256).unwrap();
             // SAFETY: both hold 1 MiB; the frees are ordered after the fills.
@@ -357,8 +352,8 @@ mod gpu {
                 pool.deallocate(foreign, p, MIB, 256).unwrap();
                 pool.deallocate(foreign, q, MIB, 256).unwrap();
             }
-            // SAFETY: made above; destroyed once; its queued fills still complete.
-            assert_eq!(unsafe { sys::cuStreamDestroy_v2(raw) }, sys::CUresult::CUDA_SUCCESS);
+            // Its queued fills still complete.
+            made.destroy().unwrap();
             (p, q)
         };
         let r = pool.allocate(other.stream(), MIB, 256).unwrap();

@@ -4,11 +4,11 @@ use std::ffi::{c_int, c_void};
 use std::ptr::{null, null_mut};
 
 use super::*;
-use crate::abi::{
+use crate::tests::prelude::{
     rmm_cuda_memory_resource_new, rmm_resource, rmm_resource_allocate_sync, rmm_resource_deallocate_sync,
     rmm_resource_release, RMM_ERROR_INVALID_ARGUMENT, RMM_ERROR_NO_DEVICE, RMM_ERROR_NO_DRIVER, RMM_OK,
 };
-use crate::testing::require_gpu;
+use rmm_core::testing::require_gpu;
 
 /// The default streams' raw handles: 0, cudaStreamLegacy, cudaStreamPerThread.
 const SPECIAL: [usize; 3] = [0, 1, 2];

@@ -5,15 +5,15 @@ use std::ffi::{c_int, c_void};
 use std::ptr::{null, null_mut};
 
 use super::*;
-use crate::abi::{
+use crate::tests::prelude::{
     rmm_cuda_memory_resource_new, rmm_get_current_device_resource, rmm_memcpy_async, rmm_resource_is_equal,
     rmm_resource_release, rmm_simulated_memory_resource_new, rmm_stream_create, rmm_stream_destroy,
     rmm_stream_synchronize, rmm_system_memory_resource_new, RMM_ERROR_INVALID_ARGUMENT, RMM_ERROR_NO_DEVICE,
     RMM_ERROR_NO_DRIVER, RMM_ERROR_OUT_OF_MEMORY, RMM_OK, RMM_STREAM_NON_BLOCKING,
 };
-use crate::cuda;
-use crate::registry::process_registry_test_lock;
-use crate::testing::require_gpu;
+use rmm_core::cuda;
+use rmm_core::registry::process_registry_test_lock;
+use rmm_core::testing::require_gpu;
 
 const DEFAULT: *mut c_void = null_mut();
 const PER_THREAD: *mut c_void = 2 as *mut c_void;
@@ -195,7 +195,7 @@ fn the_buffer_holds_a_reference_to_its_resource_until_freed() {
     assert_eq!(held.0.self_, handle.self_);
     let mut err = rmm_error::new();
     // SAFETY: `b` holds 64 writable bytes of host memory.
-    check(unsafe { crate::abi::rmm_memset_async(b.data(), 3, 64, DEFAULT, &mut err) }, &err);
+    check(unsafe { crate::tests::prelude::rmm_memset_async(b.data(), 3, 64, DEFAULT, &mut err) }, &err);
     assert_eq!(b.contents(), vec![3u8; 64]);
     drop(b);
     assert_eq!(held.others(), 0);

@@ -9,9 +9,9 @@
 //!
 //! # One registry per process
 //! The process-wide owner of this state is `librmm.so` (crate `rmm-cpp`), which exports it through
-//! the C ABI ([`crate::abi`]). The free functions here use [`process_registry`], chosen once, at
+//! the C ABI ([`crate::resource::handle`]). The free functions here use [`process_registry`], chosen once, at
 //! first use:
-//! - if another binary's registry owner is already loaded ([`crate::abi::find_loaded_owner`]:
+//! - if another binary's registry owner is already loaded ([`owner::find_loaded_owner`]:
 //!   librmm by SONAME, or `rmm_*` entry points in the global scope), an [`OwnerRegistry`] routes
 //!   every call to it through the C ABI, so this binary shares the process's one registry;
 //! - otherwise (librmm itself, or a Rust binary with no librmm loaded) it is a [`LocalRegistry`]:
@@ -23,7 +23,8 @@
 
 use std::sync::{OnceLock, PoisonError, RwLock};
 
-use crate::abi::{self, rmm_error, rmm_resource, OwnerTable, RMM_OK};
+use crate::resource::handle::rmm_resource;
+use crate::resource::status::{error_from_c, rmm_error, RMM_OK};
 use crate::cuda::{self, DeviceId};
 use crate::error::{Error, Result};
 use crate::mr::{CudaMemoryResource, SystemMemoryResource};
@@ -173,7 +174,7 @@ impl Registry for LocalRegistry {
 /// A registry that lives in another binary (librmm), reached through its C ABI entry points.
 ///
 /// Resources of this binary cross as handles and come back unwrapped (the same `Arc`); the owner's
-/// own resources come back as [`abi::ForeignResource`]s.
+/// own resources come back as [`ForeignResource`](crate::resource::ForeignResource)s.
 #[derive(Debug)]
 pub struct OwnerRegistry {
     table: OwnerTable,
@@ -183,7 +184,7 @@ impl OwnerRegistry {
     /// Routes to the owner whose entry points are `table`.
     ///
     /// # Safety
-    /// The functions in `table` are the registry entry points of `rmm_c.h` (of [`abi::RMM_ABI_VERSION`])
+    /// The functions in `table` are the registry entry points of `rmm_c.h` (of [`RMM_ABI_VERSION`](crate::resource::handle::RMM_ABI_VERSION))
     /// and stay loaded for as long as this value is used.
     pub unsafe fn new(table: OwnerTable) -> Self {
         Self { table }
@@ -191,7 +192,7 @@ impl OwnerRegistry {
 
     fn answer(&self, status: std::ffi::c_int, err: &rmm_error, handle: rmm_resource, call: &'static str) -> Result<AnyResource> {
         if status != RMM_OK {
-            return Err(abi::error_from_c(status, err, "the process's resource registry (librmm)", call));
+            return Err(error_from_c(status, err, "the process's resource registry (librmm)", call));
         }
         // SAFETY: on success the owner handed us an owning handle (rmm_c.h), checked here.
         unsafe { AnyResource::try_from_handle(handle) }
@@ -229,7 +230,7 @@ enum ProcessRegistry {
 
 fn process() -> &'static ProcessRegistry {
     static PROCESS: OnceLock<ProcessRegistry> = OnceLock::new();
-    PROCESS.get_or_init(|| match abi::find_loaded_owner() {
+    PROCESS.get_or_init(|| match owner::find_loaded_owner() {
         // SAFETY: find_loaded_owner returns complete tables of our ABI version from a library it
         // keeps loaded forever.
         Some(table) => ProcessRegistry::Owner(unsafe { OwnerRegistry::new(table) }),
@@ -243,6 +244,14 @@ pub fn process_registry() -> &'static dyn Registry {
     match process() {
         ProcessRegistry::Local(local) => local,
         ProcessRegistry::Owner(owner) => owner,
+    }
+}
+
+/// The loaded owner's entry points when [`process_registry`] routes to it.
+pub(crate) fn owner_table() -> Option<&'static OwnerTable> {
+    match process() {
+        ProcessRegistry::Local(_) => None,
+        ProcessRegistry::Owner(owner) => Some(&owner.table),
     }
 }
 
@@ -324,11 +333,16 @@ pub fn reset_current_resource() -> Result<AnyResource> {
 }
 
 /// Serialises the tests that use the process registry (they share one static).
-#[cfg(test)]
-pub(crate) fn process_registry_test_lock() -> std::sync::MutexGuard<'static, ()> {
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub fn process_registry_test_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(PoisonError::into_inner)
 }
+
+pub mod owner;
+
+pub use owner::OwnerTable;
 
 #[cfg(test)]
 mod tests;

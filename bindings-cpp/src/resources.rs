@@ -12,10 +12,14 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
-use super::{clear_out, guarded, null_out, put, rmm_error, rmm_resource, with_borrowed};
-use crate::error::{Error, Result};
-use crate::mr::statistics::Counter;
-use crate::mr::{
+use rmm_core::registry::owner::rmm_counter;
+use rmm_core::resource::status::{error_from_c, RMM_OK};
+use rmm_core::resource::{rmm_error, rmm_resource};
+use rmm_core::resource::foreign::with_borrowed;
+use rmm_core::resource::guard::{guarded, hand_out, null_out, put};
+use rmm_core::error::{Error, Result};
+use rmm_core::mr::statistics::Counter;
+use rmm_core::mr::{
     AlignedResourceAdaptor, ArenaMemoryResource, BinningMemoryResource, CallbackMemoryResource,
     CudaAsyncManagedMemoryResource, CudaAsyncMemoryResource, CudaAsyncOptions, CudaAsyncViewMemoryResource, ExportHandleType, FailureCallbackResourceAdaptor, FixedSizeMemoryResource,
     LimitingResourceAdaptor, LoggingResourceAdaptor,
@@ -23,32 +27,10 @@ use crate::mr::{
     PrefetchResourceAdaptor, SamHeadroomMemoryResource, SimulatedMemoryResource,
     StatisticsResourceAdaptor, ThreadSafeResourceAdaptor, TrackingResourceAdaptor,
 };
-use crate::resource::{downcast, AnyResource, MemoryResource};
+use rmm_core::resource::{downcast, AnyResource, MemoryResource};
 
 /// An optional size given as "none" (`UINT64_MAX`, `RMM_SIZE_NONE` in C).
 pub const RMM_SIZE_NONE: u64 = u64::MAX;
-
-/// A statistics counter (`rmm_counter` in C; RMM's `statistics_resource_adaptor::counter`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct rmm_counter {
-    /// The current amount.
-    pub value: i64,
-    /// The highest `value` reached.
-    pub peak: i64,
-    /// Everything ever added.
-    pub total: i64,
-}
-
-impl From<Counter> for rmm_counter {
-    fn from(c: Counter) -> Self {
-        Self {
-            value: c.value,
-            peak: c.peak,
-            total: c.total,
-        }
-    }
-}
 
 fn size(value: u64, what: &str) -> Result<usize> {
     usize::try_from(value)
@@ -60,27 +42,6 @@ fn optional_size(value: u64, what: &str) -> Result<Option<usize>> {
         Ok(None)
     } else {
         size(value, what).map(Some)
-    }
-}
-
-/// Builds a resource into `*out` (OWNING), catching errors and panics.
-///
-/// # Safety
-/// `out` and `err` are NULL or valid for writes.
-unsafe fn new_resource(
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
-    f: impl FnOnce() -> Result<AnyResource>,
-) -> c_int {
-    // SAFETY: caller contract.
-    unsafe {
-        clear_out(out);
-        guarded(err, || {
-            if out.is_null() {
-                return Err(null_out("out"));
-            }
-            put(out, f()?.into_handle(), "out")
-        })
     }
 }
 
@@ -174,6 +135,7 @@ unsafe fn counter_pair(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_pool_memory_resource_new(
     upstream: rmm_resource,
     initial_pool_size: u64,
@@ -183,7 +145,7 @@ pub unsafe extern "C" fn rmm_pool_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             let initial = optional_size(initial_pool_size, "initial_pool_size")?;
             let maximum = optional_size(maximum_pool_size, "maximum_pool_size")?;
             Ok(AnyResource::new(PoolMemoryResource::new(
@@ -199,6 +161,7 @@ pub unsafe extern "C" fn rmm_pool_memory_resource_new(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_pool_memory_resource_pool_size(
     resource: rmm_resource,
     out: *mut u64,
@@ -220,6 +183,7 @@ pub unsafe extern "C" fn rmm_pool_memory_resource_pool_size(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_pool_memory_resource_maximum_pool_size(
     resource: rmm_resource,
     out: *mut u64,
@@ -243,6 +207,7 @@ pub unsafe extern "C" fn rmm_pool_memory_resource_maximum_pool_size(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_new(
     upstream: rmm_resource,
     out: *mut rmm_resource,
@@ -250,7 +215,7 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             Ok(AnyResource::new(StatisticsResourceAdaptor::new(
                 upstream_of(upstream)?,
             )))
@@ -262,6 +227,7 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_new(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_bytes_counter(
     resource: rmm_resource,
     out: *mut rmm_counter,
@@ -283,6 +249,7 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_bytes_counter(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_allocations_counter(
     resource: rmm_resource,
     out: *mut rmm_counter,
@@ -304,6 +271,7 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_allocations_counter
 ///
 /// # Safety
 /// `resource` is live; out-pointers and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_push_counters(
     resource: rmm_resource,
     bytes_out: *mut rmm_counter,
@@ -323,6 +291,7 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_push_counters(
 ///
 /// # Safety
 /// `resource` is live; out-pointers and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_pop_counters(
     resource: rmm_resource,
     bytes_out: *mut rmm_counter,
@@ -344,6 +313,7 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_pop_counters(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_limiting_resource_adaptor_new(
     upstream: rmm_resource,
     allocation_limit: u64,
@@ -353,7 +323,7 @@ pub unsafe extern "C" fn rmm_limiting_resource_adaptor_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             let limit = size(allocation_limit, "allocation_limit")?;
             let alignment = size(alignment, "alignment")?;
             Ok(AnyResource::new(LimitingResourceAdaptor::with_alignment(
@@ -369,6 +339,7 @@ pub unsafe extern "C" fn rmm_limiting_resource_adaptor_new(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocated_bytes(
     resource: rmm_resource,
     out: *mut u64,
@@ -390,6 +361,7 @@ pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocated_bytes(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocation_limit(
     resource: rmm_resource,
     out: *mut u64,
@@ -414,6 +386,7 @@ pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocation_limit(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_tracking_resource_adaptor_new(
     upstream: rmm_resource,
     capture_stacks: c_int,
@@ -422,7 +395,7 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             Ok(AnyResource::new(TrackingResourceAdaptor::new(
                 upstream_of(upstream)?,
                 capture_stacks != 0,
@@ -435,6 +408,7 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_new(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_allocated_bytes(
     resource: rmm_resource,
     out: *mut u64,
@@ -459,6 +433,7 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_allocated_bytes(
 /// # Safety
 /// `resource` is live; `buf` is valid for `capacity` bytes (or NULL with `capacity` 0);
 /// `length_out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_outstanding_allocations_str(
     resource: rmm_resource,
     buf: *mut c_char,
@@ -486,6 +461,7 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_outstanding_allocatio
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_aligned_resource_adaptor_new(
     upstream: rmm_resource,
     alignment: u64,
@@ -495,7 +471,7 @@ pub unsafe extern "C" fn rmm_aligned_resource_adaptor_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             let alignment = size(alignment, "alignment")?;
             let threshold = optional_size(alignment_threshold, "alignment_threshold")?
                 .unwrap_or(AlignedResourceAdaptor::DEFAULT_ALIGNMENT_THRESHOLD);
@@ -514,6 +490,7 @@ pub unsafe extern "C" fn rmm_aligned_resource_adaptor_new(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_arena_memory_resource_new(
     upstream: rmm_resource,
     arena_size: u64,
@@ -523,7 +500,7 @@ pub unsafe extern "C" fn rmm_arena_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             let arena_size = optional_size(arena_size, "arena_size")?;
             Ok(AnyResource::new(ArenaMemoryResource::new(
                 upstream_of(upstream)?,
@@ -540,6 +517,7 @@ pub unsafe extern "C" fn rmm_arena_memory_resource_new(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_fixed_size_memory_resource_new(
     upstream: rmm_resource,
     block_size: u64,
@@ -549,7 +527,7 @@ pub unsafe extern "C" fn rmm_fixed_size_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             let block_size = size(block_size, "block_size")?;
             let blocks = size(blocks_to_preallocate, "blocks_to_preallocate")?;
             Ok(AnyResource::new(FixedSizeMemoryResource::new(
@@ -565,6 +543,7 @@ pub unsafe extern "C" fn rmm_fixed_size_memory_resource_new(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_fixed_size_memory_resource_get_block_size(
     resource: rmm_resource,
     out: *mut u64,
@@ -589,6 +568,7 @@ pub unsafe extern "C" fn rmm_fixed_size_memory_resource_get_block_size(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_binning_memory_resource_new(
     upstream: rmm_resource,
     out: *mut rmm_resource,
@@ -596,7 +576,7 @@ pub unsafe extern "C" fn rmm_binning_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             Ok(AnyResource::new(BinningMemoryResource::new(upstream_of(
                 upstream,
             )?)))
@@ -608,6 +588,7 @@ pub unsafe extern "C" fn rmm_binning_memory_resource_new(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_binning_memory_resource_new_with_exponents(
     upstream: rmm_resource,
     min_size_exponent: c_int,
@@ -617,7 +598,7 @@ pub unsafe extern "C" fn rmm_binning_memory_resource_new_with_exponents(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             let exponent = |e: c_int, what: &str| {
                 u32::try_from(e)
                     .map_err(|_| Error::invalid(format!("{what} {e} must not be negative")))
@@ -638,6 +619,7 @@ pub unsafe extern "C" fn rmm_binning_memory_resource_new_with_exponents(
 ///
 /// # Safety
 /// `resource` and a non-empty `bin_resource` are live; `err` is NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_binning_memory_resource_add_bin(
     resource: rmm_resource,
     allocation_size: u64,
@@ -669,6 +651,7 @@ pub unsafe extern "C" fn rmm_binning_memory_resource_add_bin(
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_simulated_memory_resource_new(
     capacity: u64,
     out: *mut rmm_resource,
@@ -676,7 +659,7 @@ pub unsafe extern "C" fn rmm_simulated_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             Ok(AnyResource::new(SimulatedMemoryResource::new(size(
                 capacity, "capacity",
             )?)?))
@@ -691,12 +674,13 @@ pub unsafe extern "C" fn rmm_simulated_memory_resource_new(
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_managed_memory_resource_new(
     out: *mut rmm_resource,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { new_resource(out, err, || Ok(AnyResource::new(ManagedMemoryResource::new()))) }
+    unsafe { hand_out(out, err, || Ok(AnyResource::new(ManagedMemoryResource::new()))) }
 }
 
 /// A new `pinned_host_memory_resource` (`cuMemHostAlloc`; host and device accessible). Succeeds in
@@ -704,13 +688,14 @@ pub unsafe extern "C" fn rmm_managed_memory_resource_new(
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_pinned_host_memory_resource_new(
     out: *mut rmm_resource,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             Ok(AnyResource::new(PinnedHostMemoryResource::new()))
         })
     }
@@ -737,7 +722,7 @@ fn export_handle_type(value: i32) -> Result<Option<ExportHandleType>> {
         }
         RMM_ALLOCATION_HANDLE_TYPE_FABRIC => Ok(Some(ExportHandleType::Fabric)),
         RMM_ALLOCATION_HANDLE_TYPE_WIN32 | RMM_ALLOCATION_HANDLE_TYPE_WIN32_KMT => Err(
-            Error::Unsupported(crate::mr::cuda_async::HANDLE_TYPE_UNSUPPORTED.into()),
+            Error::Unsupported(rmm_core::mr::cuda_async::HANDLE_TYPE_UNSUPPORTED.into()),
         ),
         other => Err(Error::invalid(format!(
             "export_handle_type {other} is not an allocation_handle_type"
@@ -751,6 +736,7 @@ fn export_handle_type(value: i32) -> Result<Option<ExportHandleType>> {
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_memory_resource_new(
     initial_pool_size: u64,
     release_threshold: u64,
@@ -760,7 +746,7 @@ pub unsafe extern "C" fn rmm_cuda_async_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             let options = CudaAsyncOptions {
                 initial_pool_size: optional_size(initial_pool_size, "initial_pool_size")?,
                 release_threshold: (release_threshold != RMM_SIZE_NONE).then_some(release_threshold),
@@ -777,6 +763,7 @@ pub unsafe extern "C" fn rmm_cuda_async_memory_resource_new(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_memory_resource_pool_handle(
     resource: rmm_resource,
     out: *mut *mut c_void,
@@ -798,6 +785,7 @@ pub unsafe extern "C" fn rmm_cuda_async_memory_resource_pool_handle(
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_sam_headroom_memory_resource_new(
     headroom: u64,
     out: *mut rmm_resource,
@@ -805,7 +793,7 @@ pub unsafe extern "C" fn rmm_sam_headroom_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             Ok(AnyResource::new(SamHeadroomMemoryResource::new(size(
                 headroom, "headroom",
             )?)?))
@@ -852,6 +840,7 @@ unsafe fn string_out(
 /// # Safety
 /// `upstream` is live; `filename` is NULL or a NUL-terminated string; `out` and `err` are NULL or
 /// valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_logging_resource_adaptor_new(
     upstream: rmm_resource,
     filename: *const c_char,
@@ -861,7 +850,7 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             let upstream = upstream_of(upstream)?;
             let adaptor = if filename.is_null() {
                 LoggingResourceAdaptor::from_env(upstream)?
@@ -879,6 +868,7 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_new(
 ///
 /// # Safety
 /// `resource` is live; `err` is NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_logging_resource_adaptor_flush(
     resource: rmm_resource,
     err: *mut rmm_error,
@@ -901,6 +891,7 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_flush(
 /// # Safety
 /// `resource` is live; `buf` is valid for `capacity` bytes (or NULL with `capacity` 0);
 /// `length_out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_logging_resource_adaptor_get_file_name(
     resource: rmm_resource,
     buf: *mut c_char,
@@ -931,6 +922,7 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_get_file_name(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_prefetch_resource_adaptor_new(
     upstream: rmm_resource,
     out: *mut rmm_resource,
@@ -938,7 +930,7 @@ pub unsafe extern "C" fn rmm_prefetch_resource_adaptor_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             Ok(AnyResource::new(PrefetchResourceAdaptor::new(upstream_of(
                 upstream,
             )?)))
@@ -950,6 +942,7 @@ pub unsafe extern "C" fn rmm_prefetch_resource_adaptor_new(
 ///
 /// # Safety
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_thread_safe_resource_adaptor_new(
     upstream: rmm_resource,
     out: *mut rmm_resource,
@@ -957,7 +950,7 @@ pub unsafe extern "C" fn rmm_thread_safe_resource_adaptor_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             Ok(AnyResource::new(ThreadSafeResourceAdaptor::new(
                 upstream_of(upstream)?,
             )))
@@ -1021,6 +1014,7 @@ impl Drop for CContext {
 /// # Safety
 /// `upstream` is live; `callback` and `release_context` are NULL or valid functions that may be
 /// called from any thread and never unwind; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_failure_callback_resource_adaptor_new(
     upstream: rmm_resource,
     callback: rmm_failure_callback,
@@ -1036,7 +1030,7 @@ pub unsafe extern "C" fn rmm_failure_callback_resource_adaptor_new(
     });
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, move || {
+        hand_out(out, err, move || {
             if callback.is_none() {
                 return Err(Error::invalid("callback must not be NULL"));
             }
@@ -1088,7 +1082,7 @@ struct CCallbacks {
 }
 
 impl CCallbacks {
-    fn allocate(&self, bytes: usize, stream: crate::cuda::Stream) -> Result<*mut u8> {
+    fn allocate(&self, bytes: usize, stream: rmm_core::cuda::Stream) -> Result<*mut u8> {
         let Some(f) = self.allocate else {
             return Err(Error::invalid("allocate callback must not be NULL"));
         };
@@ -1096,24 +1090,24 @@ impl CCallbacks {
         let mut err = rmm_error::new();
         // SAFETY: the C contract: `f` accepts `context` while it is not released; valid out-pointers.
         let status = unsafe { f(bytes, stream.as_raw() as *mut c_void, self.context.ptr, &mut out, &mut err) };
-        if status == super::RMM_OK {
+        if status == RMM_OK {
             Ok(out.cast())
         } else {
-            Err(super::error_from_c(status, &err, "callback_memory_resource", "allocate callback"))
+            Err(error_from_c(status, &err, "callback_memory_resource", "allocate callback"))
         }
     }
 
-    fn deallocate(&self, ptr: *mut u8, bytes: usize, stream: crate::cuda::Stream) -> Result<()> {
+    fn deallocate(&self, ptr: *mut u8, bytes: usize, stream: rmm_core::cuda::Stream) -> Result<()> {
         let Some(f) = self.deallocate else {
             return Err(Error::invalid("deallocate callback must not be NULL"));
         };
         let mut err = rmm_error::new();
         // SAFETY: as above; `ptr` came from the allocate function (the resource's contract).
         let status = unsafe { f(ptr.cast(), bytes, stream.as_raw() as *mut c_void, self.context.ptr, &mut err) };
-        if status == super::RMM_OK {
+        if status == RMM_OK {
             Ok(())
         } else {
-            Err(super::error_from_c(status, &err, "callback_memory_resource", "deallocate callback"))
+            Err(error_from_c(status, &err, "callback_memory_resource", "deallocate callback"))
         }
     }
 }
@@ -1129,6 +1123,7 @@ impl CCallbacks {
 /// # Safety
 /// `allocate`, `deallocate` and `release_context` are NULL or valid functions that may be called
 /// from any thread and never unwind; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_callback_memory_resource_new(
     allocate: rmm_allocate_callback,
     deallocate: rmm_deallocate_callback,
@@ -1146,7 +1141,7 @@ pub unsafe extern "C" fn rmm_callback_memory_resource_new(
     });
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, move || {
+        hand_out(out, err, move || {
             if allocate.is_none() || deallocate.is_none() {
                 return Err(Error::invalid("allocate and deallocate callbacks must not be NULL"));
             }
@@ -1159,7 +1154,7 @@ pub unsafe extern "C" fn rmm_callback_memory_resource_new(
             Ok(AnyResource::new(CallbackMemoryResource::with_access(
                 Arc::new(move |bytes, stream| callbacks.allocate(bytes, stream)),
                 Arc::new(move |ptr, bytes, stream| for_free.deallocate(ptr, bytes, stream)),
-                crate::resource::Access::from_bits(access as u8),
+                rmm_core::resource::Access::from_bits(access as u8),
             )))
         })
     }
@@ -1173,6 +1168,7 @@ pub unsafe extern "C" fn rmm_callback_memory_resource_new(
 /// # Safety
 /// `pool_handle` is NULL (reported) or a live memory pool that outlives the resource and its
 /// memory; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_new(
     pool_handle: *mut c_void,
     out: *mut rmm_resource,
@@ -1180,7 +1176,7 @@ pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, || {
+        hand_out(out, err, || {
             // The pool's lifetime is the caller's contract (see above).
             let view = CudaAsyncViewMemoryResource::from_raw(pool_handle as usize)?;
             Ok(AnyResource::new(view))
@@ -1192,6 +1188,7 @@ pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_new(
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_pool_handle(
     resource: rmm_resource,
     out: *mut *mut c_void,
@@ -1214,18 +1211,20 @@ pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_pool_handle(
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_new(
     out: *mut rmm_resource,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { new_resource(out, err, || Ok(AnyResource::new(CudaAsyncManagedMemoryResource::new()?))) }
+    unsafe { hand_out(out, err, || Ok(AnyResource::new(CudaAsyncManagedMemoryResource::new()?))) }
 }
 
 /// The CUDA memory pool of a `cuda_async_managed_memory_resource`, into `*out`.
 ///
 /// # Safety
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_pool_handle(
     resource: rmm_resource,
     out: *mut *mut c_void,
@@ -1337,6 +1336,7 @@ impl std::io::Write for CLogSink {
 /// `upstream` is live; the functions are NULL or valid, may be called from any thread (never two
 /// at once) and never unwind; `out` and `err` are NULL or valid for writes.
 #[allow(clippy::too_many_arguments)]
+#[no_mangle]
 pub unsafe extern "C" fn rmm_logging_resource_adaptor_new_with_sink(
     upstream: rmm_resource,
     write: rmm_log_write,
@@ -1357,7 +1357,7 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_new_with_sink(
     };
     // SAFETY: caller contract.
     unsafe {
-        new_resource(out, err, move || {
+        hand_out(out, err, move || {
             if write.is_none() {
                 return Err(Error::invalid("the log sink's write function must not be NULL"));
             }

@@ -1,8 +1,28 @@
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+//! Tests of the handle entry points (reference counting, allocation, the registry, errors) through
+//! their C signatures.
 
-use super::*;
-use crate::registry::process_registry_test_lock;
-use crate::testing::Probe;
+use std::sync::atomic::Ordering;
+
+use std::ffi::{c_void, CStr};
+use std::sync::Arc;
+
+use prelude::*;
+use rmm_core::registry::process_registry_test_lock;
+use rmm_core::testing::c_resource::{c_refs, c_resource};
+use rmm_core::testing::Probe;
+use rmm_core::cuda::Stream;
+use rmm_core::{Access, AnyResource, MemoryResource, Result};
+
+/// Every entry point and C type, for the tests of each area.
+pub(crate) mod prelude {
+    pub(crate) use crate::abi::*;
+    pub(crate) use crate::handles::*;
+    pub(crate) use crate::registry::*;
+    pub(crate) use crate::resources::*;
+    pub(crate) use crate::streams::*;
+    pub(crate) use rmm_core::resource::handle::*;
+    pub(crate) use rmm_core::resource::status::*;
+}
 
 const DEFAULT: *mut c_void = std::ptr::null_mut();
 
@@ -14,179 +34,7 @@ fn probe_of(r: &AnyResource) -> &Probe {
     r.downcast_ref::<Probe>().expect("a probe")
 }
 
-// --- a resource written "in C": a hand-made vtable over a refcounted state ----------------------
-
-/// What the fake C resource reports to the test, shared so it outlives the resource.
-#[derive(Default)]
-struct Seen {
-    allocations: AtomicUsize,
-    deallocations: AtomicUsize,
-    released: AtomicBool,
-}
-
-struct CState {
-    refs: AtomicUsize,
-    seen: Arc<Seen>,
-    fail_with: c_int,
-}
-
-static FAKE_OWNER: u8 = 0;
-
-unsafe extern "C" fn c_retain(this: *mut c_void) {
-    // SAFETY: `this` is a live CState (the fake's handle contract).
-    unsafe { &*(this as *const CState) }.refs.fetch_add(1, Ordering::SeqCst);
-}
-
-unsafe extern "C" fn c_release(this: *mut c_void) {
-    // SAFETY: `this` is a live CState; the last reference frees it.
-    unsafe {
-        if (&*(this as *const CState)).refs.fetch_sub(1, Ordering::SeqCst) == 1 {
-            let state = Box::from_raw(this as *mut CState);
-            state.seen.released.store(true, Ordering::SeqCst);
-        }
-    }
-}
-
-unsafe extern "C" fn c_allocate(
-    this: *mut c_void,
-    _stream: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    out: *mut *mut c_void,
-    err: *mut rmm_error,
-) -> c_int {
-    // SAFETY: live CState; out-pointers valid or NULL per the ABI.
-    unsafe { c_allocate_sync(this, bytes, alignment, out, err) }
-}
-
-unsafe extern "C" fn c_allocate_sync(
-    this: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    out: *mut *mut c_void,
-    err: *mut rmm_error,
-) -> c_int {
-    // SAFETY: live CState.
-    let state = unsafe { &*(this as *const CState) };
-    if state.fail_with != RMM_OK {
-        // SAFETY: NULL or valid.
-        if let Some(e) = unsafe { err.as_mut() } {
-            *e = rmm_error::new();
-            e.kind = state.fail_with;
-            e.bytes = bytes as u64;
-            e.set_message("the C resource says no");
-        }
-        return state.fail_with;
-    }
-    let mut p = std::ptr::null_mut();
-    // SAFETY: valid out-pointer; alignment is a power of two multiple of the pointer size in tests.
-    assert_eq!(unsafe { libc::posix_memalign(&mut p, alignment.max(8), bytes.max(1)) }, 0);
-    state.seen.allocations.fetch_add(1, Ordering::SeqCst);
-    // SAFETY: valid out-pointer (the caller checked).
-    unsafe { *out = p };
-    RMM_OK
-}
-
-unsafe extern "C" fn c_deallocate(
-    this: *mut c_void,
-    _stream: *mut c_void,
-    ptr: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    err: *mut rmm_error,
-) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { c_deallocate_sync(this, ptr, bytes, alignment, err) }
-}
-
-unsafe extern "C" fn c_deallocate_sync(
-    this: *mut c_void,
-    ptr: *mut c_void,
-    _bytes: usize,
-    _alignment: usize,
-    _err: *mut rmm_error,
-) -> c_int {
-    // SAFETY: live CState; `ptr` came from posix_memalign.
-    unsafe {
-        (&*(this as *const CState)).seen.deallocations.fetch_add(1, Ordering::SeqCst);
-        libc::free(ptr);
-    }
-    RMM_OK
-}
-
-unsafe extern "C" fn c_access(_this: *mut c_void) -> u32 {
-    3
-}
-
-unsafe extern "C" fn c_name(_this: *mut c_void) -> *const c_char {
-    c"c_resource".as_ptr()
-}
-
-unsafe extern "C" fn c_is_equal(this: *mut c_void, other: *mut c_void, _vt: *const rmm_resource_vtable) -> c_int {
-    c_int::from(this == other)
-}
-
-static C_VTABLE: rmm_resource_vtable = rmm_resource_vtable {
-    abi_version: RMM_ABI_VERSION,
-    size: std::mem::size_of::<rmm_resource_vtable>() as u32,
-    owner: &FAKE_OWNER as *const u8 as *const c_void,
-    retain: Some(c_retain),
-    release: Some(c_release),
-    allocate: Some(c_allocate),
-    deallocate: Some(c_deallocate),
-    allocate_sync: Some(c_allocate_sync),
-    deallocate_sync: Some(c_deallocate_sync),
-    access: Some(c_access),
-    name: Some(c_name),
-    is_equal: Some(c_is_equal),
-};
-
-/// A new C resource: an owning handle (one reference) and what it reports.
-fn c_resource(fail_with: c_int) -> (rmm_resource, Arc<Seen>) {
-    let seen = Arc::new(Seen::default());
-    let state = Box::new(CState { refs: AtomicUsize::new(1), seen: seen.clone(), fail_with });
-    (rmm_resource { self_: Box::into_raw(state).cast(), vtable: &C_VTABLE }, seen)
-}
-
-fn c_refs(handle: rmm_resource) -> usize {
-    // SAFETY: only called while the test holds a reference.
-    unsafe { &*(handle.self_ as *const CState) }.refs.load(Ordering::SeqCst)
-}
-
 // --- layout -------------------------------------------------------------------------------------
-
-#[test]
-fn layouts_match_rmm_c_h() {
-    use std::mem::{align_of, offset_of, size_of};
-    assert_eq!(size_of::<rmm_error>(), 4 + 4 + 8 + 512);
-    assert_eq!(offset_of!(rmm_error, bytes), 8);
-    assert_eq!(offset_of!(rmm_error, message), 16);
-    assert_eq!(size_of::<rmm_resource>(), 2 * size_of::<usize>());
-    assert_eq!(size_of::<rmm_resource_vtable>(), 8 + 10 * size_of::<usize>());
-    assert_eq!(offset_of!(rmm_resource_vtable, owner), 8);
-    assert_eq!(offset_of!(rmm_resource_vtable, retain), 16);
-    assert_eq!(offset_of!(rmm_resource_vtable, is_equal), 8 + 9 * size_of::<usize>());
-    assert_eq!(align_of::<rmm_resource_vtable>(), align_of::<usize>());
-    assert_eq!(offset_of!(RustVTable, c), 0, "the C part must come first");
-}
-
-#[test]
-fn one_static_vtable_per_type_tagged_with_this_binary() {
-    let a = AnyResource::new(crate::mr::SystemMemoryResource::new());
-    let b = AnyResource::new(crate::mr::SystemMemoryResource::new());
-    let h = a.borrow_handle();
-    // SAFETY: a live handle's vtable.
-    let v = unsafe { &*h.vtable };
-    assert_eq!(v.abi_version, RMM_ABI_VERSION);
-    assert_eq!(v.size as usize, std::mem::size_of::<rmm_resource_vtable>());
-    assert_eq!(v.owner, owner_tag());
-    assert_eq!(h.vtable, b.borrow_handle().vtable);
-    assert_ne!(h.vtable, probe(Access::HOST).borrow_handle().vtable);
-    // SAFETY: h is live.
-    unsafe { check_handle(&h).unwrap() };
-}
-
-// --- ownership ----------------------------------------------------------------------------------
 
 #[test]
 fn handle_round_trip_keeps_one_arc() {
@@ -255,106 +103,6 @@ fn empty_handles_are_ignored_or_rejected() {
     }
 }
 
-// --- foreign handles ----------------------------------------------------------------------------
-
-#[test]
-fn foreign_handle_is_wrapped_used_and_released_on_drop() {
-    let (h, seen) = c_resource(RMM_OK);
-    // SAFETY: an owning handle with a complete vtable.
-    let any = unsafe { AnyResource::try_from_handle(h) }.unwrap();
-    assert!(any.downcast_ref::<ForeignResource>().is_some(), "not ours: wrapped");
-    assert_eq!(any.name(), "c_resource");
-    assert_eq!(any.access(), Access::HOST_DEVICE);
-    assert_eq!(c_refs(h), 1, "wrapping took over the reference, it did not add one");
-    let p = any.allocate(Stream::DEFAULT, 100, 64).unwrap();
-    assert_eq!(p as usize % 64, 0);
-    // SAFETY: from `any` with these arguments.
-    unsafe { any.deallocate(Stream::DEFAULT, p, 100, 64).unwrap() };
-    let q = any.allocate_sync(10, 8).unwrap();
-    // SAFETY: as above.
-    unsafe { any.deallocate_sync(q, 10, 8).unwrap() };
-    assert_eq!(seen.allocations.load(Ordering::SeqCst), 2);
-    assert_eq!(seen.deallocations.load(Ordering::SeqCst), 2);
-    let clone = any.clone();
-    drop(any);
-    assert!(!seen.released.load(Ordering::SeqCst), "a clone still holds it");
-    drop(clone);
-    assert!(seen.released.load(Ordering::SeqCst), "the last Rust owner released the C resource");
-}
-
-#[test]
-fn re_exporting_a_foreign_resource_gives_back_the_original_handle() {
-    let (h, seen) = c_resource(RMM_OK);
-    // SAFETY: owning, complete.
-    let any = unsafe { AnyResource::from_handle(h) };
-    let again = any.to_handle();
-    assert_eq!(again, h, "no Rust wrapper around the C resource");
-    assert_eq!(c_refs(h), 2);
-    assert_eq!(any.borrow_handle(), h);
-    // Coming back once more is a new wrapper of the same C object, equal to the first.
-    // SAFETY: owning.
-    let other = unsafe { AnyResource::from_handle(again) };
-    assert_eq!(any, other);
-    drop((any, other));
-    assert!(seen.released.load(Ordering::SeqCst));
-}
-
-#[test]
-fn foreign_errors_come_back_as_values() {
-    for (kind, check) in [
-        (RMM_ERROR_OUT_OF_MEMORY, (|e: &Error| matches!(e, Error::OutOfMemory { bytes: 4096, .. })) as fn(&Error) -> bool),
-        (RMM_ERROR_INVALID_ARGUMENT, |e| matches!(e, Error::InvalidArgument(m) if m == "the C resource says no")),
-        (RMM_ERROR_UNSUPPORTED, |e| matches!(e, Error::Unsupported(_))),
-        (RMM_ERROR_PANIC, |e| matches!(e, Error::Unsupported(m) if m.contains("failed internally"))),
-    ] {
-        let (h, seen) = c_resource(kind);
-        // SAFETY: owning, complete.
-        let any = unsafe { AnyResource::from_handle(h) };
-        let err = any.allocate(Stream::DEFAULT, 4096, 256).unwrap_err();
-        assert!(check(&err), "kind {kind}: {err:?}");
-        assert!(err.to_string().contains("c_resource") || err.to_string().contains("says no"), "{err}");
-        drop(any);
-        assert!(seen.released.load(Ordering::SeqCst));
-    }
-}
-
-#[test]
-fn incomplete_or_foreign_version_vtables_are_rejected() {
-    static BAD_VERSION: rmm_resource_vtable = rmm_resource_vtable { abi_version: 99, ..copy_of_c_vtable() };
-    static MISSING: rmm_resource_vtable = rmm_resource_vtable { allocate: None, ..copy_of_c_vtable() };
-    static SHORT: rmm_resource_vtable = rmm_resource_vtable { size: 16, ..copy_of_c_vtable() };
-    for (vtable, needle) in [(&BAD_VERSION, "ABI version 99"), (&MISSING, "NULL function"), (&SHORT, "16 bytes")] {
-        let h = rmm_resource { self_: std::ptr::null_mut(), vtable };
-        // SAFETY: the vtables are complete in memory; only their contents are wrong.
-        let err = unsafe { AnyResource::try_from_handle(h) }.unwrap_err();
-        assert!(err.to_string().contains(needle), "{err}");
-        let mut e = rmm_error::new();
-        // SAFETY: as above; nothing is retained for a rejected handle.
-        let status = unsafe { rmm_set_per_device_resource(0, h, std::ptr::null_mut(), &mut e) };
-        assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
-        assert!(e.message().contains(needle), "{e:?}");
-    }
-}
-
-const fn copy_of_c_vtable() -> rmm_resource_vtable {
-    rmm_resource_vtable {
-        abi_version: RMM_ABI_VERSION,
-        size: std::mem::size_of::<rmm_resource_vtable>() as u32,
-        owner: std::ptr::null(),
-        retain: Some(c_retain),
-        release: Some(c_release),
-        allocate: Some(c_allocate),
-        deallocate: Some(c_deallocate),
-        allocate_sync: Some(c_allocate_sync),
-        deallocate_sync: Some(c_deallocate_sync),
-        access: Some(c_access),
-        name: Some(c_name),
-        is_equal: Some(c_is_equal),
-    }
-}
-
-// --- calls through the C entry points -----------------------------------------------------------
-
 #[test]
 fn allocate_through_the_c_entry_points_gives_usable_memory() {
     let a = probe(Access::HOST);
@@ -381,7 +129,7 @@ fn allocate_through_the_c_entry_points_gives_usable_memory() {
 
 #[test]
 fn errors_map_to_kinds_with_messages() {
-    let sys = AnyResource::new(crate::mr::SystemMemoryResource::new());
+    let sys = AnyResource::new(rmm_core::mr::SystemMemoryResource::new());
     let h = sys.borrow_handle();
     let mut p = std::ptr::null_mut();
     let mut err = rmm_error::new();
@@ -400,50 +148,6 @@ fn errors_map_to_kinds_with_messages() {
         assert_eq!((err.kind, err.bytes, err.message().as_str()), (RMM_OK, 0, ""));
         assert!(p.is_null(), "0 bytes gives NULL");
     }
-}
-
-#[test]
-fn every_error_variant_has_its_kind_and_round_trips() {
-    let cases = [
-        (Error::out_of_memory(12, "x"), RMM_ERROR_OUT_OF_MEMORY),
-        (
-            Error::Cuda { code: 2, name: "CUDA_ERROR_OUT_OF_MEMORY".into(), message: "oom".into(), call: "cuMemAlloc" },
-            RMM_ERROR_CUDA,
-        ),
-        (Error::invalid("bad"), RMM_ERROR_INVALID_ARGUMENT),
-        (Error::NoDriver("none".into()), RMM_ERROR_NO_DRIVER),
-        (Error::NoDevice("none".into()), RMM_ERROR_NO_DEVICE),
-        (Error::Unsupported("nope".into()), RMM_ERROR_UNSUPPORTED),
-    ];
-    for (error, kind) in cases {
-        assert_eq!(error_kind(&error), kind);
-        let mut details = rmm_error::new();
-        details.set(&error);
-        assert_eq!(details.kind, kind);
-        assert_eq!(details.message(), error.to_string());
-        let back = error_from_c(kind, &details, "x", "call");
-        match (&error, &back) {
-            (Error::Cuda { code, name, .. }, Error::Cuda { code: c2, name: n2, message, .. }) => {
-                assert_eq!((code, name), (c2, n2));
-                assert!(message.contains("oom") && message.contains("cuMemAlloc"), "{message}");
-                assert_eq!(details.cuda_code, 2);
-            }
-            _ => assert_eq!(back, error, "kind {kind}"),
-        }
-    }
-    let unknown = error_from_c(42, &rmm_error::new(), "thing", "call");
-    assert!(matches!(&unknown, Error::Unsupported(m) if m.contains("thing") && m.contains("42")), "{unknown}");
-}
-
-#[test]
-fn long_messages_are_truncated_on_a_character_boundary() {
-    let mut details = rmm_error::new();
-    details.set(&Error::invalid("é".repeat(400)));
-    let message = details.message();
-    assert!(message.len() < RMM_ERROR_MESSAGE_SIZE);
-    assert!(message.starts_with("invalid argument: éé"));
-    assert!(!message.contains('\u{fffd}'), "no split character");
-    assert!(details.message.contains(&0));
 }
 
 /// A resource that panics when asked for memory.
@@ -529,13 +233,13 @@ fn registry_entry_points_set_get_and_reset() {
         assert_eq!(rmm_reset_current_device_resource(std::ptr::null_mut(), &mut err), RMM_OK);
         assert_eq!(rmm_set_current_device_resource(mine.borrow_handle(), &mut previous, &mut err), RMM_OK);
         let previous = AnyResource::from_handle(previous);
-        let initial = if crate::cuda::is_host_mode() { "system_memory_resource" } else { "cuda_memory_resource" };
+        let initial = if rmm_core::cuda::is_host_mode() { "system_memory_resource" } else { "cuda_memory_resource" };
         assert_eq!(previous.name(), initial);
         assert_eq!(rmm_get_current_device_resource(&mut out, &mut err), RMM_OK);
         assert_eq!(out.self_, mine.borrow_handle().self_, "the registry stored our Arc, not a wrapper");
         assert_eq!(mine.owner_count(), 3, "mine, the registry, and `out`");
         rmm_resource_release(out);
-        let device = crate::registry::current_device_or_host().unwrap();
+        let device = rmm_core::registry::current_device_or_host().unwrap();
         assert_eq!(rmm_get_per_device_resource(device, &mut out, &mut err), RMM_OK);
         assert!(AnyResource::from_handle(out).ptr_eq(&mine));
         let mut back = rmm_resource::NULL;
@@ -554,8 +258,8 @@ fn registry_entry_points_set_get_and_reset() {
 
 #[test]
 fn host_mode_entry_points() {
-    if !crate::cuda::is_host_mode() {
-        crate::testing::skip("host_mode_entry_points", "a GPU is present");
+    if !rmm_core::cuda::is_host_mode() {
+        rmm_core::testing::skip("host_mode_entry_points", "a GPU is present");
         return;
     }
     let _lock = process_registry_test_lock();
@@ -591,7 +295,7 @@ fn a_c_resource_set_in_the_registry_is_used_and_released_when_replaced() {
         assert_eq!(c_refs(h), 2);
         rmm_resource_release(h);
     }
-    let current = crate::registry::current_resource().unwrap();
+    let current = rmm_core::registry::current_resource().unwrap();
     assert_eq!(current.name(), "c_resource");
     let p = current.allocate(Stream::DEFAULT, 64, 16).unwrap();
     // SAFETY: from `current` with these arguments.
@@ -599,14 +303,14 @@ fn a_c_resource_set_in_the_registry_is_used_and_released_when_replaced() {
     assert_eq!(seen.allocations.load(Ordering::SeqCst), 1, "the allocation ran the C code");
     drop(current);
     assert!(!seen.released.load(Ordering::SeqCst));
-    drop(crate::registry::reset_current_resource().unwrap());
+    drop(rmm_core::registry::reset_current_resource().unwrap());
     assert!(seen.released.load(Ordering::SeqCst), "replacing it gave back the last reference");
 }
 
 #[test]
 fn is_equal_across_the_abi() {
-    let s1 = AnyResource::new(crate::mr::SystemMemoryResource::new());
-    let s2 = AnyResource::new(crate::mr::SystemMemoryResource::new());
+    let s1 = AnyResource::new(rmm_core::mr::SystemMemoryResource::new());
+    let s2 = AnyResource::new(rmm_core::mr::SystemMemoryResource::new());
     let p1 = probe(Access::HOST);
     let p2 = probe(Access::HOST);
     let (c, _seen) = c_resource(RMM_OK);
@@ -640,17 +344,9 @@ fn names_are_interned_and_nul_terminated() {
 }
 
 #[test]
-fn no_owner_is_loaded_in_the_core_test_binary() {
-    assert!(find_loaded_owner().is_none());
-    assert!(OwnerTable::local().is_local());
-    assert_eq!(rmm_abi_version(), RMM_ABI_VERSION);
-    assert_eq!(rmm_abi_owner(), owner_tag());
-}
-
-#[test]
 #[ignore = "needs a CUDA GPU"]
 fn cuda_resource_through_the_c_abi() {
-    crate::testing::require_gpu();
+    rmm_core::testing::require_gpu();
     let mut h = rmm_resource::NULL;
     let mut p = std::ptr::null_mut();
     let mut err = rmm_error::new();

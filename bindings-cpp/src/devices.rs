@@ -7,8 +7,9 @@
 
 use std::ffi::c_int;
 
-use super::{guarded, put, rmm_error};
-use crate::cuda;
+use rmm_core::resource::rmm_error;
+use rmm_core::resource::guard::{guarded, null_out, put};
+use rmm_core::cuda;
 
 /// Writes the number of CUDA devices to `*out`.
 ///
@@ -18,6 +19,7 @@ use crate::cuda;
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_count(out: *mut c_int, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract on both pointers.
     unsafe { guarded(err, || put(out, cuda::device_count()?, "out")) }
@@ -31,6 +33,7 @@ pub unsafe extern "C" fn rmm_device_count(out: *mut c_int, err: *mut rmm_error) 
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_get_current(out: *mut c_int, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract on both pointers.
     unsafe {
@@ -49,6 +52,7 @@ pub unsafe extern "C" fn rmm_device_get_current(out: *mut c_int, err: *mut rmm_e
 ///
 /// # Safety
 /// `err` is NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_set_current(device: c_int, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract.
     unsafe { guarded(err, || cuda::set_current_device(device)) }
@@ -62,6 +66,7 @@ pub unsafe extern "C" fn rmm_device_set_current(device: c_int, err: *mut rmm_err
 ///
 /// # Safety
 /// `free_out`, `total_out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_available_device_memory(
     free_out: *mut usize,
     total_out: *mut usize,
@@ -71,7 +76,7 @@ pub unsafe extern "C" fn rmm_available_device_memory(
     unsafe {
         guarded(err, || {
             if free_out.is_null() || total_out.is_null() {
-                return Err(super::null_out(if free_out.is_null() { "free_out" } else { "total_out" }));
+                return Err(null_out(if free_out.is_null() { "free_out" } else { "total_out" }));
             }
             let (free, total) = cuda::mem_info(cuda::current_device()?)?;
             put(free_out, free, "free_out")?;

@@ -14,6 +14,12 @@
 //! - alignment must be a power of two ([`Error::InvalidArgument`] otherwise); the default is 256;
 //! - stateless resources compare equal to every instance of their type; stateful ones share their
 //!   state between clones and compare equal only to clones of themselves.
+//!
+//! How a resource crosses into C, C++ and other binaries (the handle protocol of `rmm_c.h`) lives
+//! here too, one room each: [`handle`] (the handle, its vtables, and [`AnyResource`]'s conversions),
+//! [`foreign`] (handles made elsewhere), [`status`] (status codes and error details) and [`guard`]
+//! (what every exported C entry point needs). The entry points themselves are librmm's
+//! (`bindings-cpp/src/`).
 
 use std::any::Any;
 use std::fmt;
@@ -23,6 +29,18 @@ use crate::cuda::Stream;
 use crate::error::{Error, Result};
 
 pub use crate::aligned::DEFAULT_ALIGNMENT;
+
+pub mod foreign;
+pub mod guard;
+pub mod handle;
+pub mod status;
+
+pub use foreign::ForeignResource;
+pub use handle::{rmm_resource, rmm_resource_vtable};
+pub use status::rmm_error;
+
+#[cfg(test)]
+mod protocol_tests;
 
 /// Who can access a resource's memory (CCCL's `device_accessible` / `host_accessible` properties).
 ///
@@ -170,7 +188,7 @@ pub fn downcast<R: MemoryResource>(resource: &dyn MemoryResource) -> Option<&R> 
 ///
 /// Cloning shares ownership: the resource lives until the last clone (in any language) is dropped.
 ///
-/// It also carries the C ABI vtable of its concrete type (see [`crate::abi`]), so it can cross into
+/// It also carries the C ABI vtable of its concrete type (see [`handle`]), so it can cross into
 /// C, C++ or another binary as an `rmm_resource` handle without a copy or a second wrapper
 /// ([`AnyResource::into_handle`], [`AnyResource::from_handle`]).
 ///
@@ -187,7 +205,7 @@ pub fn downcast<R: MemoryResource>(resource: &dyn MemoryResource) -> Option<&R> 
 pub struct AnyResource {
     pub(crate) inner: Arc<dyn MemoryResource>,
     /// The C ABI vtable of the concrete type behind `inner` (one static per type).
-    pub(crate) vtable: &'static crate::abi::RustVTable,
+    pub(crate) vtable: &'static handle::RustVTable,
 }
 
 impl AnyResource {
@@ -197,13 +215,13 @@ impl AnyResource {
             return any.clone();
         }
         crate::debug_log::init_from_env();
-        Self { inner: Arc::new(resource), vtable: crate::abi::vtable_for::<R>() }
+        Self { inner: Arc::new(resource), vtable: handle::vtable_for::<R>() }
     }
 
     /// Wraps an already shared resource without copying it.
     pub fn from_arc<R: MemoryResource>(resource: Arc<R>) -> Self {
         crate::debug_log::init_from_env();
-        Self { inner: resource, vtable: crate::abi::vtable_for::<R>() }
+        Self { inner: resource, vtable: handle::vtable_for::<R>() }
     }
 
     /// Wraps `resource` after checking it provides `required` access

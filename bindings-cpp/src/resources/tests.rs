@@ -4,8 +4,10 @@ use std::ffi::c_void;
 use std::ptr::null_mut;
 
 use super::*;
-use crate::abi::{
-    rmm_resource_allocate_sync, rmm_resource_deallocate_sync, rmm_resource_release,
+use rmm_core::mr::kind::ResourceKind;
+use rmm_core::mr::SystemMemoryResource;
+use crate::tests::prelude::{
+    rmm_resource_kind,     rmm_resource_allocate_sync, rmm_resource_deallocate_sync, rmm_resource_release,
     rmm_system_memory_resource_new, RMM_ERROR_INVALID_ARGUMENT, RMM_ERROR_OUT_OF_MEMORY, RMM_OK,
 };
 
@@ -375,13 +377,13 @@ fn arena_fixed_size_binning_simulated_round_trip() {
 }
 
 fn host_mode() -> bool {
-    crate::abi::rmm_is_host_mode() != 0
+    crate::tests::prelude::rmm_is_host_mode() != 0
 }
 
 /// Without a GPU, the status is NO_DRIVER or NO_DEVICE and `out` stays empty.
 fn assert_no_gpu(status: c_int, out: rmm_resource, err: &rmm_error) {
     assert!(
-        status == crate::abi::RMM_ERROR_NO_DRIVER || status == crate::abi::RMM_ERROR_NO_DEVICE,
+        status == crate::tests::prelude::RMM_ERROR_NO_DRIVER || status == crate::tests::prelude::RMM_ERROR_NO_DEVICE,
         "{status}: {err:?}"
     );
     assert!(out.is_null());
@@ -395,7 +397,7 @@ fn managed_and_pinned_round_trip() {
     let pinned = made(|o, e| unsafe { rmm_pinned_host_memory_resource_new(o, e) });
     for r in [&managed, &pinned] {
         // SAFETY: live handle.
-        let access = unsafe { crate::abi::rmm_resource_access(r.0) };
+        let access = unsafe { crate::tests::prelude::rmm_resource_access(r.0) };
         assert_eq!(access, 3, "host and device accessible");
         if host_mode() {
             let mut p = null_mut();
@@ -431,7 +433,7 @@ fn cuda_async_and_sam_headroom() {
             &mut err,
         )
     };
-    assert_eq!(status, crate::abi::RMM_ERROR_UNSUPPORTED);
+    assert_eq!(status, crate::tests::prelude::RMM_ERROR_UNSUPPORTED);
     assert!(err.message().contains("Requested IPC memory handle type not supported"));
     // SAFETY: valid pointers.
     let status = unsafe {
@@ -757,7 +759,7 @@ unsafe extern "C" fn forward_allocate(
     }
     f.allocations.fetch_add(1, SeqCst);
     // SAFETY: live upstream; valid out-pointers (the ABI). Host memory: no stream is used.
-    unsafe { crate::abi::rmm_resource_allocate_sync(f.upstream, bytes, 256, out, err) }
+    unsafe { crate::tests::prelude::rmm_resource_allocate_sync(f.upstream, bytes, 256, out, err) }
 }
 
 unsafe extern "C" fn forward_deallocate(
@@ -799,7 +801,7 @@ fn callback_round_trip() {
         )
     });
     // SAFETY: live handle.
-    assert_eq!(unsafe { crate::abi::rmm_resource_access(cb.0) }, RMM_ACCESS_HOST_BITS);
+    assert_eq!(unsafe { crate::tests::prelude::rmm_resource_access(cb.0) }, RMM_ACCESS_HOST_BITS);
     let p = alloc(&cb, 1000);
     // SAFETY: host memory of 1000 bytes from the system upstream.
     unsafe { std::ptr::write_bytes(p.cast::<u8>(), 1, 1000) };
@@ -810,11 +812,11 @@ fn callback_round_trip() {
     let mut q = null_mut();
     let mut err = rmm_error::new();
     // SAFETY: live handle, valid out-pointers.
-    let status = unsafe { crate::abi::rmm_resource_allocate(cb.0, 2 as *mut c_void, 64, 256, &mut q, &mut err) };
+    let status = unsafe { crate::tests::prelude::rmm_resource_allocate(cb.0, 2 as *mut c_void, 64, 256, &mut q, &mut err) };
     assert_eq!(status, RMM_OK, "{err:?}");
     assert_eq!(forwarder.last_stream.load(SeqCst), 2);
     // SAFETY: from the allocation above.
-    let status = unsafe { crate::abi::rmm_resource_deallocate(cb.0, 2 as *mut c_void, q, 64, 256, &mut err) };
+    let status = unsafe { crate::tests::prelude::rmm_resource_deallocate(cb.0, 2 as *mut c_void, q, 64, 256, &mut err) };
     assert_eq!(status, RMM_OK, "{err:?}");
     // A callback's error comes back with its kind and size.
     forwarder.fail_next.store(true, SeqCst);
@@ -880,7 +882,7 @@ fn cuda_async_view_rejects_a_null_pool_and_managed_needs_a_gpu() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn cuda_async_view_and_managed_allocate_on_a_gpu() {
-    crate::testing::require_gpu();
+    rmm_core::testing::require_gpu();
     // SAFETY: valid out-pointers.
     let owner = made(|o, e| unsafe {
         rmm_cuda_async_memory_resource_new(RMM_SIZE_NONE, RMM_SIZE_NONE, RMM_ALLOCATION_HANDLE_TYPE_NONE, o, e)
@@ -902,14 +904,14 @@ fn cuda_async_view_and_managed_allocate_on_a_gpu() {
     let mut out = rmm_resource::NULL;
     // SAFETY: valid out-pointers.
     let status = unsafe { rmm_cuda_async_managed_memory_resource_new(&mut out, &mut err) };
-    if status == crate::abi::RMM_ERROR_UNSUPPORTED {
-        crate::testing::skip("cuda_async_view_and_managed_allocate_on_a_gpu", &err.message());
+    if status == crate::tests::prelude::RMM_ERROR_UNSUPPORTED {
+        rmm_core::testing::skip("cuda_async_view_and_managed_allocate_on_a_gpu", &err.message());
         return;
     }
     assert_eq!(status, RMM_OK, "{err:?}");
     let managed = Owned(out);
     // SAFETY: live handle.
-    assert_eq!(unsafe { crate::abi::rmm_resource_access(managed.0) }, 3);
+    assert_eq!(unsafe { crate::tests::prelude::rmm_resource_access(managed.0) }, 3);
     let mut handle = null_mut();
     // SAFETY: live handle, valid out-pointers.
     let status = unsafe { rmm_cuda_async_managed_memory_resource_pool_handle(managed.0, &mut handle, &mut err) };
@@ -1045,3 +1047,31 @@ fn logging_sink_failures_never_fail_allocations() {
 /// `RMM_ACCESS_DEVICE` and `RMM_ACCESS_HOST` of rmm_c.h.
 const RMM_ACCESS_DEVICE_BITS: u32 = 1;
 const RMM_ACCESS_HOST_BITS: u32 = 2;
+
+#[test]
+fn resource_kind_names_the_type_and_hands_out_the_upstream() {
+    let system = AnyResource::new(SystemMemoryResource::new());
+    let stats = AnyResource::new(StatisticsResourceAdaptor::new(system.clone()));
+    let (mut kind, mut upstream, mut err) = (-1, rmm_resource::NULL, rmm_error::new());
+    // SAFETY: live borrowed handles; valid out-pointers; the owning upstream is adopted below.
+    unsafe {
+        assert_eq!(rmm_resource_kind(stats.borrow_handle(), &mut kind, &mut upstream, &mut err), RMM_OK);
+        assert_eq!(kind, ResourceKind::Statistics.code());
+        let upstream = AnyResource::try_from_handle(upstream).unwrap();
+        assert!(upstream.ptr_eq(&system));
+        let mut none = rmm_resource::NULL;
+        assert_eq!(rmm_resource_kind(system.borrow_handle(), &mut kind, &mut none, &mut err), RMM_OK);
+        assert_eq!((kind, none.is_null()), (ResourceKind::System.code(), true));
+        assert_eq!(rmm_resource_kind(system.borrow_handle(), &mut kind, std::ptr::null_mut(), &mut err), RMM_OK);
+        assert_eq!(
+            rmm_resource_kind(system.borrow_handle(), std::ptr::null_mut(), std::ptr::null_mut(), &mut err),
+            RMM_ERROR_INVALID_ARGUMENT
+        );
+        // A handle made elsewhere is not this library's to describe.
+        let (c, _seen) = rmm_core::testing::c_resource::c_resource(RMM_OK);
+        assert_eq!(rmm_resource_kind(c, &mut kind, std::ptr::null_mut(), &mut err), RMM_ERROR_INVALID_ARGUMENT);
+        assert!(err.message().contains("not a resource of this library"), "{}", err.message());
+        drop(AnyResource::try_from_handle(c).unwrap());
+        assert_eq!(rmm_resource_kind(rmm_resource::NULL, &mut kind, std::ptr::null_mut(), &mut err), RMM_ERROR_INVALID_ARGUMENT);
+    }
+}

@@ -4,8 +4,8 @@ use std::ffi::c_int;
 use std::ptr::null_mut;
 
 use super::*;
-use crate::abi::{RMM_ERROR_INVALID_ARGUMENT, RMM_ERROR_NO_DEVICE, RMM_ERROR_NO_DRIVER, RMM_OK};
-use crate::testing::require_gpu;
+use crate::tests::prelude::{RMM_ERROR_INVALID_ARGUMENT, RMM_ERROR_NO_DEVICE, RMM_ERROR_NO_DRIVER, RMM_OK};
+use rmm_core::testing::require_gpu;
 
 #[test]
 fn host_mode_has_device_zero_current_and_no_device_memory() {

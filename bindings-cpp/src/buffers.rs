@@ -15,12 +15,13 @@
 use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use super::stream::stream_from_c;
-use super::{clear_out, guarded, null_out, put, rmm_error, rmm_resource};
-use crate::buffer::DeviceBuffer;
-use crate::error::{Error, Result};
-use crate::registry;
-use crate::resource::AnyResource;
+use crate::streams::stream_from_c;
+use rmm_core::resource::{rmm_error, rmm_resource};
+use rmm_core::resource::guard::{guarded, hand_out, null_out, put};
+use rmm_core::buffer::DeviceBuffer;
+use rmm_core::error::{Error, Result};
+use rmm_core::registry;
+use rmm_core::resource::AnyResource;
 
 /// An owning device buffer (opaque in C): allocation, size, capacity, alignment, stream, resource
 /// and device of one [`DeviceBuffer`].
@@ -93,6 +94,7 @@ unsafe fn borrow_mut<'a>(buf: *mut rmm_device_buffer) -> Result<&'a mut DeviceBu
 /// # Safety
 /// `stream` is 0, a special handle or a live stream; `resource` is live or empty; `out` and `err`
 /// are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_new(
     size: usize,
     alignment: usize,
@@ -119,6 +121,7 @@ pub unsafe extern "C" fn rmm_device_buffer_new(
 /// # Safety
 /// `src` is readable for `size` bytes until the copy has completed on `stream`; the rest as for
 /// [`rmm_device_buffer_new`].
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_new_copy(
     src: *const c_void,
     size: usize,
@@ -152,6 +155,7 @@ pub unsafe extern "C" fn rmm_device_buffer_new_copy(
 /// # Safety
 /// `other` is NULL or a live buffer whose contents stay valid until the copy has completed on
 /// `stream`; the rest as for [`rmm_device_buffer_new`].
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_copy(
     other: *const rmm_device_buffer,
     stream: *mut c_void,
@@ -174,6 +178,7 @@ pub unsafe extern "C" fn rmm_device_buffer_copy(
 ///
 /// # Safety
 /// `buf` is NULL or an owning buffer from a constructor here, not used afterwards.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_free(buf: *mut rmm_device_buffer) {
     if buf.is_null() {
         return;
@@ -189,6 +194,7 @@ pub unsafe extern "C" fn rmm_device_buffer_free(buf: *mut rmm_device_buffer) {
 ///
 /// # Safety
 /// `buf` is NULL or a live buffer.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_data(buf: *const rmm_device_buffer) -> *mut c_void {
     // SAFETY: caller contract.
     unsafe { borrow(buf) }.map_or(std::ptr::null_mut(), |b| b.as_ptr().cast_mut().cast())
@@ -198,6 +204,7 @@ pub unsafe extern "C" fn rmm_device_buffer_data(buf: *const rmm_device_buffer) -
 ///
 /// # Safety
 /// `buf` is NULL or a live buffer.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_size(buf: *const rmm_device_buffer) -> usize {
     // SAFETY: caller contract.
     unsafe { borrow(buf) }.map_or(0, DeviceBuffer::size)
@@ -207,6 +214,7 @@ pub unsafe extern "C" fn rmm_device_buffer_size(buf: *const rmm_device_buffer) -
 ///
 /// # Safety
 /// `buf` is NULL or a live buffer.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_capacity(buf: *const rmm_device_buffer) -> usize {
     // SAFETY: caller contract.
     unsafe { borrow(buf) }.map_or(0, DeviceBuffer::capacity)
@@ -216,6 +224,7 @@ pub unsafe extern "C" fn rmm_device_buffer_capacity(buf: *const rmm_device_buffe
 ///
 /// # Safety
 /// `buf` is NULL or a live buffer.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_alignment(buf: *const rmm_device_buffer) -> usize {
     // SAFETY: caller contract.
     unsafe { borrow(buf) }.map_or(0, DeviceBuffer::alignment)
@@ -226,6 +235,7 @@ pub unsafe extern "C" fn rmm_device_buffer_alignment(buf: *const rmm_device_buff
 ///
 /// # Safety
 /// `buf` is NULL or a live buffer.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_stream(buf: *const rmm_device_buffer) -> *mut c_void {
     // SAFETY: caller contract.
     unsafe { borrow(buf) }.map_or(std::ptr::null_mut(), |b| b.stream().as_raw() as *mut c_void)
@@ -237,6 +247,7 @@ pub unsafe extern "C" fn rmm_device_buffer_stream(buf: *const rmm_device_buffer)
 /// # Safety
 /// `buf` is NULL or a live buffer no other thread uses meanwhile; `stream` is 0, a special handle or
 /// a stream that outlives its use by the buffer; `err` is NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_set_stream(
     buf: *mut rmm_device_buffer,
     stream: *mut c_void,
@@ -260,6 +271,7 @@ pub unsafe extern "C" fn rmm_device_buffer_set_stream(
 ///
 /// # Safety
 /// As for [`rmm_device_buffer_set_stream`].
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_reserve(
     buf: *mut rmm_device_buffer,
     new_capacity: usize,
@@ -279,6 +291,7 @@ pub unsafe extern "C" fn rmm_device_buffer_reserve(
 ///
 /// # Safety
 /// As for [`rmm_device_buffer_set_stream`].
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_resize(
     buf: *mut rmm_device_buffer,
     new_size: usize,
@@ -297,6 +310,7 @@ pub unsafe extern "C" fn rmm_device_buffer_resize(
 ///
 /// # Safety
 /// As for [`rmm_device_buffer_set_stream`].
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_shrink_to_fit(
     buf: *mut rmm_device_buffer,
     stream: *mut c_void,
@@ -310,21 +324,14 @@ pub unsafe extern "C" fn rmm_device_buffer_shrink_to_fit(
 ///
 /// # Safety
 /// `buf` is NULL or a live buffer; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_memory_resource(
     buf: *const rmm_device_buffer,
     out: *mut rmm_resource,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        clear_out(out);
-        guarded(err, || {
-            if out.is_null() {
-                return Err(null_out("out"));
-            }
-            put(out, borrow(buf)?.memory_resource().to_handle(), "out")
-        })
-    }
+    unsafe { hand_out(out, err, || Ok(borrow(buf)?.memory_resource().clone())) }
 }
 
 /// The device the buffer was made on (and is freed on) into `*out`; -1 for a buffer made in host
@@ -332,6 +339,7 @@ pub unsafe extern "C" fn rmm_device_buffer_memory_resource(
 ///
 /// # Safety
 /// `buf` is NULL or a live buffer; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_device(
     buf: *const rmm_device_buffer,
     out: *mut c_int,

@@ -1,10 +1,11 @@
-//! Helpers for the GPU tests (compiled only for tests).
+//! Helpers for the tests (compiled for this crate's tests, and for the tests of the bindings with
+//! the `testing` feature; not part of the API).
 //!
 //! GPU tests are marked `#[ignore = "needs a CUDA GPU"]`, so CPU runs list them as ignored with that
 //! reason; the GPU runner (scripts/gpu-run.sh) runs them with `--include-ignored`.
 
 /// Fails loudly when a GPU test is run without a GPU (instead of passing silently).
-pub(crate) fn require_gpu() {
+pub fn require_gpu() {
     assert!(
         crate::cuda::is_available(),
         "this test needs a CUDA GPU (it is #[ignore]d on CPU; run scripts/gpu-run.sh on a GPU machine)"
@@ -13,14 +14,14 @@ pub(crate) fn require_gpu() {
 
 /// The number of cases of a property test: `PROPTEST_CASES` when it is set (so a long run is one
 /// variable away), else `default` (an explicit `cases` in a proptest config overrides the variable).
-pub(crate) fn proptest_cases(default: u32) -> u32 {
+pub fn proptest_cases(default: u32) -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// Records that a GPU test skipped itself for a reason only known at run time (for example
 /// "System memory not supported"). The line goes to stderr and, when `RMM_TEST_SKIP_LOG` names a
 /// file, is appended there so the GPU runner counts it as skipped, not passed.
-pub(crate) fn skip(test: &str, reason: &str) {
+pub fn skip(test: &str, reason: &str) {
     use std::io::Write;
     eprintln!("SKIPPED {test}: {reason}");
     if let Ok(path) = std::env::var("RMM_TEST_SKIP_LOG") {
@@ -33,16 +34,16 @@ pub(crate) fn skip(test: &str, reason: &str) {
 /// A host-memory resource for tests: claims whatever access it is given, counts allocations and
 /// live blocks, and records its drop in a shared flag (so tests can see when the last owner, in any
 /// language, let go).
-pub(crate) struct Probe {
-    pub(crate) access: crate::Access,
-    pub(crate) allocations: std::sync::atomic::AtomicUsize,
-    pub(crate) live: std::sync::atomic::AtomicIsize,
-    pub(crate) dropped: std::sync::Arc<std::sync::atomic::AtomicBool>,
+pub struct Probe {
+    pub access: crate::Access,
+    pub allocations: std::sync::atomic::AtomicUsize,
+    pub live: std::sync::atomic::AtomicIsize,
+    pub dropped: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Probe {
     /// A probe with `access`.
-    pub(crate) fn new(access: crate::Access) -> Self {
+    pub fn new(access: crate::Access) -> Self {
         Self {
             access,
             allocations: Default::default(),
@@ -52,7 +53,7 @@ impl Probe {
     }
 
     /// Allocations so far.
-    pub(crate) fn allocations(&self) -> usize {
+    pub fn allocations(&self) -> usize {
         self.allocations.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
@@ -89,7 +90,7 @@ impl crate::MemoryResource for Probe {
 /// The checks every base resource makes before it asks the driver for anything: alignments that
 /// are not powers of two (or above the 256 bytes a base resource guarantees) are invalid, 0 bytes
 /// gives null, and freeing null is a no-op on both the stream-ordered and the synchronous path.
-pub(crate) fn assert_arguments_checked_before_the_driver(mr: &dyn crate::MemoryResource) {
+pub fn assert_arguments_checked_before_the_driver(mr: &dyn crate::MemoryResource) {
     use crate::cuda::Stream;
     for align in [0usize, 3, 48, 512] {
         let result = mr.allocate(Stream::DEFAULT, 64, align);
@@ -105,11 +106,11 @@ pub(crate) fn assert_arguments_checked_before_the_driver(mr: &dyn crate::MemoryR
 
 /// An in-memory writer whose bytes a test can read while something else still holds a clone.
 #[derive(Clone, Default)]
-pub(crate) struct SharedBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+pub struct SharedBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
 impl SharedBuffer {
     /// Everything written so far, as text.
-    pub(crate) fn text(&self) -> String {
+    pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)).into_owned()
     }
 }
@@ -123,3 +124,5 @@ impl std::io::Write for SharedBuffer {
         Ok(())
     }
 }
+
+pub mod c_resource;

@@ -13,9 +13,10 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use super::{guarded, null_out, put, rmm_error};
-use crate::cuda::{self, memory, DeviceId, OwnedStream, Stream, StreamFlags};
-use crate::error::{Error, Result};
+use rmm_core::resource::rmm_error;
+use rmm_core::resource::guard::{guarded, null_out, put};
+use rmm_core::cuda::{self, memory, DeviceId, OwnedStream, Stream, StreamFlags};
+use rmm_core::error::{Error, Result};
 
 /// `rmm_stream_create` flag: the stream synchronizes with the legacy default stream (`cudaStreamDefault`).
 pub const RMM_STREAM_SYNC_DEFAULT: c_int = 0;
@@ -57,6 +58,7 @@ fn flags_from_c(flags: c_int) -> Result<StreamFlags> {
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_stream_create(flags: c_int, out: *mut *mut c_void, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract on both pointers.
     unsafe {
@@ -83,6 +85,7 @@ pub unsafe extern "C" fn rmm_stream_create(flags: c_int, out: *mut *mut c_void, 
 ///
 /// # Safety
 /// `err` is NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_stream_destroy(stream: *mut c_void, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -107,6 +110,7 @@ pub unsafe extern "C" fn rmm_stream_destroy(stream: *mut c_void, err: *mut rmm_e
 ///
 /// # Safety
 /// `stream` is 0, a special handle or a live stream; `err` is NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_stream_synchronize(stream: *mut c_void, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract.
     unsafe { guarded(err, || stream_from_c(stream).synchronize()) }
@@ -117,6 +121,7 @@ pub unsafe extern "C" fn rmm_stream_synchronize(stream: *mut c_void, err: *mut r
 ///
 /// # Safety
 /// `stream` is 0, a special handle or a live stream; `idle_out` and `err` are NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_stream_query(stream: *mut c_void, idle_out: *mut c_int, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -137,6 +142,7 @@ pub unsafe extern "C" fn rmm_stream_query(stream: *mut c_void, idle_out: *mut c_
 /// # Safety
 /// `src` is readable and `dst` writable for `bytes` bytes until the copy has completed on `stream`;
 /// `stream` is 0, a special handle or a live stream; `err` is NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_memcpy_async(
     dst: *mut c_void,
     src: *const c_void,
@@ -155,6 +161,7 @@ pub unsafe extern "C" fn rmm_memcpy_async(
 /// # Safety
 /// `ptr` is writable for `bytes` bytes until the fill has completed on `stream`; `stream` is 0, a
 /// special handle or a live stream; `err` is NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_memset_async(
     ptr: *mut c_void,
     value: c_int,
@@ -174,6 +181,7 @@ pub unsafe extern "C" fn rmm_memset_async(
 /// # Safety
 /// `ptr` points to at least `bytes` bytes (or is not managed memory); `stream` is 0, a special handle
 /// or a live stream; `err` is NULL or valid for writes.
+#[no_mangle]
 pub unsafe extern "C" fn rmm_prefetch(
     ptr: *const c_void,
     bytes: usize,
