@@ -59,7 +59,9 @@ run() {
 }
 
 # Rust.
-core=$(ls "$STAGE"/rust/rmm_core-* 2>/dev/null | grep -v '\.gz$' | head -1)
+core=$STAGE/rust/rmm-core__rmm_core
+[ -f "$core" ] || { [ -f "$core.gz" ] && gunzip -f "$core.gz"; }
+[ -f "$core" ] || core=
 if [ -n "$core" ]; then
     chmod +x "$core"
     filters=(mr::pool:: mr::arena:: mr::binning:: mr::fixed_size:: mr::cuda_async:: buffer::device_buffer
