@@ -192,15 +192,16 @@ impl Syncer for CudaSyncer {
         cuda::device::stream_device().unwrap_or(0)
     }
     fn stream_id(&self, stream: Stream) -> (u64, bool) {
-        // No driver call: a live stream of ours is answered from a per-thread cache; any other
-        // handle is a stream made elsewhere, keyed by its handle alone. Should it be destroyed and
-        // its handle come back for a new stream, the new one may reuse what the old one freed:
-        // CUDA releases a destroyed stream's resources, its handle included, only once the device
-        // has completed all its work (`cudaStreamDestroy`; checked by the GPU test
-        // `a_reused_handle_means_the_destroyed_streams_work_is_done`).
+        // A live stream of ours is answered from a per-thread cache, with no driver call. Any other
+        // handle is a stream made elsewhere, keyed by its driver id (`cuStreamGetId`, one call):
+        // its handle alone would not do, since the driver hands a destroyed stream's handle to a
+        // new stream while the old one's work is still queued (seen on driver 580 by the GPU test
+        // `a_foreign_stream_destroyed_after_a_free_and_its_handle_reused`, which failed when the
+        // key was the handle alone), and blocks of the old stream's open batch must not go to the
+        // new one unordered. The id is asked only while the call that names the stream runs.
         match stream.owned_id() {
             Some(id) => (id, true),
-            None => (0, false),
+            None => (stream.id().unwrap_or(0), false),
         }
     }
     fn wait_stream(&self, waiter: StreamKey, on: StreamKey) -> Result<()> {
