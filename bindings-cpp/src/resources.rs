@@ -62,7 +62,7 @@ unsafe fn upstream_of(upstream: rmm_resource) -> Result<AnyResource> {
 ///
 /// # Safety
 /// `resource` is live or fails the check.
-unsafe fn with_resource<R: MemoryResource, T>(
+pub(crate) unsafe fn with_resource<R: MemoryResource, T>(
     resource: rmm_resource,
     type_name: &str,
     f: impl FnOnce(&R) -> Result<T>,
@@ -809,7 +809,7 @@ pub unsafe extern "C" fn rmm_sam_headroom_memory_resource_new(
 /// # Safety
 /// `buf` is valid for `capacity` bytes of writes (or NULL with `capacity` 0); `length_out` is NULL
 /// or valid for writes.
-unsafe fn string_out(
+pub(crate) unsafe fn string_out(
     text: &[u8],
     buf: *mut c_char,
     capacity: usize,

@@ -4,11 +4,13 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
+use rmm_core::mr::tracking::{OutstandingAllocation, TrackingResourceAdaptor};
 use rmm_core::resource::guard::guarded;
 use rmm_core::resource::handle::rmm_resource;
 use rmm_core::resource::status::rmm_error;
-use rmm_core::mr::tracking::{OutstandingAllocation, TrackingResourceAdaptor};
-use rmm_core::{AnyResource, Error, MemoryResource, Result};
+use rmm_core::{Error, Result};
+
+use crate::resources::{string_out, with_resource};
 
 /// One outstanding allocation (`rmm_allocation_record` in rmm_c.h).
 #[repr(C)]
@@ -29,10 +31,10 @@ pub struct rmm_allocation_record {
 /// `resource` is live or fails the handle check.
 unsafe fn outstanding(resource: rmm_resource) -> Result<Vec<OutstandingAllocation>> {
     // SAFETY: caller contract.
-    let any = unsafe { AnyResource::from_borrowed_handle(resource)? };
-    match any.downcast_ref::<TrackingResourceAdaptor>() {
-        Some(t) => Ok(t.outstanding_allocations()),
-        None => Err(Error::invalid(format!("resource is a {}, not a tracking_resource_adaptor", any.name()))),
+    unsafe {
+        with_resource(resource, "tracking_resource_adaptor", |t: &TrackingResourceAdaptor| {
+            Ok(t.outstanding_allocations())
+        })
     }
 }
 
@@ -98,24 +100,12 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_allocation_stack(
     // SAFETY: caller contract on every pointer.
     unsafe {
         guarded(err, || {
-            if length_out.is_null() || (buf.is_null() && capacity != 0) {
-                return Err(Error::invalid("length_out is NULL, or buf is NULL with a capacity".to_string()));
-            }
             let all = outstanding(resource)?;
             let Some(a) = all.iter().find(|a| a.address == ptr as usize) else {
                 return Err(Error::invalid(format!("{ptr:p} is not outstanding through this tracking_resource_adaptor")));
             };
             let text = a.stack.as_ref().map(|s| s.to_string()).unwrap_or_default();
-            let bytes = text.as_bytes();
-            if capacity > 0 {
-                let n = bytes.len().min(capacity - 1);
-                // SAFETY: `buf` is valid for `capacity` > n bytes; the source is a live slice of n bytes.
-                std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buf, n);
-                // SAFETY: n < capacity.
-                *buf.add(n) = 0;
-            }
-            *length_out = bytes.len();
-            Ok(())
+            string_out(text.as_bytes(), buf, capacity, length_out)
         })
     }
 }
@@ -125,6 +115,7 @@ mod tests {
     use super::*;
     use rmm_core::resource::status::RMM_OK;
     use rmm_core::mr::SystemMemoryResource;
+    use rmm_core::{AnyResource, MemoryResource};
 
     #[test]
     fn lists_outstanding_allocations_and_rejects_other_resources() {
