@@ -20,6 +20,7 @@ pub mod buffer;
 pub mod cuda;
 pub mod debug_log;
 pub mod error;
+pub mod export;
 pub mod mr;
 pub mod registry;
 pub mod resource;

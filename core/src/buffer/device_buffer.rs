@@ -600,6 +600,68 @@ impl DeviceBuffer {
     }
 }
 
+/// A [`DeviceBuffer`] taken apart ([`DeviceBuffer::into_raw_parts`]): the allocation and
+/// everything needed to free it, which whoever holds the parts now owes.
+#[derive(Debug)]
+pub struct RawParts {
+    /// The memory (null when `capacity` is 0).
+    pub ptr: *mut u8,
+    /// The bytes in use.
+    pub size: usize,
+    /// The bytes allocated from `mr` (what a free gives back).
+    pub capacity: usize,
+    /// The alignment the memory was allocated with.
+    pub alignment: usize,
+    /// The stream the memory is freed on.
+    pub stream: Stream,
+    /// The resource the memory came from and goes back to.
+    pub mr: AnyResource,
+    /// The device the memory was made on (`None` in host mode).
+    pub device: Option<DeviceId>,
+}
+
+impl DeviceBuffer {
+    /// Takes the buffer apart without freeing anything; the caller owns the allocation and must
+    /// give it back (for example with [`DeviceBuffer::from_raw_parts`]).
+    ///
+    /// ```
+    /// use rmm_core::{AnyResource, DeviceBuffer, cuda::Stream, mr::SystemMemoryResource};
+    /// let buf = DeviceBuffer::from_host(b"abc", Stream::DEFAULT, AnyResource::new(SystemMemoryResource::new()))?;
+    /// let parts = buf.into_raw_parts();
+    /// assert_eq!((parts.size, parts.capacity), (3, 3));
+    /// // SAFETY: the parts of a buffer, put back once.
+    /// let buf = unsafe { DeviceBuffer::from_raw_parts(parts) };
+    /// assert_eq!(buf.to_vec()?, b"abc");
+    /// # Ok::<(), rmm_core::Error>(())
+    /// ```
+    pub fn into_raw_parts(self) -> RawParts {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so the resource is moved out exactly once.
+        let mr = unsafe { std::ptr::read(&this.mr) };
+        RawParts {
+            ptr: this.ptr,
+            size: this.size,
+            capacity: this.capacity,
+            alignment: this.alignment,
+            stream: this.stream,
+            mr,
+            device: this.device,
+        }
+    }
+
+    /// A buffer that owns `parts` and frees them on drop (through `parts.mr`, on `parts.stream`
+    /// and `parts.device`).
+    ///
+    /// # Safety
+    /// `parts.ptr` is null with `capacity` 0, or was allocated from `parts.mr` with exactly
+    /// `capacity` bytes and `alignment`, on `device`, and nothing else frees it; `size <= capacity`;
+    /// the memory is usable on `stream`.
+    pub unsafe fn from_raw_parts(parts: RawParts) -> Self {
+        let RawParts { ptr, size, capacity, alignment, stream, mr, device } = parts;
+        Self { ptr, size, capacity, alignment, stream, mr, device }
+    }
+}
+
 impl fmt::Debug for DeviceBuffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeviceBuffer")

@@ -26,7 +26,7 @@ mod device_buffer;
 mod device_scalar;
 mod device_vector;
 
-pub use device_buffer::DeviceBuffer;
+pub use device_buffer::{DeviceBuffer, RawParts};
 pub use device_scalar::DeviceScalar;
 pub use device_vector::DeviceVector;
 
