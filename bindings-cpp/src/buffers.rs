@@ -26,7 +26,7 @@ use rmm_core::resource::AnyResource;
 /// An owning device buffer (opaque in C): allocation, size, capacity, alignment, stream, resource
 /// and device of one [`DeviceBuffer`].
 pub struct rmm_device_buffer {
-    buffer: DeviceBuffer,
+    pub(crate) buffer: DeviceBuffer,
 }
 
 /// A new owner of the BORROWED `resource`, or the current device's resource for the empty handle.

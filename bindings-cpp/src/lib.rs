@@ -15,6 +15,7 @@
 
 mod abi;
 mod buffers;
+mod capsules;
 mod devices;
 mod handles;
 mod process_exit;

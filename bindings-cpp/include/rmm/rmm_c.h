@@ -685,6 +685,75 @@ int rmm_tracking_resource_adaptor_get_outstanding_allocations(rmm_resource resou
 int rmm_tracking_resource_adaptor_get_allocation_stack(rmm_resource resource, const void* ptr, char* buf,
                                                        size_t capacity, size_t* length_out, rmm_error* err);
 
+/* ---- Owning exports (bindings-cpp/src/capsules.rs): buffers and resources across binaries ----
+ *
+ * An export is a plain struct that moves ownership between binaries (C++, Python, Rust, any copy of
+ * rmm) with no copy of the memory. Each carries the `deleter` of the binary that made it, so any
+ * consumer can give it back (DLPack's DLManagedTensor pattern). Python wraps them in versioned
+ * capsules (docs/cross-language.md):
+ *   RMM_DEVICE_BUFFER_CAPSULE  "rmm.device_buffer.v1"   holds an rmm_buffer_export*; a consumer
+ *                              that adopts it renames the capsule RMM_USED_DEVICE_BUFFER_CAPSULE;
+ *                              the capsule's destructor calls the deleter only under the first name;
+ *   RMM_MEMORY_RESOURCE_CAPSULE "rmm.memory_resource.v1" holds an rmm_resource_export*; importing
+ *                              adds a reference, the capsule's destructor calls the deleter.
+ */
+#define RMM_DEVICE_BUFFER_CAPSULE "rmm.device_buffer.v1"
+#define RMM_USED_DEVICE_BUFFER_CAPSULE "used_rmm.device_buffer.v1"
+#define RMM_MEMORY_RESOURCE_CAPSULE "rmm.memory_resource.v1"
+#define RMM_BUFFER_EXPORT_VERSION 1
+#define RMM_RESOURCE_EXPORT_VERSION 1
+
+/** An owning device buffer in transit. To ADOPT it: check version, read the fields, set data to
+ *  NULL, size and capacity to 0 and resource to {NULL, NULL}, then call deleter (which then frees
+ *  only the struct); the memory is then yours to free with resource, on stream and device. To DROP
+ *  it: call deleter as it is (it frees the memory on its stream and device through its resource). */
+typedef struct rmm_buffer_export {
+  uint32_t version;     /**< RMM_BUFFER_EXPORT_VERSION */
+  int32_t device;       /**< the device the memory was made on and is freed on; -1 in host mode */
+  void* data;           /**< the memory; NULL exactly when capacity is 0 */
+  size_t size;          /**< bytes in use */
+  size_t capacity;      /**< bytes allocated from resource (what the free gives back) */
+  size_t alignment;     /**< the alignment it was allocated with (a power of two) */
+  void* stream;         /**< cudaStream_t the memory is used and freed on (NULL: default stream) */
+  rmm_resource resource; /**< OWNING: the resource the memory came from */
+  void (*deleter)(struct rmm_buffer_export* self); /**< set by the producer */
+  void* manager_ctx;    /**< the producer's; consumers leave it alone */
+} rmm_buffer_export;
+
+/** An owning resource reference in transit: importing it adds a reference of your own and leaves
+ *  it unchanged; deleter gives its reference back and frees it. */
+typedef struct rmm_resource_export {
+  uint32_t version;      /**< RMM_RESOURCE_EXPORT_VERSION */
+  rmm_resource resource; /**< OWNING: the export's reference */
+  void (*deleter)(struct rmm_resource_export* self); /**< set by the producer */
+} rmm_resource_export;
+
+/** Moves the memory of `buf` into a new export (no copy). On success `buf` is CONSUMED and *out is
+ *  OWNING (give it to a consumer or to rmm_buffer_export_free). On failure (NULL buf or out:
+ *  INVALID_ARGUMENT) buf is untouched and *out is NULL. */
+int rmm_device_buffer_export(rmm_device_buffer* buf, rmm_buffer_export** out, rmm_error* err);
+
+/** Adopts an export made by any binary as a new OWNING buffer in *out (no copy): the memory is freed
+ *  once, by rmm_device_buffer_free, on the export's stream and device, through the export's
+ *  resource (even if another resource is current by then). On success the export is CONSUMED; an
+ *  export of another version, without deleter or resource, with an invalid resource handle, a bad
+ *  alignment or inconsistent sizes is INVALID_ARGUMENT and is NOT consumed. */
+int rmm_device_buffer_import(rmm_buffer_export* export_, rmm_device_buffer** out, rmm_error* err);
+
+/** Gives an OWNING export back through its own deleter. NULL is a no-op. */
+void rmm_buffer_export_free(rmm_buffer_export* export_);
+
+/** A new OWNING export of `resource` (BORROWED; the export holds its own reference). The empty or an
+ *  invalid handle is INVALID_ARGUMENT. */
+int rmm_resource_export_new(rmm_resource resource, rmm_resource_export** out, rmm_error* err);
+
+/** The export's resource as a new OWNING handle in *out; the export is unchanged. Another version, a
+ *  missing deleter or an invalid handle is INVALID_ARGUMENT. */
+int rmm_resource_import(const rmm_resource_export* export_, rmm_resource* out, rmm_error* err);
+
+/** Gives an OWNING resource export back through its own deleter. NULL is a no-op. */
+void rmm_resource_export_free(rmm_resource_export* export_);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
