@@ -18,6 +18,15 @@ fi
 if [ "$RMM_FAILED" -eq 0 ]; then
     step "python build: cargo build --release -p rmm-cpp (librmm.so)" cargo build --release --locked -p rmm-cpp
 fi
+# The CCCL headers, for the C++ test extension of test_capsules.py (std::unique_ptr<rmm::device_buffer>
+# to and from Python); without them those tests skip, naming the reason.
+if [ -z "${RMM_CCCL_INCLUDE_DIRS:-}" ]; then
+    if cccl_out=$(bash bindings-cpp/cmake/fetch-cccl.sh "${RMM_CCCL_DIR:-$RMM_ROOT/build/cccl}" 2>/dev/null); then
+        export RMM_CCCL_INCLUDE_DIRS="$(printf '%s\n' "$cccl_out" | tail -n 1)"
+    else
+        echo "CCCL headers could not be fetched: the C++-API capsule tests skip"
+    fi
+fi
 if [ "$RMM_FAILED" -eq 0 ]; then
     if has_gpu; then
         label="python cpu+gpu: pytest bindings-python/tests"

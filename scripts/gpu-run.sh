@@ -115,6 +115,12 @@ pp=0 pf=0 ps=0 note=""
         (
             cd "$STAGE/python" || exit 1
             export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+            # CCCL >= 3.1 (carried) and the toolkit's runtime headers, for test_capsules.py's C++ API part.
+            cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
+            if [ -f "$STAGE/cpp/cccl.tar.gz" ] && [ -f "$cuda_inc/cuda_runtime_api.h" ]; then
+                mkdir -p /tmp/rmm-py-cccl && tar -C /tmp/rmm-py-cccl -xzf "$STAGE/cpp/cccl.tar.gz" &&
+                    export RMM_CCCL_INCLUDE_DIRS="/tmp/rmm-py-cccl/nvidia/cu13/include/cccl;$cuda_inc"
+            fi
             python3 -c 'import rmm; print("rmm", rmm.__version__, "from", rmm.__file__, "host mode:", rmm.is_host_mode())'
             python3 -m pytest tests -p no:cacheprovider -rs
         ) >"$OUT/python.one" 2>&1

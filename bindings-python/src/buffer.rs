@@ -53,7 +53,7 @@ fn none_buffer(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<()> {
 /// `DeviceBuffer(*, ptr=0, size=0, stream=DEFAULT_STREAM, mr=None)`: `size` bytes from `mr` (default:
 /// the current device resource), filled with a copy of `size` bytes at `ptr` (host or device) when
 /// `ptr` is not 0.
-#[pyclass(module = "rmm.pylibrmm.device_buffer", name = "DeviceBuffer", subclass)]
+#[pyclass(module = "rmm.pylibrmm.device_buffer", name = "DeviceBuffer", subclass, weakref)]
 pub(crate) struct PyDeviceBuffer {
     /// `None` only while being dropped.
     buf: Option<DeviceBuffer>,
@@ -100,6 +100,17 @@ impl PyDeviceBuffer {
             })
             .into_py_alloc_result()?;
         Ok(Self { buf: Some(buf), stream: stream.object(py)?, mr })
+    }
+
+    /// A Python buffer that owns `buf` (capsule.rs), with its stream and its resource's object.
+    pub(crate) fn adopt(py: Python<'_>, buf: DeviceBuffer) -> PyResult<Self> {
+        let stream = if buf.stream().is_default() {
+            crate::stream::default_stream(py)?
+        } else {
+            Py::new(py, PyStream::from_raw(buf.stream().as_raw(), None))?
+        };
+        let mr = crate::mr::wrap(py, buf.memory_resource().clone())?;
+        Ok(Self { buf: Some(buf), stream, mr })
     }
 
     fn copy_to_host_impl<'py>(
@@ -355,6 +366,24 @@ impl PyDeviceBuffer {
     /// The bytes allocated (at least the size).
     fn capacity(&self) -> usize {
         self.buf().capacity()
+    }
+
+    /// A `DeviceBuffer` that adopts the memory of a `"rmm.device_buffer.v1"` capsule made by C++,
+    /// Rust or another module, with no copy (RMM's `c_from_unique_ptr`); the capsule is used up.
+    /// Raises TypeError for anything else, ValueError for a used or invalid capsule.
+    #[staticmethod]
+    fn _from_capsule(py: Python<'_>, capsule: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let buf = crate::capsule::buffer_from_capsule(capsule)?;
+        Self::adopt(py, buf)
+    }
+
+    /// Moves the memory into a new `"rmm.device_buffer.v1"` capsule (no copy) and leaves this
+    /// buffer empty, as RMM's `c_release`: views of the old memory must be gone first.
+    fn _to_capsule(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let buf = self.buf_mut();
+        let empty = DeviceBuffer::new(0, buf.stream(), buf.memory_resource().clone()).into_py_result()?;
+        let moved = std::mem::replace(buf, empty);
+        crate::capsule::buffer_to_capsule(py, moved)
     }
 
     fn __repr__(&self) -> String {

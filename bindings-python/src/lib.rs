@@ -19,6 +19,7 @@
 use pyo3::prelude::*;
 
 mod buffer;
+mod capsule;
 mod cuda;
 mod error;
 mod hostbuf;

@@ -327,6 +327,33 @@ class device_buffer {
   /** @brief The resource the memory comes from; valid while this buffer (moved or not) lives. */
   [[nodiscard]] device_async_resource_ref memory_resource() const noexcept { return mr_->ref(); }
 
+  /**
+   * @brief Gives up librmm's handle (an rmm-rs extension, what <rmm/python.hpp> uses): the caller
+   * owns the returned rmm_device_buffer* (never null; free it with rmm_device_buffer_free or move it
+   * on with rmm_device_buffer_export), and this buffer is left empty, as if moved from.
+   * @throws rmm::logic_error when an empty buffer's handle cannot be made
+   */
+  [[nodiscard]] rmm_device_buffer* release_c_handle()
+  {
+    rmm_device_buffer* handle = ensure();
+    buf_ = nullptr;
+    return handle;
+  }
+
+  /**
+   * @brief A buffer that takes over the OWNING @p handle (for example from rmm_device_buffer_import);
+   * its memory_resource() is the handle's resource. On an exception the caller still owns @p handle.
+   * @throws rmm::logic_error for a null @p handle
+   */
+  static device_buffer adopt_c_handle(rmm_device_buffer* handle)
+  {
+    rmm_resource res{nullptr, nullptr};
+    rmm_error err{};
+    rmm::detail::check(rmm_device_buffer_memory_resource(handle, &res, &err), err, "device_buffer::adopt_c_handle");
+    return device_buffer{
+      std::make_shared<detail::container_resource_holder>(mr::detail::c_resource::adopt(res)), handle};
+  }
+
  private:
   /** @brief A source pointer for the copying constructors (null: none). */
   struct copy_source {
@@ -366,6 +393,9 @@ class device_buffer {
         : rmm_device_buffer_copy(other.buf_, as_c(stream), mr_->handle(), &buf_, &err);
     rmm::detail::check(status, err, "device_buffer (deep copy)");
   }
+
+  /** @brief Owns @p adopted (see adopt_c_handle). */
+  device_buffer(detail::container_resource res, rmm_device_buffer* adopted) : buf_{adopted}, mr_{std::move(res)} {}
 
   /** @brief The C buffer, made empty on first use for a default-constructed or moved-from buffer. */
   rmm_device_buffer* ensure()

@@ -86,6 +86,20 @@ impl PyDeviceMemoryResource {
         self.inner.name().to_owned()
     }
 
+    /// A `"rmm.memory_resource.v1"` capsule holding a reference to this resource (no copy), for
+    /// C++ (`rmm::resource_from_python`), Rust or another module.
+    fn _to_capsule(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        crate::capsule::resource_to_capsule(py, self.inner.clone())
+    }
+
+    /// The resource of a `"rmm.memory_resource.v1"` capsule as the most specific resource class
+    /// known here (the capsule stays valid). TypeError for anything else, ValueError for an
+    /// invalid capsule.
+    #[staticmethod]
+    fn _from_capsule(py: Python<'_>, capsule: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        wrap(py, crate::capsule::resource_from_capsule(capsule)?)
+    }
+
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let inner = &slf.get().inner;
         Ok(format!("<{} {} ({}-accessible)>", slf.get_type().qualname()?, inner.name(), inner.access()))
