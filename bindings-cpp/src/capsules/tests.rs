@@ -86,11 +86,11 @@ fn the_memory_goes_back_to_its_resource_after_the_current_one_changed() {
 #[test]
 fn bad_arguments_are_typed_errors() {
     let mut err = rmm_error::new();
-    let mut export = 1usize as *mut rmm_buffer_export;
+    let mut export = std::ptr::dangling_mut::<rmm_buffer_export>();
     // SAFETY: NULL buffer: refused, out cleared.
     assert_eq!(unsafe { rmm_device_buffer_export(null_mut(), &mut export, &mut err) }, RMM_ERROR_INVALID_ARGUMENT);
     assert!(export.is_null());
-    let mut buf = 1usize as *mut rmm_device_buffer;
+    let mut buf = std::ptr::dangling_mut::<rmm_device_buffer>();
     // SAFETY: NULL export: refused.
     assert_eq!(unsafe { rmm_device_buffer_import(null_mut(), &mut buf, &mut err) }, RMM_ERROR_INVALID_ARGUMENT);
     assert!(buf.is_null());
@@ -111,7 +111,7 @@ fn bad_arguments_are_typed_errors() {
         rmm_buffer_export_free(null_mut());
     }
     assert_eq!(live(&mr), 0);
-    let mut rexport = 1usize as *mut rmm_resource_export;
+    let mut rexport = std::ptr::dangling_mut::<rmm_resource_export>();
     // SAFETY: the empty handle is refused.
     assert_eq!(unsafe { rmm_resource_export_new(rmm_resource::NULL, &mut rexport, &mut err) }, RMM_ERROR_INVALID_ARGUMENT);
     assert!(rexport.is_null());
