@@ -23,15 +23,16 @@ pub use rmm_core::{
     ResourceRef, Result, DEFAULT_ALIGNMENT,
 };
 
-/// The object model ([`MemoryResource`], [`Access`], [`AnyResource`], [`ResourceRef`]) and the
-/// handle through which a resource crosses into C, C++ and other binaries ([`AnyResource`]'s
-/// `*_handle` methods; [`resource::rmm_resource`]). The C entry points themselves are librmm's.
+/// The object model: [`MemoryResource`], [`Access`], [`AnyResource`], [`ResourceRef`]. (The C handle
+/// through which a resource crosses into C and C++ is librmm's business: see [`interop`].)
 pub mod resource {
-    pub use rmm_core::resource::{
-        downcast, rmm_error, rmm_resource, rmm_resource_vtable, Access, AnyResource, ForeignResource, MemoryResource,
-        ResourceRef, DEFAULT_ALIGNMENT,
-    };
+    pub use rmm_core::resource::{downcast, Access, AnyResource, MemoryResource, ResourceRef, DEFAULT_ALIGNMENT};
 }
+
+mod builder;
+pub mod interop;
+
+pub use builder::{PoolBuilder, ResourceStack};
 
 /// The names most programs need.
 pub mod prelude {
