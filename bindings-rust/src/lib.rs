@@ -32,6 +32,9 @@ pub mod resource {
 mod builder;
 pub mod interop;
 
+#[cfg(feature = "cudarc")]
+pub mod cudarc;
+
 pub use builder::{PoolBuilder, ResourceStack};
 
 /// The names most programs need.
