@@ -34,6 +34,8 @@ pub mod interop;
 
 #[cfg(feature = "cudarc")]
 pub mod cudarc;
+#[cfg(feature = "cxx")]
+pub mod cxx;
 
 pub use builder::{PoolBuilder, ResourceStack};
 
