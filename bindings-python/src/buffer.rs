@@ -373,7 +373,7 @@ impl PyDeviceBuffer {
     /// Raises TypeError for anything else, ValueError for a used or invalid capsule.
     #[staticmethod]
     fn _from_capsule(py: Python<'_>, capsule: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let buf = crate::capsule::buffer_from_capsule(capsule)?;
+        let buf = rmm::python::buffer_from_capsule(capsule)?;
         Self::adopt(py, buf)
     }
 
@@ -383,7 +383,7 @@ impl PyDeviceBuffer {
         let buf = self.buf_mut();
         let empty = DeviceBuffer::new(0, buf.stream(), buf.memory_resource().clone()).into_py_result()?;
         let moved = std::mem::replace(buf, empty);
-        crate::capsule::buffer_to_capsule(py, moved)
+        rmm::python::buffer_to_capsule(py, moved)
     }
 
     fn __repr__(&self) -> String {

@@ -19,7 +19,6 @@
 use pyo3::prelude::*;
 
 mod buffer;
-mod capsule;
 mod cuda;
 mod error;
 mod hostbuf;

@@ -36,6 +36,8 @@ pub mod interop;
 pub mod cudarc;
 #[cfg(feature = "cxx")]
 pub mod cxx;
+#[cfg(feature = "pyo3")]
+pub mod python;
 
 pub use builder::{PoolBuilder, ResourceStack};
 

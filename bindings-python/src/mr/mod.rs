@@ -89,7 +89,7 @@ impl PyDeviceMemoryResource {
     /// A `"rmm.memory_resource.v1"` capsule holding a reference to this resource (no copy), for
     /// C++ (`rmm::resource_from_python`), Rust or another module.
     fn _to_capsule(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        crate::capsule::resource_to_capsule(py, self.inner.clone())
+        rmm::python::resource_to_capsule(py, self.inner.clone())
     }
 
     /// The resource of a `"rmm.memory_resource.v1"` capsule as the most specific resource class
@@ -97,7 +97,7 @@ impl PyDeviceMemoryResource {
     /// invalid capsule.
     #[staticmethod]
     fn _from_capsule(py: Python<'_>, capsule: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        wrap(py, crate::capsule::resource_from_capsule(capsule)?)
+        wrap(py, rmm::python::resource_from_capsule(capsule)?)
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {

@@ -1,6 +1,22 @@
-//! Versioned capsules of buffers and resources: how a `DeviceBuffer` or a memory resource crosses
-//! to and from C++, Rust or another extension module with no copy (RMM's
-//! `DeviceBuffer.c_from_unique_ptr` / `c_release`, without Cython).
+//! Python interop (feature `pyo3`): versioned capsules of buffers and resources, how a
+//! [`DeviceBuffer`] or a resource crosses to and from Python's `rmm` (and C++) with no copy (RMM's
+//! `DeviceBuffer.c_from_unique_ptr` / `c_release`, without Cython). The `rmm` Python package itself
+//! is built on these functions.
+//!
+//! ```ignore
+//! // (Not compiled as a doc test: it needs a Python interpreter to link with; the `rmm` Python
+//! // package's own tests run these functions.)
+//! use pyo3::prelude::*;
+//! use rmm::prelude::*;
+//! # fn demo(py: Python<'_>) -> PyResult<()> {
+//! // Rust -> Python: an rmm.DeviceBuffer that owns the memory.
+//! let buf = DeviceBuffer::from_host(b"from Rust", Stream::DEFAULT, rmm::registry::current_resource()?)?;
+//! let obj = rmm::python::buffer_into_py(py, buf)?;
+//! // Python -> Rust: the memory back (the Python object is left empty, as RMM's c_release).
+//! let back: DeviceBuffer = rmm::python::buffer_from_py(&obj)?;
+//! assert_eq!(back.to_vec()?, b"from Rust");
+//! # Ok(()) }
+//! ```
 //!
 //! - `"rmm.device_buffer.v1"` holds an `rmm_buffer_export*` (`rmm_core::export`, `rmm_c.h`): the
 //!   memory, its stream and device, and an owning reference to its resource, with the producer's
@@ -23,14 +39,10 @@ use pyo3::prelude::*;
 use rmm_core::export::{self, rmm_buffer_export, rmm_resource_export};
 use rmm_core::{AnyResource, DeviceBuffer};
 
-use crate::error::to_py_err;
-
-/// The name of an unconsumed buffer capsule.
-pub(crate) const BUFFER_CAPSULE: &CStr = c"rmm.device_buffer.v1";
-/// The name a consumer gives a buffer capsule it adopted.
-pub(crate) const USED_BUFFER_CAPSULE: &CStr = c"used_rmm.device_buffer.v1";
-/// The name of a resource capsule.
-pub(crate) const RESOURCE_CAPSULE: &CStr = c"rmm.memory_resource.v1";
+pub use crate::interop::{
+    BUFFER_CAPSULE_NAME as BUFFER_CAPSULE, RESOURCE_CAPSULE_NAME as RESOURCE_CAPSULE,
+    USED_BUFFER_CAPSULE_NAME as USED_BUFFER_CAPSULE,
+};
 
 /// Frees an unconsumed buffer capsule's export through its deleter (a consumed one is left alone).
 unsafe extern "C" fn buffer_capsule_destructor(capsule: *mut ffi::PyObject) {
@@ -135,7 +147,11 @@ fn capsule_name(obj: &Bound<'_, PyAny>, expected: &CStr, used: Option<&CStr>) ->
 }
 
 /// Adopts the buffer of a `"rmm.device_buffer.v1"` capsule (no copy) and marks the capsule used.
-pub(crate) fn buffer_from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<DeviceBuffer> {
+///
+/// # Errors
+/// `TypeError` for anything but that capsule; `ValueError` for a used capsule, another version, or
+/// an export whose fields do not hold together.
+pub fn buffer_from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<DeviceBuffer> {
     capsule_name(capsule, BUFFER_CAPSULE, Some(USED_BUFFER_CAPSULE))?;
     // SAFETY: a valid capsule of that name holds an rmm_buffer_export* it owns.
     let export = unsafe { ffi::PyCapsule_GetPointer(capsule.as_ptr(), BUFFER_CAPSULE.as_ptr()) } as *mut rmm_buffer_export;
@@ -153,23 +169,84 @@ pub(crate) fn buffer_from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<Device
 }
 
 /// A new `"rmm.device_buffer.v1"` capsule owning `buffer`'s memory (no copy).
-pub(crate) fn buffer_to_capsule(py: Python<'_>, buffer: DeviceBuffer) -> PyResult<Py<PyAny>> {
+///
+/// # Errors
+/// The Python error when the capsule cannot be made (the memory is then freed).
+pub fn buffer_to_capsule(py: Python<'_>, buffer: DeviceBuffer) -> PyResult<Py<PyAny>> {
     new_capsule(py, export::export_buffer(buffer).cast(), BUFFER_CAPSULE, buffer_capsule_destructor)
 }
 
 /// A new owner of the resource of a `"rmm.memory_resource.v1"` capsule (the capsule stays valid).
-pub(crate) fn resource_from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<AnyResource> {
+///
+/// # Errors
+/// `TypeError` for anything but that capsule; `ValueError` for another version or an invalid
+/// handle.
+pub fn resource_from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<AnyResource> {
     capsule_name(capsule, RESOURCE_CAPSULE, None)?;
     // SAFETY: a valid capsule of that name holds an rmm_resource_export* it owns.
     let export = unsafe { ffi::PyCapsule_GetPointer(capsule.as_ptr(), RESOURCE_CAPSULE.as_ptr()) } as *const rmm_resource_export;
     // SAFETY: the capsule's live export.
-    unsafe { export::import_resource(export) }.map_err(|e| match e {
-        rmm_core::Error::InvalidArgument(msg) => PyValueError::new_err(msg),
-        other => to_py_err(other),
-    })
+    unsafe { export::import_resource(export) }.map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// A new `"rmm.memory_resource.v1"` capsule holding a reference to `resource`.
-pub(crate) fn resource_to_capsule(py: Python<'_>, resource: AnyResource) -> PyResult<Py<PyAny>> {
+///
+/// # Errors
+/// The Python error when the capsule cannot be made.
+pub fn resource_to_capsule(py: Python<'_>, resource: AnyResource) -> PyResult<Py<PyAny>> {
     new_capsule(py, export::export_resource(resource).cast(), RESOURCE_CAPSULE, resource_capsule_destructor)
+}
+
+/// `buf` as a new `rmm.DeviceBuffer` that owns its memory (no copy): `DeviceBuffer._from_capsule`
+/// of Python's `rmm`, which must be importable.
+///
+/// # Errors
+/// The import's or the call's Python error (the memory is then freed).
+pub fn buffer_into_py<'py>(py: Python<'py>, buf: DeviceBuffer) -> PyResult<Bound<'py, PyAny>> {
+    let capsule = buffer_to_capsule(py, buf)?;
+    py.import("rmm")?.getattr("DeviceBuffer")?.call_method1("_from_capsule", (capsule,))
+}
+
+/// The memory of `obj`, an `rmm.DeviceBuffer` (left empty, as RMM's `c_release`) or a
+/// `"rmm.device_buffer.v1"` capsule, as a [`DeviceBuffer`] (no copy).
+///
+/// # Errors
+/// `TypeError` for another object; as [`buffer_from_capsule`] otherwise.
+pub fn buffer_from_py(obj: &Bound<'_, PyAny>) -> PyResult<DeviceBuffer> {
+    // SAFETY: a live object (GIL held).
+    if unsafe { ffi::PyCapsule_CheckExact(obj.as_ptr()) } == 1 {
+        return buffer_from_capsule(obj);
+    }
+    if !obj.hasattr("_to_capsule")? {
+        let got = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
+        return Err(PyTypeError::new_err(format!("expected an rmm.DeviceBuffer or a 'rmm.device_buffer.v1' capsule, got {got}")));
+    }
+    buffer_from_capsule(&obj.call_method0("_to_capsule")?)
+}
+
+/// `resource` as a Python memory resource sharing the same object (the most specific class
+/// Python's `rmm` knows for it).
+///
+/// # Errors
+/// The import's or the call's Python error.
+pub fn resource_into_py<'py>(py: Python<'py>, resource: &AnyResource) -> PyResult<Bound<'py, PyAny>> {
+    let capsule = resource_to_capsule(py, resource.clone())?;
+    py.import("rmm.mr")?.getattr("DeviceMemoryResource")?.call_method1("_from_capsule", (capsule,))
+}
+
+/// The resource of `obj`, a Python memory resource or a `"rmm.memory_resource.v1"` capsule, as a
+/// new owner.
+///
+/// # Errors
+/// `TypeError` for another object; as [`resource_from_capsule`] otherwise.
+pub fn resource_from_py(obj: &Bound<'_, PyAny>) -> PyResult<AnyResource> {
+    // SAFETY: a live object (GIL held).
+    if unsafe { ffi::PyCapsule_CheckExact(obj.as_ptr()) } == 1 {
+        return resource_from_capsule(obj);
+    }
+    if !obj.hasattr("_to_capsule")? {
+        let got = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
+        return Err(PyTypeError::new_err(format!("expected an rmm memory resource or a 'rmm.memory_resource.v1' capsule, got {got}")));
+    }
+    resource_from_capsule(&obj.call_method0("_to_capsule")?)
 }
