@@ -1,8 +1,23 @@
-//! `rmm`: GPU memory management for Rust, the public face of rmm-core.
+//! `rmm`: GPU memory management for Rust, the public face of rmm-core (RAPIDS RMM's model:
+//! stream-ordered memory resources, pools, adaptors and containers), sharing one process-wide
+//! registry and its objects with `import rmm` in Python and `<rmm/...>` in C++.
 //!
-//! Stream-ordered memory resources ([`mr`]), the owning handle [`AnyResource`], containers
-//! ([`DeviceBuffer`], [`DeviceVector`], [`DeviceScalar`]) and the per-device current resource
-//! ([`registry`]). Without a GPU everything runs on host memory ([`cuda::is_host_mode`]).
+//! - **Resources** ([`mr`]): [`mr::CudaMemoryResource`], [`mr::CudaAsyncMemoryResource`], pools,
+//!   arenas, adaptors. [`AnyResource`] is the owning, cheap-to-clone handle; builders compose them
+//!   ([`PoolBuilder`], [`ResourceStack`]).
+//! - **Containers**: [`DeviceBuffer`], [`DeviceVector`], [`DeviceScalar`], freed on their own stream
+//!   and device through the resource that made them.
+//! - **The current resource** per device ([`registry`]), shared with C++ and Python when
+//!   `librmm.so` is loaded.
+//! - **Errors** are typed values ([`Error`]: `OutOfMemory`, `Cuda`, `InvalidArgument`, `NoDriver`,
+//!   `NoDevice`, `Unsupported`), never panics.
+//! - **Other languages** ([`interop`], docs/cross-language.md): buffers move and resources are
+//!   shared with C++ and Python with no copy. Features: `pyo3` (`rmm::python`: to and from
+//!   `rmm.DeviceBuffer` and Python resources), `cxx` (`rmm::cxx`: our resources in a crate's own
+//!   `#[cxx::bridge]` as `rmm::device_async_resource_ref`), `cudarc` (`rmm::cudarc`: our memory as
+//!   cudarc device pointers and kernel arguments, cudarc streams as ours).
+//!
+//! Without a GPU everything runs on host memory ([`cuda::is_host_mode`]).
 //!
 //! ```
 //! use rmm::prelude::*;
@@ -14,6 +29,16 @@
 //! // Containers use the current device's resource unless given one.
 //! let buf = DeviceBuffer::from_host(b"hello", Stream::DEFAULT, rmm::registry::current_resource()?)?;
 //! assert_eq!(buf.to_vec()?, b"hello");
+//!
+//! // A pool under a statistics adaptor, built outside in.
+//! let base: AnyResource = if rmm::cuda::is_host_mode() {
+//!     AnyResource::new(rmm::mr::SystemMemoryResource::new())
+//! } else {
+//!     AnyResource::new(rmm::mr::CudaMemoryResource::new())
+//! };
+//! let mr = rmm::ResourceStack::over(base).pool(Some(1 << 20), None)?.statistics().build();
+//! let v = DeviceVector::<f32>::new(1000, Stream::DEFAULT, mr.clone())?;
+//! assert_eq!(v.len(), 1000);
 //! # Ok::<(), rmm::Error>(())
 //! ```
 

