@@ -57,8 +57,11 @@ quietly build-cpp cmake --build build/tour/cpp
 echo "built: $PREFIX/lib/librmm.so, build/tour/cpp/librmm_tour_cpp.so, $TARGET/release/examples/libtour_shared.so"
 
 log "C++, Rust and Python share one resource (python3 scripts/tour_shared.py)"
+buffers_lib=()
+[ -f build/tour/cpp/librmm_tour_buffers.so ] && buffers_lib=(build/tour/cpp/librmm_tour_buffers.so)
 PYTHONPATH="$RMM_ROOT/bindings-python/python" python3 -u scripts/tour_shared.py \
-    "$PREFIX/lib/librmm.so" build/tour/cpp/librmm_tour_cpp.so "$TARGET/release/examples/libtour_shared.so"
+    "$PREFIX/lib/librmm.so" build/tour/cpp/librmm_tour_cpp.so "$TARGET/release/examples/libtour_shared.so" \
+    "${buffers_lib[@]}"
 
 echo
 echo "Tour done: one Rust core served Rust, C++ and Python, sharing one resource in one process."

@@ -1,20 +1,61 @@
 """The tour's shared stop: C++, Rust and Python allocate from ONE current device resource, in one process.
 
-    python3 scripts/tour_shared.py LIBRMM_SO CPP_TOUR_SO RUST_TOUR_SO     (scripts/tour.sh runs it)
+    python3 scripts/tour_shared.py LIBRMM_SO CPP_TOUR_SO RUST_TOUR_SO [CPP_BUFFERS_SO]   (scripts/tour.sh runs it)
 
 librmm.so (the C ABI, owner of the process's one registry) is loaded first; every other copy of the
 rmm core in the process (the Rust library's, Python's rmm._rmm) finds it at its first registry use and
 routes there. Then: C++ sets a pool under a statistics adaptor as the current device resource; Rust,
 C++ and Python allocate from "the current device resource"; C++ and Python print the same counters;
-everything is freed (counters back to 0 bytes) and C++ restores the previous resource. Exits non-zero
-on any failure.
+everything is freed (counters back to 0 bytes). Then a buffer crosses languages (CPP_BUFFERS_SO,
+built when the Python headers are there): a std::unique_ptr<rmm::device_buffer> made in C++ becomes a
+Python rmm.DeviceBuffer with no copy, and goes back to C++, which frees it, the counters of both
+languages agreeing at every step. Finally C++ restores the previous resource. Exits non-zero on any
+failure.
 """
 
 import ctypes
 import sys
 
 
-def main(librmm_path, cpp_path, rust_path):
+def buffers_stop(buffers_path, mr, cpp_counters):
+    """A buffer made in C++ becomes a Python rmm.DeviceBuffer (no copy) and goes back to C++."""
+    print("\nA buffer crosses languages with no copy (C++ -> Python -> C++):")
+    if buffers_path is None:
+        print("  skipped: the Python headers were not found, so the C++ buffer library was not built")
+        return
+    lib = ctypes.PyDLL(buffers_path)  # PyDLL: the GIL stays held, as <rmm/python.hpp> needs
+    lib.rmm_tour_cpp_buffer_to_python.restype = ctypes.py_object
+    lib.rmm_tour_cpp_buffer_to_python.argtypes = [ctypes.c_size_t, ctypes.c_int]
+    lib.rmm_tour_cpp_buffer_from_python.restype = ctypes.py_object
+    lib.rmm_tour_cpp_buffer_from_python.argtypes = [ctypes.py_object]
+    import rmm
+
+    before = cpp_counters()
+    buf = lib.rmm_tour_cpp_buffer_to_python(1 << 16, 7)
+    if type(buf) is not rmm.DeviceBuffer:
+        raise SystemExit(f"C++ did not hand over an rmm.DeviceBuffer but {type(buf)}")
+    ptr = buf.ptr
+    print(f"  [Python] got {buf!r}; Python is its only owner (sys.getrefcount - 1 = {sys.getrefcount(buf) - 1})")
+    if buf.tobytes()[:4] != bytes([7] * 4):
+        raise SystemExit("the Python buffer does not hold what C++ wrote")
+    counts = mr.allocation_counts
+    live = cpp_counters()
+    if (counts.current_bytes, live[0], live[5] - before[5]) != (1 << 16, 1 << 16, 1):
+        raise SystemExit(f"the counters do not show one 64 KiB allocation: Python {counts}, C++ {live}")
+    print(f"  [Python] allocation_counts: {counts.current_count} live ({counts.current_bytes} bytes); "
+          "C++ reads the same")
+    address, size, first = lib.rmm_tour_cpp_buffer_from_python(buf)
+    if (address, size, first, buf.size) != (ptr, 1 << 16, 7, 0):
+        raise SystemExit(f"the buffer did not move back to C++ unchanged: {(address, size, first)}, {buf!r}")
+    print(f"  [Python] the DeviceBuffer is empty now ({buf!r}); C++ got the same memory back ({address:#x})")
+    counts = mr.allocation_counts
+    if (counts.current_bytes, cpp_counters()[0], counts.total_count - before[5]) != (0, 0, 1):
+        raise SystemExit(f"the buffer was not freed exactly once: {counts}")
+    print(f"  freed once, by C++, through the resource that made it: {counts.current_bytes} bytes live, "
+          f"{counts.total_count - before[5]} allocation for the whole trip")
+
+
+def main(librmm_path, cpp_path, rust_path, buffers_path=None):
     # First: librmm, so that it owns the registry that everything loaded after it shares.
     librmm = ctypes.CDLL(librmm_path)
     cpp = ctypes.CDLL(cpp_path)
@@ -83,6 +124,8 @@ def main(librmm_path, cpp_path, rust_path):
         raise SystemExit("memory is still counted as live after every part freed")
     print(f"  back to 0 bytes live; peak {counts.peak_bytes} bytes, {counts.total_count} allocations in total")
 
+    buffers_stop(buffers_path, mr, cpp_counters)
+
     print("\nC++ restores the previous resource:")
     del mr  # Python's reference to the adaptor: C++ drops its own at teardown
     call("C++", cpp.rmm_tour_cpp_teardown)
@@ -93,6 +136,6 @@ def main(librmm_path, cpp_path, rust_path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 5):
         raise SystemExit(__doc__.strip().splitlines()[2])
     main(*sys.argv[1:])
