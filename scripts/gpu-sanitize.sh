@@ -101,5 +101,32 @@ else
     echo "  python: the wheel is not installed in /tmp/site (run scripts/gpu-run.sh first)" | tee -a "$LOG"
 fi
 
+# Cross-language (issue 11): buffers and resources between C++, Python and Rust (test_capsules.py,
+# its C++ extension and subprocesses: --target-processes all), the cxx bridge and the cudarc kernel.
+if [ -d /tmp/site/rmm ] && [ -f "$STAGE/python/tests/test_capsules.py" ]; then
+    cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
+    if [ -f "$STAGE/cpp/cccl.tar.gz" ] && [ -f "$cuda_inc/cuda_runtime_api.h" ]; then
+        mkdir -p /tmp/rmm-py-cccl && tar -C /tmp/rmm-py-cccl -xzf "$STAGE/cpp/cccl.tar.gz" &&
+            export RMM_CCCL_INCLUDE_DIRS="/tmp/rmm-py-cccl/nvidia/cu13/include/cccl;$cuda_inc"
+    fi
+    (cd "$STAGE/python" && PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} \
+        run "python:test_capsules" memcheck python3 -m pytest tests/test_capsules.py -q -p no:cacheprovider)
+    if tail -1 "$LOG" | grep -q ': clean$'; then clean=$((clean + 1)); else dirty=$((dirty + 1)); fi
+else
+    missing=$((missing + 1))
+    echo "  python:test_capsules: not staged or the wheel is not installed" | tee -a "$LOG"
+fi
+for exe in rmm-example-cxx__bridge__test rmm-example-cudarc__kernel__test; do
+    f=$STAGE/rust/$exe
+    [ -f "$f" ] || { [ -f "$f.gz" ] && gunzip -f "$f.gz"; }
+    if [ -f "$f" ]; then
+        chmod +x "$f"
+        run "rust:$exe" memcheck "$f" --include-ignored --test-threads=1
+    else
+        missing=$((missing + 1))
+        echo "  rust:$exe: not staged" | tee -a "$LOG"
+    fi
+done
+
 echo "sanitize: $clean clean, $dirty with errors, $missing not run" | tee -a "$LOG"
 [ "$dirty" -eq 0 ]
