@@ -258,8 +258,10 @@ fi
 if [ -f "$STAGE/tour/librmm_tour_cpp.so" ] && [ -d /tmp/site/rmm ]; then
     # The shared stop: C++ sets a pool + statistics as the current resource, Rust, C++ and Python
     # allocate from it in one process (librmm.so from stage/cpp, the owner of the one registry).
+    tour_buffers=()
+    [ -f "$STAGE/tour/librmm_tour_buffers.so" ] && tour_buffers=("$STAGE/tour/librmm_tour_buffers.so")
     PYTHONPATH=/tmp/site python3 -u scripts/tour_shared.py "$STAGE/cpp/librmm.so" \
-        "$STAGE/tour/librmm_tour_cpp.so" "$STAGE/tour/libtour_shared.so" >>"$OUT/tour.log" 2>&1 &&
+        "$STAGE/tour/librmm_tour_cpp.so" "$STAGE/tour/libtour_shared.so" "${tour_buffers[@]}" >>"$OUT/tour.log" 2>&1 &&
         say "tour:   shared stop ran (tour.log)" || say "tour:   shared stop exit $? (tour.log)"
 fi
 if ls .whl/rmm_cu13-*.whl >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then

@@ -189,6 +189,8 @@ log "tour: bash scripts/tour.sh here (builds the C++ and Rust tour libraries)"
 if bash scripts/tour.sh >"$STAGE/tour-here.log" 2>&1; then
     mkdir -p "$STAGE/tour"
     cp build/tour/cpp/librmm_tour_cpp.so "$(target_dir)/release/examples/libtour_shared.so" "$STAGE/tour/"
+    # The buffer stop's C++ library (<rmm/python.hpp>), built when the Python headers were found.
+    [ -f build/tour/cpp/librmm_tour_buffers.so ] && cp build/tour/cpp/librmm_tour_buffers.so "$STAGE/tour/"
     strip --strip-debug "$STAGE"/tour/*.so
     manifest "tour: stage/tour/librmm_tour_cpp.so, libtour_shared.so (shared stop; the tour ran here: tour-here.log)"
 else
