@@ -96,14 +96,15 @@ _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
-_keep = {}  # hand-made tensors and their data, by address, until their deleter runs
-deleted = []
+_keep = {}  # hand-made tensors and their data, by serial number (manager_ctx), until deleted
+deleted = []  # serial numbers of the tensors whose deleter ran
 
 
 @DELETER
 def _deleter(t):
-    deleted.append(ctypes.addressof(t.contents))
-    _keep.pop(ctypes.addressof(t.contents), None)
+    serial = t.contents.manager_ctx
+    deleted.append(serial)
+    _keep.pop(serial, None)
 
 
 def hand_made_capsule(code, bits, shape=(2, 3), flags=0, major=1, name=b"dltensor_versioned"):
@@ -113,15 +114,16 @@ def hand_made_capsule(code, bits, shape=(2, 3), flags=0, major=1, name=b"dltenso
     data = (ctypes.c_uint8 * max(1, n * max(1, bits // 8)))()
     shp = (ctypes.c_int64 * len(shape))(*shape)
     t = DLManagedTensorVersioned()
-    t.major, t.minor, t.deleter, t.flags = major, 1, _deleter, flags
+    serial = len(_keep) + len(deleted) + 1
+    t.major, t.minor, t.deleter, t.flags, t.manager_ctx = major, 1, _deleter, flags, serial
     t.dl_tensor.data = ctypes.addressof(data)
     t.dl_tensor.device = DLDevice(1, 0)
     t.dl_tensor.ndim = len(shape)
     t.dl_tensor.dtype = DLDataType(code, bits, 1)
     t.dl_tensor.shape = shp
-    _keep[ctypes.addressof(t)] = (t, data, shp)
+    _keep[serial] = (t, data, shp)
     # No capsule destructor: the tests consume the capsules (the view then calls the deleter).
-    return _capsule_new(ctypes.addressof(t), name, None), ctypes.addressof(t), ctypes.addressof(data)
+    return _capsule_new(ctypes.addressof(t), name, None), serial, ctypes.addressof(data)
 
 
 # ---- NumPy views -------------------------------------------------------------------------------
