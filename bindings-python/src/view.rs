@@ -23,7 +23,7 @@ use rmm_core::view::dlpack::{
     device_type as dt, type_code, DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned,
     DLPACK_FLAG_BITMASK_IS_COPIED,
 };
-use rmm_core::view::{dtype_of_format, item_strides, rmm_strided_view, MetaStore, StridedMemoryView, ViewOwner, ViewParts};
+use rmm_core::view::{dtype_of_format, memory_device, item_strides, rmm_strided_view, MetaStore, StridedMemoryView, ViewOwner, ViewParts};
 use rmm_core::{registry, AnyResource, MemoryResource};
 
 use crate::buffer::PyDeviceBuffer;
@@ -748,21 +748,10 @@ impl PyStridedMemoryView {
 
 // ---- DeviceBuffer's DLPack ----------------------------------------------------------------------
 
-/// Where a DeviceBuffer's memory is, for DLPack: the host in host mode; else CUDA managed memory,
-/// pinned host memory (a host- and device-accessible resource that is not managed), or the device.
+/// Where a DeviceBuffer's memory is, for DLPack (`rmm_core::view::memory_device`).
 fn buffer_device(buf: &PyDeviceBuffer) -> DLDevice {
-    if cuda::is_host_mode() {
-        return DLDevice { device_type: dt::CPU, device_id: 0 };
-    }
     let b = buf.inner();
-    let id = b.device().unwrap_or(0);
-    if cuda::memory::is_managed(b.as_ptr()) {
-        DLDevice { device_type: dt::CUDA_MANAGED, device_id: id }
-    } else if b.memory_resource().access().host() {
-        DLDevice { device_type: dt::CUDA_HOST, device_id: 0 }
-    } else {
-        DLDevice { device_type: dt::CUDA, device_id: id }
-    }
+    memory_device(b.as_ptr(), b.memory_resource().access(), b.device())
 }
 
 /// `DeviceBuffer.__dlpack_device__()`.

@@ -83,6 +83,63 @@ impl rmm_strided_view {
         device_copy: std::ptr::null(),
         generation: 0,
     };
+
+    /// True while acquired (the validity word is non-zero). A struct from another binary (Python's
+    /// `c_view_address`, C) is only read through the accessors below while this holds.
+    pub fn is_live(&self) -> bool {
+        self.generation != 0
+    }
+
+    /// The extents as a slice (empty for a 0-d or released view).
+    ///
+    /// # Safety
+    /// The struct was filled by an acquire call and not released since (its pointers are valid).
+    pub unsafe fn shape_slice(&self) -> &[i64] {
+        // SAFETY: caller contract.
+        unsafe { words(self.shape, self.ndim) }
+    }
+
+    /// The strides in items as a slice.
+    ///
+    /// # Safety
+    /// As [`shape_slice`](Self::shape_slice).
+    pub unsafe fn strides_slice(&self) -> &[i64] {
+        // SAFETY: caller contract.
+        unsafe { words(self.strides, self.ndim) }
+    }
+
+    /// The strides in bytes as a slice.
+    ///
+    /// # Safety
+    /// As [`shape_slice`](Self::shape_slice).
+    pub unsafe fn byte_strides_slice(&self) -> &[i64] {
+        // SAFETY: caller contract.
+        unsafe { words(self.byte_strides, self.ndim) }
+    }
+
+    /// The format string ("" when NULL).
+    ///
+    /// # Safety
+    /// As [`shape_slice`](Self::shape_slice).
+    pub unsafe fn format_str(&self) -> &str {
+        if self.format.is_null() {
+            return "";
+        }
+        // SAFETY: caller contract: a NUL-terminated ASCII string.
+        unsafe { std::ffi::CStr::from_ptr(self.format) }.to_str().unwrap_or("")
+    }
+}
+
+/// `ndim` words at `p` (empty for NULL or ndim ≤ 0).
+///
+/// # Safety
+/// `p` is NULL or points to `ndim` words.
+unsafe fn words<'a>(p: *const i64, ndim: c_int) -> &'a [i64] {
+    match usize::try_from(ndim) {
+        // SAFETY: caller contract.
+        Ok(n) if n > 0 && !p.is_null() => unsafe { std::slice::from_raw_parts(p, n) },
+        _ => &[],
+    }
 }
 
 /// Storage for a view's `3 × ndim` int64 words (shape, strides, byte strides, in that order) at a
@@ -601,6 +658,14 @@ mod tests {
         assert!(v.is_c_contiguous() && !v.is_f_contiguous());
         assert_eq!(v.format(), "<f4");
         let raw = v.as_raw();
+        // SAFETY: the view is alive.
+        unsafe {
+            assert_eq!(raw.shape_slice(), &[2, 3, 4]);
+            assert_eq!(raw.strides_slice(), &[12, 4, 1]);
+            assert_eq!(raw.byte_strides_slice(), &[48, 16, 4]);
+            assert_eq!(raw.format_str(), "<f4");
+        }
+        assert!(raw.is_live() && !rmm_strided_view::EMPTY.is_live());
         // SAFETY: the view is alive; the pointers have ndim items.
         unsafe {
             assert_eq!(std::slice::from_raw_parts(raw.shape, 3), &[2, 3, 4]);
