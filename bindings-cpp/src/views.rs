@@ -317,7 +317,10 @@ mod tests {
         unsafe {
             assert_eq!(rmm_strided_view_from_dlpack_versioned(t, &mut v, &mut e), RMM_ERROR_UNSUPPORTED);
             assert_eq!(v.generation, 0);
-            assert_eq!(rmm_strided_view_from_dlpack_versioned(t, std::ptr::null_mut(), &mut e), RMM_ERROR_INVALID_ARGUMENT);
+            assert_eq!(
+                rmm_strided_view_from_dlpack_versioned(t, std::ptr::null_mut(), &mut e),
+                RMM_ERROR_INVALID_ARGUMENT
+            );
             assert_eq!(DELETED.load(Ordering::SeqCst), before);
             deleter(t);
             assert_eq!(
@@ -338,16 +341,32 @@ mod tests {
         unsafe {
             let fmt = c"<f8";
             let rc = rmm_strided_view_from_parts(
-                data.as_ptr().cast(), 1, shape.as_ptr(), std::ptr::null(), fmt.as_ptr(),
-                device_type::CPU, 0, true, &mut v, &mut e,
+                data.as_ptr().cast(),
+                1,
+                shape.as_ptr(),
+                std::ptr::null(),
+                fmt.as_ptr(),
+                device_type::CPU,
+                0,
+                true,
+                &mut v,
+                &mut e,
             );
             assert_eq!(rc, RMM_OK, "{}", e.message());
             assert_eq!(*v.strides, 1);
             assert!(v.readonly && v.owner.is_null());
             let bad = c"<f3";
             let rc = rmm_strided_view_from_parts(
-                data.as_ptr().cast(), 1, shape.as_ptr(), std::ptr::null(), bad.as_ptr(),
-                device_type::CPU, 0, true, &mut d, &mut e,
+                data.as_ptr().cast(),
+                1,
+                shape.as_ptr(),
+                std::ptr::null(),
+                bad.as_ptr(),
+                device_type::CPU,
+                0,
+                true,
+                &mut d,
+                &mut e,
             );
             assert_eq!(rc, RMM_ERROR_INVALID_ARGUMENT);
             if rmm_core::cuda::is_host_mode() {

@@ -23,7 +23,9 @@ use rmm_core::view::dlpack::{
     device_type as dt, type_code, DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned,
     DLPACK_FLAG_BITMASK_IS_COPIED,
 };
-use rmm_core::view::{dtype_of_format, memory_device, item_strides, rmm_strided_view, MetaStore, StridedMemoryView, ViewOwner, ViewParts};
+use rmm_core::view::{
+    dtype_of_format, item_strides, memory_device, rmm_strided_view, MetaStore, StridedMemoryView, ViewOwner, ViewParts,
+};
 use rmm_core::{registry, AnyResource, MemoryResource};
 
 use crate::buffer::PyDeviceBuffer;
@@ -70,7 +72,8 @@ fn py_meta(py: Python<'_>, ndim: usize) -> PyResult<(Box<dyn MetaStore>, Py<PyBy
     // One spare word: the bytearray's storage is aligned to 8 on CPython's allocators, but align by
     // hand if it ever is not.
     let base = obj.data() as usize;
-    let ptr = if len == 0 { std::ptr::NonNull::<i64>::dangling().as_ptr() } else { base.next_multiple_of(8) as *mut i64 };
+    let ptr =
+        if len == 0 { std::ptr::NonNull::<i64>::dangling().as_ptr() } else { base.next_multiple_of(8) as *mut i64 };
     let unbound = obj.unbind();
     Ok((Box::new(PyMeta { _keep: unbound.clone_ref(py), ptr, len }), unbound))
 }
@@ -121,9 +124,11 @@ impl PyStridedMemoryView {
         let off = (v.as_raw().shape as usize).saturating_sub(self.meta.bind(py).data() as usize) / 8;
         let mv = py.import("builtins")?.getattr("memoryview")?.call1((self.meta.bind(py),))?;
         let start = if n == 0 { 0 } else { off + which * n };
-        let words = mv.call_method1("__getitem__", (pyo3::types::PySlice::new(py, 0, (8 * (off + 3 * n)) as isize, 1),))?;
+        let words =
+            mv.call_method1("__getitem__", (pyo3::types::PySlice::new(py, 0, (8 * (off + 3 * n)) as isize, 1),))?;
         let q = words.call_method1("cast", ("q",))?;
-        let part = q.call_method1("__getitem__", (pyo3::types::PySlice::new(py, start as isize, (start + n) as isize, 1),))?;
+        let part =
+            q.call_method1("__getitem__", (pyo3::types::PySlice::new(py, start as isize, (start + n) as isize, 1),))?;
         part.call_method0("toreadonly")
     }
 }
@@ -143,7 +148,10 @@ fn consumer_stream(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Stream>> {
     } else if let Ok(h) = obj.getattr("ptr") {
         h.extract()?
     } else {
-        return Err(PyTypeError::new_err(format!("stream: expected a Stream, an int handle or a stream object, got {}", obj.get_type().name()?)));
+        return Err(PyTypeError::new_err(format!(
+            "stream: expected a Stream, an int handle or a stream object, got {}",
+            obj.get_type().name()?
+        )));
     };
     // SAFETY: a handle the caller vouches for; it is only passed to the driver.
     Ok(Some(unsafe { Stream::from_raw(raw) }))
@@ -237,7 +245,10 @@ unsafe fn borrow_then_take<T>(
 
 fn from_dlpack_impl(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<Stream>) -> PyResult<PyStridedMemoryView> {
     if !obj.hasattr("__dlpack__")? {
-        return Err(PyTypeError::new_err(format!("a {} is neither a DLPack capsule nor has __dlpack__", obj.get_type().name()?)));
+        return Err(PyTypeError::new_err(format!(
+            "a {} is neither a DLPack capsule nor has __dlpack__",
+            obj.get_type().name()?
+        )));
     }
     let device: (i32, i32) = match obj.call_method0("__dlpack_device__") {
         Ok(d) => d.extract()?,
@@ -262,9 +273,7 @@ fn from_dlpack_impl(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<Strea
 
 fn from_cai_impl(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<Stream>) -> PyResult<PyStridedMemoryView> {
     let cai = obj.getattr("__cuda_array_interface__")?;
-    let get = |k: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
-        Ok(cai.get_item(k).ok().filter(|v| !v.is_none()))
-    };
+    let get = |k: &str| -> PyResult<Option<Bound<'_, PyAny>>> { Ok(cai.get_item(k).ok().filter(|v| !v.is_none())) };
     if get("mask")?.is_some() {
         return Err(PyBufferError::new_err("masked CUDA arrays are not supported"));
     }
@@ -336,7 +345,10 @@ fn from_buffer_impl(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<PyStride
     let dtype = dtype_of_format(&format).into_py_result()?;
     let itemsize = rmm_core::view::itemsize_of(dtype, false).into_py_result()?;
     if itemsize != r.itemsize as i64 {
-        return Err(PyBufferError::new_err(format!("format {format:?} has {itemsize} bytes per item, the buffer {}", r.itemsize)));
+        return Err(PyBufferError::new_err(format!(
+            "format {format:?} has {itemsize} bytes per item, the buffer {}",
+            r.itemsize
+        )));
     }
     let ndim = usize::try_from(r.ndim).map_err(|_| PyBufferError::new_err("negative ndim"))?;
     let read = |p: *const ffi::Py_ssize_t| -> Vec<i64> {
@@ -389,7 +401,12 @@ unsafe extern "C" fn legacy_capsule_destructor(cap: *mut ffi::PyObject) {
 
 /// A capsule of `view` as the consumer asked: versioned when `max_version` allows 1.x (its minor
 /// capped at ours), legacy otherwise.
-fn capsule<'py>(py: Python<'py>, view: &StridedMemoryView, max_version: Option<(u32, u32)>, flags: u64) -> PyResult<Bound<'py, PyAny>> {
+fn capsule<'py>(
+    py: Python<'py>,
+    view: &StridedMemoryView,
+    max_version: Option<(u32, u32)>,
+    flags: u64,
+) -> PyResult<Bound<'py, PyAny>> {
     let (ptr, name, destructor): (*mut c_void, &CStr, unsafe extern "C" fn(*mut ffi::PyObject)) = match max_version {
         Some((major, minor)) if major >= 1 => {
             let t = view.to_dlpack_versioned(flags);
@@ -423,7 +440,10 @@ fn capsule<'py>(py: Python<'py>, view: &StridedMemoryView, max_version: Option<(
 fn parse_max_version(v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(u32, u32)>> {
     match v.filter(|v| !v.is_none()) {
         None => Ok(None),
-        Some(v) => v.extract::<(u32, u32)>().map(Some).map_err(|_| PyTypeError::new_err("max_version must be a (major, minor) tuple")),
+        Some(v) => v
+            .extract::<(u32, u32)>()
+            .map(Some)
+            .map_err(|_| PyTypeError::new_err("max_version must be a (major, minor) tuple")),
     }
 }
 
@@ -472,7 +492,11 @@ impl PyStridedMemoryView {
     /// A view through `obj.__cuda_array_interface__` (v3; its stream is waited for).
     #[staticmethod]
     #[pyo3(signature = (obj, stream = None))]
-    fn from_cuda_array_interface(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    fn from_cuda_array_interface(
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         from_cai_impl(py, obj, consumer_stream(stream)?)
     }
 
@@ -568,7 +592,11 @@ impl PyStridedMemoryView {
         if let Ok(d) = np.call_method1("dtype", (format,)) {
             return Ok(Some(d));
         }
-        Ok(py.import("ml_dtypes").ok().and_then(|m| m.getattr(format).ok()).and_then(|t| np.call_method1("dtype", (t,)).ok()))
+        Ok(py
+            .import("ml_dtypes")
+            .ok()
+            .and_then(|m| m.getattr(format).ok())
+            .and_then(|t| np.call_method1("dtype", (t,)).ok()))
     }
 
     /// DLPack `DLDeviceType` (1 CPU, 2 CUDA, 3 CUDA host, 13 CUDA managed).
@@ -648,7 +676,12 @@ impl PyStridedMemoryView {
     /// `mr` (default: the current device resource), uploaded on `stream`; `device_copy_address` is
     /// that struct (a kernel argument).
     #[pyo3(signature = (mr = None, stream = None))]
-    fn to_device(&self, py: Python<'_>, mr: Option<Bound<'_, PyDeviceMemoryResource>>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    fn to_device(
+        &self,
+        py: Python<'_>,
+        mr: Option<Bound<'_, PyDeviceMemoryResource>>,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         let v = self.get()?;
         let resource: AnyResource = match mr {
             Some(mr) => mr.get().inner.clone(),
@@ -709,7 +742,12 @@ impl PyStridedMemoryView {
             None => "<rmm.StridedMemoryView (released)>".to_owned(),
             Some(v) => format!(
                 "<rmm.StridedMemoryView ptr={:#x} shape={:?} strides={:?} format={:?} device=({}, {}){}>",
-                v.ptr(), v.shape(), v.strides(), v.format(), v.device().device_type, v.device().device_id,
+                v.ptr(),
+                v.shape(),
+                v.strides(),
+                v.format(),
+                v.device().device_type,
+                v.device().device_id,
                 if v.readonly() { " readonly" } else { "" }
             ),
         }
@@ -786,7 +824,11 @@ pub(crate) fn buffer_dlpack<'py>(
         let raw: i64 = s.extract().map_err(|_| PyTypeError::new_err("stream must be an int or None"))?;
         if device_type_is_cuda(device.device_type) {
             match raw {
-                0 => return Err(PyValueError::new_err("stream 0 is ambiguous for CUDA: pass 1 (legacy default) or 2 (per-thread)")),
+                0 => {
+                    return Err(PyValueError::new_err(
+                        "stream 0 is ambiguous for CUDA: pass 1 (legacy default) or 2 (per-thread)",
+                    ))
+                }
                 -1 => {}
                 r if r < -1 => return Err(PyValueError::new_err(format!("invalid stream {r}"))),
                 r => {

@@ -142,8 +142,13 @@ mod tests {
         let mut back = rmm_strided_view::EMPTY;
         // SAFETY: `dev` is a device struct alive while `on_device` is; `back` is its size.
         unsafe {
-            cuda::copy_sync((&mut back as *mut rmm_strided_view).cast(), dev.cast(), size_of::<rmm_strided_view>(), Stream::DEFAULT)
-                .unwrap();
+            cuda::copy_sync(
+                (&mut back as *mut rmm_strided_view).cast(),
+                dev.cast(),
+                size_of::<rmm_strided_view>(),
+                Stream::DEFAULT,
+            )
+            .unwrap();
         }
         assert_eq!((back.ndim, back.itemsize, back.device_copy), (3, 2, dev));
         let mut words = [0i64; 9];
