@@ -688,9 +688,8 @@ impl PyStridedMemoryView {
             None => registry::current_resource().into_py_result()?,
         };
         let stream = consumer_stream(stream)?.unwrap_or(Stream::DEFAULT);
-        let on_device = py.detach(|| v.to_device(resource, stream)).into_py_result()?;
-        let (store, meta) = py_meta(py, 0)?;
-        drop(store);
+        let (store, meta) = py_meta(py, v.ndim())?;
+        let on_device = py.detach(|| v.to_device_with_store(resource, stream, store)).into_py_result()?;
         Ok(Self::wrap(on_device, meta, self.exporting_obj.bind(py)))
     }
 

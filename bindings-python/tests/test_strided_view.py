@@ -441,6 +441,7 @@ def test_to_device_copies_the_struct_into_the_resources_memory():
     v = StridedMemoryView(a)
     d = v.to_device()
     assert d.shape == v.shape and d.device_copy_address != 0
+    assert d.strides_memoryview.tolist() == list(v.strides), "host-side metadata shared with memoryviews"
     if rmm.is_host_mode():
         c = CView.from_address(d.device_copy_address)
         assert (c.ndim, c.itemsize, c.format, c.generation) == (2, 8, b"<c8", d.generation)

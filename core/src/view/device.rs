@@ -4,7 +4,7 @@
 
 use std::mem::size_of;
 
-use super::strided::{rmm_strided_view, StridedMemoryView};
+use super::strided::{rmm_strided_view, MetaStore, StridedMemoryView};
 use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
 use crate::resource::{AnyResource, MemoryResource};
@@ -43,13 +43,27 @@ impl StridedMemoryView {
     /// [`Error::InvalidArgument`] when `resource` is not device-accessible (outside host mode); the
     /// allocation's or the copy's error.
     pub fn to_device(&self, resource: AnyResource, stream: Stream) -> Result<StridedMemoryView> {
+        self.to_device_with_store(resource, stream, Box::new(vec![0; 3 * self.ndim()]))
+    }
+
+    /// As [`to_device`](Self::to_device), with the host-side metadata of the result in `store`
+    /// (`3 × ndim` words; see [`MetaStore`]).
+    ///
+    /// # Errors
+    /// As [`to_device`](Self::to_device).
+    pub fn to_device_with_store(
+        &self,
+        resource: AnyResource,
+        stream: Stream,
+        store: Box<dyn MetaStore>,
+    ) -> Result<StridedMemoryView> {
         if !cuda::is_host_mode() && !resource.access().device() {
             return Err(Error::invalid(format!(
                 "{} is not device-accessible: a kernel could not read the view",
                 resource.name()
             )));
         }
-        let mut view = self.share();
+        let mut view = self.share_with_store(store)?;
         let n = view.ndim();
         let head = size_of::<rmm_strided_view>().next_multiple_of(8);
         let format = view.format().as_bytes().to_vec();

@@ -529,6 +529,14 @@ impl StridedMemoryView {
 
     /// A new view of the same memory sharing the owner (a new generation, its own metadata).
     pub fn share(&self) -> StridedMemoryView {
+        self.share_with_store(Box::new(vec![0; 3 * self.ndim()])).expect("a valid view's parts are valid")
+    }
+
+    /// As [`share`](Self::share), with the new view's metadata in `store` (`3 × ndim` words).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a store of the wrong length.
+    pub fn share_with_store(&self, store: Box<dyn MetaStore>) -> Result<StridedMemoryView> {
         let parts = ViewParts {
             ptr: self.ptr(),
             shape: self.shape().to_vec(),
@@ -538,11 +546,11 @@ impl StridedMemoryView {
             readonly: self.readonly(),
             subbyte_padded: true,
         };
-        let mut view = Self::new(parts, None).expect("a valid view's parts are valid");
+        let mut view = Self::with_store(parts, None, store)?;
         if let Some(owner) = &self.owner {
             view = view.with_owner(owner.clone());
         }
-        view
+        Ok(view)
     }
 
     pub(super) fn raw_mut(&mut self) -> &mut rmm_strided_view {
