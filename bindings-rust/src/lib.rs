@@ -48,6 +48,8 @@ pub use rmm_core::{
     ResourceRef, Result, DEFAULT_ALIGNMENT,
 };
 
+pub mod view;
+
 /// The object model: [`MemoryResource`], [`Access`], [`AnyResource`], [`ResourceRef`]. (The C handle
 /// through which a resource crosses into C and C++ is librmm's business: see [`interop`].)
 pub mod resource {
