@@ -14,12 +14,84 @@ failure.
 """
 
 import ctypes
+import gc
 import sys
 
 
-def buffers_stop(buffers_path, mr, cpp_counters):
+def as_float_matrix(buf):
+    """The buffer through DLPack as a float32 128 x 128 matrix of the installed array library, with
+    m[i][j] = 128 i + j, and whether it shares the buffer's memory; None when no library fits."""
+    import rmm
+
+    if rmm.is_host_mode():
+        try:
+            import numpy as np
+        except ImportError:
+            return None
+        a = np.from_dlpack(buf)
+        same = a.ctypes.data == buf.ptr
+        m = a.view(np.float32).reshape(128, 128)
+        m[...] = np.arange(128 * 128, dtype=np.float32).reshape(128, 128)
+        return "numpy.from_dlpack", a, m, same
+    try:
+        import torch
+
+        t = torch.from_dlpack(buf)
+        m = t.view(torch.float32).reshape(128, 128)
+        m.copy_(torch.arange(128 * 128, dtype=torch.float32, device=t.device).reshape(128, 128))
+        torch.cuda.synchronize()
+        return "torch.from_dlpack", t, m, t.data_ptr() == buf.ptr
+    except ImportError:
+        pass
+    try:
+        import cupy
+
+        a = cupy.from_dlpack(buf)
+        m = a.view(cupy.float32).reshape(128, 128)
+        m[...] = cupy.arange(128 * 128, dtype=cupy.float32).reshape(128, 128)
+        cupy.cuda.runtime.deviceSynchronize()
+        return "cupy.from_dlpack", a, m, a.data.ptr == buf.ptr
+    except ImportError:
+        return None
+
+
+def dlpack_and_views(buf, cpp_lib, rust):
+    """The C++-made buffer as an array through DLPack (no copy), a strided view of it read from C and
+    Rust; True when it wrote the buffer (False: skipped, no array library)."""
+    import rmm
+
+    made = as_float_matrix(buf)
+    if made is None:
+        print("  DLPack: skipped (no array library: NumPy in host mode, PyTorch or CuPy on a GPU)")
+        return False
+    how, array, m, same = made
+    print(f"  [Python] {how}(DeviceBuffer) -> {type(array).__module__}.{type(array).__name__} at the same "
+          f"address: {same}; filled as a float32 128 x 128 matrix, m[i][j] = 128 i + j")
+    if not same:
+        raise SystemExit("DLPack copied the buffer")
+    sub = m[1::2, ::3]  # every other row from 1, every third column: not contiguous
+    view = rmm.StridedMemoryView.from_object(sub)
+    print(f"  [Python] StridedMemoryView(m[1::2, ::3]): shape {view.shape}, strides {view.strides} items, "
+          f"format {view.format!r}, c_view_address {view.c_view_address:#x}")
+    expected = float(128 * 3 + 3)  # sub[1][1] = m[3][3]
+    from_c, from_rust = ctypes.c_float(), ctypes.c_float()
+    cpp_lib.rmm_tour_cpp_read_view.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)]
+    rust.rmm_tour_rust_read_view.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)]
+    if cpp_lib.rmm_tour_cpp_read_view(view.c_view_address, ctypes.byref(from_c)) != 0:
+        raise SystemExit("C could not read the view")
+    if rust.rmm_tour_rust_read_view(view.c_view_address, ctypes.byref(from_rust)) != 0:
+        raise SystemExit("Rust could not read the view")
+    if (from_c.value, from_rust.value) != (expected, expected):
+        raise SystemExit(f"C read {from_c.value}, Rust read {from_rust.value}, expected {expected}")
+    print(f"  C and Rust read element [1][1] = {expected:g} from the struct Python acquired, with no Python call")
+    view.release()
+    del view, sub, m, array
+    return True
+
+
+def buffers_stop(buffers_path, mr, cpp_counters, rust):
     """A buffer made in C++ becomes a Python rmm.DeviceBuffer (no copy) and goes back to C++."""
-    print("\nA buffer crosses languages with no copy (C++ -> Python -> C++):")
+    print("\nA buffer crosses languages with no copy (C++ -> Python -> DLPack, views read from C and Rust -> C++):")
     if buffers_path is None:
         print("  skipped: the Python headers were not found, so the C++ buffer library was not built")
         return
@@ -44,8 +116,13 @@ def buffers_stop(buffers_path, mr, cpp_counters):
         raise SystemExit(f"the counters do not show one 64 KiB allocation: Python {counts}, C++ {live}")
     print(f"  [Python] allocation_counts: {counts.current_count} live ({counts.current_bytes} bytes); "
           "C++ reads the same")
+    wrote = dlpack_and_views(buf, lib, rust)
+    first_byte = 0 if wrote else 7  # m[0][0] = 0.0 once the array library filled the matrix
+    gc.collect()
+    if (mr.allocation_counts.current_count, cpp_counters()[3]) != (1, 1):
+        raise SystemExit("the array and view libraries should not have allocated from our resource")
     address, size, first = lib.rmm_tour_cpp_buffer_from_python(buf)
-    if (address, size, first, buf.size) != (ptr, 1 << 16, 7, 0):
+    if (address, size, first, buf.size) != (ptr, 1 << 16, first_byte, 0):
         raise SystemExit(f"the buffer did not move back to C++ unchanged: {(address, size, first)}, {buf!r}")
     print(f"  [Python] the DeviceBuffer is empty now ({buf!r}); C++ got the same memory back ({address:#x})")
     counts = mr.allocation_counts
@@ -124,7 +201,7 @@ def main(librmm_path, cpp_path, rust_path, buffers_path=None):
         raise SystemExit("memory is still counted as live after every part freed")
     print(f"  back to 0 bytes live; peak {counts.peak_bytes} bytes, {counts.total_count} allocations in total")
 
-    buffers_stop(buffers_path, mr, cpp_counters)
+    buffers_stop(buffers_path, mr, cpp_counters, rust)
 
     print("\nC++ restores the previous resource:")
     del mr  # Python's reference to the adaptor: C++ drops its own at teardown

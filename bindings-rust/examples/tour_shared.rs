@@ -8,6 +8,9 @@
 //! - `int rmm_tour_rust_allocate(void)`: a `DeviceBuffer` of 64 KiB and a `DeviceVector<u32>` of
 //!   1000 elements (filled and read back) from the current device resource, kept until
 //! - `int rmm_tour_rust_free(void)`: drops them, freeing through the resource they came from.
+//! - `int rmm_tour_rust_read_view(const rmm_strided_view* view, float* out)`: reads a strided view
+//!   that Python acquired (`StridedMemoryView.c_view_address`) through `rmm::view`'s slice accessors,
+//!   with no Python call, and returns its float at index [1][1].
 
 use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -86,4 +89,39 @@ pub extern "C" fn rmm_tour_rust_allocate() -> c_int {
 #[no_mangle]
 pub extern "C" fn rmm_tour_rust_free() -> c_int {
     entry("free", free)
+}
+
+fn read_view(view: *const rmm::view::rmm_strided_view, out: *mut f32) -> Result<()> {
+    // SAFETY: Python passes the address of a view it holds acquired for the duration of this call.
+    let view = unsafe { view.as_ref() }.ok_or_else(|| Error::invalid("the view must not be NULL"))?;
+    if !view.is_live() {
+        return Err(Error::invalid("the view was released"));
+    }
+    // SAFETY: a live view: its shape, strides and format are valid while it is acquired.
+    let (shape, strides, byte_strides, format) =
+        unsafe { (view.shape_slice(), view.strides_slice(), view.byte_strides_slice(), view.format_str()) };
+    println!(
+        "  [Rust] rmm::view::rmm_strided_view: shape {shape:?}, strides {strides:?} items, format {format:?}, device type {}",
+        view.device_type
+    );
+    if view.ndim != 2 || view.itemsize != 4 {
+        return Err(Error::invalid("expected a 2-d float32 view"));
+    }
+    let at = view.ptr as i64 + byte_strides[0] + byte_strides[1];
+    let mut value = [0u8; 4];
+    // SAFETY: [1][1] lies inside the viewed memory (its shape is at least 2 x 2), live while acquired.
+    unsafe { rmm::cuda::copy_sync(value.as_mut_ptr(), at as *const u8, 4, Stream::DEFAULT)? };
+    let value = f32::from_ne_bytes(value);
+    println!("  [Rust] element [1][1] = {value}");
+    // SAFETY: `out` is the caller's float, or NULL.
+    if let Some(slot) = unsafe { out.as_mut() } {
+        *slot = value;
+    }
+    Ok(())
+}
+
+/// Reads a strided view of Python's from Rust (see the module docs).
+#[no_mangle]
+pub extern "C" fn rmm_tour_rust_read_view(view: *const rmm::view::rmm_strided_view, out: *mut f32) -> c_int {
+    entry("read_view", || read_view(view, out))
 }

@@ -5,6 +5,7 @@
 // Python loads this library with ctypes.PyDLL (the GIL stays held) and calls:
 //   PyObject* rmm_tour_cpp_buffer_to_python(size_t bytes, int byte)  -> rmm.DeviceBuffer
 //   PyObject* rmm_tour_cpp_buffer_from_python(PyObject* buffer)      -> (address, size, first byte)
+//   int rmm_tour_cpp_read_view(const rmm_strided_view* view, float* out) (read from C)
 // Errors: nullptr with a Python exception set (C++ exceptions are caught here).
 #include <rmm/cuda_stream_view.hpp>
 #include <rmm/device_buffer.hpp>
@@ -72,4 +73,41 @@ RMM_TOUR_API PyObject* rmm_tour_cpp_buffer_from_python(PyObject* obj)
   } catch (std::exception const& e) {
     return raise_from(e);
   }
+}
+
+/// Reads a strided view that Python acquired (StridedMemoryView.c_view_address) with no Python call:
+/// prints its typed fields and the float at index [1][1], which it returns through *out.
+/// Returns 0, or 1 after printing why (NULL, a released view, not a 2-d float32 view).
+RMM_TOUR_API int rmm_tour_cpp_read_view(rmm_strided_view const* view, float* out)
+{
+  // The validity word (non-zero while acquired). librmm's rmm_strided_view_check knows only the views
+  // that librmm's own copy of the core acquired, not those of Python's module, so it is not used here.
+  if (view == nullptr || view->generation == 0) {
+    std::printf("  [C]   not a live view\n");
+    return 1;
+  }
+  rmm_error err{};
+  std::printf("  [C]   rmm_strided_view: ndim %d, shape {", view->ndim);
+  for (int i = 0; i < view->ndim; ++i) { std::printf("%s%lld", i ? ", " : "", static_cast<long long>(view->shape[i])); }
+  std::printf("}, strides {");
+  for (int i = 0; i < view->ndim; ++i) {
+    std::printf("%s%lld", i ? ", " : "", static_cast<long long>(view->strides[i]));
+  }
+  std::printf("} items, format \"%s\", device type %d, device_accessible %d, readonly %d\n", view->format,
+              view->device_type, static_cast<int>(view->device_accessible), static_cast<int>(view->readonly));
+  if (view->ndim != 2 || view->itemsize != sizeof(float)) {
+    std::printf("  [C]   expected a 2-d float32 view\n");
+    return 1;
+  }
+  auto const at = view->ptr + static_cast<std::uintptr_t>(view->byte_strides[0] + view->byte_strides[1]);
+  float value = 0;
+  if (rmm_memcpy_async(&value, reinterpret_cast<void const*>(at), sizeof(float), nullptr, &err) != RMM_OK ||
+      rmm_stream_synchronize(nullptr, &err) != RMM_OK) {
+    std::printf("  [C]   reading [1][1] failed: %s\n", err.message);
+    return 1;
+  }
+  std::printf("  [C]   element [1][1] = %g\n", static_cast<double>(value));
+  std::fflush(stdout);
+  *out = value;
+  return 0;
 }
