@@ -203,6 +203,8 @@ def test_wrong_foreign_and_used_capsules_are_clear_errors(ext_dir):
                rmm.DeviceBuffer.to_device(b"a")._to_capsule())
         newer = new_capsule(ctypes.addressof(anchor), b"rmm.device_buffer.v2", None)
         expect(ValueError, ["v2", "version"], rmm.DeviceBuffer._from_capsule, newer)
+        expect(ValueError, ["v2", "version"], ext.take, newer)
+        expect(TypeError, ["dltensor"], ext.take, foreign)
 
         cap = ext.make_capsule(8, 0)
         buf = rmm.DeviceBuffer._from_capsule(cap)

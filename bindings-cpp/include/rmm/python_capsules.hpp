@@ -20,6 +20,8 @@
 
 #include <rmm/rmm_c.h>
 
+#include <cstring>
+
 namespace rmm::python {
 
 namespace detail {
@@ -101,6 +103,12 @@ inline rmm_device_buffer* buffer_from_capsule(PyObject* capsule)
   if (exported == nullptr) {
     PyErr_Clear();
     char const* name = PyCapsule_GetName(capsule);
+    PyErr_Clear();
+    if (name != nullptr && std::strncmp(name, "rmm.device_buffer.v", 19) == 0) {
+      PyErr_Format(PyExc_ValueError, "capsule '%s' is a version this rmm does not read (it reads '%s')", name,
+                   RMM_DEVICE_BUFFER_CAPSULE);
+      return nullptr;
+    }
     PyErr_Format(PyExc_TypeError, "expected a PyCapsule named '%s', got a capsule named '%s'",
                  RMM_DEVICE_BUFFER_CAPSULE, name == nullptr ? "(null)" : name);
     return nullptr;
