@@ -13,7 +13,7 @@ use rmm_core::mr::kind::{self, ResourceKind};
 use rmm_core::mr::{CudaMemoryResource, SystemMemoryResource};
 use rmm_core::resource::foreign::{check_handle, checked_fns, with_borrowed};
 use rmm_core::resource::guard::{clear_out, guarded, hand_out, null_out, own_vtable, put, report, with_vtable};
-use rmm_core::resource::handle::owner_tag;
+use rmm_core::resource::handle::{owner_tag, release_handle};
 use rmm_core::resource::{rmm_error, rmm_resource, AnyResource};
 
 /// Adds a reference to `resource`; no-op for the empty handle.
@@ -30,18 +30,29 @@ pub unsafe extern "C" fn rmm_resource_retain(resource: rmm_resource) {
     }
 }
 
-/// Drops a reference to `resource`; the last one frees it. No-op for the empty handle.
+/// Drops a reference to `resource`; the last one frees it. No-op for the empty handle. A handle of
+/// this library released twice (or used after its last release) is refused and logged
+/// ([`rmm_resource_release_checked`] reports it).
 ///
 /// # Safety
 /// The caller owns the reference it gives back.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_release(resource: rmm_resource) {
-    // SAFETY: caller contract; an empty or malformed handle is ignored.
-    unsafe {
-        if let Ok(fns) = checked_fns(&resource) {
-            let _ = catch_unwind(|| (fns.release)(resource.self_));
-        }
+    // SAFETY: caller contract.
+    if let Err(e) = unsafe { release_handle(resource) } {
+        tracing::error!("rmm_resource_release: {e}");
     }
+}
+
+/// [`rmm_resource_release`] that reports: `RMM_ERROR_INVALID_ARGUMENT` for a malformed handle or a
+/// handle of this library that was already released.
+///
+/// # Safety
+/// `resource` is empty, owning, or a released handle of this library; `err` is NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_resource_release_checked(resource: rmm_resource, err: *mut rmm_error) -> c_int {
+    // SAFETY: caller contract.
+    unsafe { guarded(err, || release_handle(resource)) }
 }
 
 /// Allocates `bytes` from `resource` on `stream` (`cudaStream_t`, NULL = default stream) into `*out`.
@@ -245,3 +256,6 @@ pub unsafe extern "C" fn rmm_resource_kind(
         })
     }
 }
+
+#[cfg(test)]
+mod misuse_tests;
