@@ -20,13 +20,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use crate::streams::stream_from_c;
-use rmm_core::resource::{rmm_error, rmm_resource};
-use rmm_core::resource::guard::{guarded, hand_out, null_out, put};
 use rmm_core::buffer::DeviceBuffer;
 use rmm_core::cuda::Stream;
 use rmm_core::error::{Error, Result};
 use rmm_core::registry;
+use rmm_core::resource::guard::{guarded, hand_out, null_out, put};
 use rmm_core::resource::AnyResource;
+use rmm_core::resource::{rmm_error, rmm_resource};
 
 /// An owning device buffer (opaque in C): allocation, size, capacity, alignment, stream, resource
 /// and device of one [`DeviceBuffer`], behind a validity word.
@@ -68,10 +68,7 @@ unsafe fn resource_or_current(resource: rmm_resource) -> Result<AnyResource> {
 /// # Safety
 /// `out` and `err` are NULL or valid for writes; `resource` is live, empty, or fails the check.
 unsafe fn new_buffer(
-    out: *mut *mut rmm_device_buffer,
-    err: *mut rmm_error,
-    stream: *mut c_void,
-    resource: rmm_resource,
+    out: *mut *mut rmm_device_buffer, err: *mut rmm_error, stream: *mut c_void, resource: rmm_resource,
     f: impl FnOnce(Stream, AnyResource) -> Result<DeviceBuffer>,
 ) -> c_int {
     // SAFETY: caller contract.
@@ -84,7 +81,14 @@ unsafe fn new_buffer(
                 return Err(null_out("out"));
             }
             let buffer = ManuallyDrop::new(f(stream_from_c(stream), resource_or_current(resource)?)?);
-            put(out, Box::into_raw(Box::new(rmm_device_buffer { word: AtomicU64::new(LIVE), buffer })), "out")
+            put(
+                out,
+                Box::into_raw(Box::new(rmm_device_buffer {
+                    word: AtomicU64::new(LIVE),
+                    buffer,
+                })),
+                "out",
+            )
         })
     }
 }
@@ -164,15 +168,15 @@ unsafe fn free(buf: *mut rmm_device_buffer) -> Result<()> {
 /// are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_new(
-    size: usize,
-    alignment: usize,
-    stream: *mut c_void,
-    resource: rmm_resource,
-    out: *mut *mut rmm_device_buffer,
+    size: usize, alignment: usize, stream: *mut c_void, resource: rmm_resource, out: *mut *mut rmm_device_buffer,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { new_buffer(out, err, stream, resource, |s, r| DeviceBuffer::with_alignment(size, alignment, s, r)) }
+    unsafe {
+        new_buffer(out, err, stream, resource, |s, r| {
+            DeviceBuffer::with_alignment(size, alignment, s, r)
+        })
+    }
 }
 
 /// A new buffer as [`rmm_device_buffer_new`] holding a copy of `size` bytes at `src` (host, pinned,
@@ -187,13 +191,8 @@ pub unsafe extern "C" fn rmm_device_buffer_new(
 /// [`rmm_device_buffer_new`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_new_copy(
-    src: *const c_void,
-    size: usize,
-    alignment: usize,
-    stream: *mut c_void,
-    resource: rmm_resource,
-    out: *mut *mut rmm_device_buffer,
-    err: *mut rmm_error,
+    src: *const c_void, size: usize, alignment: usize, stream: *mut c_void, resource: rmm_resource,
+    out: *mut *mut rmm_device_buffer, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract (`src` readable for `size` bytes until the copy completes).
     unsafe {
@@ -215,10 +214,7 @@ pub unsafe extern "C" fn rmm_device_buffer_new_copy(
 /// `stream`; the rest as for [`rmm_device_buffer_new`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_copy(
-    other: *const rmm_device_buffer,
-    stream: *mut c_void,
-    resource: rmm_resource,
-    out: *mut *mut rmm_device_buffer,
+    other: *const rmm_device_buffer, stream: *mut c_void, resource: rmm_resource, out: *mut *mut rmm_device_buffer,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
@@ -309,9 +305,7 @@ pub unsafe extern "C" fn rmm_device_buffer_stream(buf: *const rmm_device_buffer)
 /// a stream that outlives its use by the buffer; `err` is NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_set_stream(
-    buf: *mut rmm_device_buffer,
-    stream: *mut c_void,
-    err: *mut rmm_error,
+    buf: *mut rmm_device_buffer, stream: *mut c_void, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -333,10 +327,7 @@ pub unsafe extern "C" fn rmm_device_buffer_set_stream(
 /// As for [`rmm_device_buffer_set_stream`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_reserve(
-    buf: *mut rmm_device_buffer,
-    new_capacity: usize,
-    stream: *mut c_void,
-    err: *mut rmm_error,
+    buf: *mut rmm_device_buffer, new_capacity: usize, stream: *mut c_void, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe { guarded(err, || borrow_mut(buf)?.reserve(new_capacity, stream_from_c(stream))) }
@@ -353,10 +344,7 @@ pub unsafe extern "C" fn rmm_device_buffer_reserve(
 /// As for [`rmm_device_buffer_set_stream`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_resize(
-    buf: *mut rmm_device_buffer,
-    new_size: usize,
-    stream: *mut c_void,
-    err: *mut rmm_error,
+    buf: *mut rmm_device_buffer, new_size: usize, stream: *mut c_void, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe { guarded(err, || borrow_mut(buf)?.resize(new_size, stream_from_c(stream))) }
@@ -372,9 +360,7 @@ pub unsafe extern "C" fn rmm_device_buffer_resize(
 /// As for [`rmm_device_buffer_set_stream`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_shrink_to_fit(
-    buf: *mut rmm_device_buffer,
-    stream: *mut c_void,
-    err: *mut rmm_error,
+    buf: *mut rmm_device_buffer, stream: *mut c_void, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe { guarded(err, || borrow_mut(buf)?.shrink_to_fit(stream_from_c(stream))) }
@@ -386,9 +372,7 @@ pub unsafe extern "C" fn rmm_device_buffer_shrink_to_fit(
 /// `buf` is NULL or a live buffer; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_memory_resource(
-    buf: *const rmm_device_buffer,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    buf: *const rmm_device_buffer, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe { hand_out(out, err, || Ok(borrow(buf)?.memory_resource().clone())) }
@@ -401,9 +385,7 @@ pub unsafe extern "C" fn rmm_device_buffer_memory_resource(
 /// `buf` is NULL or a live buffer; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_device(
-    buf: *const rmm_device_buffer,
-    out: *mut c_int,
-    err: *mut rmm_error,
+    buf: *const rmm_device_buffer, out: *mut c_int, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {

@@ -61,11 +61,7 @@ pub unsafe extern "C" fn rmm_resource_release_checked(resource: rmm_resource, er
 /// `resource` is live; `stream` is a valid stream; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_allocate(
-    resource: rmm_resource,
-    stream: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    out: *mut *mut c_void,
+    resource: rmm_resource, stream: *mut c_void, bytes: usize, alignment: usize, out: *mut *mut c_void,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract (a live handle).
@@ -90,12 +86,7 @@ pub unsafe extern "C" fn rmm_resource_allocate(
 /// `resource` is live; `ptr` came from it with these arguments; `err` is NULL or valid.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_deallocate(
-    resource: rmm_resource,
-    stream: *mut c_void,
-    ptr: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    err: *mut rmm_error,
+    resource: rmm_resource, stream: *mut c_void, ptr: *mut c_void, bytes: usize, alignment: usize, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract (a live handle).
     if let Some(deallocate) = unsafe { own_vtable(&resource) }.and_then(|v| v.deallocate) {
@@ -116,11 +107,7 @@ pub unsafe extern "C" fn rmm_resource_deallocate(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_allocate_sync(
-    resource: rmm_resource,
-    bytes: usize,
-    alignment: usize,
-    out: *mut *mut c_void,
-    err: *mut rmm_error,
+    resource: rmm_resource, bytes: usize, alignment: usize, out: *mut *mut c_void, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -139,11 +126,7 @@ pub unsafe extern "C" fn rmm_resource_allocate_sync(
 /// `resource` is live; `ptr` came from it with these arguments; `err` is NULL or valid.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_deallocate_sync(
-    resource: rmm_resource,
-    ptr: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    err: *mut rmm_error,
+    resource: rmm_resource, ptr: *mut c_void, bytes: usize, alignment: usize, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -197,7 +180,9 @@ pub unsafe extern "C" fn rmm_resource_is_equal(a: rmm_resource, b: rmm_resource)
         if a == b {
             return 1;
         }
-        catch_unwind(|| (fns.is_equal)(a.self_, b.self_, b.vtable)).map(|v| c_int::from(v != 0)).unwrap_or(0)
+        catch_unwind(|| (fns.is_equal)(a.self_, b.self_, b.vtable))
+            .map(|v| c_int::from(v != 0))
+            .unwrap_or(0)
     }
 }
 
@@ -230,10 +215,7 @@ pub unsafe extern "C" fn rmm_system_memory_resource_new(out: *mut rmm_resource, 
 /// writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_kind(
-    resource: rmm_resource,
-    kind_out: *mut c_int,
-    upstream_out: *mut rmm_resource,
-    err: *mut rmm_error,
+    resource: rmm_resource, kind_out: *mut c_int, upstream_out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -244,7 +226,9 @@ pub unsafe extern "C" fn rmm_resource_kind(
             }
             check_handle(&resource)?;
             if (*resource.vtable).owner != owner_tag() {
-                return Err(Error::invalid("rmm_resource_kind: the handle is not a resource of this library"));
+                return Err(Error::invalid(
+                    "rmm_resource_kind: the handle is not a resource of this library",
+                ));
             }
             with_borrowed(resource, |r| {
                 put(kind_out, ResourceKind::of(r).code(), "kind_out")?;

@@ -25,8 +25,8 @@ use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
-use super::foreign::{check_handle, checked_fns, with_borrowed, Fns, ForeignResource};
 use super::cell;
+use super::foreign::{check_handle, checked_fns, with_borrowed, Fns, ForeignResource};
 use super::guard::{guarded, null_out, put, report};
 use super::status::rmm_error;
 use super::{AnyResource, MemoryResource};
@@ -53,7 +53,10 @@ pub struct rmm_resource {
 
 impl rmm_resource {
     /// The empty handle (`{NULL, NULL}`); releasing it is a no-op.
-    pub const NULL: rmm_resource = rmm_resource { self_: std::ptr::null_mut(), vtable: std::ptr::null() };
+    pub const NULL: rmm_resource = rmm_resource {
+        self_: std::ptr::null_mut(),
+        vtable: std::ptr::null(),
+    };
 
     /// True for the empty handle.
     pub fn is_null(&self) -> bool {
@@ -250,10 +253,7 @@ unsafe fn on<R: MemoryResource>(this: *mut c_void, err: *mut rmm_error, f: impl 
 /// # Safety
 /// As for [`on`]; `out` is NULL or valid for writes.
 unsafe fn allocate_into<R: MemoryResource>(
-    this: *mut c_void,
-    out: *mut *mut c_void,
-    err: *mut rmm_error,
-    f: impl FnOnce(&R) -> Result<*mut u8>,
+    this: *mut c_void, out: *mut *mut c_void, err: *mut rmm_error, f: impl FnOnce(&R) -> Result<*mut u8>,
 ) -> c_int {
     if out.is_null() {
         // SAFETY: caller contract.
@@ -324,12 +324,7 @@ unsafe extern "C" fn release_thunk<R: MemoryResource>(this: *mut c_void) {
 }
 
 unsafe extern "C" fn allocate_thunk<R: MemoryResource>(
-    this: *mut c_void,
-    stream: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    out: *mut *mut c_void,
-    err: *mut rmm_error,
+    this: *mut c_void, stream: *mut c_void, bytes: usize, alignment: usize, out: *mut *mut c_void, err: *mut rmm_error,
 ) -> c_int {
     let stream = Stream::from_raw(stream as usize);
     // SAFETY: handle and ABI contract (the caller vouches for the stream).
@@ -337,23 +332,14 @@ unsafe extern "C" fn allocate_thunk<R: MemoryResource>(
 }
 
 unsafe extern "C" fn allocate_sync_thunk<R: MemoryResource>(
-    this: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    out: *mut *mut c_void,
-    err: *mut rmm_error,
+    this: *mut c_void, bytes: usize, alignment: usize, out: *mut *mut c_void, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: handle and ABI contract.
     unsafe { allocate_into::<R>(this, out, err, |r| r.allocate_sync(bytes, alignment)) }
 }
 
 unsafe extern "C" fn deallocate_thunk<R: MemoryResource>(
-    this: *mut c_void,
-    stream: *mut c_void,
-    ptr: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    err: *mut rmm_error,
+    this: *mut c_void, stream: *mut c_void, ptr: *mut c_void, bytes: usize, alignment: usize, err: *mut rmm_error,
 ) -> c_int {
     let stream = Stream::from_raw(stream as usize);
     // SAFETY: handle and ABI contract: `ptr` came from this resource with these arguments.
@@ -361,11 +347,7 @@ unsafe extern "C" fn deallocate_thunk<R: MemoryResource>(
 }
 
 unsafe extern "C" fn deallocate_sync_thunk<R: MemoryResource>(
-    this: *mut c_void,
-    ptr: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    err: *mut rmm_error,
+    this: *mut c_void, ptr: *mut c_void, bytes: usize, alignment: usize, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: handle and ABI contract: `ptr` came from this resource with these arguments.
     unsafe { on::<R>(this, err, |r| r.deallocate_sync(ptr.cast(), bytes, alignment)) }
@@ -384,9 +366,7 @@ unsafe extern "C" fn name_thunk<R: MemoryResource>(this: *mut c_void) -> *const 
 }
 
 unsafe extern "C" fn is_equal_thunk<R: MemoryResource>(
-    this: *mut c_void,
-    other_self: *mut c_void,
-    other_vtable: *const rmm_resource_vtable,
+    this: *mut c_void, other_self: *mut c_void, other_vtable: *const rmm_resource_vtable,
 ) -> c_int {
     let compare = || -> bool {
         if other_vtable.is_null() {
@@ -396,7 +376,10 @@ unsafe extern "C" fn is_equal_thunk<R: MemoryResource>(
         let Ok(r) = (unsafe { this_ref::<R>(this) }) else {
             return false;
         };
-        let other = rmm_resource { self_: other_self, vtable: other_vtable };
+        let other = rmm_resource {
+            self_: other_self,
+            vtable: other_vtable,
+        };
         // SAFETY: the caller passes a live handle (ABI contract); borrowing it for this call.
         unsafe { with_borrowed(other, |o| r.is_equal(o)) }.unwrap_or(false)
     };
@@ -452,7 +435,10 @@ impl AnyResource {
             return foreign.handle;
         }
         let data = Arc::as_ptr(&self.inner) as *const () as *const c_void;
-        rmm_resource { self_: cell::handle_self(data, 0), vtable: &self.vtable.c }
+        rmm_resource {
+            self_: cell::handle_self(data, 0),
+            vtable: &self.vtable.c,
+        }
     }
 
     /// An owning handle to the same resource (one more reference; nothing is copied).
@@ -473,7 +459,10 @@ impl AnyResource {
         // SAFETY: `this` is never used or dropped again: its `Arc` is moved out exactly once.
         let inner = unsafe { std::ptr::read(&this.inner) };
         let data = Arc::into_raw(inner) as *const () as *const c_void;
-        rmm_resource { self_: cell::handle_self(data, 1), vtable }
+        rmm_resource {
+            self_: cell::handle_self(data, 1),
+            vtable,
+        }
     }
 
     /// Takes ownership of one reference of `handle`.
