@@ -157,7 +157,7 @@ def reduce_on_worker(seed):
     from rmm.allocators.cupy import rmm_cupy_allocator
 
     cupy.cuda.set_allocator(rmm_cupy_allocator)
-    a = cupy.random.default_rng(seed).random(1 << 22, dtype=cupy.float32)
+    a = cupy.arange(1 << 22, dtype=cupy.float32) * (seed + 1)
     total = float((a * 2).sum())
     del a
     mr = rmm.mr.get_current_device_resource()
