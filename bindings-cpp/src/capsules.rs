@@ -7,7 +7,7 @@
 
 use std::ffi::c_int;
 
-use crate::buffers::rmm_device_buffer;
+use crate::buffers::{self, rmm_device_buffer};
 use rmm_core::error::Error;
 use rmm_core::export::{self, rmm_buffer_export, rmm_resource_export};
 use rmm_core::resource::guard::{guarded, hand_out, null_out, put};
@@ -18,7 +18,8 @@ use rmm_core::resource::{rmm_error, rmm_resource, AnyResource};
 /// [`rmm_buffer_export_free`].
 ///
 /// # Errors
-/// `RMM_ERROR_INVALID_ARGUMENT` for a NULL `buf` or `out`; `buf` is then untouched.
+/// `RMM_ERROR_INVALID_ARGUMENT` for a NULL `out`, or a NULL, freed or foreign `buf`; `buf` is then
+/// untouched.
 ///
 /// # Safety
 /// `buf` is NULL or a live OWNING buffer that no other thread uses; `out` and `err` are NULL or
@@ -38,12 +39,10 @@ pub unsafe extern "C" fn rmm_device_buffer_export(
             if out.is_null() {
                 return Err(null_out("out"));
             }
-            if buf.is_null() {
-                return Err(Error::invalid("the buffer must not be NULL"));
-            }
-            // SAFETY: a live owning buffer (caller contract), consumed here.
-            let owned = Box::from_raw(buf);
-            put(out, export::export_buffer(owned.buffer), "out")
+            // SAFETY: NULL, freed and foreign pointers are refused; a live owning buffer (caller
+            // contract) is consumed here.
+            let buffer = buffers::take(buf)?;
+            put(out, export::export_buffer(buffer), "out")
         })
     }
 }
@@ -76,7 +75,7 @@ pub unsafe extern "C" fn rmm_device_buffer_import(
                 return Err(null_out("out"));
             }
             let buffer = export::import_buffer(export)?;
-            put(out, Box::into_raw(Box::new(rmm_device_buffer { buffer })), "out")
+            put(out, buffers::into_raw(buffer), "out")
         })
     }
 }

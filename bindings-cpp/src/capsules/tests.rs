@@ -36,6 +36,10 @@ fn a_buffer_leaves_librmm_and_comes_back_without_a_copy() {
     let (mut export, mut err) = (null_mut(), rmm_error::new());
     // SAFETY: live owning buffer, consumed on success.
     assert_eq!(unsafe { rmm_device_buffer_export(buf, &mut export, &mut err) }, RMM_OK, "{err:?}");
+    let mut again = null_mut();
+    // SAFETY: a consumed buffer (in librmm's quarantine) is refused, not exported twice.
+    assert_eq!(unsafe { rmm_device_buffer_export(buf, &mut again, &mut err) }, RMM_ERROR_INVALID_ARGUMENT);
+    assert!(again.is_null());
     // SAFETY: fresh export.
     let e = unsafe { &*export };
     assert_eq!((e.data, e.size, e.capacity, e.version), (data, 100, 100, 1));
