@@ -146,6 +146,11 @@ int rmm_set_per_device_resource(int device, rmm_resource resource, rmm_resource*
 /** Puts the initial resource of `device` back. *previous_out as for rmm_set_per_device_resource. */
 int rmm_reset_per_device_resource(int device, rmm_resource* previous_out, rmm_error* err);
 
+/** A number that changes whenever any device's resource is set or reset, from any language (after
+ *  the new resource is in place); 0 when it cannot be told. A binding that caches something derived
+ *  from a device's resource revalidates it by comparing this number. */
+uint64_t rmm_registry_generation(void);
+
 /** rmm_get_per_device_resource() on the current device. *out is OWNING. */
 int rmm_get_current_device_resource(rmm_resource* out, rmm_error* err);
 
