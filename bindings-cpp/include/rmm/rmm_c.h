@@ -741,6 +741,11 @@ int rmm_strided_view_from_dlpack_versioned(DLManagedTensorVersioned* tensor, rmm
 /** The same for a legacy (unversioned) DLPack tensor (no read-only flag: the view is writable). */
 int rmm_strided_view_from_dlpack(DLManagedTensor* tensor, rmm_strided_view* out, rmm_error* err);
 
+/** Acquires a view of a Python DLPack capsule (`PyObject*`, from obj.__dlpack__()): "dltensor_versioned"
+ *  or legacy "dltensor", renamed "used_..." on success (the view owns the tensor then). Call with the
+ *  GIL held. INVALID_ARGUMENT for a consumed capsule or any other object; UNSUPPORTED outside Python. */
+int rmm_strided_view_from_dlpack_capsule(void* capsule, rmm_strided_view* out, rmm_error* err);
+
 /** Acquires a view of memory described by parts, with no owner (the caller keeps `data` alive).
  *  `strides` in items, or NULL for C-contiguous; `format` a format string ("<f4", "d", "bfloat16"). */
 int rmm_strided_view_from_parts(const void* data, int ndim, const int64_t* shape, const int64_t* strides,
