@@ -62,6 +62,16 @@ pub(crate) struct PyDeviceBuffer {
 }
 
 impl PyDeviceBuffer {
+    /// The buffer, for view.rs (DLPack export).
+    pub(crate) fn inner(&self) -> &DeviceBuffer {
+        self.buf()
+    }
+
+    /// A deep copy (`copy()`), for view.rs (DLPack export with `copy=True`).
+    pub(crate) fn copy_for_export(&self, py: Python<'_>) -> PyResult<Self> {
+        self.copy(py)
+    }
+
     fn buf(&self) -> &DeviceBuffer {
         self.buf.as_ref().expect("a DeviceBuffer is only emptied by its drop")
     }
@@ -201,6 +211,25 @@ impl PyDeviceBuffer {
         intf.set_item("typestr", "|u1")?;
         intf.set_item("version", 0)?;
         Ok(intf)
+    }
+
+    /// DLPack export: a uint8 1-D tensor of `nbytes`, zero-copy; the capsule keeps the buffer (and
+    /// its resource) alive. See `view.rs` (`buffer_dlpack`).
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__<'py>(
+        slf: &Bound<'py, Self>,
+        stream: Option<&Bound<'py, PyAny>>,
+        max_version: Option<&Bound<'py, PyAny>>,
+        dl_device: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        crate::view::buffer_dlpack(slf, stream, max_version, dl_device, copy)
+    }
+
+    /// `(device_type, device_id)` of DLPack: `(1, 0)` (kDLCPU) in host mode, `(2, device)` for
+    /// device memory, `(13, device)` for managed and `(3, 0)` for pinned host memory.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        crate::view::buffer_dlpack_device(self)
     }
 
     /// Pickling: `to_device(self.copy_to_host())` (out-of-band with protocol 5 through the array).

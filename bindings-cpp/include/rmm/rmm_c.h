@@ -709,6 +709,99 @@ int rmm_tracking_resource_adaptor_get_outstanding_allocations(rmm_resource resou
 int rmm_tracking_resource_adaptor_get_allocation_stack(rmm_resource resource, const void* ptr, char* buf,
                                                        size_t capacity, size_t* length_out, rmm_error* err);
 
+/* ---- Typed strided views and DLPack 1.x (bindings-cpp/src/views.rs) ---- */
+
+#ifndef __cplusplus
+#include <stdbool.h>
+#endif
+
+/* DLPack's managed tensors (dlpack.h 1.x). Declared here, not defined: include <dlpack/dlpack.h> to
+ * build or read one; these typedefs repeat dlpack.h's and coexist with it. */
+typedef struct DLManagedTensorVersioned DLManagedTensorVersioned;
+typedef struct DLManagedTensor DLManagedTensor;
+
+/** DLPack's DLDataType, same layout: type code (kDLInt 0, kDLUInt 1, kDLFloat 2, kDLOpaqueHandle 3,
+ *  kDLBfloat 4, kDLComplex 5, kDLBool 6, float8/6/4 kinds 7..17), bits per lane, lanes. */
+typedef struct rmm_dl_data_type {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+} rmm_dl_data_type;
+
+/**
+ * A typed strided view of memory owned by a producer (a DLPack tensor, a Python object, a buffer).
+ * Caller-owned: an acquire call (rmm_strided_view_from_*) fills it and keeps the producer alive;
+ * rmm_strided_view_release() lets go once (like PyObject_GetBuffer / PyBuffer_Release). Read the
+ * fields directly; every pointer is valid until the release. `generation` is the validity word:
+ * non-zero while acquired, 0 after release; a double release, or a release of a stale copy, is
+ * RMM_ERROR_INVALID_ARGUMENT, never a crash.
+ */
+typedef struct rmm_strided_view {
+  uintptr_t ptr;               /**< address of element [0,...,0] (DLPack data + byte_offset) */
+  int ndim;                    /**< number of dimensions (0: a scalar) */
+  const int64_t* shape;        /**< ndim extents (NULL when ndim is 0) */
+  const int64_t* strides;      /**< ndim strides in items, as DLPack (negative: reversed; 0: broadcast) */
+  const int64_t* byte_strides; /**< ndim strides in bytes (buffer protocol, CUDA array interface) */
+  int64_t itemsize;            /**< bytes per item */
+  rmm_dl_data_type dtype;      /**< the DLPack dtype */
+  const char* format;          /**< "<f4"-style format string ("|b1", "<c8", "bfloat16", ...) */
+  int device_type;             /**< DLPack DLDeviceType: 1 CPU, 2 CUDA, 3 CUDA host, 13 CUDA managed */
+  int device_id;               /**< device ordinal (0 for the host) */
+  bool device_accessible;      /**< CUDA kernels can read the data */
+  bool readonly;               /**< must not be written through this view */
+  const void* owner;           /**< identifies the producer kept alive (opaque) */
+  /** Non-NULL for a view from rmm_strided_view_to_device(): this struct in device memory, with its
+   *  shape, strides, byte_strides and format there too (pass it to a kernel). */
+  const struct rmm_strided_view* device_copy;
+  uint64_t generation;         /**< validity word: non-zero while acquired, 0 once released */
+} rmm_strided_view;
+
+/** Acquires a view of a DLPack 1.x tensor. On success the view owns the tensor (its deleter runs at
+ *  release); on failure the caller still owns it. UNSUPPORTED for a major version other than 1 or
+ *  packed sub-byte items; INVALID_ARGUMENT for NULL or a malformed tensor. */
+int rmm_strided_view_from_dlpack_versioned(DLManagedTensorVersioned* tensor, rmm_strided_view* out,
+                                           rmm_error* err);
+
+/** The same for a legacy (unversioned) DLPack tensor (no read-only flag: the view is writable). */
+int rmm_strided_view_from_dlpack(DLManagedTensor* tensor, rmm_strided_view* out, rmm_error* err);
+
+/** Acquires a view of a Python DLPack capsule (`PyObject*`, from obj.__dlpack__()): "dltensor_versioned"
+ *  or legacy "dltensor", renamed "used_..." on success (the view owns the tensor then). Call with the
+ *  GIL held. INVALID_ARGUMENT for a consumed capsule or any other object; UNSUPPORTED outside Python. */
+int rmm_strided_view_from_dlpack_capsule(void* capsule, rmm_strided_view* out, rmm_error* err);
+
+/** Acquires a view of memory described by parts, with no owner (the caller keeps `data` alive).
+ *  `strides` in items, or NULL for C-contiguous; `format` a format string ("<f4", "d", "bfloat16"). */
+int rmm_strided_view_from_parts(const void* data, int ndim, const int64_t* shape, const int64_t* strides,
+                                const char* format, int device_type, int device_id, bool readonly,
+                                rmm_strided_view* out, rmm_error* err);
+
+/** Releases the view: frees its shape/stride storage, lets go of its producer, clears *view
+ *  (generation 0). INVALID_ARGUMENT for a double release, a never-acquired struct or a stale copy. */
+int rmm_strided_view_release(rmm_strided_view* view, rmm_error* err);
+
+/** RMM_OK when the view is acquired and not released; INVALID_ARGUMENT with the reason otherwise. */
+int rmm_strided_view_check(const rmm_strided_view* view, rmm_error* err);
+
+/** Writes whether the view is row-major (C) and column-major (F) contiguous (either may be NULL). */
+int rmm_strided_view_contiguity(const rmm_strided_view* view, bool* c_contiguous, bool* f_contiguous,
+                                rmm_error* err);
+
+/** Acquires into *out a view of the same memory whose struct (out->device_copy), shape, strides and
+ *  format are also in memory from `resource` (empty handle: the current device's resource; host
+ *  memory in host mode), uploaded on `stream` before this returns; freed on `stream` at out's
+ *  release. `view` stays acquired. */
+int rmm_strided_view_to_device(const rmm_strided_view* view, rmm_resource resource, void* stream,
+                               rmm_strided_view* out, rmm_error* err);
+
+/** Exports a live view as a new DLPack 1.1 tensor that keeps the producer alive; the caller calls
+ *  (*out)->deleter(*out) once. */
+int rmm_strided_view_to_dlpack_versioned(const rmm_strided_view* view, DLManagedTensorVersioned** out,
+                                         rmm_error* err);
+
+/** The number of views acquired through this ABI and not yet released (a leak check). */
+size_t rmm_strided_view_live_count(void);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
