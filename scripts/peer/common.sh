@@ -9,6 +9,7 @@
 #   peer_rapids_logger             prints the rapids_logger/ prefix (include/, lib64/), unpacked from
 #                                  RMM_PEER_RAPIDS_LOGGER (a folder or .whl) or downloaded
 # Environment: RMM_PEER_PREBUILT_LIBRARY + RMM_PEER_CCCL_DIR (GPU machine: no cargo there),
+# RMM_PEER_PREFIX (an installed package of ours to use instead of installing one),
 # RMM_CUDA_RUNTIME_WHEEL, RMM_RAPIDS_LOGGER_WHEEL, RMM_PEER_RAPIDS_LOGGER.
 
 CUDART_WHEEL=${RMM_CUDA_RUNTIME_WHEEL:-nvidia-cuda-runtime==13.0.96}
@@ -38,6 +39,12 @@ peer_install_package() {
     else
         CCCL_DIRS=$(bash "$ROOT/bindings-cpp/cmake/fetch-cccl.sh" "$ROOT/build/cccl" | tail -n 1) || die "fetching CCCL failed"
         pkg_args=(-DRMM_CARGO_RELEASE=OFF)  # debug librmm here: the release build takes long on a small machine
+    fi
+    if [ -n "${RMM_PEER_PREFIX:-}" ]; then  # an installed package to reuse (e.g. scripts/peer/cpp.sh's)
+        [ -f "$RMM_PEER_PREFIX/lib/cmake/rmm/rmm-config.cmake" ] || die "RMM_PEER_PREFIX=$RMM_PEER_PREFIX: no rmm package there"
+        PREFIX=$RMM_PEER_PREFIX
+        say "peer: our package from $PREFIX"
+        return
     fi
     say "peer: installing our package into $PREFIX"
     if ! { cmake -S "$ROOT/bindings-cpp" -B "$BUILD/rmm" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRMM_BUILD_TESTS=OFF \
