@@ -5,10 +5,10 @@
 #   stage/peerbench/gbench.tar.gz        Google Benchmark 1.9.5, built here (static, -fPIC, Release):
 #                                        include/, lib/libbenchmark*.a, lib/cmake/benchmark
 #   stage/peerbench/librmm-26.10.tar.gz  RAPIDS RMM 26.10's librmm from the librmm-cu13 wheel:
-#                                        librmm/lib64/librmm.so, librmm/include/{rmm,nvtx3}, VERSION (its
-#                                        CCCL 3.5 is stage/cpp's)
+#                                        librmm/lib64/librmm.so, librmm/include/{rmm,nvtx3}, VERSION, and
+#                                        rapids_logger/ (0.3, as it requires; its CCCL 3.5 is stage/cpp's)
 #   stage/peerbench/librmm-26.08.tar.gz  the same of RMM 26.08 (the line the benchmark sources come from),
-#                                        with its CCCL 3.4.3 (librmm/include/rapids)
+#                                        with its CCCL 3.4.3 (librmm/include/rapids) and rapids-logger 0.2
 #
 #   bash scripts/peer-bench-stage.sh     # after scripts/gpu-stage.sh; about 4 MiB
 #
@@ -56,10 +56,17 @@ stage_rmm() {  # $1: version as RAPIDS writes it (26.10, 26.08); $2: also its CC
             { say "could not download librmm-cu13==$pyv.*"; return 1; }
         wheel=$(ls "$tmp/whl-$v"/*.whl | head -1)
     fi
-    local parts=(librmm/lib64/librmm.so librmm/include/rmm librmm/include/nvtx3 librmm/VERSION)
+    local parts=(librmm/lib64/librmm.so librmm/include/rmm librmm/include/nvtx3 librmm/VERSION rapids_logger)
     [ "$with_cccl" = 1 ] && parts+=(librmm/include/rapids)
-    python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$wheel" "$tmp/x-$v" &&
-        tar -C "$tmp/x-$v" -czf "$S/librmm-$v.tar.gz" "${parts[@]}" || { say "unpacking $wheel failed"; return 1; }
+    local unzip='import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])'
+    python3 -c "$unzip" "$wheel" "$tmp/x-$v" || { say "unpacking $wheel failed"; return 1; }
+    # The rapids-logger it was built with (26.08: 0.2, 26.10: 0.3), beside librmm/.
+    local req
+    req=$(grep -h '^Requires-Dist: rapids-logger' "$tmp/x-$v"/librmm_cu13-*.dist-info/METADATA | sed 's/^Requires-Dist: //; s/ //g')
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$tmp/logger-$v" "$req" &&
+        python3 -c "$unzip" "$(ls "$tmp/logger-$v"/*.whl | head -1)" "$tmp/x-$v" ||
+        { say "could not get $req for librmm $v"; return 1; }
+    tar -C "$tmp/x-$v" -czf "$S/librmm-$v.tar.gz" "${parts[@]}" || return 1
     say "librmm-$v.tar.gz ($(du -k "$S/librmm-$v.tar.gz" | cut -f1) KiB) from $(basename "$wheel")"
 }
 stage_rmm 26.10 0 || exit 1  # its CCCL is 3.5.0, stage/cpp's

@@ -70,6 +70,13 @@ rmm_root_of() {
         wheel=$(ls "$ROOT"/.whl/librmm_cu13-"$pyv".*.whl 2>/dev/null | head -1)
         unpack_wheel "${wheel:-librmm-cu13==$pyv.*}" "$BUILD/librmm-$v" >&2 || return 1
     fi
+    # The rapids-logger this librmm was built with (26.08: 0.2, 26.10: 0.3), beside it.
+    if [ ! -f "$root/../rapids_logger/lib64/librapids_logger.so" ]; then
+        local req
+        req=$(grep -h '^Requires-Dist: rapids-logger' "$root"/../librmm_cu13-*.dist-info/METADATA | sed 's/^Requires-Dist: //; s/ //g')
+        [ -n "$req" ] && unpack_wheel "$req" "$BUILD/librmm-$v/logger" >&2 &&
+            mv "$BUILD/librmm-$v/logger/rapids_logger" "$root/../rapids_logger" || return 1
+    fi
     printf '%s\n' "$root"
 }
 
@@ -81,8 +88,10 @@ for variant in $VARIANTS; do
     if [ "$variant" != ours ]; then
         rmm_root=$(rmm_root_of "$variant") || die "could not get RMM's librmm for $variant (set RMM_PEER_RMM_DIR)"
     fi
+    variant_logger=$logger_prefix
+    [ -n "$rmm_root" ] && variant_logger=$(cd "$rmm_root/../rapids_logger" && pwd)
     args=(-DRMM_PEER_BENCH_VARIANT="${variant%%-*}" "-DRMM_PEER_BENCHMARKS_DIR=$BENCH_DIR"
-          "-DCMAKE_PREFIX_PATH=$PREFIX;$gbench" "-DRMM_PEER_RAPIDS_LOGGER_ROOT=$logger_prefix"
+          "-DCMAKE_PREFIX_PATH=$PREFIX;$gbench" "-DRMM_PEER_RAPIDS_LOGGER_ROOT=$variant_logger"
           "-DRMM_CCCL_INCLUDE_DIRS=$CCCL_DIRS" "-DRMM_PEER_RMM_ROOT=$rmm_root")
     [ -n "$cudart" ] && args+=("-DRMM_PEER_CUDART=$cudart")
     [ -n "${RMM_PEER_CUDA_ARCHITECTURES:-}" ] && args+=("-DCMAKE_CUDA_ARCHITECTURES=$RMM_PEER_CUDA_ARCHITECTURES")
@@ -99,7 +108,8 @@ for variant in $VARIANTS; do
         elif [ -x "$B/gbenchmarks/$target" ]; then
             printf '  %-34s %s\n' "$target" "built"
         else
-            reason=$(grep -m1 -E "error" "$OUT/bench-$variant.log" | grep -F "$(echo "$target" | tr 'A-Z' 'a-z' | sed 's/_bench$//')" | cut -c1-200)
+            key=$(echo "$target" | tr 'A-Z' 'a-z' | sed 's/_bench$//; s/^uvector$/device_uvector/')
+            reason=$(grep -E "error:" "$OUT/bench-$variant.log" | grep -m1 -F "$key" | sed "s|$BENCH_DIR/||" | cut -c1-200)
             printf '  %-34s %s %s\n' "$target" "BUILD FAILED" "$reason"
         fi
     done <"$B/peer-benchmarks.txt"
@@ -115,7 +125,7 @@ limit=${RMM_PEER_BENCH_TIMEOUT:-90}
 # Arguments per program: the sizes RMM's defaults would sweep are cut down to fit one device call.
 bench_args() {
     case $1 in
-        RANDOM_ALLOCATIONS_BENCH) echo "-n 10000" ;;  # 5 resources x 6 maximum sizes, 10000 allocations
+        RANDOM_ALLOCATIONS_BENCH) echo "-n 1000" ;;  # 5 resources x 6 maximum sizes (1 MiB to 4 GiB), 1000 allocations
         REPLAY_BENCH) echo "-f $log_csv" ;;           # 5 resources (pool, arena, binning, cuda, managed)
         *) echo "" ;;
     esac

@@ -85,14 +85,15 @@ inline container_resource current_container_resource()
 /** @brief @p mr as a container resource (see the file comment). */
 inline container_resource container_resource_of(mr::device_any_resource const& mr)
 {
-  return std::make_shared<container_resource_holder>(mr, mr::detail::upstream_holder{mr});
+  return std::make_shared<container_resource_holder>(
+    mr, mr::detail::upstream_holder{mr, mr::detail::upstream_holder::handle_only_t{}});
 }
 
 /** @brief A concrete resource as a container resource, keeping its host_accessible property. */
 template <class R>
 container_resource container_resource_of_concrete(R mr)
 {
-  mr::detail::upstream_holder handle{mr::detail::erase(mr)};
+  mr::detail::upstream_holder handle{mr::detail::erase(mr), mr::detail::upstream_holder::handle_only_t{}};
   return std::make_shared<container_resource_holder>(mr::device_any_resource{std::move(mr)}, std::move(handle));
 }
 

@@ -46,11 +46,16 @@ class upstream_holder {
     // A user's resource: the box of to_c_resource holds the copy the adaptor uses; refer to that one.
     if (!is_cpp_box(up_.handle())) { typed_.emplace(upstream); }
   }
+  /** @brief Tag of the constructor that keeps the handle only (ref() then refers to the handle's resource). */
+  struct handle_only_t {};
+  /** @brief Holds the handle of @p upstream only: for owners that keep @p upstream themselves (containers). */
+  upstream_holder(device_any_resource const& upstream, handle_only_t) : up_{to_c_resource(upstream)} {}
   /** @brief Holds @p upstream's own handle (an rmm resource), and a copy of @p upstream as its type. */
   template <class Upstream, enable_if_rmm_upstream_t<Upstream> = 0>
-  explicit upstream_holder(Upstream const& upstream)
-    : up_{static_cast<c_resource const&>(upstream)}, typed_{std::in_place, upstream}
+  explicit upstream_holder(Upstream const& upstream) : up_{static_cast<c_resource const&>(upstream)}
   {
+    // A plain c_resource is its own type already: ref() refers to up_ (no second copy).
+    if constexpr (!std::is_same_v<Upstream, c_resource>) { typed_.emplace(upstream); }
   }
 
   /** @brief The handle, BORROWED. */
