@@ -10,6 +10,7 @@
 #include <rmm/detail/error.hpp>
 #include <rmm/error.hpp>
 #include <rmm/mr/detail/c_resource.hpp>
+#include <rmm/mr/detail/upstream.hpp>
 #include <rmm/mr/per_device_resource.hpp>
 #include <rmm/resource_ref.hpp>
 #include <rmm/rmm_c.h>
