@@ -64,17 +64,46 @@ pub(crate) enum CreateError {
     Other(Error),
 }
 
+/// The driver version from which pools can be made for hardware decompression (CUDA 12.8, RMM's
+/// `RMM_MIN_HWDECOMPRESS_CUDA_VERSION`).
+const MIN_HW_DECOMPRESS_DRIVER: i32 = 12080;
+
+/// Whether the driver is CUDA 12.8 or newer, so that pools are made for hardware decompression as
+/// RMM's `cuda_async_memory_resource` makes them (`rmm::detail::hwdecompress::is_supported()`).
+fn hw_decompress_supported() -> bool {
+    let mut version: std::ffi::c_int = 0;
+    // SAFETY: `version` is a valid out-pointer; the call needs no context.
+    let status = unsafe { sys::cuDriverGetVersion(&mut version) };
+    status == sys::CUresult::CUDA_SUCCESS && version >= MIN_HW_DECOMPRESS_DRIVER
+}
+
 /// `cuMemPoolCreate` of a pool of pinned device memory on `device` (current, with a context) that
-/// can export `handle_types` (`CUmemAllocationHandleType` bits, 0 for none). Destroy it with
-/// [`destroy`].
+/// can export `handle_types` (`CUmemAllocationHandleType` bits, 0 for none), made for hardware
+/// decompression where the driver can (CUDA 12.8 or newer, as RMM's pools; if the driver refuses the
+/// usage flag, the pool is made without it). Destroy it with [`destroy`].
 pub(crate) fn create(device: DeviceId, handle_types: u32) -> std::result::Result<PoolHandle, CreateError> {
+    if hw_decompress_supported() {
+        match create_with_usage(device, handle_types, sys::CU_MEM_POOL_CREATE_USAGE_HW_DECOMPRESS as u16) {
+            Err(CreateError::Other(_)) => {}  // e.g. a device without the decompression engine: as before
+            done => return done,
+        }
+    }
+    create_with_usage(device, handle_types, 0)
+}
+
+/// [`create`] with the pool's `usage` flags.
+fn create_with_usage(
+    device: DeviceId,
+    handle_types: u32,
+    usage: u16,
+) -> std::result::Result<PoolHandle, CreateError> {
     let props = sys::CUmemPoolProps {
         allocType: sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
         handleTypes: sys::CUmemAllocationHandleType(handle_types),
         location: sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: device },
         win32SecurityAttributes: std::ptr::null_mut(),
         maxSize: 0,
-        usage: 0,
+        usage,
         reserved: [0; 54],
     };
     let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
