@@ -11,7 +11,8 @@
 # `N passed, N failed, N skipped` (tests, summed over suites, RMM's own Python suite `peer-py`
 # included). Exit status 1 when any test failed or nothing ran.
 #
-# Usage: bash scripts/gpu-run.sh [PART...]   PARTs: rust python peer-py cpp peer-cpp extras (default: all).
+# Usage: bash scripts/gpu-run.sh [PART...]   PARTs: rust python peer-py cpp peer-cpp extras (default: all);
+# issue 12's, only when named: hang-repro parallel3 (see their section below).
 # Running a few parts per command keeps each under the device tool's 10 minutes when all would not.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -295,6 +296,69 @@ for key in sorted(set(ours) | set(rmm)):
 PY
 fi
 
+fi
+
+# ---- Issue 12: the hang (not in the default parts; each counts as one test) ----------------------
+# hang-repro: tools/hang/driver_hang_repro.c (driver API only, no rmm code) built here with gcc
+#   against the toolkit's cuda.h; 16 threads over legacy-stream synchronizations, stream
+#   create/destroy, cuMemFree, pageable copies and memsets for RMM_HANG_SECONDS (60) s; prints
+#   "no hang" or "hung" (no progress for 20 s); three runs.
+# parallel3: core's library test executable (stage/rust/rmm-core__rmm_core) with --include-ignored
+#   under libtest's DEFAULT parallelism, three times, each under a time limit (RMM_PARALLEL_LIMIT,
+#   150 s): "passed", "failed" or "hung (time limit)" per run.
+cuda_root() {
+    local nvcc
+    nvcc=$(command -v nvcc || true)
+    if [ -n "$nvcc" ]; then (cd "$(dirname "$nvcc")/.." && pwd); else echo "${CUDA_HOME:-/usr/local/cuda}"; fi
+}
+if want hang-repro; then
+    CUDA_ROOT=$(cuda_root)
+    repro=/tmp/rmm-driver-hang-repro
+    : >"$OUT/hang.log"
+    if gcc -O2 -pthread -I"$CUDA_ROOT/include" tools/hang/driver_hang_repro.c -o "$repro" \
+        -L"$CUDA_ROOT/lib64/stubs" -L"$CUDA_ROOT/lib64" -lcuda >>"$OUT/hang.log" 2>&1; then
+        hp=0 hf=0
+        for i in 1 2 3; do
+            timeout -s KILL $((${RMM_HANG_SECONDS:-60} + 40)) "$repro" 16 "${RMM_HANG_SECONDS:-60}" 20 >"$OUT/hang.one" 2>&1
+            rc=$?
+            cat "$OUT/hang.one" >>"$OUT/hang.log"
+            line=$(grep -E '^(no hang|hung)' "$OUT/hang.one" | head -1)
+            [ "$rc" -eq 137 ] && line="hung (killed by the time limit)"
+            say "  hang-repro run $i: ${line:-exit $rc, no verdict} (exit $rc)"
+            if [ "$rc" -eq 0 ]; then hp=$((hp + 1)); else hf=$((hf + 1)); fi
+        done
+        rm -f "$OUT/hang.one"
+        suite_line hang "$hp" "$hf" 0 "driver-only reproducer, 3 runs x 16 threads; hang.log"
+    else
+        suite_line hang 0 1 0 "gcc build of tools/hang/driver_hang_repro.c failed (hang.log)"
+    fi
+fi
+if want parallel3; then
+    exe=$STAGE/rust/rmm-core__rmm_core
+    [ -f "$exe.gz" ] && gunzip -f "$exe.gz"
+    : >"$OUT/parallel.log"
+    if [ -f "$exe" ]; then
+        chmod +x "$exe"
+        pp=0 pf=0
+        for i in 1 2 3; do
+            echo "######## run $i: $(basename "$exe") --include-ignored (default parallelism)" >>"$OUT/parallel.log"
+            timeout -s KILL "${RMM_PARALLEL_LIMIT:-150}" "$exe" --include-ignored >"$OUT/parallel.one" 2>&1
+            rc=$?
+            cat "$OUT/parallel.one" >>"$OUT/parallel.log"
+            result=$(grep -E '^test result:' "$OUT/parallel.one" | tail -1)
+            if [ "$rc" -eq 137 ]; then
+                verdict="hung (killed after ${RMM_PARALLEL_LIMIT:-150} s; running: $(grep -cE ' \.\.\. $' "$OUT/parallel.one") tests without a result)"
+            else
+                verdict=${result:-"no test result line (exit $rc)"}
+            fi
+            say "  parallel run $i: $verdict"
+            if [ "$rc" -eq 0 ]; then pp=$((pp + 1)); else pf=$((pf + 1)); fi
+        done
+        rm -f "$OUT/parallel.one"
+        suite_line par3 "$pp" "$pf" 0 "core GPU tests, default parallelism, 3 runs; parallel.log"
+    else
+        suite_line par3 0 1 0 "not staged: $exe"
+    fi
 fi
 
 say ""
