@@ -65,7 +65,11 @@ for exe in "$STAGE"/rust/*; do
     # threads. With libtest's default parallelism, unrelated GPU tests interleaving thousands of
     # legacy-stream synchronizations and stream creations hung inside libcuda (driver 580, H200,
     # 2026-11-21; every thread parked on a driver lock) in 2 of 3 runs: see docs/testing.md.
-    "$exe" --include-ignored --test-threads=1 >"$OUT/rust.one" 2>&1
+    # RMM_RUST_TEST_THREADS: libtest's --test-threads (default 1); 0 = libtest's default parallelism
+    # (the switch for dropping --test-threads=1 once the part parallel3 has passed on the GPU).
+    threads_arg=(--test-threads="${RMM_RUST_TEST_THREADS:-1}")
+    [ "${RMM_RUST_TEST_THREADS:-1}" = 0 ] && threads_arg=()
+    "$exe" --include-ignored "${threads_arg[@]}" >"$OUT/rust.one" 2>&1
     rc=$?
     cat "$OUT/rust.one" >>"$OUT/rust.log"
     result=$(grep -E '^test result:' "$OUT/rust.one" | tail -1)
