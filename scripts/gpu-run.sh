@@ -12,7 +12,7 @@
 # included). Exit status 1 when any test failed or nothing ran.
 #
 # Usage: bash scripts/gpu-run.sh [PART...]   PARTs: rust python peer-py cpp peer-cpp extras (default: all);
-# issue 12's, only when named: hang-repro parallel3 (see their section below).
+# issue 12's, only when named: hang-repro parallel3 nvtx-bounds (see their sections below).
 # Running a few parts per command keeps each under the device tool's 10 minutes when all would not.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -362,6 +362,55 @@ if want parallel3; then
         suite_line par3 "$pp" "$pf" 0 "core GPU tests, default parallelism, 3 runs; parallel.log"
     else
         suite_line par3 0 1 0 "not staged: $exe"
+    fi
+fi
+
+# ---- Issue 12: bounds checking inside pools (NVTX), only when named --------------------------------
+# nvtx-bounds: core's probes (mr::detail::nvtx_bounds::tests::gpu: a kernel reads one byte past a
+#   pool/arena allocation, or one byte of a freed pool/arena block) under
+#   `compute-sanitizer --tool memcheck`, with the option on (RMM_NVTX_PROBE=on: memcheck must report
+#   an error) and off (=off: the access is to the pool's own memory, memcheck must report none).
+#   Each of the 8 cases counts as one test; logs in nvtx.log.
+sanitizer_bin() {
+    local cs
+    cs=$(command -v compute-sanitizer || true)
+    [ -n "$cs" ] || cs=$(cuda_root)/bin/compute-sanitizer
+    [ -x "$cs" ] && echo "$cs"
+}
+errors_of() { grep -oE 'ERROR SUMMARY: [0-9]+ error' "$1" | tail -1 | grep -oE '[0-9]+' || echo "none"; }
+if want nvtx-bounds; then
+    exe=$STAGE/rust/rmm-core__rmm_core
+    [ -f "$exe.gz" ] && gunzip -f "$exe.gz"
+    CS=$(sanitizer_bin)
+    : >"$OUT/nvtx.log"
+    if [ -z "$CS" ]; then
+        suite_line nvtx 0 1 0 "compute-sanitizer not found (PATH, CUDA_HOME, /usr/local/cuda)"
+    elif [ ! -f "$exe" ]; then
+        suite_line nvtx 0 1 0 "not staged: $exe"
+    else
+        chmod +x "$exe"
+        np=0 nf=0
+        for probe in pool_overrun pool_use_after_free arena_overrun arena_use_after_free; do
+            for mode in on off; do
+                echo "######## $probe, bounds $mode" >>"$OUT/nvtx.log"
+                RMM_NVTX_PROBE=$mode timeout -s KILL 120 "$CS" --tool memcheck --nvtx yes "$exe" --include-ignored \
+                    --exact "mr::detail::nvtx_bounds::tests::gpu::${probe}_probe" --nocapture >"$OUT/nvtx.one" 2>&1
+                cat "$OUT/nvtx.one" >>"$OUT/nvtx.log"
+                n=$(errors_of "$OUT/nvtx.one")
+                if [ "$n" = none ]; then
+                    verdict="FAILED (no ERROR SUMMARY)"; nf=$((nf + 1))
+                elif grep -q "SKIPPED" "$OUT/nvtx.one"; then
+                    verdict="FAILED (the probe skipped)"; nf=$((nf + 1))
+                elif { [ "$mode" = on ] && [ "$n" -gt 0 ]; } || { [ "$mode" = off ] && [ "$n" -eq 0 ]; }; then
+                    verdict="ok"; np=$((np + 1))
+                else
+                    verdict="FAILED"; nf=$((nf + 1))
+                fi
+                say "  nvtx-bounds $probe, option $mode: memcheck $n errors: $verdict"
+            done
+        done
+        rm -f "$OUT/nvtx.one"
+        suite_line nvtx "$np" "$nf" 0 "memcheck catches with NVTX bounds on, misses off; nvtx.log"
     fi
 fi
 

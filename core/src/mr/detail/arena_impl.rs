@@ -433,8 +433,7 @@ impl Shared {
         }
     }
 
-    /// The managed range `(base, size)` (tests only).
-    #[cfg(test)]
+    /// The managed range `(base, size)`.
     pub(crate) fn range(&self) -> (usize, usize) {
         (self.base, self.size)
     }

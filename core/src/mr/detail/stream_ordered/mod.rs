@@ -979,6 +979,16 @@ impl Core {
         Ok(())
     }
 
+    /// A number that changes whenever upstream regions are added or given back.
+    pub(crate) fn regions_generation(&self) -> u64 {
+        self.regions_gen.load(Ordering::Acquire)
+    }
+
+    /// Every upstream region: (start, size).
+    pub(crate) fn regions(&self) -> Vec<(usize, usize)> {
+        lock(&self.global).regions.iter().map(|(&a, &s)| (a, s)).collect()
+    }
+
     /// The start and size of the upstream block holding `addr`.
     pub(crate) fn region_containing(&self, addr: usize) -> Option<(usize, usize)> {
         let g = lock(&self.global);
