@@ -12,7 +12,7 @@
 # included). Exit status 1 when any test failed or nothing ran.
 #
 # Usage: bash scripts/gpu-run.sh [PART...]   PARTs: rust python peer-py cpp peer-cpp extras (default: all);
-# issue 12's, only when named: hang-repro parallel3 nvtx-bounds (see their sections below).
+# issue 12's, only when named: hang-repro parallel3 nvtx-bounds stress sanitize (see their sections below).
 # Running a few parts per command keeps each under the device tool's 10 minutes when all would not.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -411,6 +411,30 @@ if want nvtx-bounds; then
         done
         rm -f "$OUT/nvtx.one"
         suite_line nvtx "$np" "$nf" 0 "memcheck catches with NVTX bounds on, misses off; nvtx.log"
+    fi
+fi
+
+# ---- Issue 12: the GPU stress run, only when named ------------------------------------------------
+# stress: core/tests/stress.rs (16 threads x 16 streams, own and foreign, on pool, arena, binning and
+#   cuda_async under statistics) with RMM_STRESS_OPS=100000 operations per thread and a budget of
+#   RMM_STRESS_SECONDS=20 s per resource (80 s in all; a resource cut by it says so); one test.
+if want stress; then
+    exe=$STAGE/rust/rmm-core__stress__test
+    [ -f "$exe.gz" ] && gunzip -f "$exe.gz"
+    if [ -f "$exe" ]; then
+        chmod +x "$exe"
+        RMM_STRESS_OPS=${RMM_STRESS_OPS:-100000} RMM_STRESS_SECONDS=${RMM_STRESS_SECONDS:-20} timeout -s KILL 150 \
+            "$exe" --include-ignored --nocapture >"$OUT/stress.log" 2>&1
+        rc=$?
+        grep -E '^stress ' "$OUT/stress.log" | while IFS= read -r line; do say "  $line"; done
+        if [ "$rc" -eq 0 ]; then
+            suite_line stress 1 0 0 "16 threads x 16 streams x RMM_STRESS_OPS; stress.log"
+        else
+            [ "$rc" -eq 137 ] && say "  stress: killed after 150 s (hung?)"
+            suite_line stress 0 1 0 "exit $rc; stress.log"
+        fi
+    else
+        suite_line stress 0 1 0 "not staged: $exe"
     fi
 fi
 
