@@ -95,7 +95,7 @@ fi
 # Our wheel, installed once into /tmp/site for our pytest suite and RMM's.
 wheel=$(ls "$STAGE"/wheels/*.whl 2>/dev/null | head -1)
 wheel_installed=0
-if [ -n "$wheel" ] && command -v python3 >/dev/null 2>&1 && { want python || want peer-py || want extras; } &&
+if [ -n "$wheel" ] && command -v python3 >/dev/null 2>&1 && { want python || want peer-py || want extras || want sanitize; } &&
     python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "$wheel" >/dev/null 2>&1; then
     wheel_installed=1
 fi
@@ -397,7 +397,9 @@ if want nvtx-bounds; then
                     --exact "mr::detail::nvtx_bounds::tests::gpu::${probe}_probe" --nocapture >"$OUT/nvtx.one" 2>&1
                 cat "$OUT/nvtx.one" >>"$OUT/nvtx.log"
                 n=$(errors_of "$OUT/nvtx.one")
-                if [ "$n" = none ]; then
+                if ! grep -qE "^test .*::${probe}_probe " "$OUT/nvtx.one"; then
+                    verdict="FAILED (the probe did not run)"; nf=$((nf + 1))
+                elif [ "$n" = none ]; then
                     verdict="FAILED (no ERROR SUMMARY)"; nf=$((nf + 1))
                 elif grep -q "SKIPPED" "$OUT/nvtx.one"; then
                     verdict="FAILED (the probe skipped)"; nf=$((nf + 1))
@@ -436,6 +438,24 @@ if want stress; then
     else
         suite_line stress 0 1 0 "not staged: $exe"
     fi
+fi
+
+# ---- Issue 12: compute-sanitizer, only when named ------------------------------------------------
+# sanitize: scripts/gpu-sanitize.sh (memcheck, racecheck, synccheck on a subset of the Rust GPU tests,
+#   the nvcc-built C++ tests and the Python GPU tests) within RMM_SANITIZE_BUDGET (240) s; name the
+#   part cpp before it in the same command so the nvcc-built tests exist. Counted: runs clean /
+#   with errors (a run the budget left out is a skip); per tool "N errors" in summary.txt.
+if want sanitize; then
+    RMM_SANITIZE_BUDGET=${RMM_SANITIZE_BUDGET:-240} bash scripts/gpu-sanitize.sh >"$OUT/sanitize.out" 2>&1
+    grep -E '^sanitize ' "$OUT/sanitize.out" | while IFS= read -r line; do say "  $line"; done
+    line=$(grep -E '^sanitize: [0-9]+ clean' "$OUT/sanitize.out" | tail -1)
+    if [ -n "$line" ]; then
+        suite_line sanit "$(num clean "$line")" "$(num 'with errors' "$line" | head -1)" "$(num 'not run' "$line")" \
+            "compute-sanitizer runs; sanitize.log"
+    else
+        suite_line sanit 0 1 0 "gpu-sanitize.sh gave no summary (sanitize.out)"
+    fi
+    rm -f "$OUT/sanitize.out"
 fi
 
 say ""
