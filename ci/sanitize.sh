@@ -11,7 +11,8 @@
 #    Advisory: without the rust-src component std cannot be rebuilt instrumented (-Zbuild-std), and
 #    TSan then reports races inside std's uninstrumented locks; the step says which case it is.
 #
-# Not called by scripts/test.sh or .ci/run yet (the integrator wires it in). Tunables:
+# scripts/test.sh (and so CI) runs parts 1 and 2 as its `valgrind` suite when valgrind is installed
+# (RMM_SANITIZE_TSAN=0). Tunables:
 # RMM_SANITIZE_TIMEOUT (seconds per program, default 1200), RMM_SANITIZE_TSAN=0 to skip part 3.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
