@@ -216,6 +216,9 @@ impl Shared {
         if global.retired.is_empty() {
             return;
         }
+        // The query needs the arena's device current on this thread (a thread that only reads the
+        // statistics may have none).
+        let _device = self.gpu.and_then(|device| DeviceGuard::new(device).ok());
         let retired = std::mem::take(&mut global.retired);
         for (arena, event) in retired {
             let done = synchronized || event.as_ref().is_some_and(|e| e.is_complete().unwrap_or(false));
