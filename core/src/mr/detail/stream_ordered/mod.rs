@@ -35,7 +35,9 @@
 //! - a region goes back upstream only when it is wholly free and every stream in its tag has been
 //!   synchronized;
 //! - lock order: the shared list (`global`) before any shard; a shard is never held while `global`
-//!   is taken.
+//!   is taken;
+//! - regions are given back upstream (a synchronization and a free: blocking driver calls) only
+//!   with `global` released: they are taken out of the books under it first (issue 12's hang).
 //!
 //! All driver work goes through the [`Syncer`] trait: CUDA in GPU mode, nothing at all in host mode,
 //! and a recording model of stream order in the CPU tests.
