@@ -299,6 +299,29 @@ for key in sorted(set(ours) | set(rmm)):
     print(f"pybench: {label}: ours {a} {unit}, RMM {b} {unit}{ratio}")
 PY
 fi
+# Where the create+drop time goes (bindings-python/benchmarks/python_path.py: size=0, mr=, stream=,
+# the getter, floors), ours then RMM 26.10's; rows to peer.log, "pypath:" comparisons to summary.txt.
+bench=bindings-python/benchmarks/python_path.py
+if [ -f "$bench" ] && [ -d /tmp/site/rmm ] && [ -d /tmp/peer-site/rmm ]; then
+    for side in ours:/tmp/site rmm:/tmp/peer-site; do
+        echo "######## $bench (${side%%:*})" >>"$OUT/peer.log"
+        PYTHONPATH=${side#*:} timeout 240 python3 "$bench" --calls 20000 --json "/tmp/pypath-${side%%:*}.json" >>"$OUT/peer.log" 2>&1 ||
+            echo "pypath ${side%%:*}: exit $?" >>"$OUT/peer.log"
+    done
+    python3 - /tmp/pypath-ours.json /tmp/pypath-rmm.json <<'PY' | while IFS= read -r line; do say "$line"; done
+import json, sys
+def load(path):
+    try:
+        return {(r["bench"], r.get("resource", "")): r["us"] for r in json.load(open(path))}
+    except (OSError, ValueError, KeyError):
+        return {}
+ours, rmm = load(sys.argv[1]), load(sys.argv[2])
+for key in sorted(set(ours) | set(rmm), key=lambda k: (k[1], k[0])):
+    a, b = ours.get(key), rmm.get(key)
+    ratio = f"  ours/RMM {a / b:.2f}" if a is not None and b else ""
+    print(f"pypath: {key[1] or '-'} {key[0]}: ours {a} us, RMM {b} us{ratio}")
+PY
+fi
 
 fi
 

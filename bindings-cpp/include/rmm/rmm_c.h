@@ -6,9 +6,10 @@
  *
  * Resources
  *   A resource crosses any boundary as an rmm_resource handle { self, vtable }. For resources made
- *   by rmm (Rust), `self` is the Rust Arc's data pointer and retain/release move the Arc's own
- *   reference count: nothing is copied, and the resource lives while anyone (in any language) holds
- *   a reference. A resource written in C or C++ provides its own vtable (see rmm_resource_vtable).
+ *   by rmm (Rust), `self` is an opaque token (a checked cell of the Rust Arc) and retain/release
+ *   move the Arc's own reference count: nothing is copied, and the resource lives while anyone (in
+ *   any language) holds a reference. A resource written in C or C++ provides its own vtable (see
+ *   rmm_resource_vtable).
  *
  * Ownership
  *   - An "owning" handle carries one reference: give it back with rmm_resource_release().
@@ -26,6 +27,16 @@
  *
  * Threads
  *   Every function may be called from any thread. Resource implementations must be thread-safe.
+ *
+ * Misuse of handles (checked)
+ *   A resource handle of this library released twice, or used after its last release, is refused:
+ *   RMM_ERROR_INVALID_ARGUMENT from every fallible function (rmm::logic_error in C++), a logged
+ *   no-op from rmm_resource_retain/_release (rmm_resource_release_checked reports it), 0 / NULL from
+ *   rmm_resource_access/_name. An rmm_device_buffer* freed twice or used after its free is refused
+ *   likewise while it is among the last 4096 freed buffers (rmm_device_buffer_free_checked reports a
+ *   second free). Still undefined: a pointer that never was a handle or buffer, a handle whose
+ *   resource was last dropped by a Rust owner without a copy of the handle kept, a buffer freed more
+ *   than 4096 frees ago, and a release that races with another use of the same handle.
  */
 #ifndef RMM_RMM_C_H
 #define RMM_RMM_C_H
@@ -146,6 +157,11 @@ int rmm_set_per_device_resource(int device, rmm_resource resource, rmm_resource*
 /** Puts the initial resource of `device` back. *previous_out as for rmm_set_per_device_resource. */
 int rmm_reset_per_device_resource(int device, rmm_resource* previous_out, rmm_error* err);
 
+/** A number that changes whenever any device's resource is set or reset, from any language (after
+ *  the new resource is in place); 0 when it cannot be told. A binding that caches something derived
+ *  from a device's resource revalidates it by comparing this number. */
+uint64_t rmm_registry_generation(void);
+
 /** rmm_get_per_device_resource() on the current device. *out is OWNING. */
 int rmm_get_current_device_resource(rmm_resource* out, rmm_error* err);
 
@@ -165,6 +181,10 @@ void rmm_resource_retain(rmm_resource resource);
 
 /** Gives back one OWNED reference; the last one frees the resource. No-op for the empty handle. */
 void rmm_resource_release(rmm_resource resource);
+
+/** rmm_resource_release that reports: RMM_ERROR_INVALID_ARGUMENT for a malformed handle or a handle
+ *  of this library that was already released (nothing is released then). */
+int rmm_resource_release_checked(rmm_resource resource, rmm_error* err);
 
 /** Allocates `bytes` aligned to `alignment` (a power of two; 256 is the default guarantee), ordered
  *  on `stream` (a cudaStream_t, NULL = default stream), into *out. */
@@ -518,6 +538,10 @@ int rmm_device_buffer_copy(const rmm_device_buffer* other, void* stream, rmm_res
 
 /** Frees an OWNING buffer (see Ownership above). NULL is a no-op. */
 void rmm_device_buffer_free(rmm_device_buffer* buf);
+
+/** rmm_device_buffer_free that reports: RMM_ERROR_INVALID_ARGUMENT for a buffer already freed
+ *  (see "Misuse of handles" above). NULL is a no-op (RMM_OK). */
+int rmm_device_buffer_free_checked(rmm_device_buffer* buf, rmm_error* err);
 
 /** The memory (NULL when nothing is allocated, or for a NULL buf). */
 void* rmm_device_buffer_data(const rmm_device_buffer* buf);
