@@ -51,6 +51,13 @@ pub unsafe extern "C" fn rmm_reset_per_device_resource(
     unsafe { serve::rmm_reset_per_device_resource(device, previous_out, err) }
 }
 
+/// A number that changes whenever any device's resource is set or reset (from any language); 0
+/// when it cannot be told. Bindings revalidate what they cached of the current resource with it.
+#[no_mangle]
+pub extern "C" fn rmm_registry_generation() -> u64 {
+    serve::rmm_registry_generation()
+}
+
 /// [`rmm_get_per_device_resource`] on the current device (device 0 in host mode).
 ///
 /// # Safety

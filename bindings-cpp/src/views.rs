@@ -76,6 +76,86 @@ pub unsafe extern "C" fn rmm_strided_view_from_dlpack(
     }
 }
 
+/// Python's capsule functions, found in the process (`dlsym(RTLD_DEFAULT)`): present when librmm
+/// runs inside a Python interpreter, absent otherwise.
+struct CapsuleApi {
+    is_valid: unsafe extern "C" fn(*mut c_void, *const c_char) -> c_int,
+    get_pointer: unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void,
+    set_name: unsafe extern "C" fn(*mut c_void, *const c_char) -> c_int,
+}
+
+fn capsule_api() -> Option<&'static CapsuleApi> {
+    static API: std::sync::OnceLock<Option<CapsuleApi>> = std::sync::OnceLock::new();
+    API.get_or_init(|| {
+        let find = |name: &CStr| {
+            // SAFETY: dlsym with a NUL-terminated name; NULL when absent.
+            let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+            (!p.is_null()).then_some(p)
+        };
+        let (v, g, s) = (find(c"PyCapsule_IsValid")?, find(c"PyCapsule_GetPointer")?, find(c"PyCapsule_SetName")?);
+        // SAFETY: CPython's exported functions with these C signatures (stable ABI).
+        unsafe {
+            Some(CapsuleApi {
+                is_valid: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void, *const c_char) -> c_int>(
+                    v,
+                ),
+                get_pointer: std::mem::transmute::<
+                    *mut c_void,
+                    unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void,
+                >(g),
+                set_name: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void, *const c_char) -> c_int>(
+                    s,
+                ),
+            })
+        }
+    })
+    .as_ref()
+}
+
+/// Acquires a view of a DLPack capsule (a `PyObject*` from `obj.__dlpack__(...)`): a versioned
+/// `"dltensor_versioned"` one or a legacy `"dltensor"` one, which is renamed `"used_..."` on success
+/// (the view then owns the tensor), as a DLPack consumer does. INVALID_ARGUMENT for a consumed
+/// capsule, for any other object, or a capsule of another name; UNSUPPORTED outside a Python
+/// process. The caller holds the GIL (Cython: `with gil`; ctypes: `PyDLL`).
+///
+/// # Safety
+/// `capsule` is NULL or a live Python object; the GIL is held; `out`, `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_strided_view_from_dlpack_capsule(
+    capsule: *mut c_void,
+    out: *mut rmm_strided_view,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        acquire_into(out, err, || {
+            if capsule.is_null() {
+                return Err(Error::invalid("the capsule must not be NULL"));
+            }
+            let api = capsule_api()
+                .ok_or_else(|| Error::Unsupported("no Python interpreter in this process (PyCapsule_*)".into()))?;
+            // PyCapsule_IsValid sets no Python error, for any object.
+            if (api.is_valid)(capsule, c"dltensor_versioned".as_ptr()) == 1 {
+                let t = (api.get_pointer)(capsule, c"dltensor_versioned".as_ptr()).cast::<DLManagedTensorVersioned>();
+                let view = StridedMemoryView::from_dlpack_versioned(t)?;
+                (api.set_name)(capsule, c"used_dltensor_versioned".as_ptr());
+                Ok(view)
+            } else if (api.is_valid)(capsule, c"dltensor".as_ptr()) == 1 {
+                let t = (api.get_pointer)(capsule, c"dltensor".as_ptr()).cast::<DLManagedTensor>();
+                let view = StridedMemoryView::from_dlpack(t)?;
+                (api.set_name)(capsule, c"used_dltensor".as_ptr());
+                Ok(view)
+            } else if (api.is_valid)(capsule, c"used_dltensor_versioned".as_ptr()) == 1
+                || (api.is_valid)(capsule, c"used_dltensor".as_ptr()) == 1
+            {
+                Err(Error::invalid("the DLPack capsule was already consumed"))
+            } else {
+                Err(Error::invalid("not a DLPack capsule (\"dltensor_versioned\" or \"dltensor\")"))
+            }
+        })
+    }
+}
+
 /// Acquires a view of memory described by parts (no owner: the caller keeps the memory alive).
 /// `strides` (in items) may be NULL for a C-contiguous array; `format` is a format string.
 ///
@@ -328,6 +408,21 @@ mod tests {
                 RMM_ERROR_INVALID_ARGUMENT
             );
         }
+    }
+
+    #[test]
+    fn capsules_need_a_python_process() {
+        let mut v = rmm_strided_view::EMPTY;
+        let mut e = rmm_error::new();
+        let mut not_a_capsule = 0u64;
+        // SAFETY: valid out-pointers; without Python the object is never touched.
+        unsafe {
+            let rc = rmm_strided_view_from_dlpack_capsule(std::ptr::null_mut(), &mut v, &mut e);
+            assert_eq!(rc, RMM_ERROR_INVALID_ARGUMENT);
+            let rc = rmm_strided_view_from_dlpack_capsule((&mut not_a_capsule as *mut u64).cast(), &mut v, &mut e);
+            assert_eq!(rc, RMM_ERROR_UNSUPPORTED, "{}", e.message());
+        }
+        assert_eq!(v.generation, 0);
     }
 
     #[test]

@@ -94,10 +94,15 @@ impl PyDeviceBuffer {
         };
         let resource = mr.bind(py).cast::<PyDeviceMemoryResource>()?.get().inner.clone();
         let handle = stream.stream(py);
+        if size == 0 {
+            // Nothing is allocated or copied, so nothing can block or call back: no GIL round trip.
+            let buf = DeviceBuffer::new(0, handle, resource).into_py_alloc_result()?;
+            return Ok(Self { buf: Some(buf), stream: stream.object(py)?, mr });
+        }
         clear_parked();
         let buf = py
             .detach(|| -> Result<DeviceBuffer> {
-                if ptr == 0 || size == 0 {
+                if ptr == 0 {
                     return DeviceBuffer::new(size, handle, resource);
                 }
                 // SAFETY: RMM's contract for `ptr`: `size` readable bytes (host or device) that stay
@@ -151,10 +156,14 @@ impl PyDeviceBuffer {
 
 impl Drop for PyDeviceBuffer {
     fn drop(&mut self) {
-        if let Some(buf) = self.buf.take() {
+        match self.buf.take() {
+            // Nothing to free (empty, or moved out): no GIL round trip.
+            Some(buf) if buf.capacity() == 0 => drop(buf),
             // The free may block (a pool, a synchronizing driver call) or call back into Python (a
-            // callback resource): without the GIL, as RMM's `__dealloc__`.
-            Python::attach(|py| py.detach(move || drop(buf)));
+            // callback resource): without the GIL, as RMM's `__dealloc__`. (PyO3 runs this drop
+            // with the GIL held, so `attach` only counts it.)
+            Some(buf) => Python::attach(|py| py.detach(move || drop(buf))),
+            None => {}
         }
     }
 }

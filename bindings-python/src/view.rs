@@ -139,6 +139,8 @@ fn consumer_stream(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Stream>> {
     let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(None) };
     let raw: usize = if let Ok(s) = obj.cast::<PyStream>() {
         s.get().stream().as_raw()
+    } else if obj.extract::<i64>().is_ok_and(|i| i == -1) {
+        NO_SYNC
     } else if let Ok(i) = obj.extract::<usize>() {
         i
     } else if let Ok(p) = obj.call_method0("__cuda_stream__") {
@@ -157,11 +159,15 @@ fn consumer_stream(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Stream>> {
     Ok(Some(unsafe { Stream::from_raw(raw) }))
 }
 
+/// `stream=-1`: the consumer asks for no synchronization (DLPack's and cuda.core's meaning).
+const NO_SYNC: usize = usize::MAX;
+
 /// The DLPack `stream` argument for a CUDA producer: 1 for the legacy default stream, 2 for the
-/// per-thread one, the handle otherwise (the standard forbids 0).
+/// per-thread one, -1 for no synchronization, the handle otherwise (the standard forbids 0).
 fn dlpack_stream_arg(stream: Option<Stream>) -> i64 {
     match stream {
         None => 1,
+        Some(s) if s.as_raw() == NO_SYNC => -1,
         Some(s) if s.is_default() => 1,
         Some(s) if s.is_per_thread_default() => 2,
         Some(s) => s.as_raw() as i64,
@@ -170,7 +176,7 @@ fn dlpack_stream_arg(stream: Option<Stream>) -> i64 {
 
 /// Makes `consumer` (or the host, when None) wait for the work queued on `producer` so far.
 fn order_after(producer: Stream, consumer: Option<Stream>) -> rmm_core::Result<()> {
-    let same = |c: Stream| c == producer || (c.is_default() && producer.is_default());
+    let same = |c: Stream| c == producer || (c.is_default() && producer.is_default()) || c.as_raw() == NO_SYNC;
     if cuda::is_host_mode() || consumer.is_some_and(same) {
         return Ok(());
     }
@@ -469,8 +475,9 @@ impl PyStridedMemoryView {
     }
 
     /// A view of `obj`: DLPack if it has `__dlpack__`, else the CUDA Array Interface, else the
-    /// buffer protocol. `stream` is the consumer's stream (None: the default stream for DLPack,
-    /// a host synchronization for the CUDA Array Interface).
+    /// buffer protocol. `stream` is the consumer's stream: an rmm `Stream`, an int handle, a
+    /// cuda.core/CuPy/PyTorch stream, -1 for no synchronization, or None (the default stream for
+    /// DLPack, a host synchronization for the CUDA Array Interface).
     #[staticmethod]
     #[pyo3(signature = (obj, stream = None))]
     fn from_object(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
@@ -800,7 +807,8 @@ pub(crate) fn buffer_dlpack_device(buf: &PyDeviceBuffer) -> (i32, i32) {
 /// `DeviceBuffer.__dlpack__(stream=None, max_version=None, dl_device=None, copy=None)`: a uint8 1-D
 /// tensor of `nbytes`, zero-copy (the capsule keeps the buffer, and so its resource, alive), or of a
 /// new copy for `copy=True` (flagged IS_COPIED). A CUDA consumer's `stream` waits for the buffer's
-/// stream through an event (-1: no synchronization; 0 is refused, as the standard says).
+/// stream through an event (-1: no synchronization; 0, which the standard disallows, is taken as
+/// CUDA's legacy default stream, as older PyTorch consumers mean it).
 pub(crate) fn buffer_dlpack<'py>(
     slf: &Bound<'py, PyDeviceBuffer>,
     stream: Option<&Bound<'py, PyAny>>,
@@ -823,11 +831,9 @@ pub(crate) fn buffer_dlpack<'py>(
         let raw: i64 = s.extract().map_err(|_| PyTypeError::new_err("stream must be an int or None"))?;
         if device_type_is_cuda(device.device_type) {
             match raw {
-                0 => {
-                    return Err(PyValueError::new_err(
-                        "stream 0 is ambiguous for CUDA: pass 1 (legacy default) or 2 (per-thread)",
-                    ))
-                }
+                // -1: the consumer asks for no synchronization. 0 is disallowed by the standard but
+                // older consumers (PyTorch before 2.1) pass their default stream's handle, 0: the
+                // legacy default stream, which is what it means to CUDA.
                 -1 => {}
                 r if r < -1 => return Err(PyValueError::new_err(format!("invalid stream {r}"))),
                 r => {

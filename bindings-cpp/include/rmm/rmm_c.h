@@ -157,6 +157,11 @@ int rmm_set_per_device_resource(int device, rmm_resource resource, rmm_resource*
 /** Puts the initial resource of `device` back. *previous_out as for rmm_set_per_device_resource. */
 int rmm_reset_per_device_resource(int device, rmm_resource* previous_out, rmm_error* err);
 
+/** A number that changes whenever any device's resource is set or reset, from any language (after
+ *  the new resource is in place); 0 when it cannot be told. A binding that caches something derived
+ *  from a device's resource revalidates it by comparing this number. */
+uint64_t rmm_registry_generation(void);
+
 /** rmm_get_per_device_resource() on the current device. *out is OWNING. */
 int rmm_get_current_device_resource(rmm_resource* out, rmm_error* err);
 
@@ -827,6 +832,11 @@ int rmm_strided_view_from_dlpack_versioned(DLManagedTensorVersioned* tensor, rmm
 
 /** The same for a legacy (unversioned) DLPack tensor (no read-only flag: the view is writable). */
 int rmm_strided_view_from_dlpack(DLManagedTensor* tensor, rmm_strided_view* out, rmm_error* err);
+
+/** Acquires a view of a Python DLPack capsule (`PyObject*`, from obj.__dlpack__()): "dltensor_versioned"
+ *  or legacy "dltensor", renamed "used_..." on success (the view owns the tensor then). Call with the
+ *  GIL held. INVALID_ARGUMENT for a consumed capsule or any other object; UNSUPPORTED outside Python. */
+int rmm_strided_view_from_dlpack_capsule(void* capsule, rmm_strided_view* out, rmm_error* err);
 
 /** Acquires a view of memory described by parts, with no owner (the caller keeps `data` alive).
  *  `strides` in items, or NULL for C-contiguous; `format` a format string ("<f4", "d", "bfloat16"). */

@@ -60,19 +60,39 @@ pub(crate) fn primary_context(device: DeviceId) -> Result<sys::CUcontext> {
 
 /// The calling thread's current device (0 when no context is current).
 ///
+/// On the path of every buffer (its device at creation, the guard at its free) and of every
+/// current-resource lookup: one `cuCtxGetCurrent`, the context's device cached per thread as in
+/// [`ensure_context`].
+///
 /// # Errors
 /// [`Error::NoDriver`] / [`Error::NoDevice`] in host mode.
 pub fn current_device() -> Result<DeviceId> {
-    device_count()?;
+    driver()?;
     let mut ctx: sys::CUcontext = std::ptr::null_mut();
     // SAFETY: the driver is initialised; `ctx` is a valid out-pointer.
     check(unsafe { sys::cuCtxGetCurrent(&mut ctx) }, "cuCtxGetCurrent")?;
     if ctx.is_null() {
         return Ok(0);
     }
+    context_device(ctx)
+}
+
+thread_local! {
+    /// The last context asked about on this thread and its device.
+    static LAST_CONTEXT: std::cell::Cell<(usize, DeviceId)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// The device of `ctx`, the calling thread's current context (not null), cached per thread by the
+/// context handle (see [`ensure_context`] for why a handle never names another device).
+fn context_device(ctx: sys::CUcontext) -> Result<DeviceId> {
+    let (cached_ctx, cached_device) = LAST_CONTEXT.with(|c| c.get());
+    if cached_ctx == ctx as usize {
+        return Ok(cached_device);
+    }
     let mut dev: sys::CUdevice = 0;
-    // SAFETY: a context is current; `dev` is a valid out-pointer.
+    // SAFETY: `ctx` is current; `dev` is a valid out-pointer.
     check(unsafe { sys::cuCtxGetDevice(&mut dev) }, "cuCtxGetDevice")?;
+    LAST_CONTEXT.with(|c| c.set((ctx as usize, dev)));
     Ok(dev)
 }
 
@@ -93,9 +113,6 @@ pub fn set_current_device(device: DeviceId) -> Result<()> {
 /// The cache is keyed by the context handle; contexts we use are primary contexts, which live as
 /// long as the process, so a handle never comes back for another device.
 pub(crate) fn ensure_context() -> Result<DeviceId> {
-    thread_local! {
-        static LAST: std::cell::Cell<(usize, DeviceId)> = const { std::cell::Cell::new((0, 0)) };
-    }
     driver()?;
     let mut ctx: sys::CUcontext = std::ptr::null_mut();
     // SAFETY: the driver is initialised; `ctx` is a valid out-pointer.
@@ -104,15 +121,7 @@ pub(crate) fn ensure_context() -> Result<DeviceId> {
         set_current_device(0)?;
         return Ok(0);
     }
-    let (cached_ctx, cached_device) = LAST.with(|c| c.get());
-    if cached_ctx == ctx as usize {
-        return Ok(cached_device);
-    }
-    let mut dev: sys::CUdevice = 0;
-    // SAFETY: a context is current; `dev` is a valid out-pointer.
-    check(unsafe { sys::cuCtxGetDevice(&mut dev) }, "cuCtxGetDevice")?;
-    LAST.with(|c| c.set((ctx as usize, dev)));
-    Ok(dev)
+    context_device(ctx)
 }
 
 /// The calling thread's current device for naming its default streams, as cheaply as possible:
@@ -191,10 +200,12 @@ impl DeviceGuard {
     /// # Errors
     /// Invalid device or host mode.
     pub fn new(device: DeviceId) -> Result<Self> {
-        let previous = current_device()?;
+        driver()?;
         let mut ctx: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: the driver is initialised; `ctx` is a valid out-pointer.
         check(unsafe { sys::cuCtxGetCurrent(&mut ctx) }, "cuCtxGetCurrent")?;
+        // As `current_device`, with the one `cuCtxGetCurrent` (every buffer's free comes here).
+        let previous = if ctx.is_null() { 0 } else { context_device(ctx)? };
         if previous == device && !ctx.is_null() {
             return Ok(Self { previous: None });
         }
