@@ -9,7 +9,9 @@
 # (Rust; default pool,binning: the engine issue 10 changed; the arena is compared through the C++
 # API), RMM_BENCH_KINDS and RMM_BENCH_WORKLOADS (comma lists), RMM_BENCH_FILTER (Rust, a regex such
 # as "pair256/pool\\."). RMM_BENCH_RUST=0 skips the Rust side, RMM_BENCH_CPP=0 the C++ one (to
-# split the run over two calls); RMM_BENCH_FULL=1 gives criterion its usual measurement times. The
+# split the run over two calls); RMM_BENCH_FULL=1 gives criterion its usual measurement times,
+# RMM_BENCH_TIMES other criterion options (default "--warm-up-time 0.2 --measurement-time 0.5"),
+# RMM_BENCH_ITERS the C++ operations per run (default 200000). The
 # default run should take about 5 minutes on an H200 (estimated, not yet timed).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -63,7 +65,7 @@ cxx_run() { # binary, library path, args...
 }
 [ "${RMM_BENCH_CPP:-1}" = 0 ] && resources=""
 for r in $resources; do
-    iters=200000; [ "$r" = cuda ] && iters=2000
+    iters=${RMM_BENCH_ITERS:-200000}; [ "$r" = cuda ] && iters=2000
     args=(--resource "$r" --workload "$workloads" --stream "$kinds" --threads 1,4,16 --iters "$iters")
     cxx_run rmm_peer_bench "$PEER_LIBS" "${args[@]}"
     cxx_run rmmrs_cpp_bench "$OUR_LIBS" "${args[@]}"
@@ -77,7 +79,7 @@ echo "C++ side done after ${SECONDS}s" | tee -a "$OUT/machine.txt"
 if [ "${RMM_BENCH_RUST:-1}" != 0 ]; then
     # Quick criterion times by default (the stream axis makes 100+ benchmarks); RMM_BENCH_FULL=1 for
     # criterion's usual 1 s warm-up and 3 s measurement.
-    times="--warm-up-time 0.2 --measurement-time 0.5"
+    times=${RMM_BENCH_TIMES:-"--warm-up-time 0.2 --measurement-time 0.5"}
     [ "${RMM_BENCH_FULL:-0}" = 1 ] && times="--warm-up-time 1 --measurement-time 3"
     # shellcheck disable=SC2086
     RMM_BENCH_KINDS=$kinds RMM_BENCH_RESOURCES=${RMM_BENCH_RUST_RESOURCES:-pool,binning} \
