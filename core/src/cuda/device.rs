@@ -16,12 +16,21 @@ pub type DeviceId = i32;
 ///
 /// # Errors
 /// [`Error::NoDriver`] / [`Error::NoDevice`] in host mode.
+///
+/// Asked once: the devices a process sees are fixed when the driver is initialised
+/// (`CUDA_VISIBLE_DEVICES` is read then), and this is on hot paths (every [`current_device`],
+/// [`DeviceGuard`] and host-mode check), where a driver call each time cost tens of nanoseconds.
 pub fn device_count() -> Result<i32> {
-    driver()?;
-    let mut count = 0;
-    // SAFETY: the driver is initialised; `count` is a valid out-pointer.
-    check(unsafe { sys::cuDeviceGetCount(&mut count) }, "cuDeviceGetCount")?;
-    Ok(count)
+    static COUNT: OnceLock<Result<i32>> = OnceLock::new();
+    COUNT
+        .get_or_init(|| {
+            driver()?;
+            let mut count = 0;
+            // SAFETY: the driver is initialised; `count` is a valid out-pointer.
+            check(unsafe { sys::cuDeviceGetCount(&mut count) }, "cuDeviceGetCount")?;
+            Ok(count)
+        })
+        .clone()
 }
 
 fn check_device(device: DeviceId) -> Result<sys::CUdevice> {
@@ -70,10 +79,7 @@ pub fn current_device() -> Result<DeviceId> {
     if ctx.is_null() {
         return Ok(0);
     }
-    let mut dev: sys::CUdevice = 0;
-    // SAFETY: a context is current; `dev` is a valid out-pointer.
-    check(unsafe { sys::cuCtxGetDevice(&mut dev) }, "cuCtxGetDevice")?;
-    Ok(dev)
+    context_device(ctx)
 }
 
 /// Makes `device`'s primary context current on the calling thread (`cudaSetDevice`).
@@ -93,9 +99,6 @@ pub fn set_current_device(device: DeviceId) -> Result<()> {
 /// The cache is keyed by the context handle; contexts we use are primary contexts, which live as
 /// long as the process, so a handle never comes back for another device.
 pub(crate) fn ensure_context() -> Result<DeviceId> {
-    thread_local! {
-        static LAST: std::cell::Cell<(usize, DeviceId)> = const { std::cell::Cell::new((0, 0)) };
-    }
     driver()?;
     let mut ctx: sys::CUcontext = std::ptr::null_mut();
     // SAFETY: the driver is initialised; `ctx` is a valid out-pointer.
@@ -104,12 +107,21 @@ pub(crate) fn ensure_context() -> Result<DeviceId> {
         set_current_device(0)?;
         return Ok(0);
     }
+    context_device(ctx)
+}
+
+/// The device of `ctx`, the calling thread's current context: `cuCtxGetDevice` once per context
+/// change, cached per thread and keyed by the context handle (see [`ensure_context`]).
+fn context_device(ctx: sys::CUcontext) -> Result<DeviceId> {
+    thread_local! {
+        static LAST: std::cell::Cell<(usize, DeviceId)> = const { std::cell::Cell::new((0, 0)) };
+    }
     let (cached_ctx, cached_device) = LAST.with(|c| c.get());
     if cached_ctx == ctx as usize {
         return Ok(cached_device);
     }
     let mut dev: sys::CUdevice = 0;
-    // SAFETY: a context is current; `dev` is a valid out-pointer.
+    // SAFETY: `ctx` is current; `dev` is a valid out-pointer.
     check(unsafe { sys::cuCtxGetDevice(&mut dev) }, "cuCtxGetDevice")?;
     LAST.with(|c| c.set((ctx as usize, dev)));
     Ok(dev)
@@ -191,10 +203,12 @@ impl DeviceGuard {
     /// # Errors
     /// Invalid device or host mode.
     pub fn new(device: DeviceId) -> Result<Self> {
-        let previous = current_device()?;
+        device_count()?;
         let mut ctx: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: the driver is initialised; `ctx` is a valid out-pointer.
         check(unsafe { sys::cuCtxGetCurrent(&mut ctx) }, "cuCtxGetCurrent")?;
+        // As `current_device`, with one `cuCtxGetCurrent` and the context's device cached per thread.
+        let previous = if ctx.is_null() { 0 } else { context_device(ctx)? };
         if previous == device && !ctx.is_null() {
             return Ok(Self { previous: None });
         }

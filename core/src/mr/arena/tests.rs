@@ -876,3 +876,49 @@ mod gpu {
         assert_all_returned(&mr);
     }
 }
+
+#[test]
+fn pair_churn_on_one_stream_keeps_one_superblock() {
+    let gpu = simulated(64 << 30);
+    let mr = arena_over(&gpu, 32 << 30);
+    for stream in [Stream::DEFAULT, Stream::PER_THREAD, fake_stream(3)] {
+        for _ in 0..10_000 {
+            let p = alloc(&mr, stream, 256);
+            // SAFETY: allocated just above with these arguments.
+            unsafe { mr.deallocate(stream, p as *mut u8, 256, DEFAULT_ALIGNMENT).unwrap() };
+        }
+        eprintln!("{stream:?}: {:?}", mr.stats());
+    }
+    assert!(mr.stats().superblocks <= 3, "{:?}", mr.stats());
+    for threads in [4, 16] {
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    for stream in [Stream::DEFAULT, Stream::PER_THREAD] {
+                        for _ in 0..10_000 {
+                            let p = alloc(&mr, stream, 256);
+                            // SAFETY: allocated just above with these arguments.
+                            unsafe { mr.deallocate(stream, p as *mut u8, 256, DEFAULT_ALIGNMENT).unwrap() };
+                        }
+                    }
+                });
+            }
+        });
+        eprintln!("{threads} threads: {:?}", mr.stats());
+    }
+    let mr = arena_over(&gpu, 32 << 30);
+    let mut iters = 1;
+    while iters < 1 << 18 {
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for _ in 0..iters {
+                    let p = alloc(&mr, Stream::DEFAULT, 256);
+                    // SAFETY: allocated just above with these arguments.
+                    unsafe { mr.deallocate(Stream::DEFAULT, p as *mut u8, 256, DEFAULT_ALIGNMENT).unwrap() };
+                }
+            });
+        });
+        iters *= 2;
+    }
+    eprintln!("criterion-like: {:?}", mr.stats());
+}

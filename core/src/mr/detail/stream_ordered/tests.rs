@@ -33,7 +33,7 @@ impl Rig {
     fn free(&self, stream: Stream, addr: usize, size: usize) {
         let key = self.syncer.key(stream);
         self.syncer.model().freed(key, addr, size);
-        naming(stream, || self.core.deallocate(stream, addr, size)).unwrap();
+        naming(stream, || self.core.deallocate(stream, addr, size, false)).unwrap();
     }
 
     /// Open batches in the shards and orphans.
@@ -243,7 +243,7 @@ fn idle_streams_are_dropped_from_tags_on_release() {
     let (a, b) = (fake_stream(1), fake_stream(2));
     let p = core.allocate(a, KIB, 256).unwrap();
     let _keep = core.allocate(a, KIB, 256).unwrap();
-    core.deallocate(a, p, KIB).unwrap();
+    core.deallocate(a, p, KIB, false).unwrap();
     core.release_unused().unwrap();
     assert_eq!(syncer.counts().idle_queries, 1);
     let _ = core.allocate(b, KIB, 256).unwrap();
@@ -299,13 +299,13 @@ fn out_of_memory_gives_back_free_regions_and_retries() {
     let s = fake_stream(1);
     let a = core.allocate(s, 2 * KIB, 256).unwrap();
     let b = core.allocate(s, 2 * KIB, 256).unwrap();
-    core.deallocate(s, a, 2 * KIB).unwrap();
-    core.deallocate(s, b, 2 * KIB).unwrap();
+    core.deallocate(s, a, 2 * KIB, false).unwrap();
+    core.deallocate(s, b, 2 * KIB, false).unwrap();
     // Two free 2 KiB regions cannot hold 6 KiB, and the device has only 4 KiB left.
     let big = core.allocate(s, 6 * KIB, 256).unwrap();
     assert_eq!(core.pool_size(), 6 * KIB);
     assert_eq!(core.stats().upstream_releases, 2);
-    core.deallocate(s, big, 6 * KIB).unwrap();
+    core.deallocate(s, big, 6 * KIB, false).unwrap();
 }
 
 #[test]
@@ -320,7 +320,7 @@ fn fixed_chunks_are_carved_in_whole_blocks() {
     assert_eq!(core.pool_size(), 10 * KIB, "8 KiB, then halved to the 2 KiB that was left");
     assert!(core.allocate(s, KIB, 256).unwrap_err().is_out_of_memory());
     for b in blocks {
-        core.deallocate(s, b, KIB).unwrap();
+        core.deallocate(s, b, KIB, false).unwrap();
     }
 }
 
@@ -337,12 +337,12 @@ fn fixed_lists_refuse_what_is_not_a_free_block() {
         let s = fake_stream(1);
         let a = core.allocate(s, KIB, 256).unwrap();
         let b = core.allocate(s, KIB, 256).unwrap();
-        assert!(matches!(core.deallocate(s, a + 256, KIB), Err(Error::InvalidArgument(_))), "inside a block");
-        assert!(matches!(core.deallocate(s, a, 2 * KIB), Err(Error::InvalidArgument(_))), "two blocks at once");
+        assert!(matches!(core.deallocate(s, a + 256, KIB, false), Err(Error::InvalidArgument(_))), "inside a block");
+        assert!(matches!(core.deallocate(s, a, 2 * KIB, false), Err(Error::InvalidArgument(_))), "two blocks at once");
         assert!(matches!(core.allocate(s, 512, 256), Err(Error::InvalidArgument(_))), "not the block size");
-        core.deallocate(s, a, KIB).unwrap();
-        assert!(core.deallocate(s, a, KIB).is_err(), "double free");
-        core.deallocate(s, b, KIB).unwrap();
+        core.deallocate(s, a, KIB, false).unwrap();
+        assert!(core.deallocate(s, a, KIB, false).is_err(), "double free");
+        core.deallocate(s, b, KIB, false).unwrap();
         core.check_invariants();
         assert_eq!(core.release_unused().unwrap(), 4 * KIB, "the chunk is wholly free again");
         assert_eq!(device.usage().allocated_bytes, 0);
@@ -354,13 +354,13 @@ fn bad_frees_are_errors() {
     let r = rig(4 * KIB, POOL, CacheLimits::OFF);
     let s = fake_stream(1);
     let p = r.core.allocate(s, KIB, 256).unwrap();
-    r.core.deallocate(s, p, KIB).unwrap();
-    assert!(matches!(r.core.deallocate(s, p, KIB), Err(Error::InvalidArgument(_))), "double free");
-    assert!(matches!(r.core.deallocate(s, 0x100, KIB), Err(Error::InvalidArgument(_))), "foreign pointer");
+    r.core.deallocate(s, p, KIB, false).unwrap();
+    assert!(matches!(r.core.deallocate(s, p, KIB, false), Err(Error::InvalidArgument(_))), "double free");
+    assert!(matches!(r.core.deallocate(s, 0x100, KIB, false), Err(Error::InvalidArgument(_))), "foreign pointer");
     let cached = rig(4 * KIB, POOL, CacheLimits::DEFAULT);
     let p = cached.core.allocate(s, KIB, 256).unwrap();
-    cached.core.deallocate(s, p, KIB).unwrap();
-    assert!(cached.core.deallocate(s, p, KIB).is_err(), "double free into the cache");
+    cached.core.deallocate(s, p, KIB, false).unwrap();
+    assert!(cached.core.deallocate(s, p, KIB, false).is_err(), "double free into the cache");
 }
 
 #[test]
@@ -470,7 +470,7 @@ fn frees_after_the_regions_changed_find_their_new_region() {
         assert_eq!(r.core.release_unused().unwrap(), size, "round {round}");
         assert_eq!(r.core.stats().cached_bytes, 0, "release_unused flushes the shards");
     }
-    assert!(matches!(r.core.deallocate(s, 0x100, KIB), Err(Error::InvalidArgument(_))), "foreign pointer");
+    assert!(matches!(r.core.deallocate(s, 0x100, KIB, false), Err(Error::InvalidArgument(_))), "foreign pointer");
 }
 
 #[test]
@@ -699,7 +699,7 @@ fn random_churn(threads: usize, allocations: usize, cache: CacheLimits) -> (u64,
                 let (mut usage, mut made, mut n) = (0usize, 0usize, 0u64);
                 let free = |(addr, len): (usize, usize)| {
                     syncer.model().freed(key, addr, len);
-                    core.deallocate(stream, addr, len).unwrap();
+                    core.deallocate(stream, addr, len, false).unwrap();
                 };
                 for _ in 0..2 * allocations {
                     let size = align_up(1 + (next() % MAX_SIZE) as usize, DEFAULT_ALIGNMENT).unwrap();
@@ -785,5 +785,91 @@ fn memory_freed_on_streams_that_are_gone_is_reused_not_stranded() {
         assert_eq!(c.device_syncs, 19, "{cache:?}: one synchronization per new stream");
         assert_eq!(c.markers, 0);
         r.core.check_invariants();
+    }
+}
+
+/// The driver calls (as the recording syncer counts them) of the 256-byte pair after warm-up, per
+/// kind of stream: none on our own streams and the legacy default stream; on a PTDS, one event
+/// and one capture query per batch; on a stream made elsewhere, one id per call (the stream may
+/// have been destroyed and its handle reused since the last call) and the batch's event.
+#[test]
+fn driver_calls_of_the_pair_per_kind_of_stream() {
+    const PAIRS: u64 = 1024;
+    const CLOSE: u32 = 256;
+    let kinds: [(&str, Stream, fn(u64) -> u64); 4] = [
+        ("own", fake_stream(1), |_| 0),
+        ("legacy", Stream::DEFAULT, |_| 0),
+        ("ptds", Stream::PER_THREAD, |pairs| 2 * pairs / u64::from(CLOSE)),
+        ("foreign", fake_foreign_stream(1), |pairs| 2 * pairs + 2 * pairs / u64::from(CLOSE)),
+    ];
+    for (name, stream, expected) in kinds {
+        let r = rig(1 << 20, POOL, CacheLimits::DEFAULT);
+        r.core.set_close_frees(CLOSE);
+        let pair = || {
+            let p = r.alloc(stream, 256);
+            r.free(stream, p, 256);
+        };
+        // Warm-up: the first allocation fills the shard from the shared list.
+        (0..CLOSE).for_each(|_| pair());
+        let before = r.syncer.counts();
+        (0..PAIRS).for_each(|_| pair());
+        let after = r.syncer.counts();
+        let calls = after.driver_calls() - before.driver_calls();
+        assert_eq!(calls, expected(PAIRS), "{name}: {before:?} then {after:?}");
+        assert_eq!(after.stream_waits + after.marker_waits + after.syncs + after.device_syncs, 0, "{name}: no wait");
+        assert_eq!(r.core.shared_locks(), 1, "{name}: only the first allocation took the shared lock");
+    }
+}
+
+/// RMM's multi-stream shape on streams that only their own calls may name: allocations on A, frees
+/// on B. A takes blocks of B's closed batches, each batch's event waited for once per stream (not
+/// once per allocation), and the model checks every hand-out.
+#[test]
+fn a_stream_waits_once_per_batch_of_another_stream() {
+    let waiters = [fake_stream(1), fake_foreign_stream(1), Stream::PER_THREAD, Stream::DEFAULT];
+    for a in waiters {
+        for b in [fake_foreign_stream(2), Stream::PER_THREAD] {
+            if a == b {
+                continue;
+            }
+            let r = rig(64 * KIB, Growth::Pool { maximum: Some(64 * KIB) }, CacheLimits::TIGHT);
+            r.core.set_close_frees(16);
+            for _ in 0..2000 {
+                let p = r.alloc(a, KIB);
+                r.free(b, p, KIB);
+            }
+            let c = r.syncer.counts();
+            assert!(c.marker_waits <= c.markers, "{a:?} → {b:?}: {c:?}: at most one wait per batch");
+            assert!(c.markers + c.device_syncs >= 2000 / 16 / 2, "{a:?} → {b:?}: {c:?}: batches were closed");
+            r.core.check_invariants();
+        }
+    }
+}
+
+/// A wait made while the waiting stream is captured into a graph orders the graph, not the
+/// stream: after the capture the stream waits again.
+#[test]
+fn a_wait_inside_a_capture_is_not_remembered() {
+    let r = rig(64 * KIB, Growth::Pool { maximum: Some(64 * KIB) }, CacheLimits::OFF);
+    r.core.set_close_frees(2);
+    // A stream made elsewhere: the rest of a block it takes keeps the block's tag (see `take`),
+    // so each of its allocations below meets the same marker.
+    let (a, b) = (fake_foreign_stream(1), fake_foreign_stream(2));
+    let x = r.alloc(b, 32 * KIB);
+    let y = r.alloc(b, 32 * KIB);
+    r.free(b, x, 32 * KIB);
+    r.free(b, y, 32 * KIB);
+    assert_eq!(r.syncer.counts().markers, 1, "the batch is closed");
+    let ka = r.syncer.key(a);
+    r.syncer.model().capturing.push(ka);
+    let p = r.alloc(a, KIB);
+    assert_eq!(r.syncer.counts().marker_waits, 1);
+    r.syncer.model().capturing.clear();
+    let q = r.alloc(a, KIB);
+    assert_eq!(r.syncer.counts().marker_waits, 2, "the capture's wait did not order the stream");
+    let s = r.alloc(a, KIB);
+    assert_eq!(r.syncer.counts().marker_waits, 2, "the stream's own wait is remembered");
+    for z in [p, q, s] {
+        r.free(a, z, KIB);
     }
 }
