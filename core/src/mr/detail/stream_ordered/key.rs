@@ -299,7 +299,23 @@ impl Pending {
         };
         v.retain(|have| !on.covers(have));
         v.push(on);
-        self.0 = Repr::Many(v);
+        // Batches were open when they joined the tag and covered only themselves; those closed
+        // since are now covered by a later closed marker of their stream. Without this a block that
+        // keeps absorbing frees of one stream (RMM's multi-stream shape: spilled frees coalesce)
+        // grew one entry per batch without end, and every look at its tag with it (measured: 70
+        // entries after 18,000 frees, 2.3 µs per operation in host mode).
+        let mut i = 0;
+        while i < v.len() {
+            if (0..v.len()).any(|j| j != i && v[j].covers(&v[i])) {
+                v.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        self.0 = match v.len() {
+            1 => Repr::One(v.pop().expect("one entry")),
+            _ => Repr::Many(v),
+        };
     }
 
     /// Rewrites the entries: `f` gives `None` to keep an entry, `Some(Some(other))` to replace it and

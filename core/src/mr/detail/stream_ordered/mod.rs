@@ -377,7 +377,7 @@ impl Core {
         let cacheable = size <= self.cache.max_block;
         if cacheable {
             let mut shard = lock(self.shard());
-            if let Some(addr) = shard.take(key, size, alignment) {
+            if let Some(addr) = shard.take(key, size, alignment, self.cache.recent.max(1)) {
                 shard.used = shard.used.wrapping_add(size);
                 return Ok(addr);
             }

@@ -796,7 +796,9 @@ fn memory_freed_on_streams_that_are_gone_is_reused_not_stranded() {
 fn driver_calls_of_the_pair_per_kind_of_stream() {
     const PAIRS: u64 = 1024;
     const CLOSE: u32 = 256;
-    let kinds: [(&str, Stream, fn(u64) -> u64); 4] = [
+    /// (kind, stream, driver calls expected for a number of pairs)
+    type Kind = (&'static str, Stream, fn(u64) -> u64);
+    let kinds: [Kind; 4] = [
         ("own", fake_stream(1), |_| 0),
         ("legacy", Stream::DEFAULT, |_| 0),
         ("ptds", Stream::PER_THREAD, |pairs| 2 * pairs / u64::from(CLOSE)),
@@ -872,4 +874,27 @@ fn a_wait_inside_a_capture_is_not_remembered() {
     for z in [p, q, s] {
         r.free(a, z, KIB);
     }
+}
+
+/// Allocations on one stream made elsewhere, frees on another: the frees spill to the shared list
+/// in B's open batches and coalesce into one block, whose tag then held every batch of B (each
+/// open when it joined) and grew by one entry per batch without end. Batches closed since are
+/// covered by B's latest closed marker: the tag stays at most that and the open batch.
+#[test]
+fn a_block_absorbing_one_streams_frees_keeps_a_small_tag() {
+    let r = rig(32 * MIB, POOL, CacheLimits::DEFAULT);
+    r.core.set_close_frees(256);
+    let (a, b) = (fake_foreign_stream(1), fake_foreign_stream(2));
+    let mut largest_tag = 0;
+    for i in 0..20_000 {
+        let p = r.alloc(a, 256);
+        r.free(b, p, 256);
+        if i % 1000 == 999 {
+            let g = lock(&r.core.global);
+            largest_tag = largest_tag.max(g.free.iter().map(|b| b.tag.entries().len()).max().unwrap_or(0));
+        }
+    }
+    assert!(r.syncer.counts().markers >= 20_000 / 256 - 1, "{:?}", r.syncer.counts());
+    assert!(largest_tag <= 2, "a free block's tag grew to {largest_tag} entries");
+    r.core.check_invariants();
 }
