@@ -32,6 +32,8 @@ if [ ! -f bindings-cpp/CMakeLists.txt ]; then
 fi
 
 apt_install cmake ninja-build g++ libgtest-dev || fail "could not install cmake ninja-build g++ libgtest-dev"
+# For scripts/test.sh's valgrind suite (ci/sanitize.sh), which runs after this one when valgrind is there.
+apt_install valgrind >/dev/null 2>&1 || note "valgrind could not be installed: scripts/test.sh skips its valgrind suite"
 
 [ "$RMM_FAILED" -eq 0 ] && step "cpp cccl headers: fetch-cccl.sh $CCCL_DIR" fetch_cccl
 if [ "$RMM_FAILED" -eq 0 ]; then

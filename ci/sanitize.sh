@@ -5,13 +5,14 @@
 #    ctest's list, each run once under valgrind; GPU tests skip themselves in host mode). Uses the C++ build
 #    of ci/cpp.sh when it exists ($RMM_CPP_BUILD_DIR, default build/cpp), else configures and
 #    builds it the same way. 0 errors and 0 definite leaks, or the step fails.
-# 2. valgrind memcheck on the C ABI tests of rmm-core itself (core/src/abi*: the Rust test binary
-#    filtered to `abi::`), the same criteria.
+# 2. valgrind memcheck on the C entry points' own tests (rmm-cpp's library tests in bindings-cpp/src,
+#    all of them), the same criteria, and at least one test must have run.
 # 3. ThreadSanitizer on core's multi-thread tests with the nightly toolchain (-Zsanitizer=thread).
 #    Advisory: without the rust-src component std cannot be rebuilt instrumented (-Zbuild-std), and
 #    TSan then reports races inside std's uninstrumented locks; the step says which case it is.
 #
-# Not called by scripts/test.sh or .ci/run yet (the integrator wires it in). Tunables:
+# scripts/test.sh (and so CI) runs parts 1 and 2 as its `valgrind` suite when valgrind is installed
+# (RMM_SANITIZE_TSAN=0). Tunables:
 # RMM_SANITIZE_TIMEOUT (seconds per program, default 1200), RMM_SANITIZE_TSAN=0 to skip part 3.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -93,18 +94,23 @@ for exe, (env, args) in seen.items():
     [ "$bad" -eq 0 ]
 }
 
-# The C ABI tests inside rmm-core, under valgrind.
-memcheck_core_abi() {
+# The C entry points' own tests (rmm-cpp's library tests, bindings-cpp/src: the C ABI moved there
+# from rmm-core's abi module), all of them, under valgrind. A run that tests nothing fails.
+memcheck_c_entry_points() {
     local exe
-    exe=$(cargo test -p rmm-core --lib --no-run --message-format=json 2>/dev/null | python3 -c '
+    exe=$(cargo test -p rmm-cpp --lib --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["lib"]:
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "rmm":
         print(m["executable"])
 ' | tail -1)
-    [ -n "$exe" ] || { echo "rmm-core's test binary was not built"; return 1; }
-    memcheck_one core-abi "$exe" abi:: --test-threads=1
+    [ -n "$exe" ] || { echo "rmm-cpp's test binary was not built"; return 1; }
+    memcheck_one c-entry-points "$exe" --test-threads=1 || return 1
+    local ran
+    ran=$(grep -oE 'test result: ok\. [0-9]+ passed' "$OUT_DIR/c-entry-points.out" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+')
+    echo "  c-entry-points: ${ran:-0} tests passed under valgrind"
+    [ "${ran:-0}" -gt 0 ]
 }
 
 # ThreadSanitizer on core's multi-thread tests (nightly).
@@ -134,7 +140,7 @@ tsan_core() {
 
 step "sanitize: build the C++ tests ($BUILD_DIR)" ensure_cpp_build
 [ "$RMM_FAILED" -eq 0 ] && step "sanitize: valgrind memcheck on the C ABI and C++ tests" memcheck_cpp
-step "sanitize: valgrind memcheck on rmm-core's C ABI tests" memcheck_core_abi
+step "sanitize: valgrind memcheck on the C entry points' own tests (rmm-cpp)" memcheck_c_entry_points
 if [ "${RMM_SANITIZE_TSAN:-1}" = 1 ]; then
     advisory "sanitize: ThreadSanitizer on core's multi-thread tests (nightly)" tsan_core
 else

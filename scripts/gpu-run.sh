@@ -11,7 +11,8 @@
 # `N passed, N failed, N skipped` (tests, summed over suites, RMM's own Python suite `peer-py`
 # included). Exit status 1 when any test failed or nothing ran.
 #
-# Usage: bash scripts/gpu-run.sh [PART...]   PARTs: rust python peer-py cpp peer-cpp extras (default: all).
+# Usage: bash scripts/gpu-run.sh [PART...]   PARTs: rust python peer-py cpp peer-cpp extras (default: all);
+# issue 12's, only when named: hang-repro parallel3 nvtx-bounds stress sanitize (see their sections below).
 # Running a few parts per command keeps each under the device tool's 10 minutes when all would not.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -64,7 +65,11 @@ for exe in "$STAGE"/rust/*; do
     # threads. With libtest's default parallelism, unrelated GPU tests interleaving thousands of
     # legacy-stream synchronizations and stream creations hung inside libcuda (driver 580, H200,
     # 2026-11-21; every thread parked on a driver lock) in 2 of 3 runs: see docs/testing.md.
-    "$exe" --include-ignored --test-threads=1 >"$OUT/rust.one" 2>&1
+    # RMM_RUST_TEST_THREADS: libtest's --test-threads (default 1); 0 = libtest's default parallelism
+    # (the switch for dropping --test-threads=1 once the part parallel3 has passed on the GPU).
+    threads_arg=(--test-threads="${RMM_RUST_TEST_THREADS:-1}")
+    [ "${RMM_RUST_TEST_THREADS:-1}" = 0 ] && threads_arg=()
+    "$exe" --include-ignored "${threads_arg[@]}" >"$OUT/rust.one" 2>&1
     rc=$?
     cat "$OUT/rust.one" >>"$OUT/rust.log"
     result=$(grep -E '^test result:' "$OUT/rust.one" | tail -1)
@@ -90,7 +95,7 @@ fi
 # Our wheel, installed once into /tmp/site for our pytest suite and RMM's.
 wheel=$(ls "$STAGE"/wheels/*.whl 2>/dev/null | head -1)
 wheel_installed=0
-if [ -n "$wheel" ] && command -v python3 >/dev/null 2>&1 && { want python || want peer-py || want extras; } &&
+if [ -n "$wheel" ] && command -v python3 >/dev/null 2>&1 && { want python || want peer-py || want extras || want sanitize; } &&
     python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "$wheel" >/dev/null 2>&1; then
     wheel_installed=1
 fi
@@ -294,7 +299,186 @@ for key in sorted(set(ours) | set(rmm)):
     print(f"pybench: {label}: ours {a} {unit}, RMM {b} {unit}{ratio}")
 PY
 fi
+# Where the create+drop time goes (bindings-python/benchmarks/python_path.py: size=0, mr=, stream=,
+# the getter, floors), ours then RMM 26.10's; rows to peer.log, "pypath:" comparisons to summary.txt.
+bench=bindings-python/benchmarks/python_path.py
+if [ -f "$bench" ] && [ -d /tmp/site/rmm ] && [ -d /tmp/peer-site/rmm ]; then
+    for side in ours:/tmp/site rmm:/tmp/peer-site; do
+        echo "######## $bench (${side%%:*})" >>"$OUT/peer.log"
+        PYTHONPATH=${side#*:} timeout 240 python3 "$bench" --calls 20000 --json "/tmp/pypath-${side%%:*}.json" >>"$OUT/peer.log" 2>&1 ||
+            echo "pypath ${side%%:*}: exit $?" >>"$OUT/peer.log"
+    done
+    python3 - /tmp/pypath-ours.json /tmp/pypath-rmm.json <<'PY' | while IFS= read -r line; do say "$line"; done
+import json, sys
+def load(path):
+    try:
+        return {(r["bench"], r.get("resource", "")): r["us"] for r in json.load(open(path))}
+    except (OSError, ValueError, KeyError):
+        return {}
+ours, rmm = load(sys.argv[1]), load(sys.argv[2])
+for key in sorted(set(ours) | set(rmm), key=lambda k: (k[1], k[0])):
+    a, b = ours.get(key), rmm.get(key)
+    ratio = f"  ours/RMM {a / b:.2f}" if a is not None and b else ""
+    print(f"pypath: {key[1] or '-'} {key[0]}: ours {a} us, RMM {b} us{ratio}")
+PY
+fi
 
+fi
+
+# ---- Issue 12: the hang (not in the default parts; each counts as one test) ----------------------
+# hang-repro: tools/hang/driver_hang_repro.c (driver API only, no rmm code) built here with gcc
+#   against the toolkit's cuda.h; 16 threads over legacy-stream synchronizations, stream
+#   create/destroy, cuMemFree, pageable copies and memsets for RMM_HANG_SECONDS (60) s; prints
+#   "no hang" or "hung" (no progress for 20 s); three runs.
+# parallel3: core's library test executable (stage/rust/rmm-core__rmm_core) with --include-ignored
+#   under libtest's DEFAULT parallelism, three times, each under a time limit (RMM_PARALLEL_LIMIT,
+#   150 s): "passed", "failed" or "hung (time limit)" per run.
+cuda_root() {
+    local nvcc
+    nvcc=$(command -v nvcc || true)
+    if [ -n "$nvcc" ]; then (cd "$(dirname "$nvcc")/.." && pwd); else echo "${CUDA_HOME:-/usr/local/cuda}"; fi
+}
+if want hang-repro; then
+    CUDA_ROOT=$(cuda_root)
+    repro=/tmp/rmm-driver-hang-repro
+    : >"$OUT/hang.log"
+    if gcc -O2 -pthread -I"$CUDA_ROOT/include" tools/hang/driver_hang_repro.c -o "$repro" \
+        -L"$CUDA_ROOT/lib64/stubs" -L"$CUDA_ROOT/lib64" -lcuda >>"$OUT/hang.log" 2>&1; then
+        hp=0 hf=0
+        for i in 1 2 3; do
+            timeout -s KILL $((${RMM_HANG_SECONDS:-60} + 40)) "$repro" 16 "${RMM_HANG_SECONDS:-60}" 20 >"$OUT/hang.one" 2>&1
+            rc=$?
+            cat "$OUT/hang.one" >>"$OUT/hang.log"
+            line=$(grep -E '^(no hang|hung)' "$OUT/hang.one" | head -1)
+            [ "$rc" -eq 137 ] && line="hung (killed by the time limit)"
+            say "  hang-repro run $i: ${line:-exit $rc, no verdict} (exit $rc)"
+            if [ "$rc" -eq 0 ]; then hp=$((hp + 1)); else hf=$((hf + 1)); fi
+        done
+        rm -f "$OUT/hang.one"
+        suite_line hang "$hp" "$hf" 0 "driver-only reproducer, 3 runs x 16 threads; hang.log"
+    else
+        suite_line hang 0 1 0 "gcc build of tools/hang/driver_hang_repro.c failed (hang.log)"
+    fi
+fi
+if want parallel3; then
+    exe=$STAGE/rust/rmm-core__rmm_core
+    [ -f "$exe.gz" ] && gunzip -f "$exe.gz"
+    : >"$OUT/parallel.log"
+    if [ -f "$exe" ]; then
+        chmod +x "$exe"
+        pp=0 pf=0
+        for i in 1 2 3; do
+            echo "######## run $i: $(basename "$exe") --include-ignored (default parallelism)" >>"$OUT/parallel.log"
+            timeout -s KILL "${RMM_PARALLEL_LIMIT:-150}" "$exe" --include-ignored >"$OUT/parallel.one" 2>&1
+            rc=$?
+            cat "$OUT/parallel.one" >>"$OUT/parallel.log"
+            result=$(grep -E '^test result:' "$OUT/parallel.one" | tail -1)
+            if [ "$rc" -eq 137 ]; then
+                verdict="hung (killed after ${RMM_PARALLEL_LIMIT:-150} s; running: $(grep -cE ' \.\.\. $' "$OUT/parallel.one") tests without a result)"
+            else
+                verdict=${result:-"no test result line (exit $rc)"}
+            fi
+            say "  parallel run $i: $verdict"
+            if [ "$rc" -eq 0 ]; then pp=$((pp + 1)); else pf=$((pf + 1)); fi
+        done
+        rm -f "$OUT/parallel.one"
+        suite_line par3 "$pp" "$pf" 0 "core GPU tests, default parallelism, 3 runs; parallel.log"
+    else
+        suite_line par3 0 1 0 "not staged: $exe"
+    fi
+fi
+
+# ---- Issue 12: bounds checking inside pools (NVTX), only when named --------------------------------
+# nvtx-bounds: core's probes (mr::detail::nvtx_bounds::tests::gpu: a kernel reads one byte past a
+#   pool/arena allocation, or one byte of a freed pool/arena block) under
+#   `compute-sanitizer --tool memcheck`, with the option on (RMM_NVTX_PROBE=on: memcheck must report
+#   an error) and off (=off: the access is to the pool's own memory, memcheck must report none).
+#   Each of the 8 cases counts as one test; logs in nvtx.log.
+sanitizer_bin() {
+    local cs
+    cs=$(command -v compute-sanitizer || true)
+    [ -n "$cs" ] || cs=$(cuda_root)/bin/compute-sanitizer
+    [ -x "$cs" ] && echo "$cs"
+}
+errors_of() { grep -oE 'ERROR SUMMARY: [0-9]+ error' "$1" | tail -1 | grep -oE '[0-9]+' || echo "none"; }
+if want nvtx-bounds; then
+    exe=$STAGE/rust/rmm-core__rmm_core
+    [ -f "$exe.gz" ] && gunzip -f "$exe.gz"
+    CS=$(sanitizer_bin)
+    : >"$OUT/nvtx.log"
+    if [ -z "$CS" ]; then
+        suite_line nvtx 0 1 0 "compute-sanitizer not found (PATH, CUDA_HOME, /usr/local/cuda)"
+    elif [ ! -f "$exe" ]; then
+        suite_line nvtx 0 1 0 "not staged: $exe"
+    else
+        chmod +x "$exe"
+        np=0 nf=0
+        for probe in pool_overrun pool_use_after_free arena_overrun arena_use_after_free; do
+            for mode in on off; do
+                echo "######## $probe, bounds $mode" >>"$OUT/nvtx.log"
+                RMM_NVTX_PROBE=$mode timeout -s KILL 120 "$CS" --tool memcheck --nvtx yes "$exe" --include-ignored \
+                    --exact "mr::detail::nvtx_bounds::tests::gpu::${probe}_probe" --nocapture >"$OUT/nvtx.one" 2>&1
+                cat "$OUT/nvtx.one" >>"$OUT/nvtx.log"
+                n=$(errors_of "$OUT/nvtx.one")
+                if ! grep -qE "^test .*::${probe}_probe " "$OUT/nvtx.one"; then
+                    verdict="FAILED (the probe did not run)"; nf=$((nf + 1))
+                elif [ "$n" = none ]; then
+                    verdict="FAILED (no ERROR SUMMARY)"; nf=$((nf + 1))
+                elif grep -q "SKIPPED" "$OUT/nvtx.one"; then
+                    verdict="FAILED (the probe skipped)"; nf=$((nf + 1))
+                elif { [ "$mode" = on ] && [ "$n" -gt 0 ]; } || { [ "$mode" = off ] && [ "$n" -eq 0 ]; }; then
+                    verdict="ok"; np=$((np + 1))
+                else
+                    verdict="FAILED"; nf=$((nf + 1))
+                fi
+                say "  nvtx-bounds $probe, option $mode: memcheck $n errors: $verdict"
+            done
+        done
+        rm -f "$OUT/nvtx.one"
+        suite_line nvtx "$np" "$nf" 0 "memcheck catches with NVTX bounds on, misses off; nvtx.log"
+    fi
+fi
+
+# ---- Issue 12: the GPU stress run, only when named ------------------------------------------------
+# stress: core/tests/stress.rs (16 threads x 16 streams, own and foreign, on pool, arena, binning and
+#   cuda_async under statistics) with RMM_STRESS_OPS=100000 operations per thread and a budget of
+#   RMM_STRESS_SECONDS=20 s per resource (80 s in all; a resource cut by it says so); one test.
+if want stress; then
+    exe=$STAGE/rust/rmm-core__stress__test
+    [ -f "$exe.gz" ] && gunzip -f "$exe.gz"
+    if [ -f "$exe" ]; then
+        chmod +x "$exe"
+        RMM_STRESS_OPS=${RMM_STRESS_OPS:-100000} RMM_STRESS_SECONDS=${RMM_STRESS_SECONDS:-20} timeout -s KILL 150 \
+            "$exe" --include-ignored --nocapture >"$OUT/stress.log" 2>&1
+        rc=$?
+        grep -E '^stress ' "$OUT/stress.log" | while IFS= read -r line; do say "  $line"; done
+        if [ "$rc" -eq 0 ]; then
+            suite_line stress 1 0 0 "16 threads x 16 streams x RMM_STRESS_OPS; stress.log"
+        else
+            [ "$rc" -eq 137 ] && say "  stress: killed after 150 s (hung?)"
+            suite_line stress 0 1 0 "exit $rc; stress.log"
+        fi
+    else
+        suite_line stress 0 1 0 "not staged: $exe"
+    fi
+fi
+
+# ---- Issue 12: compute-sanitizer, only when named ------------------------------------------------
+# sanitize: scripts/gpu-sanitize.sh (memcheck, racecheck, synccheck on a subset of the Rust GPU tests,
+#   the nvcc-built C++ tests and the Python GPU tests) within RMM_SANITIZE_BUDGET (240) s; name the
+#   part cpp before it in the same command so the nvcc-built tests exist. Counted: runs clean /
+#   with errors (a run the budget left out is a skip); per tool "N errors" in summary.txt.
+if want sanitize; then
+    RMM_SANITIZE_BUDGET=${RMM_SANITIZE_BUDGET:-240} bash scripts/gpu-sanitize.sh >"$OUT/sanitize.out" 2>&1
+    grep -E '^sanitize ' "$OUT/sanitize.out" | while IFS= read -r line; do say "  $line"; done
+    line=$(grep -E '^sanitize: [0-9]+ clean' "$OUT/sanitize.out" | tail -1)
+    if [ -n "$line" ]; then
+        suite_line sanit "$(num clean "$line")" "$(num 'with errors' "$line" | head -1)" "$(num 'not run' "$line")" \
+            "compute-sanitizer runs; sanitize.log"
+    else
+        suite_line sanit 0 1 0 "gpu-sanitize.sh gave no summary (sanitize.out)"
+    fi
+    rm -f "$OUT/sanitize.out"
 fi
 
 say ""

@@ -13,6 +13,7 @@
 #   stage/cpp/bin, stage/cpp/lib     prebuilt C++ test executables + the shared libraries they need
 #   stage/cpp/librmm.so, cccl.tar.gz, googletest.tar.gz   for the nvcc rebuild there (gpu-cpp-cuda.sh)
 #   stage/cpp/peer-tests.tar.gz, rapids_logger-*.whl   RMM's own C++ tests, for scripts/gpu-peer-cpp.sh
+#   stage/peerbench/                 Google Benchmark + RMM 26.10's librmm, for scripts/gpu-peer-bench.sh
 #   stage/MANIFEST.txt               what was staged, and what was not and why
 #   .whl/                            optional: RMM 26.10 peer wheels (rmm-cu13, librmm-cu13, rapids-logger)
 #   .whl/dask/                       optional: Dask-CUDA 26.10 and its pure dependencies (RMM_STAGE_DASK=0
@@ -208,6 +209,16 @@ if [ "${RMM_STAGE_PEER:-1}" != 0 ]; then
         manifest "peer: downloaded to .whl/: $(cd .whl && ls | tr '\n' ' ')"
     else
         manifest "peer: not downloaded (pip download failed; the peer is optional)"
+    fi
+fi
+
+# ---- C++ peer benchmarks: Google Benchmark and RMM 26.10's librmm (scripts/peer-bench-stage.sh) ------
+# (The cpp helper's block.) For scripts/gpu-peer-bench.sh there; RMM_STAGE_PEER_BENCH=0 skips it.
+if [ "${RMM_STAGE_PEER_BENCH:-1}" != 0 ] && [ -f "$STAGE/cpp/peer-tests.tar.gz" ]; then
+    if bash scripts/peer-bench-stage.sh >"$STAGE/peer-bench-stage.log" 2>&1; then
+        manifest "cpp peer bench: $(tail -1 "$STAGE/peer-bench-stage.log")"
+    else
+        manifest "cpp peer bench: NOT STAGED (see stage/peer-bench-stage.log)"
     fi
 fi
 

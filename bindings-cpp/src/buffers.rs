@@ -12,22 +12,42 @@
 //! - every other function BORROWS the buffer; one buffer must not be used from two threads at once
 //!   when one of them changes it (resize, reserve, shrink_to_fit, set_stream, free).
 
+use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
+use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use crate::streams::stream_from_c;
-use rmm_core::resource::{rmm_error, rmm_resource};
-use rmm_core::resource::guard::{guarded, hand_out, null_out, put};
 use rmm_core::buffer::DeviceBuffer;
+use rmm_core::cuda::Stream;
 use rmm_core::error::{Error, Result};
 use rmm_core::registry;
+use rmm_core::resource::guard::{guarded, hand_out, null_out, put};
 use rmm_core::resource::AnyResource;
+use rmm_core::resource::{rmm_error, rmm_resource};
 
 /// An owning device buffer (opaque in C): allocation, size, capacity, alignment, stream, resource
-/// and device of one [`DeviceBuffer`].
+/// and device of one [`DeviceBuffer`], behind a validity word.
+///
+/// Freeing poisons the word and drops the buffer, but keeps the box itself in a quarantine of the
+/// last [`QUARANTINE`] freed buffers, so a buffer freed twice, or used after its free, is
+/// `RMM_ERROR_INVALID_ARGUMENT` (or the documented neutral value of a getter) while it is there.
 pub struct rmm_device_buffer {
-    buffer: DeviceBuffer,
+    word: AtomicU64,
+    buffer: ManuallyDrop<DeviceBuffer>,
 }
+
+/// The word of a live buffer ("rmmDevBf").
+const LIVE: u64 = u64::from_be_bytes(*b"rmmDevBf");
+/// The word of a freed buffer.
+const FREED: u64 = u64::from_be_bytes(*b"rmmFreed");
+/// How many freed buffer boxes are kept before the oldest is given back to the allocator.
+pub const QUARANTINE: usize = 4096;
+
+/// Freed buffers, oldest first (their addresses).
+static FREED_BOXES: Mutex<VecDeque<usize>> = Mutex::new(VecDeque::new());
 
 /// A new owner of the BORROWED `resource`, or the current device's resource for the empty handle.
 ///
@@ -42,14 +62,14 @@ unsafe fn resource_or_current(resource: rmm_resource) -> Result<AnyResource> {
     }
 }
 
-/// Boxes `buffer` into `*out` (OWNING), catching errors and panics; `*out` is NULL on failure.
+/// Boxes the buffer `f` makes into `*out` (OWNING), catching errors and panics; `*out` is NULL on
+/// failure. `stream` and `resource` are the constructor's (the resource BORROWED; empty: current).
 ///
 /// # Safety
-/// `out` and `err` are NULL or valid for writes.
+/// `out` and `err` are NULL or valid for writes; `resource` is live, empty, or fails the check.
 unsafe fn new_buffer(
-    out: *mut *mut rmm_device_buffer,
-    err: *mut rmm_error,
-    f: impl FnOnce() -> Result<DeviceBuffer>,
+    out: *mut *mut rmm_device_buffer, err: *mut rmm_error, stream: *mut c_void, resource: rmm_resource,
+    f: impl FnOnce(Stream, AnyResource) -> Result<DeviceBuffer>,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -60,28 +80,80 @@ unsafe fn new_buffer(
             if out.is_null() {
                 return Err(null_out("out"));
             }
-            let boxed = Box::into_raw(Box::new(rmm_device_buffer { buffer: f()? }));
-            put(out, boxed, "out")
+            let buffer = ManuallyDrop::new(f(stream_from_c(stream), resource_or_current(resource)?)?);
+            put(
+                out,
+                Box::into_raw(Box::new(rmm_device_buffer {
+                    word: AtomicU64::new(LIVE),
+                    buffer,
+                })),
+                "out",
+            )
         })
     }
 }
 
-/// The buffer behind a BORROWED pointer, or InvalidArgument for NULL.
+/// The live buffer behind a BORROWED pointer, or InvalidArgument for NULL or a freed buffer.
 ///
 /// # Safety
-/// `buf` is NULL or a live buffer not changed by another thread during the borrow.
-unsafe fn borrow<'a>(buf: *const rmm_device_buffer) -> Result<&'a DeviceBuffer> {
+/// `buf` is NULL, a buffer from a constructor here (maybe freed, while in quarantine), and not
+/// changed by another thread during the borrow.
+unsafe fn checked<'a>(buf: *const rmm_device_buffer) -> Result<&'a rmm_device_buffer> {
     // SAFETY: caller contract.
-    unsafe { buf.as_ref() }.map(|b| &b.buffer).ok_or_else(|| Error::invalid("the buffer must not be NULL"))
+    let b = unsafe { buf.as_ref() }.ok_or_else(|| Error::invalid("the buffer must not be NULL"))?;
+    match b.word.load(Ordering::Acquire) {
+        LIVE => Ok(b),
+        FREED => Err(Error::invalid("the buffer was already freed (rmm_device_buffer_free)")),
+        _ => Err(Error::invalid("the pointer is not an rmm_device_buffer")),
+    }
 }
 
-/// The buffer behind a BORROWED pointer, for changing it, or InvalidArgument for NULL.
+/// The buffer behind a BORROWED pointer.
 ///
 /// # Safety
-/// `buf` is NULL or a live buffer no other thread uses during the borrow.
-unsafe fn borrow_mut<'a>(buf: *mut rmm_device_buffer) -> Result<&'a mut DeviceBuffer> {
+/// As for [`checked`].
+unsafe fn borrow<'a>(buf: *const rmm_device_buffer) -> Result<&'a DeviceBuffer> {
     // SAFETY: caller contract.
-    unsafe { buf.as_mut() }.map(|b| &mut b.buffer).ok_or_else(|| Error::invalid("the buffer must not be NULL"))
+    unsafe { checked(buf) }.map(|b| &*b.buffer)
+}
+
+/// The buffer behind a BORROWED pointer, for changing it.
+///
+/// # Safety
+/// As for [`checked`]; no other thread uses the buffer during the borrow.
+unsafe fn borrow_mut<'a>(buf: *mut rmm_device_buffer) -> Result<&'a mut DeviceBuffer> {
+    // SAFETY: caller contract: checked live, and exclusively ours for the borrow.
+    unsafe {
+        checked(buf)?;
+        Ok(&mut *(*buf).buffer)
+    }
+}
+
+/// Frees an OWNING buffer (see [`rmm_device_buffer_free_checked`]).
+///
+/// # Safety
+/// As for [`rmm_device_buffer_free_checked`].
+unsafe fn free(buf: *mut rmm_device_buffer) -> Result<()> {
+    if buf.is_null() {
+        return Ok(());
+    }
+    // SAFETY: caller contract.
+    let b = unsafe { checked(buf)? };
+    b.word
+        .compare_exchange(LIVE, FREED, Ordering::AcqRel, Ordering::Acquire)
+        .map_err(|_| Error::invalid("the buffer was already freed (rmm_device_buffer_free)"))?;
+    // SAFETY: the word went LIVE -> FREED here, once: this call owns the buffer and drops it once.
+    let dropped = catch_unwind(AssertUnwindSafe(|| unsafe { ManuallyDrop::drop(&mut (*buf).buffer) }));
+    let oldest = {
+        let mut freed = FREED_BOXES.lock().unwrap_or_else(PoisonError::into_inner);
+        freed.push_back(buf as usize);
+        (freed.len() > QUARANTINE).then(|| freed.pop_front()).flatten()
+    };
+    if let Some(oldest) = oldest {
+        // SAFETY: a box from `new_buffer` whose buffer was dropped (ManuallyDrop: not again).
+        drop(unsafe { Box::from_raw(oldest as *mut rmm_device_buffer) });
+    }
+    dropped.map_err(|_| Error::invalid("a panic was caught while freeing the buffer"))
 }
 
 /// A new uninitialized buffer of `size` bytes aligned to `alignment` (a power of two), allocated
@@ -96,17 +168,13 @@ unsafe fn borrow_mut<'a>(buf: *mut rmm_device_buffer) -> Result<&'a mut DeviceBu
 /// are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_new(
-    size: usize,
-    alignment: usize,
-    stream: *mut c_void,
-    resource: rmm_resource,
-    out: *mut *mut rmm_device_buffer,
+    size: usize, alignment: usize, stream: *mut c_void, resource: rmm_resource, out: *mut *mut rmm_device_buffer,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        new_buffer(out, err, || {
-            DeviceBuffer::with_alignment(size, alignment, stream_from_c(stream), resource_or_current(resource)?)
+        new_buffer(out, err, stream, resource, |s, r| {
+            DeviceBuffer::with_alignment(size, alignment, s, r)
         })
     }
 }
@@ -123,24 +191,13 @@ pub unsafe extern "C" fn rmm_device_buffer_new(
 /// [`rmm_device_buffer_new`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_new_copy(
-    src: *const c_void,
-    size: usize,
-    alignment: usize,
-    stream: *mut c_void,
-    resource: rmm_resource,
-    out: *mut *mut rmm_device_buffer,
-    err: *mut rmm_error,
+    src: *const c_void, size: usize, alignment: usize, stream: *mut c_void, resource: rmm_resource,
+    out: *mut *mut rmm_device_buffer, err: *mut rmm_error,
 ) -> c_int {
-    // SAFETY: caller contract.
+    // SAFETY: caller contract (`src` readable for `size` bytes until the copy completes).
     unsafe {
-        new_buffer(out, err, || {
-            DeviceBuffer::from_raw_copy_with_alignment(
-                src.cast(),
-                size,
-                alignment,
-                stream_from_c(stream),
-                resource_or_current(resource)?,
-            )
+        new_buffer(out, err, stream, resource, |s, r| {
+            DeviceBuffer::from_raw_copy_with_alignment(src.cast(), size, alignment, s, r)
         })
     }
 }
@@ -157,37 +214,36 @@ pub unsafe extern "C" fn rmm_device_buffer_new_copy(
 /// `stream`; the rest as for [`rmm_device_buffer_new`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_copy(
-    other: *const rmm_device_buffer,
-    stream: *mut c_void,
-    resource: rmm_resource,
-    out: *mut *mut rmm_device_buffer,
+    other: *const rmm_device_buffer, stream: *mut c_void, resource: rmm_resource, out: *mut *mut rmm_device_buffer,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        new_buffer(out, err, || {
-            let other = borrow(other)?;
-            other.try_clone_on(stream_from_c(stream), resource_or_current(resource)?)
-        })
-    }
+    unsafe { new_buffer(out, err, stream, resource, |s, r| borrow(other)?.try_clone_on(s, r)) }
 }
 
 /// Frees an OWNING buffer: its memory goes back to its resource on the buffer's stream and device,
-/// and its reference to the resource is released. NULL is a no-op. A failure to free is logged
-/// (this function cannot report it).
+/// and its reference to the resource is released. NULL is a no-op. A failure to free, or a buffer
+/// freed twice, is logged (this function cannot report it; [`rmm_device_buffer_free_checked`] does).
 ///
 /// # Safety
 /// `buf` is NULL or an owning buffer from a constructor here, not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_free(buf: *mut rmm_device_buffer) {
-    if buf.is_null() {
-        return;
+    // SAFETY: caller contract.
+    if let Err(e) = unsafe { free(buf) } {
+        tracing::error!("rmm_device_buffer_free: {e}");
     }
-    // SAFETY: caller contract: the pointer came from Box::into_raw in new_buffer and is given up.
-    let boxed = unsafe { Box::from_raw(buf) };
-    if catch_unwind(AssertUnwindSafe(move || drop(boxed))).is_err() {
-        tracing::error!("rmm_device_buffer_free: a panic was caught while freeing a buffer");
-    }
+}
+
+/// [`rmm_device_buffer_free`] that reports: `RMM_ERROR_INVALID_ARGUMENT` for a buffer already
+/// freed (detected while it is among the last 4096 freed buffers; see `rmm_c.h`).
+///
+/// # Safety
+/// `buf` is NULL or a buffer from a constructor here; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_device_buffer_free_checked(buf: *mut rmm_device_buffer, err: *mut rmm_error) -> c_int {
+    // SAFETY: caller contract.
+    unsafe { guarded(err, || free(buf)) }
 }
 
 /// The buffer's memory (NULL when nothing is allocated, and for a NULL `buf`).
@@ -249,9 +305,7 @@ pub unsafe extern "C" fn rmm_device_buffer_stream(buf: *const rmm_device_buffer)
 /// a stream that outlives its use by the buffer; `err` is NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_set_stream(
-    buf: *mut rmm_device_buffer,
-    stream: *mut c_void,
-    err: *mut rmm_error,
+    buf: *mut rmm_device_buffer, stream: *mut c_void, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -273,10 +327,7 @@ pub unsafe extern "C" fn rmm_device_buffer_set_stream(
 /// As for [`rmm_device_buffer_set_stream`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_reserve(
-    buf: *mut rmm_device_buffer,
-    new_capacity: usize,
-    stream: *mut c_void,
-    err: *mut rmm_error,
+    buf: *mut rmm_device_buffer, new_capacity: usize, stream: *mut c_void, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe { guarded(err, || borrow_mut(buf)?.reserve(new_capacity, stream_from_c(stream))) }
@@ -293,10 +344,7 @@ pub unsafe extern "C" fn rmm_device_buffer_reserve(
 /// As for [`rmm_device_buffer_set_stream`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_resize(
-    buf: *mut rmm_device_buffer,
-    new_size: usize,
-    stream: *mut c_void,
-    err: *mut rmm_error,
+    buf: *mut rmm_device_buffer, new_size: usize, stream: *mut c_void, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe { guarded(err, || borrow_mut(buf)?.resize(new_size, stream_from_c(stream))) }
@@ -312,9 +360,7 @@ pub unsafe extern "C" fn rmm_device_buffer_resize(
 /// As for [`rmm_device_buffer_set_stream`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_shrink_to_fit(
-    buf: *mut rmm_device_buffer,
-    stream: *mut c_void,
-    err: *mut rmm_error,
+    buf: *mut rmm_device_buffer, stream: *mut c_void, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe { guarded(err, || borrow_mut(buf)?.shrink_to_fit(stream_from_c(stream))) }
@@ -326,9 +372,7 @@ pub unsafe extern "C" fn rmm_device_buffer_shrink_to_fit(
 /// `buf` is NULL or a live buffer; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_memory_resource(
-    buf: *const rmm_device_buffer,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    buf: *const rmm_device_buffer, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe { hand_out(out, err, || Ok(borrow(buf)?.memory_resource().clone())) }
@@ -341,9 +385,7 @@ pub unsafe extern "C" fn rmm_device_buffer_memory_resource(
 /// `buf` is NULL or a live buffer; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_device(
-    buf: *const rmm_device_buffer,
-    out: *mut c_int,
-    err: *mut rmm_error,
+    buf: *const rmm_device_buffer, out: *mut c_int, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {

@@ -13,7 +13,7 @@ use rmm_core::mr::kind::{self, ResourceKind};
 use rmm_core::mr::{CudaMemoryResource, SystemMemoryResource};
 use rmm_core::resource::foreign::{check_handle, checked_fns, with_borrowed};
 use rmm_core::resource::guard::{clear_out, guarded, hand_out, null_out, own_vtable, put, report, with_vtable};
-use rmm_core::resource::handle::owner_tag;
+use rmm_core::resource::handle::{owner_tag, release_handle};
 use rmm_core::resource::{rmm_error, rmm_resource, AnyResource};
 
 /// Adds a reference to `resource`; no-op for the empty handle.
@@ -30,18 +30,29 @@ pub unsafe extern "C" fn rmm_resource_retain(resource: rmm_resource) {
     }
 }
 
-/// Drops a reference to `resource`; the last one frees it. No-op for the empty handle.
+/// Drops a reference to `resource`; the last one frees it. No-op for the empty handle. A handle of
+/// this library released twice (or used after its last release) is refused and logged
+/// ([`rmm_resource_release_checked`] reports it).
 ///
 /// # Safety
 /// The caller owns the reference it gives back.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_release(resource: rmm_resource) {
-    // SAFETY: caller contract; an empty or malformed handle is ignored.
-    unsafe {
-        if let Ok(fns) = checked_fns(&resource) {
-            let _ = catch_unwind(|| (fns.release)(resource.self_));
-        }
+    // SAFETY: caller contract.
+    if let Err(e) = unsafe { release_handle(resource) } {
+        tracing::error!("rmm_resource_release: {e}");
     }
+}
+
+/// [`rmm_resource_release`] that reports: `RMM_ERROR_INVALID_ARGUMENT` for a malformed handle or a
+/// handle of this library that was already released.
+///
+/// # Safety
+/// `resource` is empty, owning, or a released handle of this library; `err` is NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_resource_release_checked(resource: rmm_resource, err: *mut rmm_error) -> c_int {
+    // SAFETY: caller contract.
+    unsafe { guarded(err, || release_handle(resource)) }
 }
 
 /// Allocates `bytes` from `resource` on `stream` (`cudaStream_t`, NULL = default stream) into `*out`.
@@ -50,11 +61,7 @@ pub unsafe extern "C" fn rmm_resource_release(resource: rmm_resource) {
 /// `resource` is live; `stream` is a valid stream; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_allocate(
-    resource: rmm_resource,
-    stream: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    out: *mut *mut c_void,
+    resource: rmm_resource, stream: *mut c_void, bytes: usize, alignment: usize, out: *mut *mut c_void,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract (a live handle).
@@ -79,12 +86,7 @@ pub unsafe extern "C" fn rmm_resource_allocate(
 /// `resource` is live; `ptr` came from it with these arguments; `err` is NULL or valid.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_deallocate(
-    resource: rmm_resource,
-    stream: *mut c_void,
-    ptr: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    err: *mut rmm_error,
+    resource: rmm_resource, stream: *mut c_void, ptr: *mut c_void, bytes: usize, alignment: usize, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract (a live handle).
     if let Some(deallocate) = unsafe { own_vtable(&resource) }.and_then(|v| v.deallocate) {
@@ -105,11 +107,7 @@ pub unsafe extern "C" fn rmm_resource_deallocate(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_allocate_sync(
-    resource: rmm_resource,
-    bytes: usize,
-    alignment: usize,
-    out: *mut *mut c_void,
-    err: *mut rmm_error,
+    resource: rmm_resource, bytes: usize, alignment: usize, out: *mut *mut c_void, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -128,11 +126,7 @@ pub unsafe extern "C" fn rmm_resource_allocate_sync(
 /// `resource` is live; `ptr` came from it with these arguments; `err` is NULL or valid.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_deallocate_sync(
-    resource: rmm_resource,
-    ptr: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    err: *mut rmm_error,
+    resource: rmm_resource, ptr: *mut c_void, bytes: usize, alignment: usize, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -186,7 +180,9 @@ pub unsafe extern "C" fn rmm_resource_is_equal(a: rmm_resource, b: rmm_resource)
         if a == b {
             return 1;
         }
-        catch_unwind(|| (fns.is_equal)(a.self_, b.self_, b.vtable)).map(|v| c_int::from(v != 0)).unwrap_or(0)
+        catch_unwind(|| (fns.is_equal)(a.self_, b.self_, b.vtable))
+            .map(|v| c_int::from(v != 0))
+            .unwrap_or(0)
     }
 }
 
@@ -219,10 +215,7 @@ pub unsafe extern "C" fn rmm_system_memory_resource_new(out: *mut rmm_resource, 
 /// writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_kind(
-    resource: rmm_resource,
-    kind_out: *mut c_int,
-    upstream_out: *mut rmm_resource,
-    err: *mut rmm_error,
+    resource: rmm_resource, kind_out: *mut c_int, upstream_out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -233,7 +226,9 @@ pub unsafe extern "C" fn rmm_resource_kind(
             }
             check_handle(&resource)?;
             if (*resource.vtable).owner != owner_tag() {
-                return Err(Error::invalid("rmm_resource_kind: the handle is not a resource of this library"));
+                return Err(Error::invalid(
+                    "rmm_resource_kind: the handle is not a resource of this library",
+                ));
             }
             with_borrowed(resource, |r| {
                 put(kind_out, ResourceKind::of(r).code(), "kind_out")?;
@@ -245,3 +240,6 @@ pub unsafe extern "C" fn rmm_resource_kind(
         })
     }
 }
+
+#[cfg(test)]
+mod misuse_tests;

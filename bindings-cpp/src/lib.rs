@@ -23,6 +23,7 @@ mod resources;
 mod streams;
 mod torch_allocator;
 mod tracking_report;
+mod views;
 
 #[cfg(test)]
 mod header_check;

@@ -17,7 +17,9 @@ use rmm_core::resource::{rmm_error, rmm_resource, AnyResource};
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_get_per_device_resource(device: c_int, out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
+pub unsafe extern "C" fn rmm_get_per_device_resource(
+    device: c_int, out: *mut rmm_resource, err: *mut rmm_error,
+) -> c_int {
     // SAFETY: caller contract (the same as the served function's).
     unsafe { serve::rmm_get_per_device_resource(device, out, err) }
 }
@@ -30,10 +32,7 @@ pub unsafe extern "C" fn rmm_get_per_device_resource(device: c_int, out: *mut rm
 /// or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_set_per_device_resource(
-    device: c_int,
-    resource: rmm_resource,
-    previous_out: *mut rmm_resource,
-    err: *mut rmm_error,
+    device: c_int, resource: rmm_resource, previous_out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract (the same as the served function's).
     unsafe { serve::rmm_set_per_device_resource(device, resource, previous_out, err) }
@@ -46,12 +45,17 @@ pub unsafe extern "C" fn rmm_set_per_device_resource(
 /// `previous_out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_reset_per_device_resource(
-    device: c_int,
-    previous_out: *mut rmm_resource,
-    err: *mut rmm_error,
+    device: c_int, previous_out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract (the same as the served function's).
     unsafe { serve::rmm_reset_per_device_resource(device, previous_out, err) }
+}
+
+/// A number that changes whenever any device's resource is set or reset (from any language); 0
+/// when it cannot be told. Bindings revalidate what they cached of the current resource with it.
+#[no_mangle]
+pub extern "C" fn rmm_registry_generation() -> u64 {
+    serve::rmm_registry_generation()
 }
 
 /// [`rmm_get_per_device_resource`] on the current device (device 0 in host mode).
@@ -70,12 +74,14 @@ pub unsafe extern "C" fn rmm_get_current_device_resource(out: *mut rmm_resource,
 /// As for [`rmm_set_per_device_resource`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_set_current_device_resource(
-    resource: rmm_resource,
-    previous_out: *mut rmm_resource,
-    err: *mut rmm_error,
+    resource: rmm_resource, previous_out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract; the borrowed handle is retained by the new owner.
-    unsafe { hand_back(previous_out, err, || registry::set_current_resource(AnyResource::from_borrowed_handle(resource)?)) }
+    unsafe {
+        hand_back(previous_out, err, || {
+            registry::set_current_resource(AnyResource::from_borrowed_handle(resource)?)
+        })
+    }
 }
 
 /// [`rmm_reset_per_device_resource`] on the current device (device 0 in host mode).
@@ -84,8 +90,7 @@ pub unsafe extern "C" fn rmm_set_current_device_resource(
 /// As for [`rmm_reset_per_device_resource`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_reset_current_device_resource(
-    previous_out: *mut rmm_resource,
-    err: *mut rmm_error,
+    previous_out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe { hand_back(previous_out, err, registry::reset_current_resource) }

@@ -12,29 +12,28 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
-use rmm_core::registry::owner::rmm_counter;
-use rmm_core::resource::status::{error_from_c, RMM_OK};
-use rmm_core::resource::{rmm_error, rmm_resource};
-use rmm_core::resource::foreign::with_borrowed;
-use rmm_core::resource::guard::{guarded, hand_out, null_out, put};
 use rmm_core::error::{Error, Result};
 use rmm_core::mr::statistics::Counter;
 use rmm_core::mr::{
     AlignedResourceAdaptor, ArenaMemoryResource, BinningMemoryResource, CallbackMemoryResource,
-    CudaAsyncManagedMemoryResource, CudaAsyncMemoryResource, CudaAsyncOptions, CudaAsyncViewMemoryResource, ExportHandleType, FailureCallbackResourceAdaptor, FixedSizeMemoryResource,
-    LimitingResourceAdaptor, LoggingResourceAdaptor,
-    ManagedMemoryResource, PinnedHostMemoryResource, PoolMemoryResource,
-    PrefetchResourceAdaptor, SamHeadroomMemoryResource, SimulatedMemoryResource,
-    StatisticsResourceAdaptor, ThreadSafeResourceAdaptor, TrackingResourceAdaptor,
+    CudaAsyncManagedMemoryResource, CudaAsyncMemoryResource, CudaAsyncOptions, CudaAsyncViewMemoryResource,
+    ExportHandleType, FailureCallbackResourceAdaptor, FixedSizeMemoryResource, LimitingResourceAdaptor,
+    LoggingResourceAdaptor, ManagedMemoryResource, PinnedHostMemoryResource, PoolMemoryResource,
+    PrefetchResourceAdaptor, SamHeadroomMemoryResource, SimulatedMemoryResource, StatisticsResourceAdaptor,
+    ThreadSafeResourceAdaptor, TrackingResourceAdaptor,
 };
+use rmm_core::registry::owner::rmm_counter;
+use rmm_core::resource::foreign::with_borrowed;
+use rmm_core::resource::guard::{guarded, hand_out, null_out, put};
+use rmm_core::resource::status::{error_from_c, RMM_OK};
 use rmm_core::resource::{downcast, AnyResource, MemoryResource};
+use rmm_core::resource::{rmm_error, rmm_resource};
 
 /// An optional size given as "none" (`UINT64_MAX`, `RMM_SIZE_NONE` in C).
 pub const RMM_SIZE_NONE: u64 = u64::MAX;
 
 fn size(value: u64, what: &str) -> Result<usize> {
-    usize::try_from(value)
-        .map_err(|_| Error::invalid(format!("{what} {value} does not fit in size_t")))
+    usize::try_from(value).map_err(|_| Error::invalid(format!("{what} {value} does not fit in size_t")))
 }
 
 fn optional_size(value: u64, what: &str) -> Result<Option<usize>> {
@@ -57,24 +56,31 @@ unsafe fn upstream_of(upstream: rmm_resource) -> Result<AnyResource> {
     unsafe { AnyResource::from_borrowed_handle(upstream) }
 }
 
+/// Hands out (OWNING, in `*out`) the resource `make` builds over a new owner of the BORROWED
+/// `upstream`: what every adaptor's and sub-allocator's constructor does.
+///
+/// # Safety
+/// `upstream` is live or fails the check; `out` and `err` are NULL or valid for writes.
+unsafe fn over<R: MemoryResource>(
+    upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error, make: impl FnOnce(AnyResource) -> Result<R>,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe { hand_out(out, err, || Ok(AnyResource::new(make(upstream_of(upstream)?)?))) }
+}
+
 /// Runs `f` on the `R` behind the BORROWED `resource`, or fails with InvalidArgument when it is
 /// not an `R` of this copy of rmm-core.
 ///
 /// # Safety
 /// `resource` is live or fails the check.
 pub(crate) unsafe fn with_resource<R: MemoryResource, T>(
-    resource: rmm_resource,
-    type_name: &str,
-    f: impl FnOnce(&R) -> Result<T>,
+    resource: rmm_resource, type_name: &str, f: impl FnOnce(&R) -> Result<T>,
 ) -> Result<T> {
     // SAFETY: caller contract.
     unsafe {
         with_borrowed(resource, |r| match downcast::<R>(r) {
             Some(r) => f(r),
-            None => Err(Error::invalid(format!(
-                "resource is a {}, not a {type_name}",
-                r.name()
-            ))),
+            None => Err(Error::invalid(format!("resource is a {}, not a {type_name}", r.name()))),
         })?
     }
 }
@@ -84,11 +90,7 @@ pub(crate) unsafe fn with_resource<R: MemoryResource, T>(
 /// # Safety
 /// `resource` is live or fails the check; `out` and `err` are NULL or valid for writes.
 unsafe fn accessor<R: MemoryResource, T>(
-    resource: rmm_resource,
-    type_name: &str,
-    out: *mut T,
-    err: *mut rmm_error,
-    f: impl FnOnce(&R) -> Result<T>,
+    resource: rmm_resource, type_name: &str, out: *mut T, err: *mut rmm_error, f: impl FnOnce(&R) -> Result<T>,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -107,10 +109,7 @@ unsafe fn accessor<R: MemoryResource, T>(
 /// # Safety
 /// `resource` is live or fails the check; pointers NULL or valid for writes.
 unsafe fn counter_pair(
-    resource: rmm_resource,
-    bytes_out: *mut rmm_counter,
-    allocations_out: *mut rmm_counter,
-    err: *mut rmm_error,
+    resource: rmm_resource, bytes_out: *mut rmm_counter, allocations_out: *mut rmm_counter, err: *mut rmm_error,
     f: impl FnOnce(&StatisticsResourceAdaptor) -> Result<(Counter, Counter)>,
 ) -> c_int {
     // SAFETY: caller contract.
@@ -137,22 +136,14 @@ unsafe fn counter_pair(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_pool_memory_resource_new(
-    upstream: rmm_resource,
-    initial_pool_size: u64,
-    maximum_pool_size: u64,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    upstream: rmm_resource, initial_pool_size: u64, maximum_pool_size: u64, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        hand_out(out, err, || {
+        over(upstream, out, err, |u| {
             let initial = optional_size(initial_pool_size, "initial_pool_size")?;
             let maximum = optional_size(maximum_pool_size, "maximum_pool_size")?;
-            Ok(AnyResource::new(PoolMemoryResource::new(
-                upstream_of(upstream)?,
-                initial,
-                maximum,
-            )?))
+            PoolMemoryResource::new(u, initial, maximum)
         })
     }
 }
@@ -163,20 +154,10 @@ pub unsafe extern "C" fn rmm_pool_memory_resource_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_pool_memory_resource_pool_size(
-    resource: rmm_resource,
-    out: *mut u64,
-    err: *mut rmm_error,
+    resource: rmm_resource, out: *mut u64, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        accessor(
-            resource,
-            "pool_memory_resource",
-            out,
-            err,
-            |p: &PoolMemoryResource| Ok(p.pool_size() as u64),
-        )
-    }
+    unsafe { accessor(resource, "pool_memory_resource", out, err, |p: &PoolMemoryResource| Ok(p.pool_size() as u64)) }
 }
 
 /// The maximum size of a `pool_memory_resource`, or [`RMM_SIZE_NONE`] when it is unbounded.
@@ -185,19 +166,13 @@ pub unsafe extern "C" fn rmm_pool_memory_resource_pool_size(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_pool_memory_resource_maximum_pool_size(
-    resource: rmm_resource,
-    out: *mut u64,
-    err: *mut rmm_error,
+    resource: rmm_resource, out: *mut u64, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(
-            resource,
-            "pool_memory_resource",
-            out,
-            err,
-            |p: &PoolMemoryResource| Ok(p.maximum_pool_size().map_or(RMM_SIZE_NONE, |m| m as u64)),
-        )
+        accessor(resource, "pool_memory_resource", out, err, |p: &PoolMemoryResource| {
+            Ok(p.maximum_pool_size().map_or(RMM_SIZE_NONE, |m| m as u64))
+        })
     }
 }
 
@@ -209,18 +184,10 @@ pub unsafe extern "C" fn rmm_pool_memory_resource_maximum_pool_size(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_new(
-    upstream: rmm_resource,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        hand_out(out, err, || {
-            Ok(AnyResource::new(StatisticsResourceAdaptor::new(
-                upstream_of(upstream)?,
-            )))
-        })
-    }
+    unsafe { over(upstream, out, err, |u| Ok(StatisticsResourceAdaptor::new(u))) }
 }
 
 /// The bytes counter of the current frame.
@@ -229,19 +196,13 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_bytes_counter(
-    resource: rmm_resource,
-    out: *mut rmm_counter,
-    err: *mut rmm_error,
+    resource: rmm_resource, out: *mut rmm_counter, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(
-            resource,
-            "statistics_resource_adaptor",
-            out,
-            err,
-            |s: &StatisticsResourceAdaptor| Ok(s.bytes_counter().into()),
-        )
+        accessor(resource, "statistics_resource_adaptor", out, err, |s: &StatisticsResourceAdaptor| {
+            Ok(s.bytes_counter().into())
+        })
     }
 }
 
@@ -251,19 +212,13 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_bytes_counter(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_allocations_counter(
-    resource: rmm_resource,
-    out: *mut rmm_counter,
-    err: *mut rmm_error,
+    resource: rmm_resource, out: *mut rmm_counter, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(
-            resource,
-            "statistics_resource_adaptor",
-            out,
-            err,
-            |s: &StatisticsResourceAdaptor| Ok(s.allocations_counter().into()),
-        )
+        accessor(resource, "statistics_resource_adaptor", out, err, |s: &StatisticsResourceAdaptor| {
+            Ok(s.allocations_counter().into())
+        })
     }
 }
 
@@ -273,17 +228,10 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_allocations_counter
 /// `resource` is live; out-pointers and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_push_counters(
-    resource: rmm_resource,
-    bytes_out: *mut rmm_counter,
-    allocations_out: *mut rmm_counter,
-    err: *mut rmm_error,
+    resource: rmm_resource, bytes_out: *mut rmm_counter, allocations_out: *mut rmm_counter, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        counter_pair(resource, bytes_out, allocations_out, err, |s| {
-            Ok(s.push_counters())
-        })
-    }
+    unsafe { counter_pair(resource, bytes_out, allocations_out, err, |s| Ok(s.push_counters())) }
 }
 
 /// Ends the current frame (folded into its parent) and returns its counters; popping the last
@@ -293,17 +241,10 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_push_counters(
 /// `resource` is live; out-pointers and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_pop_counters(
-    resource: rmm_resource,
-    bytes_out: *mut rmm_counter,
-    allocations_out: *mut rmm_counter,
-    err: *mut rmm_error,
+    resource: rmm_resource, bytes_out: *mut rmm_counter, allocations_out: *mut rmm_counter, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        counter_pair(resource, bytes_out, allocations_out, err, |s| {
-            s.pop_counters()
-        })
-    }
+    unsafe { counter_pair(resource, bytes_out, allocations_out, err, |s| s.pop_counters()) }
 }
 
 // --- limiting --------------------------------------------------------------------------------
@@ -315,22 +256,14 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_pop_counters(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_limiting_resource_adaptor_new(
-    upstream: rmm_resource,
-    allocation_limit: u64,
-    alignment: u64,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    upstream: rmm_resource, allocation_limit: u64, alignment: u64, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        hand_out(out, err, || {
+        over(upstream, out, err, |u| {
             let limit = size(allocation_limit, "allocation_limit")?;
             let alignment = size(alignment, "alignment")?;
-            Ok(AnyResource::new(LimitingResourceAdaptor::with_alignment(
-                upstream_of(upstream)?,
-                limit,
-                alignment,
-            )?))
+            LimitingResourceAdaptor::with_alignment(u, limit, alignment)
         })
     }
 }
@@ -341,19 +274,13 @@ pub unsafe extern "C" fn rmm_limiting_resource_adaptor_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocated_bytes(
-    resource: rmm_resource,
-    out: *mut u64,
-    err: *mut rmm_error,
+    resource: rmm_resource, out: *mut u64, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(
-            resource,
-            "limiting_resource_adaptor",
-            out,
-            err,
-            |l: &LimitingResourceAdaptor| Ok(l.allocated_bytes() as u64),
-        )
+        accessor(resource, "limiting_resource_adaptor", out, err, |l: &LimitingResourceAdaptor| {
+            Ok(l.allocated_bytes() as u64)
+        })
     }
 }
 
@@ -363,19 +290,13 @@ pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocated_bytes(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocation_limit(
-    resource: rmm_resource,
-    out: *mut u64,
-    err: *mut rmm_error,
+    resource: rmm_resource, out: *mut u64, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(
-            resource,
-            "limiting_resource_adaptor",
-            out,
-            err,
-            |l: &LimitingResourceAdaptor| Ok(l.allocation_limit() as u64),
-        )
+        accessor(resource, "limiting_resource_adaptor", out, err, |l: &LimitingResourceAdaptor| {
+            Ok(l.allocation_limit() as u64)
+        })
     }
 }
 
@@ -388,20 +309,10 @@ pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocation_limit(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_tracking_resource_adaptor_new(
-    upstream: rmm_resource,
-    capture_stacks: c_int,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    upstream: rmm_resource, capture_stacks: c_int, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        hand_out(out, err, || {
-            Ok(AnyResource::new(TrackingResourceAdaptor::new(
-                upstream_of(upstream)?,
-                capture_stacks != 0,
-            )))
-        })
-    }
+    unsafe { over(upstream, out, err, |u| Ok(TrackingResourceAdaptor::new(u, capture_stacks != 0))) }
 }
 
 /// The bytes outstanding through the adaptor.
@@ -410,19 +321,13 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_allocated_bytes(
-    resource: rmm_resource,
-    out: *mut u64,
-    err: *mut rmm_error,
+    resource: rmm_resource, out: *mut u64, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(
-            resource,
-            "tracking_resource_adaptor",
-            out,
-            err,
-            |t: &TrackingResourceAdaptor| Ok(t.allocated_bytes() as u64),
-        )
+        accessor(resource, "tracking_resource_adaptor", out, err, |t: &TrackingResourceAdaptor| {
+            Ok(t.allocated_bytes() as u64)
+        })
     }
 }
 
@@ -435,20 +340,14 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_allocated_bytes(
 /// `length_out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_outstanding_allocations_str(
-    resource: rmm_resource,
-    buf: *mut c_char,
-    capacity: usize,
-    length_out: *mut usize,
-    err: *mut rmm_error,
+    resource: rmm_resource, buf: *mut c_char, capacity: usize, length_out: *mut usize, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
         guarded(err, || {
-            let text = with_resource(
-                resource,
-                "tracking_resource_adaptor",
-                |t: &TrackingResourceAdaptor| Ok(t.outstanding_allocations_str()),
-            )?;
+            let text = with_resource(resource, "tracking_resource_adaptor", |t: &TrackingResourceAdaptor| {
+                Ok(t.outstanding_allocations_str())
+            })?;
             string_out(text.as_bytes(), buf, capacity, length_out)
         })
     }
@@ -463,23 +362,15 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_outstanding_allocatio
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_aligned_resource_adaptor_new(
-    upstream: rmm_resource,
-    alignment: u64,
-    alignment_threshold: u64,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    upstream: rmm_resource, alignment: u64, alignment_threshold: u64, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        hand_out(out, err, || {
+        over(upstream, out, err, |u| {
             let alignment = size(alignment, "alignment")?;
             let threshold = optional_size(alignment_threshold, "alignment_threshold")?
                 .unwrap_or(AlignedResourceAdaptor::DEFAULT_ALIGNMENT_THRESHOLD);
-            Ok(AnyResource::new(AlignedResourceAdaptor::with_threshold(
-                upstream_of(upstream)?,
-                alignment,
-                threshold,
-            )?))
+            AlignedResourceAdaptor::with_threshold(u, alignment, threshold)
         })
     }
 }
@@ -492,21 +383,13 @@ pub unsafe extern "C" fn rmm_aligned_resource_adaptor_new(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_arena_memory_resource_new(
-    upstream: rmm_resource,
-    arena_size: u64,
-    dump_log_on_failure: c_int,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    upstream: rmm_resource, arena_size: u64, dump_log_on_failure: c_int, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        hand_out(out, err, || {
+        over(upstream, out, err, |u| {
             let arena_size = optional_size(arena_size, "arena_size")?;
-            Ok(AnyResource::new(ArenaMemoryResource::new(
-                upstream_of(upstream)?,
-                arena_size,
-                dump_log_on_failure != 0,
-            )?))
+            ArenaMemoryResource::new(u, arena_size, dump_log_on_failure != 0)
         })
     }
 }
@@ -519,22 +402,14 @@ pub unsafe extern "C" fn rmm_arena_memory_resource_new(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_fixed_size_memory_resource_new(
-    upstream: rmm_resource,
-    block_size: u64,
-    blocks_to_preallocate: u64,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    upstream: rmm_resource, block_size: u64, blocks_to_preallocate: u64, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        hand_out(out, err, || {
+        over(upstream, out, err, |u| {
             let block_size = size(block_size, "block_size")?;
             let blocks = size(blocks_to_preallocate, "blocks_to_preallocate")?;
-            Ok(AnyResource::new(FixedSizeMemoryResource::new(
-                upstream_of(upstream)?,
-                block_size,
-                blocks,
-            )?))
+            FixedSizeMemoryResource::new(u, block_size, blocks)
         })
     }
 }
@@ -545,19 +420,13 @@ pub unsafe extern "C" fn rmm_fixed_size_memory_resource_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_fixed_size_memory_resource_get_block_size(
-    resource: rmm_resource,
-    out: *mut u64,
-    err: *mut rmm_error,
+    resource: rmm_resource, out: *mut u64, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(
-            resource,
-            "fixed_size_memory_resource",
-            out,
-            err,
-            |f: &FixedSizeMemoryResource| Ok(f.block_size() as u64),
-        )
+        accessor(resource, "fixed_size_memory_resource", out, err, |f: &FixedSizeMemoryResource| {
+            Ok(f.block_size() as u64)
+        })
     }
 }
 
@@ -570,18 +439,10 @@ pub unsafe extern "C" fn rmm_fixed_size_memory_resource_get_block_size(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_binning_memory_resource_new(
-    upstream: rmm_resource,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        hand_out(out, err, || {
-            Ok(AnyResource::new(BinningMemoryResource::new(upstream_of(
-                upstream,
-            )?)))
-        })
-    }
+    unsafe { over(upstream, out, err, |u| Ok(BinningMemoryResource::new(u))) }
 }
 
 /// A new `binning_memory_resource` with fixed-size bins of 2^min ... 2^max bytes.
@@ -590,26 +451,18 @@ pub unsafe extern "C" fn rmm_binning_memory_resource_new(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_binning_memory_resource_new_with_exponents(
-    upstream: rmm_resource,
-    min_size_exponent: c_int,
-    max_size_exponent: c_int,
-    out: *mut rmm_resource,
+    upstream: rmm_resource, min_size_exponent: c_int, max_size_exponent: c_int, out: *mut rmm_resource,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        hand_out(out, err, || {
+        over(upstream, out, err, |u| {
             let exponent = |e: c_int, what: &str| {
-                u32::try_from(e)
-                    .map_err(|_| Error::invalid(format!("{what} {e} must not be negative")))
+                u32::try_from(e).map_err(|_| Error::invalid(format!("{what} {e} must not be negative")))
             };
             let min = exponent(min_size_exponent, "min_size_exponent")?;
             let max = exponent(max_size_exponent, "max_size_exponent")?;
-            Ok(AnyResource::new(BinningMemoryResource::with_exponents(
-                upstream_of(upstream)?,
-                min,
-                max,
-            )?))
+            BinningMemoryResource::with_exponents(u, min, max)
         })
     }
 }
@@ -621,25 +474,15 @@ pub unsafe extern "C" fn rmm_binning_memory_resource_new_with_exponents(
 /// `resource` and a non-empty `bin_resource` are live; `err` is NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_binning_memory_resource_add_bin(
-    resource: rmm_resource,
-    allocation_size: u64,
-    bin_resource: rmm_resource,
-    err: *mut rmm_error,
+    resource: rmm_resource, allocation_size: u64, bin_resource: rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
         guarded(err, || {
             let bytes = size(allocation_size, "allocation_size")?;
-            let bin = if bin_resource.is_null() {
-                None
-            } else {
-                Some(AnyResource::from_borrowed_handle(bin_resource)?)
-            };
-            with_resource(
-                resource,
-                "binning_memory_resource",
-                |b: &BinningMemoryResource| b.add_bin(bytes, bin),
-            )
+            let bin =
+                if bin_resource.is_null() { None } else { Some(AnyResource::from_borrowed_handle(bin_resource)?) };
+            with_resource(resource, "binning_memory_resource", |b: &BinningMemoryResource| b.add_bin(bytes, bin))
         })
     }
 }
@@ -653,18 +496,10 @@ pub unsafe extern "C" fn rmm_binning_memory_resource_add_bin(
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_simulated_memory_resource_new(
-    capacity: u64,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    capacity: u64, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        hand_out(out, err, || {
-            Ok(AnyResource::new(SimulatedMemoryResource::new(size(
-                capacity, "capacity",
-            )?)?))
-        })
-    }
+    unsafe { hand_out(out, err, || Ok(AnyResource::new(SimulatedMemoryResource::new(size(capacity, "capacity")?)?))) }
 }
 
 // --- CUDA base resources ---------------------------------------------------------------------
@@ -675,10 +510,7 @@ pub unsafe extern "C" fn rmm_simulated_memory_resource_new(
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_managed_memory_resource_new(
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
-) -> c_int {
+pub unsafe extern "C" fn rmm_managed_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract.
     unsafe { hand_out(out, err, || Ok(AnyResource::new(ManagedMemoryResource::new()))) }
 }
@@ -689,16 +521,9 @@ pub unsafe extern "C" fn rmm_managed_memory_resource_new(
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_pinned_host_memory_resource_new(
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
-) -> c_int {
+pub unsafe extern "C" fn rmm_pinned_host_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        hand_out(out, err, || {
-            Ok(AnyResource::new(PinnedHostMemoryResource::new()))
-        })
-    }
+    unsafe { hand_out(out, err, || Ok(AnyResource::new(PinnedHostMemoryResource::new()))) }
 }
 
 /// RMM's `allocation_handle_type::none`.
@@ -717,16 +542,12 @@ pub const RMM_ALLOCATION_HANDLE_TYPE_FABRIC: i32 = 8;
 fn export_handle_type(value: i32) -> Result<Option<ExportHandleType>> {
     match value {
         RMM_ALLOCATION_HANDLE_TYPE_NONE => Ok(None),
-        RMM_ALLOCATION_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR => {
-            Ok(Some(ExportHandleType::PosixFileDescriptor))
-        }
+        RMM_ALLOCATION_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR => Ok(Some(ExportHandleType::PosixFileDescriptor)),
         RMM_ALLOCATION_HANDLE_TYPE_FABRIC => Ok(Some(ExportHandleType::Fabric)),
-        RMM_ALLOCATION_HANDLE_TYPE_WIN32 | RMM_ALLOCATION_HANDLE_TYPE_WIN32_KMT => Err(
-            Error::Unsupported(rmm_core::mr::cuda_async::HANDLE_TYPE_UNSUPPORTED.into()),
-        ),
-        other => Err(Error::invalid(format!(
-            "export_handle_type {other} is not an allocation_handle_type"
-        ))),
+        RMM_ALLOCATION_HANDLE_TYPE_WIN32 | RMM_ALLOCATION_HANDLE_TYPE_WIN32_KMT => {
+            Err(Error::Unsupported(rmm_core::mr::cuda_async::HANDLE_TYPE_UNSUPPORTED.into()))
+        }
+        other => Err(Error::invalid(format!("export_handle_type {other} is not an allocation_handle_type"))),
     }
 }
 
@@ -738,10 +559,7 @@ fn export_handle_type(value: i32) -> Result<Option<ExportHandleType>> {
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_memory_resource_new(
-    initial_pool_size: u64,
-    release_threshold: u64,
-    export_handle_type: i32,
-    out: *mut rmm_resource,
+    initial_pool_size: u64, release_threshold: u64, export_handle_type: i32, out: *mut rmm_resource,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
@@ -752,9 +570,7 @@ pub unsafe extern "C" fn rmm_cuda_async_memory_resource_new(
                 release_threshold: (release_threshold != RMM_SIZE_NONE).then_some(release_threshold),
                 export_handle_type: self::export_handle_type(export_handle_type)?,
             };
-            Ok(AnyResource::new(CudaAsyncMemoryResource::with_options(
-                options,
-            )?))
+            Ok(AnyResource::new(CudaAsyncMemoryResource::with_options(options)?))
         })
     }
 }
@@ -765,19 +581,13 @@ pub unsafe extern "C" fn rmm_cuda_async_memory_resource_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_memory_resource_pool_handle(
-    resource: rmm_resource,
-    out: *mut *mut c_void,
-    err: *mut rmm_error,
+    resource: rmm_resource, out: *mut *mut c_void, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(
-            resource,
-            "cuda_async_memory_resource",
-            out,
-            err,
-            |a: &CudaAsyncMemoryResource| Ok(a.pool_handle() as *mut c_void),
-        )
+        accessor(resource, "cuda_async_memory_resource", out, err, |a: &CudaAsyncMemoryResource| {
+            Ok(a.pool_handle() as *mut c_void)
+        })
     }
 }
 
@@ -787,18 +597,10 @@ pub unsafe extern "C" fn rmm_cuda_async_memory_resource_pool_handle(
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_sam_headroom_memory_resource_new(
-    headroom: u64,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    headroom: u64, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        hand_out(out, err, || {
-            Ok(AnyResource::new(SamHeadroomMemoryResource::new(size(
-                headroom, "headroom",
-            )?)?))
-        })
-    }
+    unsafe { hand_out(out, err, || Ok(AnyResource::new(SamHeadroomMemoryResource::new(size(headroom, "headroom")?)?))) }
 }
 
 // --- logging ---------------------------------------------------------------------------------
@@ -809,12 +611,7 @@ pub unsafe extern "C" fn rmm_sam_headroom_memory_resource_new(
 /// # Safety
 /// `buf` is valid for `capacity` bytes of writes (or NULL with `capacity` 0); `length_out` is NULL
 /// or valid for writes.
-pub(crate) unsafe fn string_out(
-    text: &[u8],
-    buf: *mut c_char,
-    capacity: usize,
-    length_out: *mut usize,
-) -> Result<()> {
+pub(crate) unsafe fn string_out(text: &[u8], buf: *mut c_char, capacity: usize, length_out: *mut usize) -> Result<()> {
     if length_out.is_null() {
         return Err(null_out("length_out"));
     }
@@ -842,11 +639,7 @@ pub(crate) unsafe fn string_out(
 /// valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_logging_resource_adaptor_new(
-    upstream: rmm_resource,
-    filename: *const c_char,
-    auto_flush: c_int,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    upstream: rmm_resource, filename: *const c_char, auto_flush: c_int, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -869,19 +662,10 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_new(
 /// # Safety
 /// `resource` is live; `err` is NULL or valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_logging_resource_adaptor_flush(
-    resource: rmm_resource,
-    err: *mut rmm_error,
-) -> c_int {
+pub unsafe extern "C" fn rmm_logging_resource_adaptor_flush(resource: rmm_resource, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        guarded(err, || {
-            with_resource(
-                resource,
-                "logging_resource_adaptor",
-                |l: &LoggingResourceAdaptor| l.flush(),
-            )
-        })
+        guarded(err, || with_resource(resource, "logging_resource_adaptor", |l: &LoggingResourceAdaptor| l.flush()))
     }
 }
 
@@ -893,24 +677,14 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_flush(
 /// `length_out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_logging_resource_adaptor_get_file_name(
-    resource: rmm_resource,
-    buf: *mut c_char,
-    capacity: usize,
-    length_out: *mut usize,
-    err: *mut rmm_error,
+    resource: rmm_resource, buf: *mut c_char, capacity: usize, length_out: *mut usize, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
         guarded(err, || {
-            let name = with_resource(
-                resource,
-                "logging_resource_adaptor",
-                |l: &LoggingResourceAdaptor| {
-                    Ok(l.file_name()
-                        .map(|p| p.as_os_str().as_bytes().to_vec())
-                        .unwrap_or_default())
-                },
-            )?;
+            let name = with_resource(resource, "logging_resource_adaptor", |l: &LoggingResourceAdaptor| {
+                Ok(l.file_name().map(|p| p.as_os_str().as_bytes().to_vec()).unwrap_or_default())
+            })?;
             string_out(&name, buf, capacity, length_out)
         })
     }
@@ -924,18 +698,10 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_get_file_name(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_prefetch_resource_adaptor_new(
-    upstream: rmm_resource,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        hand_out(out, err, || {
-            Ok(AnyResource::new(PrefetchResourceAdaptor::new(upstream_of(
-                upstream,
-            )?)))
-        })
-    }
+    unsafe { over(upstream, out, err, |u| Ok(PrefetchResourceAdaptor::new(u))) }
 }
 
 /// A new `thread_safe_resource_adaptor` over `upstream` (BORROWED).
@@ -944,18 +710,10 @@ pub unsafe extern "C" fn rmm_prefetch_resource_adaptor_new(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_thread_safe_resource_adaptor_new(
-    upstream: rmm_resource,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe {
-        hand_out(out, err, || {
-            Ok(AnyResource::new(ThreadSafeResourceAdaptor::new(
-                upstream_of(upstream)?,
-            )))
-        })
-    }
+    unsafe { over(upstream, out, err, |u| Ok(ThreadSafeResourceAdaptor::new(u))) }
 }
 
 // --- failure callback ------------------------------------------------------------------------
@@ -1016,18 +774,12 @@ impl Drop for CContext {
 /// called from any thread and never unwind; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_failure_callback_resource_adaptor_new(
-    upstream: rmm_resource,
-    callback: rmm_failure_callback,
-    context: *mut c_void,
-    release_context: rmm_failure_callback_release,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    upstream: rmm_resource, callback: rmm_failure_callback, context: *mut c_void,
+    release_context: rmm_failure_callback_release, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // Made first, so that every failure below releases the context.
-    let c_callback = Arc::new(CFailureCallback {
-        callback,
-        context: CContext { ptr: context, release: release_context },
-    });
+    let c_callback =
+        Arc::new(CFailureCallback { callback, context: CContext { ptr: context, release: release_context } });
     // SAFETY: caller contract.
     unsafe {
         hand_out(out, err, move || {
@@ -1112,7 +864,6 @@ impl CCallbacks {
     }
 }
 
-
 /// A new `callback_memory_resource` whose allocations are `allocate(bytes, stream, context, ...)`
 /// and whose frees are `deallocate(ptr, bytes, stream, context, ...)`; its memory has the access
 /// bits `access` (`RMM_ACCESS_DEVICE` and/or `RMM_ACCESS_HOST`, at least one). The resource takes
@@ -1125,20 +876,12 @@ impl CCallbacks {
 /// from any thread and never unwind; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_callback_memory_resource_new(
-    allocate: rmm_allocate_callback,
-    deallocate: rmm_deallocate_callback,
-    context: *mut c_void,
-    release_context: rmm_callback_release,
-    access: u32,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    allocate: rmm_allocate_callback, deallocate: rmm_deallocate_callback, context: *mut c_void,
+    release_context: rmm_callback_release, access: u32, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // Made first, so that every failure below releases the context.
-    let callbacks = Arc::new(CCallbacks {
-        allocate,
-        deallocate,
-        context: CContext { ptr: context, release: release_context },
-    });
+    let callbacks =
+        Arc::new(CCallbacks { allocate, deallocate, context: CContext { ptr: context, release: release_context } });
     // SAFETY: caller contract.
     unsafe {
         hand_out(out, err, move || {
@@ -1170,9 +913,7 @@ pub unsafe extern "C" fn rmm_callback_memory_resource_new(
 /// memory; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_new(
-    pool_handle: *mut c_void,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    pool_handle: *mut c_void, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -1190,19 +931,13 @@ pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_pool_handle(
-    resource: rmm_resource,
-    out: *mut *mut c_void,
-    err: *mut rmm_error,
+    resource: rmm_resource, out: *mut *mut c_void, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(
-            resource,
-            "cuda_async_view_memory_resource",
-            out,
-            err,
-            |v: &CudaAsyncViewMemoryResource| Ok(v.pool_handle() as *mut c_void),
-        )
+        accessor(resource, "cuda_async_view_memory_resource", out, err, |v: &CudaAsyncViewMemoryResource| {
+            Ok(v.pool_handle() as *mut c_void)
+        })
     }
 }
 
@@ -1213,8 +948,7 @@ pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_pool_handle(
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_new(
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe { hand_out(out, err, || Ok(AnyResource::new(CudaAsyncManagedMemoryResource::new()?))) }
@@ -1226,19 +960,13 @@ pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_pool_handle(
-    resource: rmm_resource,
-    out: *mut *mut c_void,
-    err: *mut rmm_error,
+    resource: rmm_resource, out: *mut *mut c_void, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(
-            resource,
-            "cuda_async_managed_memory_resource",
-            out,
-            err,
-            |m: &CudaAsyncManagedMemoryResource| Ok(m.pool_handle() as *mut c_void),
-        )
+        accessor(resource, "cuda_async_managed_memory_resource", out, err, |m: &CudaAsyncManagedMemoryResource| {
+            Ok(m.pool_handle() as *mut c_void)
+        })
     }
 }
 
@@ -1246,7 +974,8 @@ pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_pool_handle(
 
 /// Writes one line of a log (`rmm_log_write` in C): `length` bytes at `data`, ending with `\n`
 /// (not NUL-terminated); returns 0 on success. It must not unwind.
-pub type rmm_log_write = Option<unsafe extern "C" fn(data: *const c_char, length: usize, context: *mut c_void) -> c_int>;
+pub type rmm_log_write =
+    Option<unsafe extern "C" fn(data: *const c_char, length: usize, context: *mut c_void) -> c_int>;
 
 /// Flushes a log sink (`rmm_log_flush` in C); returns 0 on success. It must not unwind.
 pub type rmm_log_flush = Option<unsafe extern "C" fn(context: *mut c_void) -> c_int>;
@@ -1270,7 +999,6 @@ struct CLogSink {
     /// The first write failure since the last flush.
     failure: Option<std::io::Error>,
 }
-
 
 impl CLogSink {
     fn emit(&mut self, line: &[u8]) {
@@ -1324,7 +1052,6 @@ impl std::io::Write for CLogSink {
     }
 }
 
-
 /// A new `logging_resource_adaptor` over `upstream` (BORROWED) writing its CSV log (header first)
 /// to a sink: `write(line, length, context)` gets one whole line at a time, `flush(context)` (may
 /// be NULL) is called by rmm_logging_resource_adaptor_flush, with auto-flush after each line, and
@@ -1338,14 +1065,8 @@ impl std::io::Write for CLogSink {
 #[allow(clippy::too_many_arguments)]
 #[no_mangle]
 pub unsafe extern "C" fn rmm_logging_resource_adaptor_new_with_sink(
-    upstream: rmm_resource,
-    write: rmm_log_write,
-    flush: rmm_log_flush,
-    context: *mut c_void,
-    release_context: rmm_log_release,
-    auto_flush: c_int,
-    out: *mut rmm_resource,
-    err: *mut rmm_error,
+    upstream: rmm_resource, write: rmm_log_write, flush: rmm_log_flush, context: *mut c_void,
+    release_context: rmm_log_release, auto_flush: c_int, out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // Made first, so that every failure below releases the context.
     let sink = CLogSink {

@@ -4,7 +4,6 @@
 use std::sync::atomic::Ordering;
 
 use std::ffi::{c_void, CStr};
-use std::sync::Arc;
 
 use prelude::*;
 use rmm_core::registry::process_registry_test_lock;
@@ -42,7 +41,7 @@ fn handle_round_trip_keeps_one_arc() {
     assert_eq!(a.owner_count(), 1);
     let h = a.to_handle();
     assert_eq!(a.owner_count(), 2, "the handle is one more owner of the same Arc");
-    assert_eq!(h.self_ as *const (), Arc::as_ptr(a.as_arc()) as *const (), "self is the Arc's data pointer");
+    assert_eq!(h.self_, a.borrow_handle().self_, "every handle of one resource has the same self");
     // SAFETY: an owning handle from to_handle.
     let b = unsafe { AnyResource::from_handle(h) };
     assert!(b.ptr_eq(&a), "our own handle is unwrapped, not wrapped");

@@ -390,6 +390,68 @@ TEST(RefCounts, RetainAndReleaseKeepARustResourceAlive)
   rmm_resource_release(h);
 }
 
+// Issue 12: a released handle, or a buffer freed before, is a clear error code, never a hang, a
+// crash or a read of freed memory (see rmm_c.h, "Misuse of handles").
+namespace {
+rmm_resource new_pool()
+{
+  Owned base = make_base_resource();
+  rmm_resource pool{nullptr, nullptr};
+  rmm_error err{};
+  EXPECT_EQ(rmm_pool_memory_resource_new(base.get(), 1u << 20, RMM_SIZE_NONE, &pool, &err), RMM_OK) << err.message;
+  return pool;
+}
+}  // namespace
+
+TEST(HandleMisuse, ReleasingAPoolTwiceIsAnError)
+{
+  rmm_resource pool = new_pool();
+  rmm_error err{};
+  EXPECT_EQ(rmm_resource_release_checked(pool, &err), RMM_OK) << err.message;
+  EXPECT_EQ(rmm_resource_release_checked(pool, &err), RMM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(err.message, "release"), nullptr) << err.message;
+  rmm_resource_release(pool);  // the void form: a logged no-op, not an invalid read
+  EXPECT_EQ(rmm_resource_release_checked(rmm_resource{nullptr, nullptr}, &err), RMM_OK);
+}
+
+TEST(HandleMisuse, UsingAReleasedPoolIsAnErrorNotAHang)
+{
+  rmm_resource pool = new_pool();
+  rmm_error err{};
+  void* p = nullptr;
+  ASSERT_EQ(rmm_resource_allocate(pool, nullptr, 256, 256, &p, &err), RMM_OK) << err.message;
+  ASSERT_EQ(rmm_resource_deallocate(pool, nullptr, p, 256, 256, &err), RMM_OK) << err.message;
+  rmm_resource_release(pool);
+  EXPECT_EQ(rmm_resource_allocate(pool, nullptr, 256, 256, &p, &err), RMM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(err.message, "after its last release"), nullptr) << err.message;
+  EXPECT_EQ(rmm_resource_deallocate(pool, nullptr, p, 256, 256, &err), RMM_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(pool.vtable->allocate(pool.self, nullptr, 256, 256, &p, &err), RMM_ERROR_INVALID_ARGUMENT)
+    << "the vtable's own entries check too";
+  std::uint64_t size = 0;
+  EXPECT_EQ(rmm_pool_memory_resource_pool_size(pool, &size, &err), RMM_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(rmm_resource_name(pool), nullptr);
+  EXPECT_EQ(rmm_resource_access(pool), 0u);
+  EXPECT_EQ(rmm_set_current_device_resource(pool, nullptr, &err), RMM_ERROR_INVALID_ARGUMENT);
+  rmm_resource_retain(pool);  // logged no-ops
+  rmm_resource_release(pool);
+}
+
+TEST(HandleMisuse, FreeingADeviceBufferTwiceIsAnError)
+{
+  Owned base = make_base_resource();
+  rmm_error err{};
+  rmm_device_buffer* buf = nullptr;
+  ASSERT_EQ(rmm_device_buffer_new(1024, 256, nullptr, base.get(), &buf, &err), RMM_OK) << err.message;
+  EXPECT_EQ(rmm_device_buffer_free_checked(buf, &err), RMM_OK) << err.message;
+  EXPECT_EQ(rmm_device_buffer_free_checked(buf, &err), RMM_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(err.message, "already freed"), nullptr) << err.message;
+  rmm_device_buffer_free(buf);  // the void form: logged, no crash
+  EXPECT_EQ(rmm_device_buffer_size(buf), 0u);
+  EXPECT_EQ(rmm_device_buffer_data(buf), nullptr);
+  EXPECT_EQ(rmm_device_buffer_resize(buf, 64, nullptr, &err), RMM_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(rmm_device_buffer_free_checked(nullptr, &err), RMM_OK);
+}
+
 // --- a C++ resource held and used by rmm ----------------------------------------------------------
 
 TEST_F(RegistryTest, CppResourceBecomesTheCurrentResourceAndIsReleasedWhenReplaced)

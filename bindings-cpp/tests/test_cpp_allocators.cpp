@@ -349,7 +349,11 @@ TEST(LoggingResourceAdaptor, OstreamAutoFlushAndCopies)
   log.deallocate_sync(p, 256);
   EXPECT_EQ(lines_of(out.str()).size(), 3u);
   auto up = log.get_upstream_resource();
-  EXPECT_NE(cuda::mr::resource_cast<rmm::mr::detail::c_resource>(&up), nullptr);
+  // A reference to the pool as its own type (RMM's semantics: it equals a reference to the upstream).
+  auto const* as = cuda::mr::resource_cast<pool_memory_resource>(&up);
+  ASSERT_NE(as, nullptr);
+  EXPECT_TRUE(*as == pool);
+  EXPECT_TRUE(up == rmm::device_async_resource_ref{pool});
 }
 
 TEST(LoggingResourceAdaptor, FailingOstreamLosesLinesNotAllocations)

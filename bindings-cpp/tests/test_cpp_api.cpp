@@ -172,6 +172,22 @@ TEST(CResource, UnwrapsRmmResources)
   EXPECT_EQ(handle.handle().vtable->owner, rmm_abi_owner());
 }
 
+// Issue 12: a C++ wrapper around a handle that was released elsewhere throws rmm::logic_error (the
+// handle is checked), instead of hanging or reading freed memory.
+TEST(CResource, AReleasedHandleThrowsLogicError)
+{
+  rmm_resource h{nullptr, nullptr};
+  rmm_error err{};
+  ASSERT_EQ(rmm_system_memory_resource_new(&h, &err), RMM_OK) << err.message;
+  rmm_resource_retain(h);
+  auto mr = rmm::mr::detail::c_resource::adopt(h);  // owns one of the two references
+  rmm_resource_release(h);
+  rmm_resource_release(h);  // one release too many: the resource is gone, mr's handle is stale
+  EXPECT_THROW(mr.allocate(rmm::cuda_stream_default, 64), rmm::logic_error);
+  EXPECT_THROW(mr.allocate_sync(64), rmm::logic_error);
+  // mr's destructor releases the stale handle once more: a logged no-op.
+}
+
 TEST(Errors, MappedFromCAbi)
 {
   rmm::mr::system_memory_resource mr;

@@ -290,7 +290,7 @@ TEST_F(HostBuffers, OnePebibyteIsOutOfMemory)
   rmm::device_buffer buf{16, rmm::cuda_stream_default, sys};
   EXPECT_THROW(buf.resize(PiB, rmm::cuda_stream_default), rmm::bad_alloc);
   EXPECT_EQ(buf.size(), 16u) << "unchanged after a failed resize";
-  EXPECT_THROW((rmm::device_buffer{64, 100, rmm::cuda_stream_default, sys}), rmm::logic_error) << "alignment";
+  EXPECT_THROW((rmm::device_buffer{64, 100, rmm::cuda_stream_default, sys}), rmm::invalid_argument) << "alignment, as RMM";
 }
 
 TEST_F(HostBuffers, UvectorElementAccess)
@@ -486,6 +486,46 @@ TEST(UserResourceContainers, UvectorAndScalarOverAPoolOverTheUserResource)
   }
   EXPECT_EQ(c->allocs.load(), c->deallocs.load());
   EXPECT_EQ(c->live.load(), 0);
+}
+
+// --- device_buffer alignments, as RMM's DeviceBufferAlignmentTest -----------------------------------
+
+TEST(DeviceBufferAlignment, InvalidAndUnsupportedAlignmentsThrowAsInRmm)
+{
+  // cuda_memory_resource refuses alignments above 256 before it needs a GPU, so this runs anywhere.
+  rmm::mr::cuda_memory_resource cuda;
+  std::vector<char> const host(100, 42);
+  for (std::size_t const bad : {std::size_t{0}, std::size_t{3}, std::size_t{384}}) {
+    EXPECT_THROW((rmm::device_buffer{100, bad, rmm::cuda_stream_default, cuda}), rmm::invalid_argument) << bad;
+    EXPECT_THROW((rmm::device_buffer{host.data(), host.size(), bad, rmm::cuda_stream_default, cuda}),
+                 rmm::invalid_argument)
+      << bad;
+  }
+  auto const too_large = rmm::CUDA_ALLOCATION_ALIGNMENT * 2;
+  EXPECT_THROW((rmm::device_buffer{100, too_large, rmm::cuda_stream_default, cuda}), rmm::bad_alloc);
+  EXPECT_THROW((rmm::device_buffer{host.data(), host.size(), too_large, rmm::cuda_stream_default, cuda}),
+               rmm::bad_alloc);
+  EXPECT_THROW((void)cuda.allocate_sync(100, too_large), rmm::bad_alloc) << "the resource itself, as RMM's";
+  rmm::device_buffer empty{std::size_t{0}, too_large, rmm::cuda_stream_default, cuda};  // nothing to allocate
+  EXPECT_EQ(empty.alignment(), too_large);
+  EXPECT_TRUE(empty.is_empty());
+}
+
+TEST(DeviceBufferAlignment, MovedFromBuffersHaveAlignmentOne)
+{
+  rmm::mr::cuda_memory_resource cuda;
+  rmm::device_buffer src{std::size_t{0}, 128, rmm::cuda_stream_default, cuda};
+  rmm::device_buffer moved{std::move(src)};
+  EXPECT_EQ(moved.alignment(), 128u);
+  EXPECT_EQ(src.alignment(), 1u);  // NOLINT(bugprone-use-after-move): RMM's moved-from state
+  rmm::device_buffer dest;
+  EXPECT_EQ(dest.alignment(), rmm::CUDA_ALLOCATION_ALIGNMENT);
+  dest = std::move(moved);
+  EXPECT_EQ(dest.alignment(), 128u);
+  EXPECT_EQ(moved.alignment(), 1u);  // NOLINT(bugprone-use-after-move)
+  rmm::device_buffer copy{src, rmm::cuda_stream_default, cuda};  // a copy of a moved-from buffer
+  EXPECT_EQ(copy.alignment(), 1u);
+  EXPECT_TRUE(copy.is_empty());
 }
 
 TEST(Prefetch, HostMemoryIsANoOp)

@@ -37,6 +37,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -117,9 +118,10 @@ TEST(PoolMemoryResource, AllocatesAndReportsPoolSize)
   EXPECT_GE(pool.pool_size(), std::size_t{3} << 20);  // grew from the upstream
   ref.deallocate(rmm::cuda_stream_default, big, 2 << 20, 256);
   auto up        = pool.get_upstream_resource();
-  auto const* as = cuda::mr::resource_cast<rmm::mr::detail::c_resource>(&up);
+  auto const* as = cuda::mr::resource_cast<rmm::mr::system_memory_resource>(&up);  // the type passed
   ASSERT_NE(as, nullptr);
   EXPECT_TRUE(*as == sys);  // the same librmm resource
+  EXPECT_TRUE(up == rmm::device_async_resource_ref{sys});
   round_trip(up, 512);
 }
 
@@ -376,7 +378,7 @@ TEST(LoggingResourceAdaptor, WritesHeaderAndLines)
     EXPECT_NE(lines[2].find(",free,"), std::string::npos) << lines[2];
     EXPECT_NE(lines[3].find(",200,"), std::string::npos) << lines[3];
     auto up = log.get_upstream_resource();
-    EXPECT_NE(cuda::mr::resource_cast<rmm::mr::detail::c_resource>(&up), nullptr);
+    EXPECT_NE(cuda::mr::resource_cast<rmm::mr::system_memory_resource>(&up), nullptr);
   }
   EXPECT_EQ(std::remove(path.c_str()), 0);
 }
@@ -413,9 +415,10 @@ TEST(PrefetchResourceAdaptor, ForwardsToUpstream)
   round_trip(pre, 1000);
   EXPECT_EQ(stats.get_allocations_counter().total, 1);
   auto up = pre.get_upstream_resource();
-  auto const* as = cuda::mr::resource_cast<rmm::mr::detail::c_resource>(&up);
+  auto const* as = cuda::mr::resource_cast<rmm::mr::statistics_resource_adaptor>(&up);
   ASSERT_NE(as, nullptr);
   EXPECT_TRUE(*as == stats);
+  EXPECT_TRUE(up == rmm::device_async_resource_ref{stats});
 }
 
 TEST(ThreadSafeResourceAdaptor, ManyThreads)
@@ -539,4 +542,63 @@ TEST(TrackingResourceAdaptor, OutstandingAllocationsStr)
   void* s = with_stacks.allocate_sync(128);
   EXPECT_NE(with_stacks.get_outstanding_allocations_str().find(": 128 B : callstack:"), std::string::npos);
   with_stacks.deallocate_sync(s, 128);
+}
+
+// --- get_upstream_resource() equals a reference to the upstream passed (RMM's AdaptorTest and
+// CcclAdaptorTest.GetUpstreamResource): CCCL's resource_ref compares the referenced objects when their
+// types match, so the adaptor must refer to an object of the upstream's own type, not to a
+// detail::c_resource. Constructing these over cuda_memory_resource allocates nothing (host mode too).
+
+namespace {
+
+template <class Adaptor>
+void expect_upstream_is(Adaptor const& adaptor, rmm::mr::cuda_memory_resource& cuda)
+{
+  rmm::device_async_resource_ref expected{cuda};
+  EXPECT_TRUE(adaptor.get_upstream_resource() == expected);
+  auto up = adaptor.get_upstream_resource();
+  EXPECT_NE(cuda::mr::resource_cast<rmm::mr::cuda_memory_resource>(&up), nullptr);
+  EXPECT_EQ(cuda::mr::resource_cast<rmm::mr::detail::c_resource>(&up), nullptr) << "not the sliced base";
+  auto copy = adaptor;  // a copy refers to an equal upstream
+  EXPECT_TRUE(copy.get_upstream_resource() == expected);
+}
+
+}  // namespace
+
+TEST(GetUpstreamResource, EqualsAReferenceToTheUpstreamPassed)
+{
+  rmm::mr::cuda_memory_resource cuda;
+  std::ostringstream log_out;
+  expect_upstream_is(rmm::mr::aligned_resource_adaptor{cuda}, cuda);
+  expect_upstream_is(rmm::mr::failure_callback_resource_adaptor<>{cuda, [](std::size_t, void*) { return false; }, nullptr},
+                     cuda);
+  expect_upstream_is(rmm::mr::limiting_resource_adaptor{cuda, std::size_t{1} << 30}, cuda);
+  expect_upstream_is(rmm::mr::logging_resource_adaptor{cuda, log_out}, cuda);
+  expect_upstream_is(rmm::mr::pool_memory_resource{cuda, 0}, cuda);
+  expect_upstream_is(rmm::mr::prefetch_resource_adaptor{cuda}, cuda);
+  expect_upstream_is(rmm::mr::statistics_resource_adaptor{cuda}, cuda);
+  expect_upstream_is(rmm::mr::thread_safe_resource_adaptor{cuda}, cuda);
+  expect_upstream_is(rmm::mr::tracking_resource_adaptor{cuda}, cuda);
+  // Through a shared_ptr, as RMM's AdaptorTest holds them.
+  auto shared = std::make_shared<rmm::mr::limiting_resource_adaptor>(cuda, std::size_t{64} << 20);
+  expect_upstream_is(*shared, cuda);
+}
+
+TEST(GetUpstreamResource, AnAdaptorUpstreamKeepsItsType)
+{
+  rmm::mr::cuda_memory_resource cuda;
+  rmm::mr::statistics_resource_adaptor stats{cuda};
+  rmm::mr::limiting_resource_adaptor limit{stats, std::size_t{1} << 30};
+  EXPECT_TRUE(limit.get_upstream_resource() == rmm::device_async_resource_ref{stats});
+  rmm::mr::statistics_resource_adaptor other{cuda};
+  EXPECT_FALSE(limit.get_upstream_resource() == rmm::device_async_resource_ref{other}) << "another adaptor";
+  EXPECT_FALSE(limit.get_upstream_resource() == rmm::device_async_resource_ref{cuda}) << "another type";
+}
+
+TEST(GetUpstreamResource, TypeErasedUpstreamRefersToTheObjectInside)
+{
+  rmm::mr::cuda_memory_resource cuda;
+  device_any erased{cuda};
+  rmm::mr::limiting_resource_adaptor limit{erased, std::size_t{1} << 30};
+  EXPECT_TRUE(limit.get_upstream_resource() == rmm::device_async_resource_ref{cuda});
 }

@@ -62,6 +62,16 @@ pub(crate) struct PyDeviceBuffer {
 }
 
 impl PyDeviceBuffer {
+    /// The buffer, for view.rs (DLPack export).
+    pub(crate) fn inner(&self) -> &DeviceBuffer {
+        self.buf()
+    }
+
+    /// A deep copy (`copy()`), for view.rs (DLPack export with `copy=True`).
+    pub(crate) fn copy_for_export(&self, py: Python<'_>) -> PyResult<Self> {
+        self.copy(py)
+    }
+
     fn buf(&self) -> &DeviceBuffer {
         self.buf.as_ref().expect("a DeviceBuffer is only emptied by its drop")
     }
@@ -84,10 +94,15 @@ impl PyDeviceBuffer {
         };
         let resource = mr.bind(py).cast::<PyDeviceMemoryResource>()?.get().inner.clone();
         let handle = stream.stream(py);
+        if size == 0 {
+            // Nothing is allocated or copied, so nothing can block or call back: no GIL round trip.
+            let buf = DeviceBuffer::new(0, handle, resource).into_py_alloc_result()?;
+            return Ok(Self { buf: Some(buf), stream: stream.object(py)?, mr });
+        }
         clear_parked();
         let buf = py
             .detach(|| -> Result<DeviceBuffer> {
-                if ptr == 0 || size == 0 {
+                if ptr == 0 {
                     return DeviceBuffer::new(size, handle, resource);
                 }
                 // SAFETY: RMM's contract for `ptr`: `size` readable bytes (host or device) that stay
@@ -130,10 +145,14 @@ impl PyDeviceBuffer {
 
 impl Drop for PyDeviceBuffer {
     fn drop(&mut self) {
-        if let Some(buf) = self.buf.take() {
+        match self.buf.take() {
+            // Nothing to free (empty, or moved out): no GIL round trip.
+            Some(buf) if buf.capacity() == 0 => drop(buf),
             // The free may block (a pool, a synchronizing driver call) or call back into Python (a
-            // callback resource): without the GIL, as RMM's `__dealloc__`.
-            Python::attach(|py| py.detach(move || drop(buf)));
+            // callback resource): without the GIL, as RMM's `__dealloc__`. (PyO3 runs this drop
+            // with the GIL held, so `attach` only counts it.)
+            Some(buf) => Python::attach(|py| py.detach(move || drop(buf))),
+            None => {}
         }
     }
 }
@@ -192,6 +211,25 @@ impl PyDeviceBuffer {
         intf.set_item("typestr", "|u1")?;
         intf.set_item("version", 0)?;
         Ok(intf)
+    }
+
+    /// DLPack export: a uint8 1-D tensor of `nbytes`, zero-copy; the capsule keeps the buffer (and
+    /// its resource) alive. See `view.rs` (`buffer_dlpack`).
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__<'py>(
+        slf: &Bound<'py, Self>,
+        stream: Option<&Bound<'py, PyAny>>,
+        max_version: Option<&Bound<'py, PyAny>>,
+        dl_device: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        crate::view::buffer_dlpack(slf, stream, max_version, dl_device, copy)
+    }
+
+    /// `(device_type, device_id)` of DLPack: `(1, 0)` (kDLCPU) in host mode, `(2, device)` for
+    /// device memory, `(13, device)` for managed and `(3, 0)` for pinned host memory.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        crate::view::buffer_dlpack_device(self)
     }
 
     /// Pickling: `to_device(self.copy_to_host())` (out-of-band with protocol 5 through the array).

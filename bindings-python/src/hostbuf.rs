@@ -13,23 +13,23 @@ use pyo3::prelude::*;
 
 /// CPython's `Py_buffer` (unchanged since 3.3).
 #[repr(C)]
-struct RawBuffer {
-    buf: *mut c_void,
-    obj: *mut ffi::PyObject,
-    len: ffi::Py_ssize_t,
-    itemsize: ffi::Py_ssize_t,
-    readonly: c_int,
-    ndim: c_int,
-    format: *mut c_char,
-    shape: *mut ffi::Py_ssize_t,
-    strides: *mut ffi::Py_ssize_t,
-    suboffsets: *mut ffi::Py_ssize_t,
-    internal: *mut c_void,
+pub(crate) struct RawBuffer {
+    pub(crate) buf: *mut c_void,
+    pub(crate) obj: *mut ffi::PyObject,
+    pub(crate) len: ffi::Py_ssize_t,
+    pub(crate) itemsize: ffi::Py_ssize_t,
+    pub(crate) readonly: c_int,
+    pub(crate) ndim: c_int,
+    pub(crate) format: *mut c_char,
+    pub(crate) shape: *mut ffi::Py_ssize_t,
+    pub(crate) strides: *mut ffi::Py_ssize_t,
+    pub(crate) suboffsets: *mut ffi::Py_ssize_t,
+    pub(crate) internal: *mut c_void,
 }
 
 extern "C" {
-    fn PyObject_GetBuffer(obj: *mut ffi::PyObject, view: *mut RawBuffer, flags: c_int) -> c_int;
-    fn PyBuffer_Release(view: *mut RawBuffer);
+    pub(crate) fn PyObject_GetBuffer(obj: *mut ffi::PyObject, view: *mut RawBuffer, flags: c_int) -> c_int;
+    pub(crate) fn PyBuffer_Release(view: *mut RawBuffer);
 }
 
 /// `PyBUF_WRITABLE`.

@@ -10,6 +10,7 @@
 //! - `stream.rs` ↔ `rmm_core::cuda` streams (`rmm.pylibrmm.stream`, `.cuda_stream_pool`);
 //! - `logger.rs` ↔ `rmm_core::debug_log` (`rmm.pylibrmm.logger`);
 //! - `registry.rs` ↔ `rmm_core::registry`; `cuda.rs` ↔ `rmm_core::cuda` devices;
+//! - `view.rs` ↔ `rmm_core::view`: `rmm.StridedMemoryView` and DLPack (also `DeviceBuffer.__dlpack__`);
 //! - `error.rs`: errors mapped in one place; `owner.rs`: librmm's own accessors for resources
 //!   that C++ made.
 //!
@@ -27,6 +28,7 @@ mod mr;
 mod owner;
 mod registry;
 mod stream;
+mod view;
 
 /// The extension module. Flat on purpose: the Python package decides where each name lives.
 #[pymodule]
@@ -38,5 +40,6 @@ fn _rmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     registry::register(m)?;
     buffer::register(m)?;
     logger::register(m)?;
+    view::register(m)?;
     Ok(())
 }

@@ -8,6 +8,13 @@
 //! Python dict silently disagrees with C++ after a C++ set, the remembered object is only returned
 //! while it still *is* the registry's resource; otherwise the registry's resource is wrapped anew
 //! (`mr::wrap`, the most specific class known) on every call.
+//!
+//! Every `DeviceBuffer` without `mr=` asks for the current device's object, so that answer is
+//! cached: a remembered object notes the registry generation (`rmm_core::registry::generation`, one
+//! atomic load, bumped by every set or reset from any language) at which it was last found to be
+//! the registry's resource, and while the generation has not moved it is returned without asking
+//! the registry. Only remembered objects are cached: a wrapper made anew holds no cache, so the
+//! cache never keeps alive a resource that C++ or Rust replaced.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -24,8 +31,13 @@ use crate::mr::{wrap, PyDeviceMemoryResource, PyLoggingResourceAdaptor};
 /// Per device: the resource Python set last and its Python object (kept alive, as RMM's dict does).
 static OBJECTS: Mutex<Option<HashMap<DeviceId, Remembered>>> = Mutex::new(None);
 
-/// A resource as the registry holds it, and the Python object that set it.
-type Remembered = (AnyResource, Py<PyAny>);
+/// A resource as the registry holds it, the Python object that set it, and the registry generation
+/// at which it was last found to be the device's resource (`None`: not since it was set).
+struct Remembered {
+    resource: AnyResource,
+    object: Py<PyAny>,
+    current_at: Option<u64>,
+}
 
 /// True when both name the same resource object, whichever binary's wrapper holds it: a resource
 /// that crossed the C ABI comes back as a new wrapper around the same `{self, vtable}` handle.
@@ -37,21 +49,40 @@ fn same_resource(a: &AnyResource, b: &AnyResource) -> bool {
 /// Remembers `object` for `device`; the entry it replaces is dropped after the lock is released
 /// (dropping a resource may call into another binary, which may come back here).
 fn remember(device: DeviceId, resource: AnyResource, object: Py<PyAny>) {
-    let previous = OBJECTS.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_with(HashMap::new).insert(device, (resource, object));
+    let entry = Remembered { resource, object, current_at: None };
+    let previous = OBJECTS.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_with(HashMap::new).insert(device, entry);
     drop(previous);
 }
 
 fn get(py: Python<'_>, device: DeviceId) -> PyResult<Py<PyAny>> {
-    // With the GIL: a lookup under the registry's lock, which is never held while calling Python
-    // (the hot path of every `DeviceBuffer` without `mr=`, where a GIL round trip would double the cost).
+    // With the GIL: the hot path of every `DeviceBuffer` without `mr=`, where a GIL round trip
+    // would double the cost. Read before the registry, so a set in between leaves a stale stamp
+    // (asked again next time), never a wrong one.
+    let generation = registry::generation();
+    if let Some(generation) = generation {
+        let cached = OBJECTS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .and_then(|objects| objects.get(&device))
+            .filter(|entry| entry.current_at == Some(generation))
+            .map(|entry| entry.object.clone_ref(py));
+        if let Some(object) = cached {
+            return Ok(object);
+        }
+    }
+    // A lookup under the registry's lock, which is never held while calling Python.
     let current = registry::per_device_resource(device).into_py_result()?;
     let known = OBJECTS
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .as_ref()
-        .and_then(|objects| objects.get(&device))
-        .filter(|(resource, _)| same_resource(resource, &current))
-        .map(|(_, object)| object.clone_ref(py));
+        .as_mut()
+        .and_then(|objects| objects.get_mut(&device))
+        .filter(|entry| same_resource(&entry.resource, &current))
+        .map(|entry| {
+            entry.current_at = generation;
+            entry.object.clone_ref(py)
+        });
     match known {
         Some(object) => Ok(object),
         // Not remembered: a wrapper must not keep a resource that C++ or Rust replaced alive.
@@ -115,7 +146,7 @@ fn remembered(py: Python<'_>) -> Vec<(DeviceId, Py<PyAny>)> {
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .as_ref()
-        .map(|objects| objects.iter().map(|(d, (r, o))| (*d, r.clone(), o.clone_ref(py))).collect())
+        .map(|objects| objects.iter().map(|(d, e)| (*d, e.resource.clone(), e.object.clone_ref(py))).collect())
         .unwrap_or_default();
     let mut current: Vec<(DeviceId, Py<PyAny>)> = entries
         .into_iter()

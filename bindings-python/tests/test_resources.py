@@ -39,7 +39,7 @@ def test_pool_sizes_and_growth_limit(upstream):
         pool.allocate(8 * MIB)
 
 
-@pytest.mark.parametrize("bad", ["2k", "MiB", "1 0 MiB", "1e3kb", "lots"])
+@pytest.mark.parametrize("bad", ["2k", "MiB", "kib", "KiB", "1 0 MiB", "1e3kb", "lots"])
 def test_pool_size_strings_are_rmms_strict_grammar(upstream, bad):
     with pytest.raises(ValueError, match="Could not parse"):
         rmm.mr.PoolMemoryResource(upstream, initial_pool_size=bad)

@@ -143,3 +143,50 @@ def test_c_sees_and_allocates_from_a_resource_set_by_python():
         """
     )
     assert out.strip() == "ok"
+
+
+def test_buffers_follow_every_change_of_the_current_resource_from_either_side():
+    # DeviceBuffer's default resource comes from a cache keyed on librmm's registry generation
+    # (rmm_registry_generation): every set from C must be seen by the next buffer.
+    out = run(
+        """
+        import rmm, rmm.mr
+        lib.rmm_registry_generation.restype = c_uint64
+        start = lib.rmm_registry_generation()
+        assert start != 0
+
+        base = rmm.mr.SystemMemoryResource() if host else rmm.mr.CudaMemoryResource()
+        mine = rmm.mr.StatisticsResourceAdaptor(base)
+        previous = rmm.mr.get_current_device_resource()
+        rmm.mr.set_current_device_resource(mine)
+        after_python_set = lib.rmm_registry_generation()
+        assert after_python_set != start  # a set from Python is a set of librmm's registry
+        bufs = [rmm.DeviceBuffer(size=1000) for _ in range(3)]  # the 2nd and 3rd hit the cache
+        assert mine.allocation_counts.current_count == 3
+        assert lib.rmm_registry_generation() == after_python_set  # reads change nothing
+
+        # Replaced from C: the next buffer comes from C's resource, not the cached object.
+        theirs = c_new(lib.rmm_statistics_resource_adaptor_new, c_new(
+            lib.rmm_system_memory_resource_new if host else lib.rmm_cuda_memory_resource_new))
+        mine_handle, err = Resource(), Error()
+        check(lib.rmm_set_current_device_resource(theirs, byref(mine_handle), byref(err)), err)
+        assert lib.rmm_registry_generation() != after_python_set
+        buf = rmm.DeviceBuffer(size=500)
+        assert c_bytes(theirs) == 500
+        assert mine.allocation_counts.current_count == 3
+        assert rmm.mr.get_current_device_resource() is not mine
+
+        # Python's own resource put back from C: Python's object again, and buffers use it.
+        check(lib.rmm_set_current_device_resource(mine_handle, None, byref(err)), err)
+        lib.rmm_resource_release(mine_handle)
+        assert rmm.mr.get_current_device_resource() is mine
+        more = rmm.DeviceBuffer(size=1000)
+        assert mine.allocation_counts.current_count == 4
+        del bufs, buf, more
+        assert c_bytes(theirs) == 0 and mine.allocation_counts.current_count == 0
+        rmm.mr.set_current_device_resource(previous)
+        lib.rmm_resource_release(theirs)
+        print("ok")
+        """
+    )
+    assert out.strip() == "ok"

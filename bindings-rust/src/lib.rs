@@ -23,6 +23,8 @@ pub use rmm_core::{
     ResourceRef, Result, DEFAULT_ALIGNMENT,
 };
 
+pub mod view;
+
 /// The object model ([`MemoryResource`], [`Access`], [`AnyResource`], [`ResourceRef`]) and the
 /// handle through which a resource crosses into C, C++ and other binaries ([`AnyResource`]'s
 /// `*_handle` methods; [`resource::rmm_resource`]). The C entry points themselves are librmm's.

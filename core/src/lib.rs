@@ -13,7 +13,8 @@
 //!   (librmm, [`registry::owner`]);
 //! - [`error`]: the one [`Error`] type;
 //! - [`size`]: sizes written as text (RMM's `parse_bytes`);
-//! - [`debug_log`]: RMM's debug log (`RMM_DEBUG_LOG_FILE`, levels) over `tracing`.
+//! - [`debug_log`]: RMM's debug log (`RMM_DEBUG_LOG_FILE`, levels) over `tracing`;
+//! - [`view`]: typed strided views, DLPack 1.x, and their C struct.
 
 pub mod aligned;
 pub mod buffer;
@@ -24,6 +25,7 @@ pub mod mr;
 pub mod registry;
 pub mod resource;
 pub mod size;
+pub mod view;
 
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]

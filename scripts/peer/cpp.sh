@@ -13,13 +13,15 @@
 #
 # Prints one line per source (`compiled`/`COMPILE FAILED`, `linked`/`NOT LINKED`), the counts of
 # sources compiled out of those RMM's CMakeLists.txt builds, and `N passed, N failed, N skipped`
-# (GoogleTest cases, from ctest). Exit status: 1 when the configure step fails or a test fails.
+# (GoogleTest cases, from each program's GoogleTest XML; ctest runs one test per program, as RMM's
+# CMake registers them). Exit status: 1 when the configure step fails or a test fails.
 #
 # Environment: RMM_PEER_TESTS_DIR (default ../shared/peer-tests/rmm-cpp), RMM_PEER_BUILD_DIR
 # (default build/peer-cpp), RMM_PEER_JOBS (build parallelism), RMM_PEER_PTDS=1 (also RMM's
 # per-thread-default-stream builds), RMM_PEER_TARGETS (build and run only these programs, e.g.
 # "TRACKING_TEST LOGGER_TEST"), RMM_PEER_CTEST_ARGS (extra ctest arguments),
-# RMM_PEER_OUT (a folder for the logs and junit.xml), RMM_GOOGLETEST_SOURCE.
+# RMM_PEER_OUT (a folder for the logs, junit.xml and gtest-xml/), RMM_PEER_CTEST_TIMEOUT (seconds per
+# program, default 300), RMM_GOOGLETEST_SOURCE.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT" || exit 1
@@ -31,9 +33,6 @@ JOBS=${RMM_PEER_JOBS:-$(nproc)}
 mkdir -p "$BUILD" "$OUT"
 BUILD=$(cd "$BUILD" && pwd)
 OUT=$(cd "$OUT" && pwd)
-CUDART_WHEEL=${RMM_CUDA_RUNTIME_WHEEL:-nvidia-cuda-runtime==13.0.96}
-RAPIDS_LOGGER_WHEEL=${RMM_RAPIDS_LOGGER_WHEEL:-rapids-logger==0.3.0}
-
 say() { printf '%s\n' "$*"; }
 die() { say "peer cpp: $*"; say "0 passed, 1 failed, 0 skipped"; exit 1; }
 
@@ -41,53 +40,18 @@ die() { say "peer cpp: $*"; say "0 passed, 1 failed, 0 skipped"; exit 1; }
 TESTS_DIR=$(cd "$TESTS_DIR" && pwd)
 for tool in cmake ninja g++; do command -v "$tool" >/dev/null || die "$tool is missing"; done
 
-# Unpacks the wheel $1 (a .whl path, or a requirement pip downloads) into $2; prints nothing.
-unpack_wheel() {
-    local wheel=$1 dest=$2
-    rm -rf "$dest" && mkdir -p "$dest" || return 1
-    if [ ! -f "$wheel" ]; then
-        python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$dest/whl" "$wheel" >&2 || return 1
-        wheel=$(ls "$dest"/whl/*.whl | head -1)
-    fi
-    python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$wheel" "$dest"
-}
+# shellcheck source=scripts/peer/common.sh
+. "$ROOT/scripts/peer/common.sh"
 
 # ---- 1. our package: librmm + headers + CMake config, installed into $BUILD/prefix ---------------
-PREFIX=$BUILD/prefix
-if [ -n "${RMM_PEER_PREBUILT_LIBRARY:-}" ]; then
-    [ -n "${RMM_PEER_CCCL_DIR:-}" ] || die "RMM_PEER_PREBUILT_LIBRARY needs RMM_PEER_CCCL_DIR"
-    cuda_root=${CUDA_HOME:-}
-    if [ -z "$cuda_root" ] && command -v nvcc >/dev/null; then cuda_root=$(cd "$(dirname "$(command -v nvcc)")/.." && pwd); fi
-    CUDA_INCLUDE=${cuda_root:-/usr/local/cuda}/include
-    CCCL_DIRS="$RMM_PEER_CCCL_DIR;$CUDA_INCLUDE"
-    pkg_args=("-DRMM_PREBUILT_LIBRARY=$RMM_PEER_PREBUILT_LIBRARY")
-else
-    CCCL_DIRS=$(bash bindings-cpp/cmake/fetch-cccl.sh "$ROOT/build/cccl" | tail -n 1) || die "fetching CCCL failed"
-    pkg_args=(-DRMM_CARGO_RELEASE=OFF)  # debug librmm here: the release build takes long on a small machine
-fi
-say "peer cpp: installing our package into $PREFIX"
-if ! { cmake -S bindings-cpp -B "$BUILD/rmm" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRMM_BUILD_TESTS=OFF \
-        "-DRMM_CCCL_INCLUDE_DIRS=$CCCL_DIRS" "${pkg_args[@]}" &&
-       cmake --build "$BUILD/rmm" && cmake --install "$BUILD/rmm" --prefix "$PREFIX"; } >"$OUT/package.log" 2>&1; then
-    tail -20 "$OUT/package.log"
-    die "building/installing our package failed (see $OUT/package.log)"
-fi
+peer_install_package
 
 # ---- 2. what RMM's tests need besides us: the CUDA runtime (no toolkit here) and rapids-logger -----
 peer_args=()
-if [ -z "${RMM_PEER_PREBUILT_LIBRARY:-}" ] && ! command -v nvcc >/dev/null; then
-    cudart=$BUILD/cudart/nvidia/cu13/lib/libcudart.so.13
-    [ -f "$cudart" ] || unpack_wheel "$CUDART_WHEEL" "$BUILD/cudart" || die "could not get $CUDART_WHEEL"
-    peer_args+=("-DRMM_PEER_CUDART=$cudart" -DRMM_PEER_CUDA=OFF)
-fi
-logger_src=${RMM_PEER_RAPIDS_LOGGER:-$RAPIDS_LOGGER_WHEEL}
-if [ -d "$logger_src/rapids_logger" ]; then
-    logger_prefix=$logger_src/rapids_logger
-else
-    logger_prefix=$BUILD/rapids-logger/rapids_logger
-    [ -f "$logger_prefix/include/rapids_logger/logger.hpp" ] ||
-        unpack_wheel "$logger_src" "$BUILD/rapids-logger" || say "peer cpp: no rapids-logger ($logger_src): the logger tests will not compile"
-fi
+cudart=$(peer_cudart) || die "could not get the CUDA runtime ($CUDART_WHEEL)"
+[ -n "$cudart" ] && peer_args+=("-DRMM_PEER_CUDART=$cudart" -DRMM_PEER_CUDA=OFF)
+logger_prefix=$(peer_rapids_logger)
+[ -f "$logger_prefix/include/rapids_logger/logger.hpp" ] || say "peer cpp: no rapids-logger: the logger tests will not compile"
 [ -n "${RMM_PEER_PTDS:-}" ] && peer_args+=(-DRMM_PEER_PTDS=ON)
 [ -n "${RMM_GOOGLETEST_SOURCE:-}" ] && peer_args+=("-DRMM_GOOGLETEST_SOURCE=$RMM_GOOGLETEST_SOURCE")
 [ -n "${RMM_PEER_CUDA_ARCHITECTURES:-}" ] && peer_args+=("-DCMAKE_CUDA_ARCHITECTURES=$RMM_PEER_CUDA_ARCHITECTURES")
@@ -103,10 +67,8 @@ if ! cmake -S bindings-cpp/peer -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release \
 fi
 grep -E "rapids-logger|CUDA" "$OUT/configure.log" | sed 's/^/  /'
 targets=()
-ctest_select=()
 if [ -n "${RMM_PEER_TARGETS:-}" ]; then
     read -r -a targets <<<"$RMM_PEER_TARGETS"
-    ctest_select=(-R "^($(IFS='|'; echo "${targets[*]}"))(\\.|$)")
     say "peer cpp: building only: ${targets[*]}"
     targets=(--target "${targets[@]}")
 fi
@@ -147,80 +109,31 @@ say "peer cpp: $compiled of $total sources compiled (RMM's CMakeLists.txt list),
 [ "$unbuilt" -gt 0 ] && say "peer cpp: $unbuilt sources not built (RMM_PEER_TARGETS selects the programs)"
 say "peer cpp: not in RMM's list (not built by RMM either): $(cd "$TESTS_DIR" && comm -23 <(find . -name '*.cpp' -o -name '*.cu' | sed 's|^\./||' | sort) <(cut -d' ' -f2 "$B/peer-sources.txt" | sort -u) | tr '\n' ' ')"
 
-# ---- 5. run -------------------------------------------------------------------------------------------
-say "peer cpp: ctest"
+# ---- 5. run ----------------------------------------------------------------------------------------
+# One ctest test per program, as RMM registers them (bindings-cpp/peer/cmake/rapids-test.cmake); each
+# GoogleTest program writes its cases to gtest-xml/<PROGRAM>.xml, which cpp_results.py counts (a
+# program that crashes or times out is run again case by case, so every case is accounted for).
+say "peer cpp: ctest (one test per program)"
+rm -rf "$B/gtest-xml" && mkdir -p "$B/gtest-xml"
+ctest_select=()
+if [ -n "${RMM_PEER_TARGETS:-}" ]; then
+    read -r -a _sel <<<"$RMM_PEER_TARGETS"
+    ctest_select=(-R "^($(IFS='|'; echo "${_sel[*]}"))$")
+fi
+ctest_start=$(date +%s)
 # shellcheck disable=SC2086  # RMM_PEER_CTEST_ARGS is a list
-ctest --test-dir "$B" --output-on-failure --timeout 300 -j "${RMM_PEER_CTEST_JOBS:-1}" \
+ctest --test-dir "$B" --output-on-failure --timeout "${RMM_PEER_CTEST_TIMEOUT:-300}" -j "${RMM_PEER_CTEST_JOBS:-1}" \
     --output-junit "$OUT/junit.xml" "${ctest_select[@]}" ${RMM_PEER_CTEST_ARGS:-} >"$OUT/ctest.log" 2>&1
+say "peer cpp: ctest took $(( $(date +%s) - ctest_start )) s"
 host_mode=1
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && host_mode=0
-python3 - "$OUT/junit.xml" "$OUT/results.txt" "$host_mode" <<'PY'
-import sys, xml.etree.ElementTree as ET
-try:
-    cases = ET.parse(sys.argv[1]).getroot().iter("testcase")
-except (OSError, ET.ParseError) as e:
-    print(f"peer cpp: no ctest results ({e})"); print("0 passed, 1 failed, 0 skipped"); sys.exit()
-# A failure whose output shows that CUDA is missing (host mode: no driver, no device) is one that
-# needs a GPU; RMM's tests do not skip without one.
-NO_GPU = ("RMM_ERROR_NO_DRIVER", "RMM_ERROR_NO_DEVICE", "cudaErrorInsufficientDriver", "cudaErrorNoDevice",
-          "CUDA driver version is insufficient", "no CUDA-capable device", "is_device_accessible_memory",
-          "host-accessible memory is required in host mode")
-# Tests whose output cannot show it: Adaptor.STDOUT captures stdout, where GoogleTest reports the
-# exception (an allocation from cuda_memory_resource in host mode), so its output ends at [ RUN ].
-NO_GPU_SILENT = {"LOGGER_TEST.Adaptor.STDOUT"}
-# Deliberate differences (docs/testing.md, "Deliberate differences"): our tracking adaptor refuses a
-# free it never tracked or whose size is wrong (checked frees, issue 12), where RMM's forwards it.
-DELIBERATE = {"TRACKING_TEST.TrackingTest.DeallocWrongBytes", "TRACKING_TEST.TrackingTest.NegativeInnerTracking",
-              "TRACKING_TEST.TrackingTest.UntrackedDeallocationDoesNotUnderflowAllocatedBytes"}
-host_mode = sys.argv[3] == "1"
-counts = {"passed": 0, "failed": 0, "skipped": 0}
-no_gpu = 0
-differs = 0
-lines = []
-for c in cases:
-    status = c.get("status", "")
-    out = c.find("system-out")
-    text = (out.text or "") if out is not None else ""
-    if c.find("skipped") is not None or status in ("notrun", "disabled") or "[  SKIPPED ]" in text:
-        kind = "skipped"
-    elif c.find("failure") is not None or c.find("error") is not None or status == "fail":
-        kind = "failed"
-    else:
-        kind = "passed"
-    counts[kind] += 1
-    tag = kind.upper()
-    if kind == "failed" and (any(m in text for m in NO_GPU) or (host_mode and c.get("name") in NO_GPU_SILENT)):
-        no_gpu += 1
-        tag = "FAILED-NO-GPU"
-    elif kind == "failed" and c.get("name") in DELIBERATE:
-        differs += 1
-        tag = "FAILED-DIFFERS"
-    lines.append(f"{tag:14} {c.get('name')}")
-open(sys.argv[2], "w").write("\n".join(sorted(lines)) + "\n")
-by_program = {}
-for l in lines:
-    kind, name = l.split(None, 1)
-    prog = name.split(".", 1)[0]
-    c = by_program.setdefault(prog, {"PASSED": 0, "FAILED": 0, "SKIPPED": 0, "FAILED-NO-GPU": 0, "FAILED-DIFFERS": 0})
-    c[kind] += 1
-for prog, c in sorted(by_program.items()):
-    f = c["FAILED"] + c["FAILED-NO-GPU"] + c["FAILED-DIFFERS"]
-    notes = [f"{c['FAILED-NO-GPU']} for lack of a GPU"] if c["FAILED-NO-GPU"] else []
-    notes += [f"{c['FAILED-DIFFERS']} deliberate differences"] if c["FAILED-DIFFERS"] else []
-    note = f" ({', '.join(notes)})" if notes else ""
-    print(f"  {prog:36} {c['PASSED']:4} passed {f:4} failed {c['SKIPPED']:4} skipped{note}")
-for l in sorted(lines):
-    if l.startswith("FAILED ") or l.startswith("FAILED-DIFFERS "):
-        print(f"  failed: {l.split(None, 1)[1]}{' (deliberate difference)' if l.startswith('FAILED-DIFFERS') else ''}")
-others = counts["failed"] - no_gpu - differs
-print(f"peer cpp: of the {counts['failed']} failed, {no_gpu} failed for lack of a GPU (CUDA missing: host mode), {differs} are deliberate differences and {others} otherwise")
-print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
-sys.exit(3 if others else (2 if counts["failed"] else 0))
-PY
+python3 "$ROOT/scripts/peer/cpp_results.py" "$OUT/junit.xml" "$B/gtest-xml" "$B/gtest-programs.txt" "$B/gtests" \
+    "$OUT/results.txt" "$host_mode"
 rc=$?
+rm -rf "$OUT/gtest-xml" && cp -r "$B/gtest-xml" "$OUT/gtest-xml" 2>/dev/null
 [ "$build_rc" = 0 ] || exit 1  # a selected program that does not build is a failure
 # Exit status: 0 all passed; in host mode (no GPU), failures that only lack a GPU are expected and
-# give 0 too with RMM_PEER_HOST_MODE_OK=1 (CI), as do the deliberate differences (DELIBERATE above,
+# give 0 too with RMM_PEER_HOST_MODE_OK=1 (CI), as do the deliberate differences (DELIBERATE in cpp_results.py,
 # documented in docs/testing.md); otherwise 1.
 if [ "$rc" = 2 ] && [ "${RMM_PEER_HOST_MODE_OK:-0}" = 1 ]; then exit 0; fi
 [ "$rc" = 0 ] && exit 0

@@ -85,14 +85,15 @@ inline container_resource current_container_resource()
 /** @brief @p mr as a container resource (see the file comment). */
 inline container_resource container_resource_of(mr::device_any_resource const& mr)
 {
-  return std::make_shared<container_resource_holder>(mr, mr::detail::upstream_holder{mr});
+  return std::make_shared<container_resource_holder>(
+    mr, mr::detail::upstream_holder{mr, mr::detail::upstream_holder::handle_only_t{}});
 }
 
 /** @brief A concrete resource as a container resource, keeping its host_accessible property. */
 template <class R>
 container_resource container_resource_of_concrete(R mr)
 {
-  mr::detail::upstream_holder handle{mr::detail::erase(mr)};
+  mr::detail::upstream_holder handle{mr::detail::erase(mr), mr::detail::upstream_holder::handle_only_t{}};
   return std::make_shared<container_resource_holder>(mr::device_any_resource{std::move(mr)}, std::move(handle));
 }
 
@@ -138,7 +139,8 @@ class device_buffer {
 
   /**
    * @brief @p size uninitialized bytes aligned to @p alignment (a power of two) from @p mr on @p stream.
-   * @throws rmm::logic_error for an alignment that is not a power of two
+   * @throws rmm::invalid_argument for an alignment that is not a power of two; rmm::bad_alloc for one
+   * the resource cannot give (librmm's base resources: above CUDA_ALLOCATION_ALIGNMENT), as in RMM
    * @throws rmm::out_of_memory / rmm::bad_alloc when the resource cannot provide them
    */
   device_buffer(std::size_t size, std::size_t alignment, cuda_stream_view stream, mr::device_any_resource mr)
@@ -228,15 +230,24 @@ class device_buffer {
   device_buffer(device_buffer const&)            = delete;
   device_buffer& operator=(device_buffer const&) = delete;
 
-  /** @brief Takes over @p other's memory; @p other is left empty (size 0, default stream, same resource). */
-  device_buffer(device_buffer&& other) noexcept : buf_{std::exchange(other.buf_, nullptr)}, mr_{other.mr_} {}
+  /**
+   * @brief Takes over @p other's memory; @p other is left empty (size 0, default stream, same
+   * resource, alignment 1 as in RMM).
+   */
+  device_buffer(device_buffer&& other) noexcept
+    : buf_{std::exchange(other.buf_, nullptr)},
+      empty_alignment_{std::exchange(other.empty_alignment_, moved_from_alignment)},
+      mr_{other.mr_}
+  {
+  }
 
   /** @brief Frees this buffer's memory and takes over @p other's; @p other is left empty. */
   device_buffer& operator=(device_buffer&& other) noexcept
   {
     if (this != &other) {
       rmm_device_buffer_free(std::exchange(buf_, std::exchange(other.buf_, nullptr)));
-      mr_ = other.mr_;
+      empty_alignment_ = std::exchange(other.empty_alignment_, moved_from_alignment);
+      mr_              = other.mr_;
     }
     return *this;
   }
@@ -296,7 +307,7 @@ class device_buffer {
   /** @brief The alignment of the memory. */
   [[nodiscard]] std::size_t alignment() const noexcept
   {
-    return buf_ == nullptr ? CUDA_ALLOCATION_ALIGNMENT : rmm_device_buffer_alignment(buf_);
+    return buf_ == nullptr ? empty_alignment_ : rmm_device_buffer_alignment(buf_);
   }
   /** @brief The stream the buffer's work and final free are ordered on. */
   [[nodiscard]] cuda_stream_view stream() const noexcept
@@ -344,11 +355,15 @@ class device_buffer {
                 cuda_stream_view stream)
     : mr_{std::move(mr)}
   {
+    // RMM's check (RMM_EXPECTS ... rmm::invalid_argument), before anything is allocated.
+    if (!rmm::is_supported_alignment(alignment)) {
+      throw rmm::invalid_argument{"device_buffer: Requested alignment is not a power of 2"};
+    }
     rmm_error err{};
     auto const status =
       src.copy ? rmm_device_buffer_new_copy(src.ptr, size, alignment, as_c(stream), mr_->handle(), &buf_, &err)
                : rmm_device_buffer_new(size, alignment, as_c(stream), mr_->handle(), &buf_, &err);
-    rmm::detail::check(status, err, "device_buffer");
+    mr::detail::check_allocation(status, err, size, alignment, "device_buffer");
   }
   device_buffer(detail::container_resource mr, std::size_t size, std::size_t alignment, std::nullptr_t,
                 cuda_stream_view stream)
@@ -362,9 +377,9 @@ class device_buffer {
     rmm_error err{};
     auto const status =
       other.buf_ == nullptr
-        ? rmm_device_buffer_new(0, CUDA_ALLOCATION_ALIGNMENT, as_c(stream), mr_->handle(), &buf_, &err)
+        ? rmm_device_buffer_new(0, other.empty_alignment_, as_c(stream), mr_->handle(), &buf_, &err)
         : rmm_device_buffer_copy(other.buf_, as_c(stream), mr_->handle(), &buf_, &err);
-    rmm::detail::check(status, err, "device_buffer (deep copy)");
+    mr::detail::check_allocation(status, err, other.size(), other.alignment(), "device_buffer (deep copy)");
   }
 
   /** @brief The C buffer, made empty on first use for a default-constructed or moved-from buffer. */
@@ -373,13 +388,18 @@ class device_buffer {
     if (buf_ == nullptr) {
       rmm_error err{};
       rmm::detail::check(
-        rmm_device_buffer_new(0, CUDA_ALLOCATION_ALIGNMENT, nullptr, mr_->handle(), &buf_, &err), err,
+        rmm_device_buffer_new(0, empty_alignment_, nullptr, mr_->handle(), &buf_, &err), err,
         "device_buffer");
     }
     return buf_;
   }
 
+  /** @brief A moved-from buffer's alignment (RMM's). */
+  static constexpr std::size_t moved_from_alignment = 1;
+
   rmm_device_buffer* buf_{nullptr};
+  /** @brief alignment() while there is no C buffer (default-constructed or moved-from). */
+  std::size_t empty_alignment_{CUDA_ALLOCATION_ALIGNMENT};
   detail::container_resource mr_;
 };
 

@@ -6,9 +6,10 @@
  *
  * Resources
  *   A resource crosses any boundary as an rmm_resource handle { self, vtable }. For resources made
- *   by rmm (Rust), `self` is the Rust Arc's data pointer and retain/release move the Arc's own
- *   reference count: nothing is copied, and the resource lives while anyone (in any language) holds
- *   a reference. A resource written in C or C++ provides its own vtable (see rmm_resource_vtable).
+ *   by rmm (Rust), `self` is an opaque token (a checked cell of the Rust Arc) and retain/release
+ *   move the Arc's own reference count: nothing is copied, and the resource lives while anyone (in
+ *   any language) holds a reference. A resource written in C or C++ provides its own vtable (see
+ *   rmm_resource_vtable).
  *
  * Ownership
  *   - An "owning" handle carries one reference: give it back with rmm_resource_release().
@@ -26,6 +27,16 @@
  *
  * Threads
  *   Every function may be called from any thread. Resource implementations must be thread-safe.
+ *
+ * Misuse of handles (checked)
+ *   A resource handle of this library released twice, or used after its last release, is refused:
+ *   RMM_ERROR_INVALID_ARGUMENT from every fallible function (rmm::logic_error in C++), a logged
+ *   no-op from rmm_resource_retain/_release (rmm_resource_release_checked reports it), 0 / NULL from
+ *   rmm_resource_access/_name. An rmm_device_buffer* freed twice or used after its free is refused
+ *   likewise while it is among the last 4096 freed buffers (rmm_device_buffer_free_checked reports a
+ *   second free). Still undefined: a pointer that never was a handle or buffer, a handle whose
+ *   resource was last dropped by a Rust owner without a copy of the handle kept, a buffer freed more
+ *   than 4096 frees ago, and a release that races with another use of the same handle.
  */
 #ifndef RMM_RMM_C_H
 #define RMM_RMM_C_H
@@ -146,6 +157,11 @@ int rmm_set_per_device_resource(int device, rmm_resource resource, rmm_resource*
 /** Puts the initial resource of `device` back. *previous_out as for rmm_set_per_device_resource. */
 int rmm_reset_per_device_resource(int device, rmm_resource* previous_out, rmm_error* err);
 
+/** A number that changes whenever any device's resource is set or reset, from any language (after
+ *  the new resource is in place); 0 when it cannot be told. A binding that caches something derived
+ *  from a device's resource revalidates it by comparing this number. */
+uint64_t rmm_registry_generation(void);
+
 /** rmm_get_per_device_resource() on the current device. *out is OWNING. */
 int rmm_get_current_device_resource(rmm_resource* out, rmm_error* err);
 
@@ -165,6 +181,10 @@ void rmm_resource_retain(rmm_resource resource);
 
 /** Gives back one OWNED reference; the last one frees the resource. No-op for the empty handle. */
 void rmm_resource_release(rmm_resource resource);
+
+/** rmm_resource_release that reports: RMM_ERROR_INVALID_ARGUMENT for a malformed handle or a handle
+ *  of this library that was already released (nothing is released then). */
+int rmm_resource_release_checked(rmm_resource resource, rmm_error* err);
 
 /** Allocates `bytes` aligned to `alignment` (a power of two; 256 is the default guarantee), ordered
  *  on `stream` (a cudaStream_t, NULL = default stream), into *out. */
@@ -519,6 +539,10 @@ int rmm_device_buffer_copy(const rmm_device_buffer* other, void* stream, rmm_res
 /** Frees an OWNING buffer (see Ownership above). NULL is a no-op. */
 void rmm_device_buffer_free(rmm_device_buffer* buf);
 
+/** rmm_device_buffer_free that reports: RMM_ERROR_INVALID_ARGUMENT for a buffer already freed
+ *  (see "Misuse of handles" above). NULL is a no-op (RMM_OK). */
+int rmm_device_buffer_free_checked(rmm_device_buffer* buf, rmm_error* err);
+
 /** The memory (NULL when nothing is allocated, or for a NULL buf). */
 void* rmm_device_buffer_data(const rmm_device_buffer* buf);
 
@@ -684,6 +708,99 @@ int rmm_tracking_resource_adaptor_get_outstanding_allocations(rmm_resource resou
  *  INVALID_ARGUMENT when ptr is not outstanding through the adaptor. */
 int rmm_tracking_resource_adaptor_get_allocation_stack(rmm_resource resource, const void* ptr, char* buf,
                                                        size_t capacity, size_t* length_out, rmm_error* err);
+
+/* ---- Typed strided views and DLPack 1.x (bindings-cpp/src/views.rs) ---- */
+
+#ifndef __cplusplus
+#include <stdbool.h>
+#endif
+
+/* DLPack's managed tensors (dlpack.h 1.x). Declared here, not defined: include <dlpack/dlpack.h> to
+ * build or read one; these typedefs repeat dlpack.h's and coexist with it. */
+typedef struct DLManagedTensorVersioned DLManagedTensorVersioned;
+typedef struct DLManagedTensor DLManagedTensor;
+
+/** DLPack's DLDataType, same layout: type code (kDLInt 0, kDLUInt 1, kDLFloat 2, kDLOpaqueHandle 3,
+ *  kDLBfloat 4, kDLComplex 5, kDLBool 6, float8/6/4 kinds 7..17), bits per lane, lanes. */
+typedef struct rmm_dl_data_type {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+} rmm_dl_data_type;
+
+/**
+ * A typed strided view of memory owned by a producer (a DLPack tensor, a Python object, a buffer).
+ * Caller-owned: an acquire call (rmm_strided_view_from_*) fills it and keeps the producer alive;
+ * rmm_strided_view_release() lets go once (like PyObject_GetBuffer / PyBuffer_Release). Read the
+ * fields directly; every pointer is valid until the release. `generation` is the validity word:
+ * non-zero while acquired, 0 after release; a double release, or a release of a stale copy, is
+ * RMM_ERROR_INVALID_ARGUMENT, never a crash.
+ */
+typedef struct rmm_strided_view {
+  uintptr_t ptr;               /**< address of element [0,...,0] (DLPack data + byte_offset) */
+  int ndim;                    /**< number of dimensions (0: a scalar) */
+  const int64_t* shape;        /**< ndim extents (NULL when ndim is 0) */
+  const int64_t* strides;      /**< ndim strides in items, as DLPack (negative: reversed; 0: broadcast) */
+  const int64_t* byte_strides; /**< ndim strides in bytes (buffer protocol, CUDA array interface) */
+  int64_t itemsize;            /**< bytes per item */
+  rmm_dl_data_type dtype;      /**< the DLPack dtype */
+  const char* format;          /**< "<f4"-style format string ("|b1", "<c8", "bfloat16", ...) */
+  int device_type;             /**< DLPack DLDeviceType: 1 CPU, 2 CUDA, 3 CUDA host, 13 CUDA managed */
+  int device_id;               /**< device ordinal (0 for the host) */
+  bool device_accessible;      /**< CUDA kernels can read the data */
+  bool readonly;               /**< must not be written through this view */
+  const void* owner;           /**< identifies the producer kept alive (opaque) */
+  /** Non-NULL for a view from rmm_strided_view_to_device(): this struct in device memory, with its
+   *  shape, strides, byte_strides and format there too (pass it to a kernel). */
+  const struct rmm_strided_view* device_copy;
+  uint64_t generation;         /**< validity word: non-zero while acquired, 0 once released */
+} rmm_strided_view;
+
+/** Acquires a view of a DLPack 1.x tensor. On success the view owns the tensor (its deleter runs at
+ *  release); on failure the caller still owns it. UNSUPPORTED for a major version other than 1 or
+ *  packed sub-byte items; INVALID_ARGUMENT for NULL or a malformed tensor. */
+int rmm_strided_view_from_dlpack_versioned(DLManagedTensorVersioned* tensor, rmm_strided_view* out,
+                                           rmm_error* err);
+
+/** The same for a legacy (unversioned) DLPack tensor (no read-only flag: the view is writable). */
+int rmm_strided_view_from_dlpack(DLManagedTensor* tensor, rmm_strided_view* out, rmm_error* err);
+
+/** Acquires a view of a Python DLPack capsule (`PyObject*`, from obj.__dlpack__()): "dltensor_versioned"
+ *  or legacy "dltensor", renamed "used_..." on success (the view owns the tensor then). Call with the
+ *  GIL held. INVALID_ARGUMENT for a consumed capsule or any other object; UNSUPPORTED outside Python. */
+int rmm_strided_view_from_dlpack_capsule(void* capsule, rmm_strided_view* out, rmm_error* err);
+
+/** Acquires a view of memory described by parts, with no owner (the caller keeps `data` alive).
+ *  `strides` in items, or NULL for C-contiguous; `format` a format string ("<f4", "d", "bfloat16"). */
+int rmm_strided_view_from_parts(const void* data, int ndim, const int64_t* shape, const int64_t* strides,
+                                const char* format, int device_type, int device_id, bool readonly,
+                                rmm_strided_view* out, rmm_error* err);
+
+/** Releases the view: frees its shape/stride storage, lets go of its producer, clears *view
+ *  (generation 0). INVALID_ARGUMENT for a double release, a never-acquired struct or a stale copy. */
+int rmm_strided_view_release(rmm_strided_view* view, rmm_error* err);
+
+/** RMM_OK when the view is acquired and not released; INVALID_ARGUMENT with the reason otherwise. */
+int rmm_strided_view_check(const rmm_strided_view* view, rmm_error* err);
+
+/** Writes whether the view is row-major (C) and column-major (F) contiguous (either may be NULL). */
+int rmm_strided_view_contiguity(const rmm_strided_view* view, bool* c_contiguous, bool* f_contiguous,
+                                rmm_error* err);
+
+/** Acquires into *out a view of the same memory whose struct (out->device_copy), shape, strides and
+ *  format are also in memory from `resource` (empty handle: the current device's resource; host
+ *  memory in host mode), uploaded on `stream` before this returns; freed on `stream` at out's
+ *  release. `view` stays acquired. */
+int rmm_strided_view_to_device(const rmm_strided_view* view, rmm_resource resource, void* stream,
+                               rmm_strided_view* out, rmm_error* err);
+
+/** Exports a live view as a new DLPack 1.1 tensor that keeps the producer alive; the caller calls
+ *  (*out)->deleter(*out) once. */
+int rmm_strided_view_to_dlpack_versioned(const rmm_strided_view* view, DLManagedTensorVersioned** out,
+                                         rmm_error* err);
+
+/** The number of views acquired through this ABI and not yet released (a leak check). */
+size_t rmm_strided_view_live_count(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

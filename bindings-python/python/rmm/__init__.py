@@ -5,12 +5,15 @@ is ``rmm._rmm``; the names users import live in the pure-Python modules laid out
 (``rmm.mr``, ``rmm.pylibrmm.*``, ``rmm.statistics``, ``rmm.allocators.*``, ...).
 
 rmm-rs extensions: :func:`is_host_mode` (no GPU: the same API on host memory),
-:func:`get_include` and :func:`get_cmake_dir` (the C++ headers and CMake package in the wheel).
+:func:`get_include` and :func:`get_cmake_dir` (the C++ headers and CMake package in the wheel),
+:class:`StridedMemoryView` (a typed strided view of any DLPack, CUDA Array Interface or buffer-protocol
+object; ``rmm/librmm/strided_view.pxd`` declares its C struct for Cython) and DLPack 1.x on
+:class:`DeviceBuffer`.
 """
 
 from rmm import mr
 from rmm._paths import get_cmake_dir, get_include
-from rmm._rmm import is_host_mode
+from rmm._rmm import StridedMemoryView, is_host_mode
 from rmm._version import __git_commit__, __version__
 from rmm.mr import disable_logging, enable_logging, get_log_filenames
 from rmm.pylibrmm.device_buffer import DeviceBuffer
@@ -42,6 +45,7 @@ except ImportError:
 
 __all__ = [
     "DeviceBuffer",
+    "StridedMemoryView",
     "disable_logging",
     "RMMError",
     "enable_logging",

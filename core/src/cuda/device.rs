@@ -18,8 +18,9 @@ pub type DeviceId = i32;
 /// [`Error::NoDriver`] / [`Error::NoDevice`] in host mode.
 ///
 /// Asked once: the devices a process sees are fixed when the driver is initialised
-/// (`CUDA_VISIBLE_DEVICES` is read then), and this is on hot paths (every [`current_device`],
-/// [`DeviceGuard`] and host-mode check), where a driver call each time cost tens of nanoseconds.
+/// (`CUDA_VISIBLE_DEVICES` is read then), and this is on hot paths (every host-mode check, as a
+/// batch's closing makes, and every device check), where a driver call each time cost tens of
+/// nanoseconds.
 pub fn device_count() -> Result<i32> {
     static COUNT: OnceLock<Result<i32>> = OnceLock::new();
     COUNT
@@ -69,10 +70,14 @@ pub(crate) fn primary_context(device: DeviceId) -> Result<sys::CUcontext> {
 
 /// The calling thread's current device (0 when no context is current).
 ///
+/// On the path of every buffer (its device at creation, the guard at its free) and of every
+/// current-resource lookup: one `cuCtxGetCurrent`, the context's device cached per thread as in
+/// [`ensure_context`].
+///
 /// # Errors
 /// [`Error::NoDriver`] / [`Error::NoDevice`] in host mode.
 pub fn current_device() -> Result<DeviceId> {
-    device_count()?;
+    driver()?;
     let mut ctx: sys::CUcontext = std::ptr::null_mut();
     // SAFETY: the driver is initialised; `ctx` is a valid out-pointer.
     check(unsafe { sys::cuCtxGetCurrent(&mut ctx) }, "cuCtxGetCurrent")?;
@@ -80,6 +85,25 @@ pub fn current_device() -> Result<DeviceId> {
         return Ok(0);
     }
     context_device(ctx)
+}
+
+thread_local! {
+    /// The last context asked about on this thread and its device.
+    static LAST_CONTEXT: std::cell::Cell<(usize, DeviceId)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// The device of `ctx`, the calling thread's current context (not null), cached per thread by the
+/// context handle (see [`ensure_context`] for why a handle never names another device).
+fn context_device(ctx: sys::CUcontext) -> Result<DeviceId> {
+    let (cached_ctx, cached_device) = LAST_CONTEXT.with(|c| c.get());
+    if cached_ctx == ctx as usize {
+        return Ok(cached_device);
+    }
+    let mut dev: sys::CUdevice = 0;
+    // SAFETY: `ctx` is current; `dev` is a valid out-pointer.
+    check(unsafe { sys::cuCtxGetDevice(&mut dev) }, "cuCtxGetDevice")?;
+    LAST_CONTEXT.with(|c| c.set((ctx as usize, dev)));
+    Ok(dev)
 }
 
 /// Makes `device`'s primary context current on the calling thread (`cudaSetDevice`).
@@ -108,23 +132,6 @@ pub(crate) fn ensure_context() -> Result<DeviceId> {
         return Ok(0);
     }
     context_device(ctx)
-}
-
-/// The device of `ctx`, the calling thread's current context: `cuCtxGetDevice` once per context
-/// change, cached per thread and keyed by the context handle (see [`ensure_context`]).
-fn context_device(ctx: sys::CUcontext) -> Result<DeviceId> {
-    thread_local! {
-        static LAST: std::cell::Cell<(usize, DeviceId)> = const { std::cell::Cell::new((0, 0)) };
-    }
-    let (cached_ctx, cached_device) = LAST.with(|c| c.get());
-    if cached_ctx == ctx as usize {
-        return Ok(cached_device);
-    }
-    let mut dev: sys::CUdevice = 0;
-    // SAFETY: `ctx` is current; `dev` is a valid out-pointer.
-    check(unsafe { sys::cuCtxGetDevice(&mut dev) }, "cuCtxGetDevice")?;
-    LAST.with(|c| c.set((ctx as usize, dev)));
-    Ok(dev)
 }
 
 /// The calling thread's current device for naming its default streams, as cheaply as possible:
@@ -203,11 +210,11 @@ impl DeviceGuard {
     /// # Errors
     /// Invalid device or host mode.
     pub fn new(device: DeviceId) -> Result<Self> {
-        device_count()?;
+        driver()?;
         let mut ctx: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: the driver is initialised; `ctx` is a valid out-pointer.
         check(unsafe { sys::cuCtxGetCurrent(&mut ctx) }, "cuCtxGetCurrent")?;
-        // As `current_device`, with one `cuCtxGetCurrent` and the context's device cached per thread.
+        // As `current_device`, with the one `cuCtxGetCurrent` (every buffer's free comes here).
         let previous = if ctx.is_null() { 0 } else { context_device(ctx)? };
         if previous == device && !ctx.is_null() {
             return Ok(Self { previous: None });

@@ -64,17 +64,46 @@ pub(crate) enum CreateError {
     Other(Error),
 }
 
+/// The driver version from which pools can be made for hardware decompression (CUDA 12.8, RMM's
+/// `RMM_MIN_HWDECOMPRESS_CUDA_VERSION`).
+const MIN_HW_DECOMPRESS_DRIVER: i32 = 12080;
+
+/// Whether the driver is CUDA 12.8 or newer, so that pools are made for hardware decompression as
+/// RMM's `cuda_async_memory_resource` makes them (`rmm::detail::hwdecompress::is_supported()`).
+fn hw_decompress_supported() -> bool {
+    let mut version: std::ffi::c_int = 0;
+    // SAFETY: `version` is a valid out-pointer; the call needs no context.
+    let status = unsafe { sys::cuDriverGetVersion(&mut version) };
+    status == sys::CUresult::CUDA_SUCCESS && version >= MIN_HW_DECOMPRESS_DRIVER
+}
+
 /// `cuMemPoolCreate` of a pool of pinned device memory on `device` (current, with a context) that
-/// can export `handle_types` (`CUmemAllocationHandleType` bits, 0 for none). Destroy it with
-/// [`destroy`].
+/// can export `handle_types` (`CUmemAllocationHandleType` bits, 0 for none), made for hardware
+/// decompression where the driver can (CUDA 12.8 or newer, as RMM's pools; if the driver refuses the
+/// usage flag, the pool is made without it). Destroy it with [`destroy`].
 pub(crate) fn create(device: DeviceId, handle_types: u32) -> std::result::Result<PoolHandle, CreateError> {
+    if hw_decompress_supported() {
+        match create_with_usage(device, handle_types, sys::CU_MEM_POOL_CREATE_USAGE_HW_DECOMPRESS as u16) {
+            Err(CreateError::Other(_)) => {}  // e.g. a device without the decompression engine: as before
+            done => return done,
+        }
+    }
+    create_with_usage(device, handle_types, 0)
+}
+
+/// [`create`] with the pool's `usage` flags.
+fn create_with_usage(
+    device: DeviceId,
+    handle_types: u32,
+    usage: u16,
+) -> std::result::Result<PoolHandle, CreateError> {
     let props = sys::CUmemPoolProps {
         allocType: sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
         handleTypes: sys::CUmemAllocationHandleType(handle_types),
         location: sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: device },
         win32SecurityAttributes: std::ptr::null_mut(),
         maxSize: 0,
-        usage: 0,
+        usage,
         reserved: [0; 54],
     };
     let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
@@ -113,11 +142,40 @@ pub(crate) fn default_managed_pool(device: DeviceId) -> Result<PoolHandle> {
     Ok(pool as PoolHandle)
 }
 
+/// Runs `call`, a driver call that needs a current context, optimistically: the thread almost
+/// always has one, so it is not asked for first (`ensure_context` costs a `cuCtxGetCurrent` per
+/// call, on the hot path of every stream-ordered allocation and free). When none is current the
+/// driver answers `CUDA_ERROR_INVALID_CONTEXT` and has done nothing; then device 0's primary
+/// context is made current, as `ensure_context` does, and `call` runs again.
+fn with_context(mut call: impl FnMut() -> sys::CUresult) -> Result<sys::CUresult> {
+    super::driver()?;
+    let status = call();
+    if status != sys::CUresult::CUDA_ERROR_INVALID_CONTEXT {
+        return Ok(status);
+    }
+    ensure_context()?;
+    Ok(call())
+}
+
 /// `cuMemAllocFromPoolAsync` of `bytes` on `stream`; 0 bytes gives null.
-///
-/// `check_size` runs after the argument checks and once a context is current, before the driver is
-/// asked for memory (managed pools use it for the managed-size guard).
-pub(crate) fn allocate(
+pub(crate) fn allocate(pool: PoolHandle, stream: Stream, bytes: usize, alignment: usize, resource: &str) -> Result<*mut u8> {
+    check_base_alignment(alignment, resource)?;
+    if bytes == 0 {
+        return Ok(std::ptr::null_mut());
+    }
+    let mut ptr: sys::CUdeviceptr = 0;
+    // SAFETY: `ptr` is a valid out-pointer; the pool handle is alive (the owning resource or the
+    // view's constructor contract guarantees it); the stream is valid by `Stream`'s contract. The
+    // pool may belong to another device than the stream. Without a current context the driver
+    // refuses (and `with_context` makes one current and asks again).
+    let status = with_context(|| unsafe { sys::cuMemAllocFromPoolAsync(&mut ptr, bytes, as_pool(pool), stream.as_cu()) })?;
+    check_alloc(status, "cuMemAllocFromPoolAsync", bytes, resource)?;
+    Ok(ptr as *mut u8)
+}
+
+/// [`allocate`] with `check_size`, which runs after the argument checks and once a context is
+/// current, before the driver is asked for memory (managed pools use it for the managed-size guard).
+pub(crate) fn allocate_checked(
     pool: PoolHandle,
     stream: Stream,
     bytes: usize,
@@ -129,15 +187,8 @@ pub(crate) fn allocate(
     if bytes == 0 {
         return Ok(std::ptr::null_mut());
     }
-    let device = ensure_context()?;
-    check_size(device)?;
-    let mut ptr: sys::CUdeviceptr = 0;
-    // SAFETY: a context is current; `ptr` is a valid out-pointer; the pool handle is alive (the
-    // owning resource or the view's constructor contract guarantees it); the stream is valid by
-    // `Stream`'s contract. The pool may belong to another device than the stream.
-    let status = unsafe { sys::cuMemAllocFromPoolAsync(&mut ptr, bytes, as_pool(pool), stream.as_cu()) };
-    check_alloc(status, "cuMemAllocFromPoolAsync", bytes, resource)?;
-    Ok(ptr as *mut u8)
+    check_size(ensure_context()?)?;
+    allocate(pool, stream, bytes, alignment, resource)
 }
 
 /// `cuMemFreeAsync` of `ptr` on `stream`; null is a no-op.
@@ -148,9 +199,10 @@ pub(crate) unsafe fn deallocate(stream: Stream, ptr: *mut u8) -> Result<()> {
     if ptr.is_null() {
         return Ok(());
     }
-    ensure_context()?;
-    // SAFETY: caller contract; a context is current and the stream is valid by `Stream`'s contract.
-    check(unsafe { sys::cuMemFreeAsync(ptr as sys::CUdeviceptr, stream.as_cu()) }, "cuMemFreeAsync")
+    // SAFETY: caller contract; the stream is valid by `Stream`'s contract. Without a current
+    // context the driver refuses (and `with_context` makes one current and asks again).
+    let status = with_context(|| unsafe { sys::cuMemFreeAsync(ptr as sys::CUdeviceptr, stream.as_cu()) })?;
+    check(status, "cuMemFreeAsync")
 }
 
 /// A 64-bit pool attribute.

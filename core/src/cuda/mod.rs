@@ -75,8 +75,13 @@ fn init_driver() -> Result<()> {
 }
 
 /// True when a CUDA driver and at least one device are usable.
+///
+/// The answer is cached: the driver and the devices it shows are fixed at `cuInit`, and this is
+/// asked on hot paths (every buffer, every host-mode check), where a `cuDeviceGetCount` per call
+/// (or, in host mode, a clone of the cached error) would be measurable.
 pub fn is_available() -> bool {
-    driver().is_ok() && device_count().map(|n| n > 0).unwrap_or(false)
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| driver().is_ok() && device_count().map(|n| n > 0).unwrap_or(false))
 }
 
 /// True when the library is in host mode: no driver or no device, host memory only.

@@ -32,6 +32,7 @@ use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
 use crate::mr::detail::arena::SUPERBLOCK_SIZE;
 use crate::mr::detail::live_set::{granule, FreeCheck, FreeChecks};
+use crate::mr::detail::nvtx_bounds::{self, NvtxBounds};
 use crate::mr::detail::arena_impl::Shared;
 use crate::mr::SimulatedMemoryResource;
 use crate::resource::{Access, MemoryResource};
@@ -66,6 +67,12 @@ pub struct ArenaOptions {
     /// Whether frees are checked against the live allocations ([`FreeChecks::Checked`] by
     /// default; [`FreeChecks::Unchecked`] is RMM's behaviour, where a wrong free corrupts the arena).
     pub free_checks: FreeChecks,
+    /// Bounds checking inside the arena (beyond RMM; off by default, or on for every arena with
+    /// the environment variable `RMM_NVTX_BOUNDS=1`): the arena's upstream block is announced to
+    /// tools as an NVTX heap and each allocation as a region of it, of the bytes asked for, so that
+    /// `compute-sanitizer --tool memcheck` reports an access past the end of an allocation or to a
+    /// freed block. Free when off (one branch); on, every allocation and free takes one more lock.
+    pub nvtx_bounds: bool,
 }
 
 impl Default for ArenaOptions {
@@ -75,6 +82,7 @@ impl Default for ArenaOptions {
             dump_log_on_failure: false,
             dump_path: PathBuf::from(DEFAULT_DUMP_FILE),
             free_checks: FreeChecks::Checked,
+            nvtx_bounds: false,
         }
     }
 }
@@ -95,6 +103,12 @@ impl ArenaOptions {
     /// Sets [`ArenaOptions::free_checks`].
     pub fn free_checks(mut self, checks: FreeChecks) -> Self {
         self.free_checks = checks;
+        self
+    }
+
+    /// Sets [`ArenaOptions::nvtx_bounds`].
+    pub fn nvtx_bounds(mut self, enabled: bool) -> Self {
+        self.nvtx_bounds = enabled;
         self
     }
 
@@ -160,6 +174,8 @@ pub struct ArenaMemoryResource {
     shared: Arc<Shared>,
     /// The live allocations, when frees are checked (shared by clones).
     live: Arc<FreeCheck>,
+    /// NVTX bounds checking (off: `None`, one branch per call).
+    nvtx: Option<Arc<NvtxBounds>>,
 }
 
 impl ArenaMemoryResource {
@@ -207,7 +223,13 @@ impl ArenaMemoryResource {
         }
         let dump = options.dump_log_on_failure.then_some(options.dump_path);
         let live = Arc::new(FreeCheck::new(options.free_checks));
-        Ok(Self { shared: Shared::new(upstream, size, gpu, dump)?, live })
+        let shared = Shared::new(upstream, size, gpu, dump)?;
+        let nvtx = (options.nvtx_bounds || nvtx_bounds::enabled_by_env()).then(|| {
+            let bounds = NvtxBounds::new();
+            bounds.sync_heaps(0, || vec![shared.range()]);
+            Arc::new(bounds)
+        });
+        Ok(Self { shared, live, nvtx })
     }
 
     /// The upstream resource.
@@ -218,6 +240,17 @@ impl ArenaMemoryResource {
     /// Whether frees are checked against the live allocations.
     pub fn free_checks(&self) -> FreeChecks {
         self.live.mode()
+    }
+
+    /// Whether bounds checking inside the arena is on ([`ArenaOptions::nvtx_bounds`]).
+    pub fn nvtx_bounds(&self) -> bool {
+        self.nvtx.is_some()
+    }
+
+    /// (heaps, regions) registered with NVTX now (tests).
+    #[cfg(test)]
+    pub(crate) fn nvtx_counts(&self) -> Option<(usize, usize)> {
+        self.nvtx.as_ref().map(|n| n.counts())
     }
 
     /// The bytes the arena manages (its cap).
@@ -299,7 +332,11 @@ impl MemoryResource for ArenaMemoryResource {
         if bytes == 0 {
             return Ok(std::ptr::null_mut());
         }
-        self.live.allocated(self.name(), self.shared.allocate(stream, bytes), granule(bytes, None))
+        let ptr = self.live.allocated(self.name(), self.shared.allocate(stream, bytes), granule(bytes, None))?;
+        if let Some(nvtx) = &self.nvtx {
+            nvtx.allocated(ptr, bytes);
+        }
+        Ok(ptr)
     }
 
     /// # Errors
@@ -310,7 +347,11 @@ impl MemoryResource for ArenaMemoryResource {
         if ptr.is_null() {
             return Ok(());
         }
-        self.live.free(self.name(), ptr, granule(bytes, None), || self.shared.deallocate(stream, ptr, bytes))
+        let free = || self.live.free(self.name(), ptr, granule(bytes, None), || self.shared.deallocate(stream, ptr, bytes));
+        match &self.nvtx {
+            None => free(),
+            Some(nvtx) => nvtx.free(ptr, free),
+        }
     }
 
     fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {

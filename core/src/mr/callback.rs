@@ -25,15 +25,7 @@ pub type AllocateCallback = Arc<dyn Fn(usize, Stream) -> Result<*mut u8> + Send 
 pub type DeallocateCallback = Arc<dyn Fn(*mut u8, usize, Stream) -> Result<()> + Send + Sync>;
 
 /// The text of a caught panic's payload.
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
-    }
-}
+pub(crate) use crate::resource::guard::panic_text as panic_message;
 
 struct Inner {
     allocate: AllocateCallback,

@@ -214,7 +214,7 @@ impl CudaAsyncMemoryResource {
 
 impl MemoryResource for CudaAsyncMemoryResource {
     fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        mempool::allocate(self.inner.pool, stream, bytes, alignment, self.name(), |_| Ok(()))
+        mempool::allocate(self.inner.pool, stream, bytes, alignment, self.name())
     }
 
     unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, _bytes: usize, _alignment: usize) -> Result<()> {
@@ -307,6 +307,32 @@ mod tests {
         Stream::DEFAULT.synchronize().unwrap();
         assert_eq!(mr.used_bytes().unwrap(), 0);
         assert!(mr.reserved_bytes().unwrap() >= initial as u64, "the default threshold keeps memory");
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn threads_without_a_current_context_allocate_and_free() {
+        // A new thread has no current context: the optimistic driver call is refused and retried
+        // once device 0's primary context is current, for the allocation and for the free alike.
+        crate::testing::require_gpu();
+        let mr = CudaAsyncMemoryResource::new().unwrap();
+        let allocated = std::thread::scope(|s| {
+            s.spawn(|| {
+                let p = mr.allocate(Stream::DEFAULT, 1 << 20, 256).unwrap();
+                assert!(!p.is_null());
+                p as usize
+            })
+            .join()
+            .unwrap()
+        });
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // SAFETY: from allocate above; nothing uses it.
+                unsafe { mr.deallocate(Stream::DEFAULT, allocated as *mut u8, 1 << 20, 256).unwrap() };
+                Stream::DEFAULT.synchronize().unwrap();
+            });
+        });
+        assert_eq!(mr.used_bytes().unwrap(), 0);
     }
 
     #[test]

@@ -76,7 +76,7 @@ impl CudaAsyncManagedMemoryResource {
 impl MemoryResource for CudaAsyncManagedMemoryResource {
     fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
         let device = self.device;
-        mempool::allocate(self.pool, stream, bytes, alignment, self.name(), |_| {
+        mempool::allocate_checked(self.pool, stream, bytes, alignment, self.name(), |_| {
             check_managed_size(bytes, device, "cuda_async_managed_memory_resource")
         })
     }

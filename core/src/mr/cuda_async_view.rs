@@ -72,7 +72,7 @@ impl From<&CudaAsyncMemoryResource> for CudaAsyncViewMemoryResource {
 
 impl MemoryResource for CudaAsyncViewMemoryResource {
     fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        mempool::allocate(self.pool, stream, bytes, alignment, self.name(), |_| Ok(()))
+        mempool::allocate(self.pool, stream, bytes, alignment, self.name())
     }
 
     unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, _bytes: usize, _alignment: usize) -> Result<()> {

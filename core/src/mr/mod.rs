@@ -35,6 +35,8 @@ mod checked_frees_tests;
 mod composition_tests;
 #[cfg(test)]
 pub(crate) mod test_harness;
+#[cfg(test)]
+mod two_devices_tests;
 
 pub use aligned::AlignedResourceAdaptor;
 pub use arena::{ArenaMemoryResource, ArenaOptions, ArenaStats};

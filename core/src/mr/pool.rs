@@ -25,6 +25,7 @@ use crate::aligned::{align_down, align_up, check_alignment, is_aligned, DEFAULT_
 use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
 use crate::mr::detail::live_set::{FreeCheck, FreeChecks};
+use crate::mr::detail::nvtx_bounds::{self, NvtxBounds};
 use crate::mr::detail::stream_ordered::{default_syncer, CacheLimits, Core, CoreStats, Growth, Syncer};
 use crate::resource::{Access, AnyResource, MemoryResource};
 
@@ -92,6 +93,8 @@ pub struct PoolMemoryResource {
     maximum: Option<usize>,
     /// The live allocations, when frees are checked (shared by clones).
     live: Arc<FreeCheck>,
+    /// NVTX bounds checking (off: `None`, one branch per call).
+    nvtx: Option<Arc<NvtxBounds>>,
 }
 
 impl PoolMemoryResource {
@@ -152,7 +155,31 @@ impl PoolMemoryResource {
         }
         let growth = Growth::Pool { maximum: maximum_pool_size };
         let core = Core::new("pool_memory_resource", upstream, syncer, growth, cache, initial)?;
-        Ok(Self { core, maximum: maximum_pool_size, live: Arc::new(FreeCheck::new(FreeChecks::Checked)) })
+        let nvtx = nvtx_bounds::enabled_by_env().then(|| Arc::new(NvtxBounds::new()));
+        Ok(Self { core, maximum: maximum_pool_size, live: Arc::new(FreeCheck::new(FreeChecks::Checked)), nvtx })
+    }
+
+    /// Turns bounds checking inside the pool on or off (beyond RMM; off by default, or on for every
+    /// pool with the environment variable `RMM_NVTX_BOUNDS=1`): each upstream region is announced
+    /// to tools as an NVTX heap and each allocation as a region of it, of the bytes asked for, so
+    /// that `compute-sanitizer --tool memcheck` reports an access past the end of an allocation or
+    /// to a freed block, which it cannot tell from a valid access otherwise. Free when off (one
+    /// branch); on, every allocation and free takes one more lock. Call before the first
+    /// allocation: allocations made before are not registered (and their frees not reported).
+    pub fn with_nvtx_bounds(mut self, enabled: bool) -> Self {
+        self.nvtx = enabled.then(|| Arc::new(NvtxBounds::new()));
+        self
+    }
+
+    /// Whether bounds checking inside the pool is on ([`PoolMemoryResource::with_nvtx_bounds`]).
+    pub fn nvtx_bounds(&self) -> bool {
+        self.nvtx.is_some()
+    }
+
+    /// (heaps, regions) registered with NVTX now (tests).
+    #[cfg(test)]
+    pub(crate) fn nvtx_counts(&self) -> Option<(usize, usize)> {
+        self.nvtx.as_ref().map(|n| n.counts())
     }
 
     /// Whether frees are checked against the live allocations.
@@ -192,7 +219,11 @@ impl PoolMemoryResource {
     /// upstream's error when it takes memory back.
     #[doc(alias = "trim")]
     pub fn release_unused(&self) -> Result<usize> {
-        self.core.release_unused()
+        let released = self.core.release_unused();
+        if let Some(nvtx) = &self.nvtx {
+            nvtx.sync_heaps(self.core.regions_generation(), || self.core.regions());
+        }
+        released
     }
 }
 
@@ -226,7 +257,12 @@ impl MemoryResource for PoolMemoryResource {
             return Err(exceeded());
         }
         let result = self.core.allocate(stream, size, alignment.max(DEFAULT_ALIGNMENT)).map(|a| a as *mut u8);
-        self.live.allocated(self.name(), result, size)
+        let ptr = self.live.allocated(self.name(), result, size)?;
+        if let Some(nvtx) = &self.nvtx {
+            nvtx.sync_heaps(self.core.regions_generation(), || self.core.regions());
+            nvtx.allocated(ptr, bytes);
+        }
+        Ok(ptr)
     }
 
     /// # Errors
@@ -240,7 +276,11 @@ impl MemoryResource for PoolMemoryResource {
         let size = align_up(bytes, DEFAULT_ALIGNMENT)
             .ok_or_else(|| Error::invalid(format!("{bytes} bytes cannot have come from this pool")))?;
         let verified = self.live.mode() == FreeChecks::Checked;
-        self.live.free(self.name(), ptr, size, || self.core.deallocate(stream, ptr as usize, size, verified))
+        let free = || self.live.free(self.name(), ptr, size, || self.core.deallocate(stream, ptr as usize, size, verified));
+        match &self.nvtx {
+            None => free(),
+            Some(nvtx) => nvtx.free(ptr, free),
+        }
     }
 
     fn access(&self) -> Access {

@@ -20,7 +20,15 @@
 //!
 //! Reads are hot (every buffer constructor asks for the current resource): a local read is one
 //! uncontended `RwLock` read and one `Arc` clone.
+//!
+//! # Generation
+//! [`generation`] changes whenever any device's resource is set or reset, in whichever language: a
+//! binding that caches what it made of the current resource (Python's resource object) revalidates
+//! the cache with one atomic load instead of a lookup. Through an owner it is the owner's counter
+//! (`rmm_registry_generation`); an owner that does not export one (an older librmm) gives `None`,
+//! and a cache must then not be trusted.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{OnceLock, PoisonError, RwLock};
 
 use crate::resource::handle::rmm_resource;
@@ -51,6 +59,13 @@ pub trait Registry: Send + Sync {
     /// # Errors
     /// [`Error::InvalidArgument`] for a device that does not exist.
     fn reset(&self, device: DeviceId) -> Result<AnyResource>;
+
+    /// A number that changes (after the new resource is in place) whenever [`Registry::set`] or
+    /// [`Registry::reset`] succeeds for any device; `None` when this registry cannot tell, and a
+    /// cache keyed on it must not be trusted.
+    fn generation(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The registry state of this copy of rmm-core.
@@ -65,6 +80,9 @@ pub trait Registry: Send + Sync {
 pub struct LocalRegistry {
     layout: OnceLock<Layout>,
     forced: Option<(bool, usize)>,
+    /// Bumped after every successful set or reset ([`Registry::generation`]); starts at 1, so 0
+    /// can mean "unknown" in the C ABI.
+    generation: AtomicU64,
 }
 
 struct Layout {
@@ -77,13 +95,13 @@ struct Layout {
 impl LocalRegistry {
     /// An empty registry; the device layout (host mode or how many GPUs) is read at first use.
     pub const fn new() -> Self {
-        Self { layout: OnceLock::new(), forced: None }
+        Self { layout: OnceLock::new(), forced: None, generation: AtomicU64::new(1) }
     }
 
     /// A registry with a fixed layout, whatever the machine has (to test GPU-mode rules on CPU).
     #[cfg(test)]
     pub(crate) fn with_layout(host_mode: bool, devices: usize) -> Self {
-        Self { layout: OnceLock::new(), forced: Some((host_mode, devices)) }
+        Self { layout: OnceLock::new(), forced: Some((host_mode, devices)), generation: AtomicU64::new(1) }
     }
 
     fn layout(&self) -> &Layout {
@@ -160,6 +178,7 @@ impl Registry for LocalRegistry {
         // The previous resource is returned, never dropped under the lock (its drop may call
         // foreign code that comes back here).
         let previous = slot.write().unwrap_or_else(PoisonError::into_inner).replace(resource);
+        self.generation.fetch_add(1, Ordering::Release);
         Ok(previous.unwrap_or_else(|| layout.initial.clone()))
     }
 
@@ -167,7 +186,12 @@ impl Registry for LocalRegistry {
         let layout = self.layout();
         let slot = layout.slot(device)?;
         let previous = slot.write().unwrap_or_else(PoisonError::into_inner).replace(layout.initial.clone());
+        self.generation.fetch_add(1, Ordering::Release);
         Ok(previous.unwrap_or_else(|| layout.initial.clone()))
+    }
+
+    fn generation(&self) -> Option<u64> {
+        Some(self.generation.load(Ordering::Acquire))
     }
 }
 
@@ -178,7 +202,12 @@ impl Registry for LocalRegistry {
 #[derive(Debug)]
 pub struct OwnerRegistry {
     table: OwnerTable,
+    /// The owner's `rmm_registry_generation`, looked up at first use (`None` inside: not exported).
+    generation: OnceLock<Option<GenerationFn>>,
 }
+
+/// `uint64_t rmm_registry_generation(void)`.
+type GenerationFn = unsafe extern "C" fn() -> u64;
 
 impl OwnerRegistry {
     /// Routes to the owner whose entry points are `table`.
@@ -187,7 +216,7 @@ impl OwnerRegistry {
     /// The functions in `table` are the registry entry points of `rmm_c.h` (of [`RMM_ABI_VERSION`](crate::resource::handle::RMM_ABI_VERSION))
     /// and stay loaded for as long as this value is used.
     pub unsafe fn new(table: OwnerTable) -> Self {
-        Self { table }
+        Self { table, generation: OnceLock::new() }
     }
 
     fn answer(&self, status: std::ffi::c_int, err: &rmm_error, handle: rmm_resource, call: &'static str) -> Result<AnyResource> {
@@ -220,6 +249,15 @@ impl Registry for OwnerRegistry {
         // SAFETY: an entry point of the owner; valid out-pointers.
         let status = unsafe { (self.table.reset_per_device_resource)(device, &mut previous, &mut err) };
         self.answer(status, &err, previous, "rmm_reset_per_device_resource")
+    }
+
+    fn generation(&self) -> Option<u64> {
+        // SAFETY: rmm_c.h declares rmm_registry_generation as GenerationFn.
+        let f = (*self.generation.get_or_init(|| unsafe { self.table.symbol::<GenerationFn>(c"rmm_registry_generation") }))?;
+        // SAFETY: an entry point of the owner, which stays loaded (constructor contract); no arguments.
+        let generation = unsafe { f() };
+        // 0: the owner cannot tell either.
+        (generation != 0).then_some(generation)
     }
 }
 
@@ -291,6 +329,19 @@ pub fn set_per_device_resource(device: DeviceId, resource: AnyResource) -> Resul
 /// [`Error::InvalidArgument`] for a device that does not exist.
 pub fn reset_per_device_resource(device: DeviceId) -> Result<AnyResource> {
     process_registry().reset(device)
+}
+
+/// The process registry's [`Registry::generation`]: changes whenever a device's resource is set or
+/// reset from any language; `None` when the owner cannot tell (then nothing keyed on it may be
+/// trusted).
+///
+/// ```
+/// let before = rmm_core::registry::generation();
+/// let _ = rmm_core::registry::current_resource().unwrap();
+/// assert_eq!(rmm_core::registry::generation(), before); // reading changes nothing
+/// ```
+pub fn generation() -> Option<u64> {
+    process_registry().generation()
 }
 
 /// The device the `current_*` functions use: the calling thread's current device, 0 in host mode.

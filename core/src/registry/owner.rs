@@ -99,6 +99,12 @@ pub mod serve {
         }
     }
 
+    /// The registry's generation: changes whenever a device's resource is set or reset; 0 when it
+    /// cannot be told (this binary routes to an owner that does not export one).
+    pub extern "C" fn rmm_registry_generation() -> u64 {
+        crate::registry::generation().unwrap_or(0)
+    }
+
     /// Resets `device` to its initial resource; the previous one goes to `*previous_out` (owning) or is
     /// released when `previous_out` is NULL.
     ///

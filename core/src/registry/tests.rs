@@ -243,3 +243,30 @@ fn gpu_current_resource_is_per_device() {
     assert_eq!(current_resource().unwrap().name(), "cuda_memory_resource");
     let _ = set_current_resource(previous);
 }
+
+#[test]
+fn the_generation_changes_on_every_set_and_reset_and_only_then() {
+    let registry = LocalRegistry::with_layout(true, 1);
+    let start = registry.generation().unwrap();
+    assert_ne!(start, 0, "0 means unknown in the C ABI");
+    registry.get(0).unwrap();
+    assert_eq!(registry.generation(), Some(start), "a read (even the lazy first one) changes nothing");
+    registry.set(0, probe(Access::HOST)).unwrap();
+    let after_set = registry.generation().unwrap();
+    assert_ne!(after_set, start);
+    registry.reset(0).unwrap();
+    let after_reset = registry.generation().unwrap();
+    assert_ne!(after_reset, after_set);
+    // A refused set changes nothing.
+    assert!(registry.set(0, probe(Access::DEVICE)).is_err());
+    assert!(registry.set(3, probe(Access::HOST)).is_err());
+    assert_eq!(registry.generation(), Some(after_reset));
+}
+
+#[test]
+fn an_owner_without_a_generation_entry_point_reports_none() {
+    // The local table exports nothing by name, like an older librmm without rmm_registry_generation.
+    // SAFETY: this binary's own entry points, which live as long as the test.
+    let routed = unsafe { OwnerRegistry::new(OwnerTable::local()) };
+    assert_eq!(routed.generation(), None);
+}

@@ -27,7 +27,7 @@ pub unsafe fn with_borrowed<T>(handle: rmm_resource, f: impl FnOnce(&dyn MemoryR
         // SAFETY: our owner tag means this is a RustVTable and `self_` a live object of its type.
         let rust = unsafe { &*(handle.vtable as *const RustVTable) };
         // SAFETY: as above; the object outlives this call.
-        Ok(f(unsafe { &*(rust.as_dyn)(handle.self_) }))
+        Ok(f(unsafe { &*(rust.as_dyn)(handle.self_)? }))
     } else {
         // SAFETY: checked and live; ForeignResource takes (and on drop gives back) its own reference.
         let foreign = unsafe { ForeignResource::retained(handle, fns) };
@@ -62,7 +62,22 @@ pub unsafe fn check_handle(handle: &rmm_resource) -> Result<()> {
     }
     // SAFETY: the vtable claims (and the caller guarantees) the full size.
     let v = unsafe { &*handle.vtable };
-    Fns::of(v).map(|_| ()).ok_or_else(|| Error::invalid("resource vtable has a NULL function pointer"))
+    Fns::of(v).ok_or_else(|| Error::invalid("resource vtable has a NULL function pointer"))?;
+    // SAFETY: caller contract.
+    unsafe { check_own_self(handle) }
+}
+
+/// For a handle of this copy of rmm-core: its `self` is a live handle cell (not released).
+///
+/// # Safety
+/// `handle.vtable` is non-NULL and complete (checked); a handle of ours has a `self` made here.
+unsafe fn check_own_self(handle: &rmm_resource) -> Result<()> {
+    // SAFETY: caller contract.
+    if unsafe { (*handle.vtable).owner } == owner_tag() {
+        // SAFETY: our vtable, so `self` is one of our cell tokens (maybe stale).
+        unsafe { super::cell::resolve(handle.self_)? };
+    }
+    Ok(())
 }
 
 /// The entries of a handle that passes [`check_handle`].
@@ -77,6 +92,8 @@ pub unsafe fn checked_fns(handle: &rmm_resource) -> Result<Fns> {
             // SAFETY: the vtable claims (and the caller guarantees) the full size. On every call
             // through the C ABI: one pass over the entries, no formatting unless one is missing.
             if let Some(fns) = Fns::of(unsafe { &*handle.vtable }) {
+                // SAFETY: caller contract.
+                unsafe { check_own_self(handle)? };
                 return Ok(fns);
             }
         }

@@ -62,6 +62,7 @@ pub unsafe fn report_panic(err: *mut rmm_error, payload: &(dyn Any + Send)) -> c
     RMM_ERROR_PANIC
 }
 
+/// The text of a caught panic's payload (its `&str` or `String`, else a placeholder).
 pub fn panic_text(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
@@ -72,6 +73,7 @@ pub fn panic_text(payload: &(dyn Any + Send)) -> String {
     }
 }
 
+/// The error for a NULL out-pointer named `what`.
 pub fn null_out(what: &str) -> Error {
     Error::invalid(format!("{what} must not be NULL"))
 }

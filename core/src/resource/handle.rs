@@ -25,8 +25,9 @@ use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
+use super::cell;
 use super::foreign::{check_handle, checked_fns, with_borrowed, Fns, ForeignResource};
-use super::guard::{guarded, null_out};
+use super::guard::{guarded, null_out, put, report};
 use super::status::rmm_error;
 use super::{AnyResource, MemoryResource};
 use crate::cuda::Stream;
@@ -52,7 +53,10 @@ pub struct rmm_resource {
 
 impl rmm_resource {
     /// The empty handle (`{NULL, NULL}`); releasing it is a no-op.
-    pub const NULL: rmm_resource = rmm_resource { self_: std::ptr::null_mut(), vtable: std::ptr::null() };
+    pub const NULL: rmm_resource = rmm_resource {
+        self_: std::ptr::null_mut(),
+        vtable: std::ptr::null(),
+    };
 
     /// True for the empty handle.
     pub fn is_null(&self) -> bool {
@@ -164,10 +168,12 @@ pub fn owner_tag() -> *const c_void {
 pub struct RustVTable {
     /// The part C sees.
     pub(crate) c: rmm_resource_vtable,
-    /// Takes one reference (an `Arc<R>` data pointer) and returns it as a trait-object `Arc`.
-    pub(crate) into_arc: unsafe fn(*mut c_void) -> Arc<dyn MemoryResource>,
-    /// Borrows the object behind a data pointer as a trait object.
-    pub(crate) as_dyn: unsafe fn(*mut c_void) -> *const dyn MemoryResource,
+    /// Takes one handle reference (a handle's `self`) over as a trait-object `Arc`.
+    pub(crate) into_arc: unsafe fn(*mut c_void) -> Result<Arc<dyn MemoryResource>>,
+    /// Borrows the object behind a handle's `self` as a trait object.
+    pub(crate) as_dyn: unsafe fn(*mut c_void) -> Result<*const dyn MemoryResource>,
+    /// `release` that reports a refused release (a handle released twice) instead of logging it.
+    pub(crate) release_checked: unsafe fn(*mut c_void) -> Result<()>,
 }
 
 impl std::fmt::Debug for RustVTable {
@@ -196,6 +202,7 @@ impl<R: MemoryResource> Thunks<R> {
         },
         into_arc: into_arc_thunk::<R>,
         as_dyn: as_dyn_thunk::<R>,
+        release_checked: release_checked_thunk::<R>,
     };
 }
 
@@ -220,142 +227,204 @@ pub fn intern(name: &str) -> *const c_char {
     c.as_ptr()
 }
 
-// Arc<R> made by AnyResource (the handle contract), never NULL.
+// `this` is a handle's `self`: a cell token ([`cell`]) of an `Arc<R>` made by AnyResource; every
+// thunk resolves it first, so a released handle is an error, not a read of freed memory.
+
+/// The `R` behind a handle's `self`.
+///
+/// # Safety
+/// `this` is the `self` of a handle of vtable `vtable_for::<R>()` (maybe released).
+unsafe fn this_ref<'a, R: MemoryResource>(this: *mut c_void) -> Result<&'a R> {
+    // SAFETY: caller contract; a live cell's data is the data pointer of a live Arc<R>.
+    unsafe { Ok(&*(cell::resolve(this)?.data() as *const R)) }
+}
+
+/// Runs `f` on the `R` behind `this`, reporting into `err` (panics caught).
+///
+/// # Safety
+/// As for [`this_ref`]; `err` is NULL or valid (ABI contract).
+unsafe fn on<R: MemoryResource>(this: *mut c_void, err: *mut rmm_error, f: impl FnOnce(&R) -> Result<()>) -> c_int {
+    // SAFETY: caller contract.
+    unsafe { guarded(err, || f(this_ref::<R>(this)?)) }
+}
+
+/// Writes the pointer `f` allocates from the `R` behind `this` to `*out` (required).
+///
+/// # Safety
+/// As for [`on`]; `out` is NULL or valid for writes.
+unsafe fn allocate_into<R: MemoryResource>(
+    this: *mut c_void, out: *mut *mut c_void, err: *mut rmm_error, f: impl FnOnce(&R) -> Result<*mut u8>,
+) -> c_int {
+    if out.is_null() {
+        // SAFETY: caller contract.
+        return unsafe { report(err, &null_out("the allocation's out pointer")) };
+    }
+    // SAFETY: caller contract; `out` is non-NULL and writable.
+    unsafe { on::<R>(this, err, |r| put(out, f(r)?.cast(), "the allocation's out pointer")) }
+}
+
+/// Counts one more reference of the handle `this` (one more handle reference and `Arc` count).
+///
+/// # Safety
+/// As for [`this_ref`].
+unsafe fn retain_checked<R: MemoryResource>(this: *mut c_void) -> Result<()> {
+    // SAFETY: caller contract.
+    let cell = unsafe { cell::resolve(this)? };
+    cell.add_ref();
+    // SAFETY: a live cell's data is the data pointer of a live Arc<R>; increments cannot panic.
+    unsafe { Arc::increment_strong_count(cell.data() as *const R) };
+    Ok(())
+}
+
+/// Gives back one reference of the handle `this`; the last one of the `Arc` retires the cell and
+/// drops the resource.
+///
+/// # Safety
+/// As for [`this_ref`]; the caller gives up the reference it owns.
+unsafe fn release_checked<R: MemoryResource>(this: *mut c_void) -> Result<()> {
+    // SAFETY: caller contract.
+    let arc = unsafe { take_reference::<R>(this, "release")? };
+    if let Some(resource) = Arc::into_inner(arc) {
+        // SAFETY: the token resolved just above, and no other reference is left.
+        cell::retire(unsafe { cell::resolve(this)? });
+        if catch_unwind(AssertUnwindSafe(move || drop(resource))).is_err() {
+            tracing::error!("a resource panicked while being dropped through rmm_resource_release");
+        }
+    }
+    Ok(())
+}
+
+/// Takes one handle reference of `this` over as an `Arc<R>`.
+///
+/// # Safety
+/// As for [`this_ref`]; the caller gives up the reference it owns.
+unsafe fn take_reference<R: MemoryResource>(this: *mut c_void, what: &str) -> Result<Arc<R>> {
+    // SAFETY: caller contract.
+    let cell = unsafe { cell::resolve(this)? };
+    cell.drop_ref(what)?;
+    // SAFETY: the handle reference just counted off was one strong count of this live Arc<R>.
+    Ok(unsafe { Arc::from_raw(cell.data() as *const R) })
+}
+
+/// Logs a refused `retain` / `release` (their C signatures cannot report it).
+fn log_refused(what: &str, result: Result<()>) {
+    if let Err(e) = result {
+        tracing::error!("rmm_resource {what} refused: {e}");
+    }
+}
 
 unsafe extern "C" fn retain_thunk<R: MemoryResource>(this: *mut c_void) {
-    // SAFETY: `this` is the data pointer of a live Arc<R> (handle contract); increments cannot panic.
-    unsafe { Arc::increment_strong_count(this as *const R) }
+    // SAFETY: handle contract.
+    log_refused("retain", unsafe { retain_checked::<R>(this) });
 }
 
 unsafe extern "C" fn release_thunk<R: MemoryResource>(this: *mut c_void) {
-    // SAFETY: `this` is the data pointer of a live Arc<R> whose reference the caller gives up.
-    let dropped = catch_unwind(|| unsafe { Arc::decrement_strong_count(this as *const R) });
-    if dropped.is_err() {
-        tracing::error!("a resource panicked while being dropped through rmm_resource_release");
-    }
+    // SAFETY: handle contract; the caller gives up its reference.
+    log_refused("release", unsafe { release_checked::<R>(this) });
 }
 
 unsafe extern "C" fn allocate_thunk<R: MemoryResource>(
-    this: *mut c_void,
-    stream: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    out: *mut *mut c_void,
-    err: *mut rmm_error,
+    this: *mut c_void, stream: *mut c_void, bytes: usize, alignment: usize, out: *mut *mut c_void, err: *mut rmm_error,
 ) -> c_int {
-    // SAFETY: `err` is NULL or valid (ABI contract).
-    unsafe {
-        guarded(err, || {
-            if out.is_null() {
-                return Err(null_out("allocate's out pointer"));
-            }
-            // SAFETY: `this` points to a live R (handle contract).
-            let r = &*(this as *const R);
-            // SAFETY: the caller vouches for the stream handle (ABI contract).
-            let p = r.allocate(Stream::from_raw(stream as usize), bytes, alignment)?;
-            // SAFETY: checked non-NULL; the caller provides a writable pointer.
-            *out = p.cast();
-            Ok(())
-        })
-    }
-}
-
-unsafe extern "C" fn deallocate_thunk<R: MemoryResource>(
-    this: *mut c_void,
-    stream: *mut c_void,
-    ptr: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    err: *mut rmm_error,
-) -> c_int {
-    // SAFETY: `err` is NULL or valid (ABI contract).
-    unsafe {
-        guarded(err, || {
-            // SAFETY: `this` points to a live R; the caller vouches for the stream and for `ptr`
-            // coming from this resource with these arguments (ABI contract).
-            let r = &*(this as *const R);
-            r.deallocate(Stream::from_raw(stream as usize), ptr.cast(), bytes, alignment)
-        })
-    }
+    let stream = Stream::from_raw(stream as usize);
+    // SAFETY: handle and ABI contract (the caller vouches for the stream).
+    unsafe { allocate_into::<R>(this, out, err, |r| r.allocate(stream, bytes, alignment)) }
 }
 
 unsafe extern "C" fn allocate_sync_thunk<R: MemoryResource>(
-    this: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    out: *mut *mut c_void,
-    err: *mut rmm_error,
+    this: *mut c_void, bytes: usize, alignment: usize, out: *mut *mut c_void, err: *mut rmm_error,
 ) -> c_int {
-    // SAFETY: `err` is NULL or valid (ABI contract).
-    unsafe {
-        guarded(err, || {
-            if out.is_null() {
-                return Err(null_out("allocate_sync's out pointer"));
-            }
-            // SAFETY: `this` points to a live R (handle contract).
-            let r = &*(this as *const R);
-            let p = r.allocate_sync(bytes, alignment)?;
-            // SAFETY: checked non-NULL; the caller provides a writable pointer.
-            *out = p.cast();
-            Ok(())
-        })
-    }
+    // SAFETY: handle and ABI contract.
+    unsafe { allocate_into::<R>(this, out, err, |r| r.allocate_sync(bytes, alignment)) }
+}
+
+unsafe extern "C" fn deallocate_thunk<R: MemoryResource>(
+    this: *mut c_void, stream: *mut c_void, ptr: *mut c_void, bytes: usize, alignment: usize, err: *mut rmm_error,
+) -> c_int {
+    let stream = Stream::from_raw(stream as usize);
+    // SAFETY: handle and ABI contract: `ptr` came from this resource with these arguments.
+    unsafe { on::<R>(this, err, |r| r.deallocate(stream, ptr.cast(), bytes, alignment)) }
 }
 
 unsafe extern "C" fn deallocate_sync_thunk<R: MemoryResource>(
-    this: *mut c_void,
-    ptr: *mut c_void,
-    bytes: usize,
-    alignment: usize,
-    err: *mut rmm_error,
+    this: *mut c_void, ptr: *mut c_void, bytes: usize, alignment: usize, err: *mut rmm_error,
 ) -> c_int {
-    // SAFETY: `err` is NULL or valid (ABI contract).
-    unsafe {
-        guarded(err, || {
-            // SAFETY: `this` points to a live R; `ptr` came from it with these arguments (ABI contract).
-            let r = &*(this as *const R);
-            r.deallocate_sync(ptr.cast(), bytes, alignment)
-        })
-    }
+    // SAFETY: handle and ABI contract: `ptr` came from this resource with these arguments.
+    unsafe { on::<R>(this, err, |r| r.deallocate_sync(ptr.cast(), bytes, alignment)) }
 }
 
 unsafe extern "C" fn access_thunk<R: MemoryResource>(this: *mut c_void) -> u32 {
-    // SAFETY: `this` points to a live R (handle contract).
-    let r = unsafe { &*(this as *const R) };
-    catch_unwind(AssertUnwindSafe(|| r.access().bits() as u32)).unwrap_or(0)
+    // SAFETY: handle contract (a released handle: no access).
+    let access = || unsafe { this_ref::<R>(this) }.map_or(0, |r| r.access().bits() as u32);
+    catch_unwind(access).unwrap_or(0)
 }
 
 unsafe extern "C" fn name_thunk<R: MemoryResource>(this: *mut c_void) -> *const c_char {
-    // SAFETY: `this` points to a live R (handle contract).
-    let r = unsafe { &*(this as *const R) };
-    catch_unwind(AssertUnwindSafe(|| intern(r.name()))).unwrap_or(c"<name panicked>".as_ptr())
+    // SAFETY: handle contract.
+    let name = || unsafe { this_ref::<R>(this) }.map_or(c"<released resource handle>".as_ptr(), |r| intern(r.name()));
+    catch_unwind(name).unwrap_or(c"<name panicked>".as_ptr())
 }
 
 unsafe extern "C" fn is_equal_thunk<R: MemoryResource>(
-    this: *mut c_void,
-    other_self: *mut c_void,
-    other_vtable: *const rmm_resource_vtable,
+    this: *mut c_void, other_self: *mut c_void, other_vtable: *const rmm_resource_vtable,
 ) -> c_int {
     let compare = || -> bool {
         if other_vtable.is_null() {
             return false;
         }
-        // SAFETY: `this` points to a live R (handle contract).
-        let r = unsafe { &*(this as *const R) };
-        let other = rmm_resource { self_: other_self, vtable: other_vtable };
+        // SAFETY: handle contract.
+        let Ok(r) = (unsafe { this_ref::<R>(this) }) else {
+            return false;
+        };
+        let other = rmm_resource {
+            self_: other_self,
+            vtable: other_vtable,
+        };
         // SAFETY: the caller passes a live handle (ABI contract); borrowing it for this call.
         unsafe { with_borrowed(other, |o| r.is_equal(o)) }.unwrap_or(false)
     };
     catch_unwind(AssertUnwindSafe(compare)).map(c_int::from).unwrap_or(0)
 }
 
-unsafe fn into_arc_thunk<R: MemoryResource>(this: *mut c_void) -> Arc<dyn MemoryResource> {
-    // SAFETY: `this` came from Arc::<R>::into_raw (handle contract); the caller gives up one reference.
-    unsafe { Arc::<R>::from_raw(this as *const R) }
+unsafe fn into_arc_thunk<R: MemoryResource>(this: *mut c_void) -> Result<Arc<dyn MemoryResource>> {
+    // SAFETY: handle contract; the caller gives up one reference.
+    Ok(unsafe { take_reference::<R>(this, "AnyResource::from_handle")? })
 }
 
-unsafe fn as_dyn_thunk<R: MemoryResource>(this: *mut c_void) -> *const dyn MemoryResource {
-    this as *const R as *const dyn MemoryResource
+unsafe fn as_dyn_thunk<R: MemoryResource>(this: *mut c_void) -> Result<*const dyn MemoryResource> {
+    // SAFETY: handle contract.
+    Ok(unsafe { this_ref::<R>(this)? } as *const R as *const dyn MemoryResource)
+}
+
+unsafe fn release_checked_thunk<R: MemoryResource>(this: *mut c_void) -> Result<()> {
+    // SAFETY: handle contract; the caller gives up its reference.
+    unsafe { release_checked::<R>(this) }
+}
+
+/// Gives back the reference an owning `handle` carries (the empty handle: nothing to do).
+///
+/// # Errors
+/// [`Error::InvalidArgument`](crate::error::Error::InvalidArgument) for a malformed handle, and for
+/// a handle of this library that was already released (its last reference is gone, or it holds no
+/// reference any more). A foreign handle's own `release` cannot report; it is called as it is.
+///
+/// # Safety
+/// `handle` is empty, owning, or a handle of this library that was released; its vtable is valid.
+pub unsafe fn release_handle(handle: rmm_resource) -> Result<()> {
+    if handle.is_null() {
+        return Ok(());
+    }
+    // SAFETY: caller contract.
+    let fns = unsafe { checked_fns(&handle)? };
+    // SAFETY: checked complete; only our vtables carry our owner tag.
+    if unsafe { (*handle.vtable).owner } == owner_tag() {
+        let rust = handle.vtable as *const RustVTable;
+        // SAFETY: our RustVTable; `self` one of our tokens, checked just above.
+        return unsafe { ((*rust).release_checked)(handle.self_) };
+    }
+    // SAFETY: a checked foreign handle whose reference the caller gives back.
+    catch_unwind(|| unsafe { (fns.release)(handle.self_) })
+        .map_err(|_| crate::error::Error::invalid("a foreign resource's release panicked"))
 }
 
 impl AnyResource {
@@ -365,7 +434,11 @@ impl AnyResource {
         if let Some(foreign) = (self.inner.as_ref() as &dyn Any).downcast_ref::<ForeignResource>() {
             return foreign.handle;
         }
-        rmm_resource { self_: Arc::as_ptr(&self.inner) as *const () as *mut c_void, vtable: &self.vtable.c }
+        let data = Arc::as_ptr(&self.inner) as *const () as *const c_void;
+        rmm_resource {
+            self_: cell::handle_self(data, 0),
+            vtable: &self.vtable.c,
+        }
     }
 
     /// An owning handle to the same resource (one more reference; nothing is copied).
@@ -381,7 +454,15 @@ impl AnyResource {
             return foreign.handle;
         }
         let vtable = &self.vtable.c;
-        rmm_resource { self_: Arc::into_raw(self.inner) as *const () as *mut c_void, vtable }
+        // The reference moves into the handle: this owner is not dropped.
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again: its `Arc` is moved out exactly once.
+        let inner = unsafe { std::ptr::read(&this.inner) };
+        let data = Arc::into_raw(inner) as *const () as *const c_void;
+        rmm_resource {
+            self_: cell::handle_self(data, 1),
+            vtable,
+        }
     }
 
     /// Takes ownership of one reference of `handle`.
@@ -400,7 +481,8 @@ impl AnyResource {
             // `Arc` data pointer of its type whose reference we take over.
             let rust: &'static RustVTable = unsafe { &*(handle.vtable as *const RustVTable) };
             // SAFETY: as above.
-            let inner = unsafe { (rust.into_arc)(handle.self_) };
+            let inner = unsafe { (rust.into_arc)(handle.self_) }
+                .unwrap_or_else(|e| panic!("AnyResource::from_handle: {e} (see its # Safety)"));
             AnyResource { inner, vtable: rust }
         } else {
             // SAFETY: valid (caller contract), so every entry is present.
@@ -438,6 +520,16 @@ impl AnyResource {
             let fns = checked_fns(&handle)?;
             (fns.retain)(handle.self_);
             Ok(Self::from_handle(handle))
+        }
+    }
+}
+
+impl Drop for AnyResource {
+    /// The last owner of a resource that was handed out as a handle retires its handle cell, so
+    /// that a stale copy of the handle is refused instead of reaching freed memory.
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.inner) == 1 {
+            cell::forget(Arc::as_ptr(&self.inner) as *const () as *const c_void);
         }
     }
 }

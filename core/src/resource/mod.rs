@@ -17,6 +17,7 @@
 //!
 //! How a resource crosses into C, C++ and other binaries (the handle protocol of `rmm_c.h`) lives
 //! here too, one room each: [`handle`] (the handle, its vtables, and [`AnyResource`]'s conversions),
+//! `cell` (the handle cells behind our handles' `self`, which make a released handle an error),
 //! [`foreign`] (handles made elsewhere), [`status`] (status codes and error details) and [`guard`]
 //! (what every exported C entry point needs). The entry points themselves are librmm's
 //! (`bindings-cpp/src/`).
@@ -30,6 +31,7 @@ use crate::error::{Error, Result};
 
 pub use crate::aligned::DEFAULT_ALIGNMENT;
 
+pub(crate) mod cell;
 pub mod foreign;
 pub mod guard;
 pub mod handle;

@@ -118,20 +118,25 @@ pub unsafe extern "C" fn c_is_equal(this: *mut c_void, other: *mut c_void, _vt: 
     c_int::from(this == other)
 }
 
-static C_VTABLE: rmm_resource_vtable = rmm_resource_vtable {
-    abi_version: RMM_ABI_VERSION,
-    size: std::mem::size_of::<rmm_resource_vtable>() as u32,
-    owner: &FAKE_OWNER as *const u8 as *const c_void,
-    retain: Some(c_retain),
-    release: Some(c_release),
-    allocate: Some(c_allocate),
-    deallocate: Some(c_deallocate),
-    allocate_sync: Some(c_allocate_sync),
-    deallocate_sync: Some(c_deallocate_sync),
-    access: Some(c_access),
-    name: Some(c_name),
-    is_equal: Some(c_is_equal),
-};
+/// The vtable of the C resource with `owner` as its owner tag (tests make broken copies of it).
+pub const fn c_vtable(owner: *const c_void) -> rmm_resource_vtable {
+    rmm_resource_vtable {
+        abi_version: RMM_ABI_VERSION,
+        size: std::mem::size_of::<rmm_resource_vtable>() as u32,
+        owner,
+        retain: Some(c_retain),
+        release: Some(c_release),
+        allocate: Some(c_allocate),
+        deallocate: Some(c_deallocate),
+        allocate_sync: Some(c_allocate_sync),
+        deallocate_sync: Some(c_deallocate_sync),
+        access: Some(c_access),
+        name: Some(c_name),
+        is_equal: Some(c_is_equal),
+    }
+}
+
+static C_VTABLE: rmm_resource_vtable = c_vtable(&FAKE_OWNER as *const u8 as *const c_void);
 
 /// A new C resource: an owning handle (one reference) and what it reports.
 pub fn c_resource(fail_with: c_int) -> (rmm_resource, Arc<Seen>) {

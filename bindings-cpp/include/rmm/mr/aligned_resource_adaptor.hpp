@@ -43,7 +43,8 @@ class aligned_resource_adaptor : public detail::c_resource {
   }
 
   /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  explicit aligned_resource_adaptor(detail::c_resource const& upstream_mr, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT, std::size_t alignment_threshold = default_alignment_threshold)
+  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
+  explicit aligned_resource_adaptor(Upstream const& upstream_mr, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT, std::size_t alignment_threshold = default_alignment_threshold)
     : aligned_resource_adaptor{detail::upstream_holder{upstream_mr}, alignment, alignment_threshold}
   {
   }

@@ -40,7 +40,8 @@ class arena_memory_resource : public detail::c_resource {
   }
 
   /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  explicit arena_memory_resource(detail::c_resource const& upstream_mr, std::optional<std::size_t> arena_size = std::nullopt, bool dump_log_on_failure = false)
+  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
+  explicit arena_memory_resource(Upstream const& upstream_mr, std::optional<std::size_t> arena_size = std::nullopt, bool dump_log_on_failure = false)
     : arena_memory_resource{detail::upstream_holder{upstream_mr}, arena_size, dump_log_on_failure}
   {
   }

@@ -37,7 +37,8 @@ class binning_memory_resource : public detail::c_resource {
   }
 
   /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  explicit binning_memory_resource(detail::c_resource const& upstream_mr)
+  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
+  explicit binning_memory_resource(Upstream const& upstream_mr)
     : binning_memory_resource{detail::upstream_holder{upstream_mr}, std::nullopt}
   {
   }
@@ -52,7 +53,8 @@ class binning_memory_resource : public detail::c_resource {
   }
 
   /** @brief As above, for an rmm resource as upstream. */
-  binning_memory_resource(detail::c_resource const& upstream_mr, int8_t min_size_exponent, int8_t max_size_exponent)
+  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
+  binning_memory_resource(Upstream const& upstream_mr, int8_t min_size_exponent, int8_t max_size_exponent)
     : binning_memory_resource{detail::upstream_holder{upstream_mr}, std::pair<int, int>{min_size_exponent, max_size_exponent}}
   {
   }

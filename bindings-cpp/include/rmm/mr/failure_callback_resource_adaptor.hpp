@@ -10,6 +10,7 @@
 #include <rmm/detail/error.hpp>
 #include <rmm/error.hpp>
 #include <rmm/mr/detail/c_resource.hpp>
+#include <rmm/mr/detail/upstream.hpp>
 #include <rmm/mr/per_device_resource.hpp>
 #include <rmm/resource_ref.hpp>
 #include <rmm/rmm_c.h>
@@ -61,8 +62,9 @@ class failure_callback_resource_adaptor {
   {
   }
 
-  /** @brief As above, for an rmm resource as upstream (held as its detail::c_resource). */
-  failure_callback_resource_adaptor(detail::c_resource const& upstream, failure_callback_t callback, void* callback_arg)
+  /** @brief As above, for an rmm resource as upstream (held as a copy of its own type). */
+  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
+  failure_callback_resource_adaptor(Upstream const& upstream, failure_callback_t callback, void* callback_arg)
     : failure_callback_resource_adaptor{device_any_resource{upstream}, std::move(callback), callback_arg}
   {
   }
@@ -70,9 +72,8 @@ class failure_callback_resource_adaptor {
   /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
   [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept
   {
-    if (auto* c = cuda::mr::resource_cast<detail::c_resource>(&state_->upstream)) {
-      return device_async_resource_ref{*c};
-    }
+    // The object of the type the user passed (RMM's semantics: it compares equal to a reference to
+    // that upstream).
     return device_async_resource_ref{state_->upstream};
   }
 

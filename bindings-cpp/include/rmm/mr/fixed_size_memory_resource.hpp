@@ -45,7 +45,8 @@ class fixed_size_memory_resource : public detail::c_resource {
   }
 
   /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  explicit fixed_size_memory_resource(detail::c_resource const& upstream_mr, std::size_t block_size = default_block_size, std::size_t blocks_to_preallocate = default_blocks_to_preallocate)
+  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
+  explicit fixed_size_memory_resource(Upstream const& upstream_mr, std::size_t block_size = default_block_size, std::size_t blocks_to_preallocate = default_blocks_to_preallocate)
     : fixed_size_memory_resource{detail::upstream_holder{upstream_mr}, block_size, blocks_to_preallocate}
   {
   }

@@ -40,7 +40,8 @@ class limiting_resource_adaptor : public detail::c_resource {
   }
 
   /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  limiting_resource_adaptor(detail::c_resource const& upstream_mr, std::size_t allocation_limit, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT)
+  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
+  limiting_resource_adaptor(Upstream const& upstream_mr, std::size_t allocation_limit, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT)
     : limiting_resource_adaptor{detail::upstream_holder{upstream_mr}, allocation_limit, alignment}
   {
   }

@@ -113,7 +113,8 @@ class logging_resource_adaptor : public detail::c_resource {
   }
 
   /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  explicit logging_resource_adaptor(detail::c_resource const& upstream,
+  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
+  explicit logging_resource_adaptor(Upstream const& upstream,
                                     std::string const& filename = get_default_filename(),
                                     bool auto_flush             = false)
     : logging_resource_adaptor{detail::upstream_holder{upstream}, filename, auto_flush}
@@ -132,7 +133,8 @@ class logging_resource_adaptor : public detail::c_resource {
   }
 
   /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  logging_resource_adaptor(detail::c_resource const& upstream, std::ostream& stream, bool auto_flush = false)
+  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
+  logging_resource_adaptor(Upstream const& upstream, std::ostream& stream, bool auto_flush = false)
     : logging_resource_adaptor{detail::upstream_holder{upstream}, stream, auto_flush}
   {
   }
@@ -149,7 +151,8 @@ class logging_resource_adaptor : public detail::c_resource {
   }
 
   /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  logging_resource_adaptor(detail::c_resource const& upstream, std::initializer_list<rapids_logger::sink_ptr> sinks,
+  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
+  logging_resource_adaptor(Upstream const& upstream, std::initializer_list<rapids_logger::sink_ptr> sinks,
                            bool auto_flush = false)
     : logging_resource_adaptor{detail::upstream_holder{upstream}, make_logger(sinks), auto_flush}
   {

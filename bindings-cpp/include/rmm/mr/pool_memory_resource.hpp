@@ -43,7 +43,8 @@ class pool_memory_resource : public detail::c_resource {
   }
 
   /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  pool_memory_resource(detail::c_resource const& upstream_mr,
+  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
+  pool_memory_resource(Upstream const& upstream_mr,
                        std::size_t initial_pool_size,
                        std::optional<std::size_t> maximum_pool_size = std::nullopt)
     : pool_memory_resource{detail::upstream_holder{upstream_mr}, initial_pool_size, maximum_pool_size}

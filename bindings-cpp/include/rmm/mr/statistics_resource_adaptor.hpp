@@ -74,7 +74,8 @@ class statistics_resource_adaptor : public detail::c_resource {
   }
 
   /** @brief An adaptor over the rmm resource @p upstream_mr (its handle is passed through). */
-  explicit statistics_resource_adaptor(detail::c_resource const& upstream_mr)
+  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
+  explicit statistics_resource_adaptor(Upstream const& upstream_mr)
     : statistics_resource_adaptor{detail::upstream_holder{upstream_mr}}
   {
   }

@@ -30,7 +30,8 @@ class thread_safe_resource_adaptor : public detail::c_resource {
   explicit thread_safe_resource_adaptor(device_any_resource const& upstream) : thread_safe_resource_adaptor{detail::upstream_holder{upstream}} {}
 
   /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  explicit thread_safe_resource_adaptor(detail::c_resource const& upstream) : thread_safe_resource_adaptor{detail::upstream_holder{upstream}} {}
+  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
+  explicit thread_safe_resource_adaptor(Upstream const& upstream) : thread_safe_resource_adaptor{detail::upstream_holder{upstream}} {}
 
   /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
   [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }

@@ -80,7 +80,8 @@ class tracking_resource_adaptor : public detail::c_resource {
   }
 
   /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  explicit tracking_resource_adaptor(detail::c_resource const& upstream_mr, bool capture_stacks = false)
+  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
+  explicit tracking_resource_adaptor(Upstream const& upstream_mr, bool capture_stacks = false)
     : tracking_resource_adaptor{detail::upstream_holder{upstream_mr}, capture_stacks}
   {
   }

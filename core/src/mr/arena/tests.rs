@@ -843,6 +843,42 @@ mod gpu {
         assert_eq!((s.arenas, s.superblocks, s.used_bytes), (0, 0, 0), "{s:?}");
     }
 
+    /// The hang fix: a thread that exits with work still queued on its default stream does not
+    /// synchronize in its thread-exit destructor; its arena waits for an event recorded there, and
+    /// its memory comes back once that work is done (or at the next defragmentation).
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn an_exiting_thread_with_queued_work_does_not_synchronize_and_its_arena_returns() {
+        crate::testing::require_gpu();
+        let mr = device_arena(256 * MIB);
+        for round in 0..20u8 {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let p = mr.allocate(Stream::PER_THREAD, 512 * KIB, 256).unwrap();
+                    for _ in 0..16 {
+                        // SAFETY: a live 512 KiB block of `mr`; queued on this thread's stream.
+                        unsafe { crate::cuda::set_async(p, round, 512 * KIB, Stream::PER_THREAD).unwrap() };
+                    }
+                    // SAFETY: from allocate above, freed in stream order (the memsets may still run).
+                    unsafe { mr.deallocate(Stream::PER_THREAD, p, 512 * KIB, 256).unwrap() };
+                })
+                .join()
+                .unwrap();
+            });
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let st = mr.stats();
+            if st.arenas == 0 {
+                assert_eq!((st.superblocks, st.used_bytes), (0, 0), "{st:?}");
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "exited threads' arenas never returned: {st:?}");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_all_returned(&mr);
+    }
+
     #[test]
     #[ignore = "needs a CUDA GPU"]
     fn the_cap_gives_out_of_memory_and_the_arena_still_works() {

@@ -30,6 +30,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use crate::cuda::Event;
 use crate::error::{Error, Result};
 use crate::mr::detail::free_list::FreeList;
 
@@ -313,6 +314,10 @@ pub(crate) struct Global {
     pub(crate) streams: HashMap<usize, Arc<Arena>>,
     /// Arenas of live threads (for the per-thread default stream).
     pub(crate) threads: Vec<Arc<Arena>>,
+    /// Arenas of exited threads whose per-thread default stream may still run work on their free
+    /// blocks: each waits for its event (recorded on that stream as the thread exited; `None` when
+    /// recording failed: then for the next device synchronization) before its superblocks return.
+    pub(crate) retired: Vec<(Arc<Arena>, Option<Event>)>,
 }
 
 impl Global {
@@ -329,6 +334,7 @@ impl Global {
             large_bytes: 0,
             streams: HashMap::new(),
             threads: Vec::new(),
+            retired: Vec::new(),
         }
     }
 
@@ -347,9 +353,9 @@ impl Global {
         (self.large_bytes, self.large.len())
     }
 
-    /// Every arena, streams first.
+    /// Every arena: streams, then live threads, then exited threads' arenas still waiting.
     pub(crate) fn arenas(&self) -> Vec<Arc<Arena>> {
-        self.streams.values().chain(self.threads.iter()).cloned().collect()
+        self.streams.values().chain(self.threads.iter()).chain(self.retired.iter().map(|(a, _)| a)).cloned().collect()
     }
 
     /// A large allocation of `size` bytes (a multiple of 256, above [`SUPERBLOCK_SIZE`]): best fit

@@ -19,7 +19,9 @@
 //!   stream, then goes to the arena that holds it;
 //! - a large block waits for the freeing stream before it rejoins the global arena;
 //! - defragmentation locks every arena and synchronizes the device before it moves superblocks;
-//! - a thread's arena waits for the thread's per-thread default stream when the thread exits.
+//! - a thread's arena waits for the thread's per-thread default stream when the thread exits: an
+//!   event recorded there as it exits (never a blocking call in a thread-exit destructor) must
+//!   complete, or the device be synchronized (defragmentation), before its superblocks return.
 //!
 //! Waiting only happens when the arena works for a GPU ([`Shared::gpu`]): in host mode, or over a
 //! simulated upstream, nothing here calls CUDA (tests pass made-up stream handles).
@@ -33,7 +35,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use super::arena::{Arena, ArenaKind, Freed, Global, Superblocks, SUPERBLOCK_SIZE};
 use crate::aligned::{align_up, DEFAULT_ALIGNMENT};
-use crate::cuda::{self, DeviceGuard, DeviceId, Stream};
+use crate::cuda::{self, DeviceGuard, DeviceId, Event, EventFlags, Stream};
 use crate::error::{Error, Result};
 use crate::{AnyResource, MemoryResource};
 
@@ -165,24 +167,69 @@ impl Shared {
     fn new_thread_arena(&self) -> Arc<Arena> {
         static THREAD_ARENAS: AtomicU64 = AtomicU64::new(1);
         let arena = Arc::new(Arena::new(ArenaKind::Thread(THREAD_ARENAS.fetch_add(1, Ordering::Relaxed))));
-        self.lock_global().threads.push(arena.clone());
+        let mut global = self.lock_global();
+        self.reap_retired(&mut global, false);
+        global.threads.push(arena.clone());
         arena
     }
 
     /// Returns an exiting thread's arena to the global arena: empty superblocks join the free
     /// space, the others become orphans until their last block is freed.
+    ///
+    /// Runs in a thread-exit destructor, so it never blocks on the GPU: blocks freed on the
+    /// thread's default stream may still be used by work queued there, so (on a GPU) an event is
+    /// recorded on that stream and the arena waits, with its event, among the *retired* arenas
+    /// until the event has completed ([`Shared::reap_retired`]) or the device is synchronized.
     fn retire_thread_arena(&self, arena: &Arc<Arena>) {
-        if self.gpu.is_some() {
-            // Blocks freed on this thread's default stream may still be used by work queued there.
-            if let Err(e) = Stream::PER_THREAD.synchronize() {
-                tracing::warn!("arena_memory_resource: synchronizing an exiting thread's stream: {e}");
-            }
-        }
+        let event = self.gpu.map(|device| {
+            let recorded = DeviceGuard::new(device).and_then(|_device| {
+                let event = Event::new(EventFlags::DisableTiming)?;
+                event.record(Stream::PER_THREAD)?;
+                Ok(event)
+            });
+            recorded
+                .map_err(|e| {
+                    tracing::warn!(
+                        "arena_memory_resource: recording an event on an exiting thread's stream: {e}; its arena \
+                         waits for the next device synchronization"
+                    )
+                })
+                .ok()
+        });
         let mut global = self.lock_global();
         global.threads.retain(|a| !Arc::ptr_eq(a, arena));
-        let superblocks = arena.lock().take_all();
-        for sb in superblocks {
-            global.release(sb);
+        match event {
+            None => {
+                let superblocks = arena.lock().take_all();
+                for sb in superblocks {
+                    global.release(sb);
+                }
+            }
+            Some(event) => global.retired.push((arena.clone(), event)),
+        }
+    }
+
+    /// Returns the superblocks of retired arenas whose event has completed (a non-blocking query)
+    /// to the global arena; with `synchronized` (the device was just synchronized), all of them.
+    /// The caller holds the global lock and no arena lock.
+    fn reap_retired(&self, global: &mut Global, synchronized: bool) {
+        if global.retired.is_empty() {
+            return;
+        }
+        // The query needs the arena's device current on this thread (a thread that only reads the
+        // statistics may have none).
+        let _device = self.gpu.and_then(|device| DeviceGuard::new(device).ok());
+        let retired = std::mem::take(&mut global.retired);
+        for (arena, event) in retired {
+            let done = synchronized || event.as_ref().is_some_and(|e| e.is_complete().unwrap_or(false));
+            if done {
+                let superblocks = arena.lock().take_all();
+                for sb in superblocks {
+                    global.release(sb);
+                }
+            } else {
+                global.retired.push((arena, event));
+            }
         }
     }
 
@@ -216,7 +263,11 @@ impl Shared {
             }
         };
         let found = if size > SUPERBLOCK_SIZE {
-            self.lock_global().allocate_large(size)
+            let mut global = self.lock_global();
+            global.allocate_large(size).or_else(|| {
+                self.reap_retired(&mut global, false);
+                global.allocate_large(size)
+            })
         } else {
             self.allocate_small(&self.arena_for(stream), size)
         };
@@ -233,6 +284,7 @@ impl Shared {
             return fast;
         }
         let mut global = self.lock_global();
+        self.reap_retired(&mut global, false);
         let mut superblocks = arena.lock();
         // Another thread may have freed into this arena meanwhile.
         if let Some(addr) = superblocks.first_fit(size) {
@@ -245,11 +297,16 @@ impl Shared {
 
     /// Locks every arena (after the global lock), synchronizes the device, and returns every
     /// empty superblock to the global arena, where neighbours coalesce.
-    fn defragment_locked(&self, global: &mut Global, guards: &mut [MutexGuard<'_, Superblocks>]) -> Result<()> {
+    /// Exited threads' arenas (`arenas` are every arena, `guards` their locks, in one order) give
+    /// back every superblock: the synchronization completed their streams' work.
+    fn defragment_locked(&self, global: &mut Global, arenas: &[Arc<Arena>], guards: &mut [MutexGuard<'_, Superblocks>]) -> Result<()> {
         // With every arena locked, no free can land between the synchronization and the move.
         self.synchronize_device()?;
-        for guard in guards.iter_mut() {
-            for sb in guard.take_empty() {
+        let retired = std::mem::take(&mut global.retired);
+        for (arena, guard) in arenas.iter().zip(guards.iter_mut()) {
+            let exited = retired.iter().any(|(r, _)| Arc::ptr_eq(r, arena));
+            let superblocks = if exited { guard.take_all() } else { guard.take_empty() };
+            for sb in superblocks {
                 global.release(sb);
             }
         }
@@ -264,7 +321,7 @@ impl Shared {
         let mut global = self.lock_global();
         let arenas = global.arenas();
         let mut guards: Vec<_> = arenas.iter().map(|a| a.lock()).collect();
-        self.defragment_locked(&mut global, &mut guards)
+        self.defragment_locked(&mut global, &arenas, &mut guards)
     }
 
     /// The slow path after a failed allocation: defragment, retry once (still holding every lock,
@@ -274,7 +331,7 @@ impl Shared {
         let mut global = self.lock_global();
         let arenas = global.arenas();
         let mut guards: Vec<_> = arenas.iter().map(|a| a.lock()).collect();
-        self.defragment_locked(&mut global, &mut guards)?;
+        self.defragment_locked(&mut global, &arenas, &mut guards)?;
         let found = match &own {
             None => global.allocate_large(size),
             Some(own) => match arenas.iter().position(|a| Arc::ptr_eq(a, own)) {
@@ -330,7 +387,9 @@ impl Shared {
 
     /// The accounting, with every lock taken in turn.
     pub(crate) fn snapshot(&self) -> Snapshot {
-        let global = self.lock_global();
+        let mut global = self.lock_global();
+        // Exited threads' arenas whose streams have finished count as returned.
+        self.reap_retired(&mut global, false);
         let arenas = global.arenas();
         let (large_bytes, large_allocations) = global.large();
         let mut s = Snapshot {
@@ -377,8 +436,7 @@ impl Shared {
         }
     }
 
-    /// The managed range `(base, size)` (tests only).
-    #[cfg(test)]
+    /// The managed range `(base, size)`.
     pub(crate) fn range(&self) -> (usize, usize) {
         (self.base, self.size)
     }

@@ -14,9 +14,28 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <string>
 #include <utility>
 
 namespace rmm::mr::detail {
+
+/**
+ * @brief rmm::detail::check() for an allocation of @p bytes aligned to @p alignment: a refused
+ * alignment above CUDA_ALLOCATION_ALIGNMENT (RMM_ERROR_INVALID_ARGUMENT; librmm's base resources
+ * guarantee 256 bytes) throws rmm::bad_alloc, as RMM's base resources do
+ * (`is_supported_base_resource_alignment`); every other failure throws as check() does.
+ */
+inline void check_allocation(int status, rmm_error const& err, std::size_t bytes, std::size_t alignment,
+                             const char* what)
+{
+  if (status == RMM_ERROR_INVALID_ARGUMENT && bytes > 0 && is_pow2(alignment) &&
+      alignment > CUDA_ALLOCATION_ALIGNMENT) {
+    std::size_t len = 0;
+    while (len < RMM_ERROR_MESSAGE_SIZE && err.message[len] != '\0') { ++len; }
+    throw rmm::bad_alloc{std::string{what} + ": " + rmm_error_kind_name(status) + ": " + std::string{err.message, len}};
+  }
+  rmm::detail::check(status, err, what);
+}
 
 /** @brief Tag of the constructors that take over a handle librmm made for that resource type. */
 struct adopt_handle_t {};
@@ -69,7 +88,8 @@ class c_resource {
 
   /**
    * @brief Allocates @p bytes aligned to @p alignment, ordered on @p stream.
-   * @throws rmm::out_of_memory, rmm::cuda_error or rmm::logic_error (see rmm::detail::throw_rmm_error)
+   * @throws rmm::out_of_memory, rmm::bad_alloc (an alignment the resource cannot give), rmm::cuda_error
+   * or rmm::logic_error (see check_allocation)
    */
   void* allocate(cuda::stream_ref stream, std::size_t bytes, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT)
   {
@@ -77,7 +97,7 @@ class c_resource {
     // Not zeroed (512 bytes, on every call): librmm writes it whenever it reports a failure.
     rmm_error err;
     err.message[0] = '\0';
-    rmm::detail::check(call_allocate(stream, bytes, alignment, &ptr, &err), err, "rmm::mr allocate");
+    check_allocation(call_allocate(stream, bytes, alignment, &ptr, &err), err, bytes, alignment, "rmm::mr allocate");
     return ptr;
   }
 
@@ -100,8 +120,8 @@ class c_resource {
   {
     void* ptr = nullptr;
     rmm_error err{};
-    rmm::detail::check(rmm_resource_allocate_sync(handle_, bytes, alignment, &ptr, &err), err,
-                       "rmm::mr allocate_sync");
+    check_allocation(rmm_resource_allocate_sync(handle_, bytes, alignment, &ptr, &err), err, bytes, alignment,
+                     "rmm::mr allocate_sync");
     return ptr;
   }
 

@@ -15,24 +15,48 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace rmm::mr::detail {
 
+/** @brief Enables the constructors of librmm's resources that take an rmm resource (any class derived from c_resource) as upstream. */
+template <class Upstream>
+using enable_if_rmm_upstream_t = std::enable_if_t<std::is_base_of_v<c_resource, Upstream>, int>;
+
 /**
  * @brief The upstream of a librmm sub-allocator or adaptor, as its C++ value type keeps it: one
- * reference to the upstream's handle (librmm keeps its own), for get_upstream_resource().
+ * reference to the upstream's handle (librmm keeps its own), and the upstream as the user passed it,
+ * for get_upstream_resource().
  *
  * An rmm resource (any detail::c_resource) passes its handle through unchanged; any other
  * `any_resource<device_accessible>` (a user's C++ resource) goes behind the C vtable of
  * per_device_resource.hpp (detail::to_c_resource), so the Rust resource calls back into it.
+ *
+ * get_upstream_resource() refers to an object of the type the user passed (a copy of it, sharing its
+ * state as every rmm resource does), so it compares equal to `device_async_resource_ref{upstream}`:
+ * CCCL's resource_ref compares the referenced objects when their types match, and is false when they
+ * do not (as RMM's adaptors, which keep their upstream in an any_resource).
  */
 class upstream_holder {
  public:
   /** @brief Holds the handle of @p upstream (see the class comment). */
-  explicit upstream_holder(device_any_resource const& upstream) : up_{to_c_resource(upstream)} {}
-  /** @brief Holds @p upstream's own handle (an rmm resource). */
-  explicit upstream_holder(c_resource const& upstream) : up_{upstream} {}
+  explicit upstream_holder(device_any_resource const& upstream) : up_{to_c_resource(upstream)}
+  {
+    // A user's resource: the box of to_c_resource holds the copy the adaptor uses; refer to that one.
+    if (!is_cpp_box(up_.handle())) { typed_.emplace(upstream); }
+  }
+  /** @brief Tag of the constructor that keeps the handle only (ref() then refers to the handle's resource). */
+  struct handle_only_t {};
+  /** @brief Holds the handle of @p upstream only: for owners that keep @p upstream themselves (containers). */
+  upstream_holder(device_any_resource const& upstream, handle_only_t) : up_{to_c_resource(upstream)} {}
+  /** @brief Holds @p upstream's own handle (an rmm resource), and a copy of @p upstream as its type. */
+  template <class Upstream, enable_if_rmm_upstream_t<Upstream> = 0>
+  explicit upstream_holder(Upstream const& upstream) : up_{static_cast<c_resource const&>(upstream)}
+  {
+    // A plain c_resource is its own type already: ref() refers to up_ (no second copy).
+    if constexpr (!std::is_same_v<Upstream, c_resource>) { typed_.emplace(upstream); }
+  }
 
   /** @brief The handle, BORROWED. */
   [[nodiscard]] rmm_resource handle() const noexcept { return up_.handle(); }
@@ -40,12 +64,14 @@ class upstream_holder {
   /** @brief A reference to the upstream: the user's resource itself when it came from C++. */
   [[nodiscard]] device_async_resource_ref ref() const noexcept
   {
+    if (typed_.has_value()) { return device_async_resource_ref{*typed_}; }
     if (is_cpp_box(up_.handle())) { return device_async_resource_ref{as_box(up_.handle().self)->resource}; }
     return device_async_resource_ref{up_};
   }
 
  private:
   mutable c_resource up_;
+  mutable std::optional<device_any_resource> typed_;
 };
 
 /** @brief Calls the C constructor @p make (`int(rmm_resource* out, rmm_error* err)`); throws on failure. */

@@ -35,7 +35,9 @@
 //! - a region goes back upstream only when it is wholly free and every stream in its tag has been
 //!   synchronized;
 //! - lock order: the shared list (`global`) before any shard; a shard is never held while `global`
-//!   is taken.
+//!   is taken;
+//! - regions are given back upstream (a synchronization and a free: blocking driver calls) only
+//!   with `global` released: they are taken out of the books under it first (issue 12's hang).
 //!
 //! All driver work goes through the [`Syncer`] trait: CUDA in GPU mode, nothing at all in host mode,
 //! and a recording model of stream order in the CPU tests.
@@ -91,6 +93,15 @@ pub(crate) enum Growth {
         /// The block size; chunks are multiples of it.
         unit: usize,
     },
+}
+
+/// What [`Core::grow`] did.
+enum Grown {
+    /// Grew and handed out the request at this address.
+    Addr(usize),
+    /// The upstream is out of memory: these wholly free regions, out of the books now, are to be
+    /// synchronized and given back with the shared lock released ([`Core::give_back`]).
+    GiveBack(Vec<(usize, usize, Pending)>),
 }
 
 /// Exact counters of a [`Core`], taken under all its locks.
@@ -401,7 +412,34 @@ impl Core {
                 return Ok(addr);
             }
         }
-        match self.grow(&mut g, stream, key, size, alignment) {
+        let grown = match self.grow(&mut g, stream, key, size, alignment, true) {
+            Ok(Grown::Addr(addr)) => Ok(addr),
+            Ok(Grown::GiveBack(detached)) => {
+                // Wholly free regions too small for the request: give them back with the shared
+                // lock released (synchronizing their streams and freeing them are blocking driver
+                // calls; other threads keep allocating and freeing meanwhile), then try again.
+                drop(g);
+                let count = detached.len() as u64;
+                let (_, kept, error) = self.give_back(detached);
+                g = self.lock_shared();
+                g.upstream_releases += count - kept.len() as u64;
+                self.readmit(&mut g, kept);
+                if let Some(e) = error {
+                    return Err(e);
+                }
+                // Others may have freed while the lock was released.
+                if let Some(addr) = self.take(&mut g, key, size, alignment, false)? {
+                    return Ok(addr);
+                }
+                match self.grow(&mut g, stream, key, size, alignment, false) {
+                    Ok(Grown::Addr(addr)) => Ok(addr),
+                    Ok(Grown::GiveBack(_)) => unreachable!("grow without give-back detaches nothing"),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        };
+        match grown {
             // Blocks of batches that no event closed yet (their streams may only be named by their
             // own calls): before failing, one device-wide synchronization covers them all.
             Err(e) if e.is_out_of_memory() && self.cover_open_batches(&mut g)? => {
@@ -800,7 +838,20 @@ impl Core {
     }
 
     /// Grows from upstream (RMM's `expand_pool`) and hands out `size` bytes of the new region.
-    fn grow(&self, g: &mut Global, stream: Stream, key: StreamKey, size: usize, alignment: usize) -> Result<usize> {
+    ///
+    /// When the upstream is out of memory even for the request alone and `may_give_back` is set,
+    /// the wholly free regions are taken out of the books and returned as [`Grown::GiveBack`]: the
+    /// caller gives them back after releasing `global` (never a blocking driver call under the
+    /// shared lock) and calls again without `may_give_back`.
+    fn grow(
+        &self,
+        g: &mut Global,
+        stream: Stream,
+        key: StreamKey,
+        size: usize,
+        alignment: usize,
+        may_give_back: bool,
+    ) -> Result<Grown> {
         let exceeded = |detail: String| Error::OutOfMemory { bytes: size, resource: self.name.into(), detail };
         // Regions start 256-aligned: this much always holds an aligned `size`.
         let need = size
@@ -824,7 +875,6 @@ impl Core {
             }
         };
         let mut try_size = first;
-        let mut released = false;
         let cause = loop {
             match self.upstream.allocate(stream, try_size, DEFAULT_ALIGNMENT) {
                 Ok(ptr) => {
@@ -838,6 +888,7 @@ impl Core {
                     self.add_region(g, ptr as usize, try_size, tag);
                     return self
                         .take(g, key, size, alignment, size <= self.cache.max_block)?
+                        .map(Grown::Addr)
                         .ok_or_else(|| exceeded("a new upstream block did not fit the request".into()));
                 }
                 Err(e) if e.is_out_of_memory() => {
@@ -847,10 +898,15 @@ impl Core {
                             Growth::Pool { .. } => align_up(try_size / 2, DEFAULT_ALIGNMENT).unwrap_or(min),
                         }
                         .max(min);
-                    } else if !released && self.release_free_regions(g)? > 0 {
-                        // Wholly free upstream blocks too small for the request: give them back and
-                        // try the smallest growth once more.
-                        released = true;
+                    } else if may_give_back {
+                        // Wholly free upstream blocks too small for the request: the caller gives
+                        // them back (outside the lock) and tries once more.
+                        self.flush_caches(g);
+                        let detached = self.detach_free_regions(g);
+                        if !detached.is_empty() {
+                            return Ok(Grown::GiveBack(detached));
+                        }
+                        break e;
                     } else {
                         break e;
                     }
@@ -917,21 +973,6 @@ impl Core {
         self.regions_changed(g);
     }
 
-    /// Returns every wholly free region to the upstream while the caller holds `global` (the
-    /// out-of-memory path); the bytes released.
-    fn release_free_regions(&self, g: &mut Global) -> Result<usize> {
-        self.flush_caches(g);
-        let detached = self.detach_free_regions(g);
-        let count = detached.len() as u64;
-        let (released, kept, error) = self.give_back(detached);
-        g.upstream_releases += count - kept.len() as u64;
-        self.readmit(g, kept);
-        match error {
-            Some(e) => Err(e),
-            None => Ok(released),
-        }
-    }
-
     /// Returns `[addr, addr + size)`, handed out by [`Core::allocate`] with this `size`, in
     /// `stream` order.
     ///
@@ -967,6 +1008,16 @@ impl Core {
         g.free.insert(addr, size, region, tag);
         g.used = g.used.wrapping_sub(size);
         Ok(())
+    }
+
+    /// A number that changes whenever upstream regions are added or given back.
+    pub(crate) fn regions_generation(&self) -> u64 {
+        self.regions_gen.load(Ordering::Acquire)
+    }
+
+    /// Every upstream region: (start, size).
+    pub(crate) fn regions(&self) -> Vec<(usize, usize)> {
+        lock(&self.global).regions.iter().map(|(&a, &s)| (a, s)).collect()
     }
 
     /// The start and size of the upstream block holding `addr`.

@@ -948,3 +948,165 @@ fn random_churn_from_sixteen_threads_mostly_stays_in_the_shards() {
     assert_eq!(core.stats().used, 0);
     core.check_invariants();
 }
+
+/// An upstream (over the model's) that notes, at every synchronous give-back, whether the core's
+/// shared lock was free: a give-back is a blocking driver call (cuMemFree after a synchronization)
+/// and must not keep every other thread of the pool waiting.
+#[derive(Debug, Clone)]
+struct LockProbe {
+    inner: AnyResource,
+    core: Arc<std::sync::OnceLock<Weak<Core>>>,
+    under_lock: Arc<AtomicUsize>,
+    given_back: Arc<AtomicUsize>,
+}
+
+impl MemoryResource for LockProbe {
+    fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
+        self.inner.allocate(stream, bytes, alignment)
+    }
+    fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
+        self.inner.allocate_sync(bytes, alignment)
+    }
+    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+        // SAFETY: forwarded caller contract.
+        unsafe { self.inner.deallocate(stream, ptr, bytes, alignment) }
+    }
+    unsafe fn deallocate_sync(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+        if let Some(core) = self.core.get().and_then(Weak::upgrade) {
+            if core.global.try_lock().is_err() {
+                self.under_lock.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.given_back.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded caller contract.
+        unsafe { self.inner.deallocate_sync(ptr, bytes, alignment) }
+    }
+    fn access(&self) -> crate::resource::Access {
+        self.inner.access()
+    }
+    fn name(&self) -> &str {
+        "lock_probe"
+    }
+    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
+        crate::resource::downcast::<Self>(other).is_some_and(|o| std::ptr::eq(self, o))
+    }
+}
+
+/// The hang fix: when growth finds the upstream out of memory, the wholly free regions it gives
+/// back are synchronized and freed after the shared lock is released (the model still checks that
+/// their streams' work was complete first), and the request is then served.
+#[test]
+fn out_of_memory_give_back_runs_outside_the_shared_lock() {
+    for cache in [CacheLimits::OFF, CacheLimits::DEFAULT] {
+        let syncer = RecordingSyncer::new(0, 1);
+        let device = SimulatedMemoryResource::new(8 * KIB).unwrap();
+        let probe = LockProbe {
+            inner: AnyResource::new(ModelUpstream::new(AnyResource::new(device.clone()), &syncer)),
+            core: Arc::new(std::sync::OnceLock::new()),
+            under_lock: Arc::new(AtomicUsize::new(0)),
+            given_back: Arc::new(AtomicUsize::new(0)),
+        };
+        let core = Core::new("t", AnyResource::new(probe.clone()), Arc::new(syncer.clone()), POOL, cache, 0).unwrap();
+        probe.core.set(Arc::downgrade(&core)).unwrap();
+        let (a, b) = (fake_stream(1), fake_stream(2));
+        let model_alloc = |s: Stream, size: usize| {
+            let addr = naming(s, || core.allocate(s, size, 256)).unwrap();
+            syncer.model().allocated(syncer.key(s), addr, size).unwrap();
+            addr
+        };
+        let model_free = |s: Stream, addr: usize, size: usize| {
+            syncer.model().freed(syncer.key(s), addr, size);
+            naming(s, || core.deallocate(s, addr, size, false)).unwrap();
+        };
+        let p = model_alloc(a, 2 * KIB);
+        let q = model_alloc(b, 2 * KIB);
+        model_free(a, p, 2 * KIB);
+        model_free(b, q, 2 * KIB);
+        // Two free 2 KiB regions (pending on A and on B) cannot hold 6 KiB; the device has 4 KiB left.
+        let big = model_alloc(a, 6 * KIB);
+        let s = core.stats();
+        assert_eq!((s.pool_size, s.upstream_releases), (6 * KIB, 2), "{s:?}");
+        assert_eq!(probe.given_back.load(Ordering::Relaxed), 2);
+        assert_eq!(probe.under_lock.load(Ordering::Relaxed), 0, "a region was given back under the shared lock");
+        assert!(syncer.counts().syncs >= 1, "the regions' streams were synchronized before the give-back");
+        model_free(a, big, 6 * KIB);
+        assert_eq!(core.release_unused().unwrap(), 6 * KIB);
+        assert_eq!(probe.under_lock.load(Ordering::Relaxed), 0);
+        assert_eq!(device.usage().allocated_bytes, 0);
+    }
+}
+
+/// While one thread gives regions back (its upstream call blocks), another thread keeps allocating
+/// and freeing from the pool: the pool is not frozen behind a driver call.
+#[test]
+fn other_threads_use_the_pool_during_a_give_back() {
+    use std::sync::mpsc;
+    #[derive(Debug)]
+    struct Gate {
+        inner: AnyResource,
+        entered: Mutex<Option<mpsc::Sender<()>>>,
+        release: Mutex<Option<mpsc::Receiver<()>>>,
+    }
+    impl MemoryResource for Gate {
+        fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
+            self.inner.allocate(stream, bytes, alignment)
+        }
+        fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
+            self.inner.allocate_sync(bytes, alignment)
+        }
+        unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+            // SAFETY: forwarded caller contract.
+            unsafe { self.inner.deallocate(stream, ptr, bytes, alignment) }
+        }
+        unsafe fn deallocate_sync(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+            // The first give-back waits (like a long cuEventSynchronize) until the test lets it go.
+            if let Some(tx) = lock(&self.entered).take() {
+                tx.send(()).unwrap();
+                let rx = lock(&self.release).take().unwrap();
+                rx.recv_timeout(std::time::Duration::from_secs(20)).expect("the other thread finished");
+            }
+            // SAFETY: forwarded caller contract.
+            unsafe { self.inner.deallocate_sync(ptr, bytes, alignment) }
+        }
+        fn access(&self) -> crate::resource::Access {
+            self.inner.access()
+        }
+        fn name(&self) -> &str {
+            "gate"
+        }
+        fn is_equal(&self, other: &dyn MemoryResource) -> bool {
+            crate::resource::downcast::<Self>(other).is_some_and(|o| std::ptr::eq(self, o))
+        }
+    }
+    let device = SimulatedMemoryResource::new(10 * KIB).unwrap();
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let gate = Gate {
+        inner: AnyResource::new(device.clone()),
+        entered: Mutex::new(Some(entered_tx)),
+        release: Mutex::new(Some(release_rx)),
+    };
+    let syncer = RecordingSyncer::new(0, 1);
+    let core = Core::new("t", AnyResource::new(gate), Arc::new(syncer), POOL, CacheLimits::OFF, 0).unwrap();
+    let s = fake_stream(1);
+    let keep = core.allocate(s, 2 * KIB, 256).unwrap();
+    let a = core.allocate(s, 2 * KIB, 256).unwrap();
+    let b = core.allocate(s, 4 * KIB, 256).unwrap();
+    core.deallocate(s, a, 2 * KIB, false).unwrap();
+    core.deallocate(s, b, 4 * KIB, false).unwrap();
+    // Live: 2 KiB of the first region (its other 2 KiB? none: regions of 2, 2, 4 KiB). The device
+    // has 2 KiB left; 6 KiB needs the two free regions (2 + 4 KiB) given back first.
+    std::thread::scope(|scope| {
+        let big = scope.spawn(|| core.allocate(s, 6 * KIB, 256));
+        entered_rx.recv_timeout(std::time::Duration::from_secs(20)).expect("a give-back started");
+        // The give-back is in progress: this thread still frees and allocates (the live block).
+        core.deallocate(s, keep, 2 * KIB, false).unwrap();
+        let again = core.allocate(s, 2 * KIB, 256).unwrap();
+        assert_eq!(again, keep, "the freed block is reused");
+        release_tx.send(()).unwrap();
+        let big = big.join().unwrap().unwrap();
+        core.deallocate(s, big, 6 * KIB, false).unwrap();
+        core.deallocate(s, again, 2 * KIB, false).unwrap();
+    });
+    assert_eq!(core.stats().used, 0);
+}
