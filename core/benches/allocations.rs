@@ -28,7 +28,10 @@
 //! live-allocation index costs), system memory and the simulated device itself; `own` streams
 //! cannot exist there, and `foreign` ones are made-up handles that never reach a driver (the pools
 //! see streams they did not create, which is what matters for their cost).
-//! `RMM_BENCH_KINDS` (a comma list, default all) picks the kinds, `RMM_BENCH_RESOURCES` the resources.
+//! `RMM_BENCH_KINDS` (a comma list, default all) picks the kinds, `RMM_BENCH_RESOURCES` the resources,
+//! `RMM_BENCH_WORKLOADS` (`pair256`, `multistream`, `random`; default all) the workloads: criterion's
+//! filter skips measurements but not the warm-ups around them, which would fill a profile of one
+//! workload with another's.
 
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -331,10 +334,21 @@ fn make(name: &str, factory: Factory) -> Option<AnyResource> {
     factory().map_err(|e| eprintln!("skipping {name}: {e}")).ok()
 }
 
+/// True when `RMM_BENCH_WORKLOADS` (a comma or space list, default all) names `workload`.
+fn workload_wanted(workload: &str) -> bool {
+    let wanted = std::env::var("RMM_BENCH_WORKLOADS").unwrap_or_default();
+    wanted.trim().is_empty() || wanted.split([',', ' ']).any(|w| w == workload)
+}
+
 fn bench(c: &mut Criterion) {
     let kinds = Kind::selected();
     let mut pairs = c.benchmark_group("pair256");
-    for (name, factory) in resources().into_iter().chain([("empty", (|| Ok(AnyResource::new(EmptyResource))) as Factory)]) {
+    let mut pair_resources = resources();
+    pair_resources.push(("empty", (|| Ok(AnyResource::new(EmptyResource))) as Factory));
+    if !workload_wanted("pair256") {
+        pair_resources.clear();
+    }
+    for (name, factory) in pair_resources {
         for &kind in &kinds {
             // A fresh resource per kind of stream, as the C++ side (what one kind leaves behind
             // does not slow the next).
@@ -356,7 +370,7 @@ fn bench(c: &mut Criterion) {
     pairs.finish();
 
     let mut multi = c.benchmark_group("multistream");
-    for (name, factory) in resources() {
+    for (name, factory) in if workload_wanted("multistream") { resources() } else { Vec::new() } {
         for &kind in &kinds {
             // A fresh resource per kind of stream, as the C++ side (what one kind leaves behind
             // does not slow the next).
@@ -378,7 +392,7 @@ fn bench(c: &mut Criterion) {
     // One workload run takes milliseconds to seconds (cuda): ten flat samples, not a linear ramp.
     random.sample_size(10);
     random.sampling_mode(SamplingMode::Flat);
-    for (name, factory) in resources() {
+    for (name, factory) in if workload_wanted("random") { resources() } else { Vec::new() } {
         for &kind in &kinds {
             // A fresh resource per kind of stream, as the C++ side (what one kind leaves behind
             // does not slow the next).

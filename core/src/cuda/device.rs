@@ -16,12 +16,22 @@ pub type DeviceId = i32;
 ///
 /// # Errors
 /// [`Error::NoDriver`] / [`Error::NoDevice`] in host mode.
+///
+/// Asked once: the devices a process sees are fixed when the driver is initialised
+/// (`CUDA_VISIBLE_DEVICES` is read then), and this is on hot paths (every host-mode check, as a
+/// batch's closing makes, and every device check), where a driver call each time cost tens of
+/// nanoseconds.
 pub fn device_count() -> Result<i32> {
-    driver()?;
-    let mut count = 0;
-    // SAFETY: the driver is initialised; `count` is a valid out-pointer.
-    check(unsafe { sys::cuDeviceGetCount(&mut count) }, "cuDeviceGetCount")?;
-    Ok(count)
+    static COUNT: OnceLock<Result<i32>> = OnceLock::new();
+    COUNT
+        .get_or_init(|| {
+            driver()?;
+            let mut count = 0;
+            // SAFETY: the driver is initialised; `count` is a valid out-pointer.
+            check(unsafe { sys::cuDeviceGetCount(&mut count) }, "cuDeviceGetCount")?;
+            Ok(count)
+        })
+        .clone()
 }
 
 fn check_device(device: DeviceId) -> Result<sys::CUdevice> {

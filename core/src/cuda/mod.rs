@@ -100,8 +100,47 @@ pub(crate) fn has_entry_point(name: &str) -> bool {
     unsafe { sys::culib().get::<unsafe extern "C" fn()>(symbol.as_bytes()).is_ok() }
 }
 
+/// Driver calls made by the calling thread, counted in test builds only (every wrapper's status
+/// goes through [`check`], [`check_alloc`] or [`counted`]), so that tests can pin how many driver
+/// calls a hot path makes per operation on each kind of stream.
+#[cfg(test)]
+pub(crate) mod calls {
+    use std::cell::Cell;
+
+    thread_local! {
+        static COUNT: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Counts one driver call of the calling thread.
+    pub(crate) fn bump() {
+        COUNT.with(|c| c.set(c.get() + 1));
+    }
+
+    /// The driver calls the calling thread made so far.
+    pub(crate) fn count() -> u64 {
+        COUNT.with(Cell::get)
+    }
+
+    /// The driver calls the calling thread makes while running `f`.
+    pub(crate) fn during<T>(f: impl FnOnce() -> T) -> (T, u64) {
+        let before = count();
+        let out = f();
+        (out, count() - before)
+    }
+}
+
+/// The status of a driver call whose caller matches on it itself (counted in test builds).
+#[inline]
+fn counted(status: sys::CUresult) -> sys::CUresult {
+    #[cfg(test)]
+    calls::bump();
+    status
+}
+
 /// Turns a `CUresult` into `Ok(())` or the matching [`Error`].
 fn check(status: sys::CUresult, call: &'static str) -> Result<()> {
+    #[cfg(test)]
+    calls::bump();
     if status == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
@@ -116,6 +155,8 @@ fn check_alloc(
     bytes: usize,
     resource: &str,
 ) -> Result<()> {
+    #[cfg(test)]
+    calls::bump();
     match status {
         sys::CUresult::CUDA_SUCCESS => Ok(()),
         sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Err(Error::OutOfMemory {

@@ -89,7 +89,7 @@ impl Stream {
         }
         ensure_context()?;
         // SAFETY: a context is current and the handle is valid (constructor contract).
-        let status = unsafe { sys::cuStreamQuery(self.as_cu()) };
+        let status = super::counted(unsafe { sys::cuStreamQuery(self.as_cu()) });
         match status {
             sys::CUresult::CUDA_SUCCESS => Ok(true),
             sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
@@ -107,7 +107,9 @@ impl Stream {
             return current_device();
         }
         ensure_context()?;
-        if super::has_entry_point("cuStreamGetDevice") {
+        // Asked once: the lookup formats the name and asks the loader each time.
+        static HAS_GET_DEVICE: OnceLock<bool> = OnceLock::new();
+        if *HAS_GET_DEVICE.get_or_init(|| super::has_entry_point("cuStreamGetDevice")) {
             let mut device: sys::CUdevice = 0;
             // SAFETY: a context is current, the handle is valid (constructor contract) and `device`
             // is a valid out-pointer.

@@ -156,7 +156,8 @@ impl BinningMemoryResource {
                 self.inner.syncer.clone(),
                 CacheLimits::DEFAULT,
                 FreeChecks::Unchecked,
-            )?),
+            )?
+            .frees_verified_by_owner(self.inner.live.mode() == FreeChecks::Checked)),
         };
         bins.insert(size, resource);
         Ok(())

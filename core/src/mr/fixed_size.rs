@@ -42,6 +42,9 @@ pub struct FixedSizeMemoryResource {
     blocks_to_preallocate: usize,
     /// The live allocations, when frees are checked (shared by clones).
     live: Arc<FreeCheck>,
+    /// Every free was checked against the live allocations before it got here: by `live`, or by
+    /// the binning resource that owns this bin (see [`FixedSizeMemoryResource::frees_verified_by_owner`]).
+    verified: bool,
 }
 
 impl FixedSizeMemoryResource {
@@ -109,7 +112,15 @@ impl FixedSizeMemoryResource {
         })?;
         let growth = Growth::Chunks { chunk, unit: block_size };
         let core = Core::new("fixed_size_memory_resource", upstream, syncer, growth, cache, chunk)?;
-        Ok(Self { core, block_size, blocks_to_preallocate, live: Arc::new(FreeCheck::new(checks)) })
+        let verified = checks == FreeChecks::Checked;
+        Ok(Self { core, block_size, blocks_to_preallocate, live: Arc::new(FreeCheck::new(checks)), verified })
+    }
+
+    /// Marks a bin whose owner (a binning resource with checked frees) checks every free against
+    /// its live allocations before routing it here: the engine then skips its own double-free scans.
+    pub(crate) fn frees_verified_by_owner(mut self, verified: bool) -> Self {
+        self.verified |= verified;
+        self
     }
 
     /// The size of every block (the largest request served), a multiple of 256.
@@ -206,7 +217,7 @@ impl MemoryResource for FixedSizeMemoryResource {
         }
         self.live.free(self.name(), ptr, granule(bytes, Some(alignment)), || {
             let block = if alignment <= DEFAULT_ALIGNMENT { ptr as usize } else { self.block_of(ptr as usize)? };
-            self.core.deallocate(stream, block, self.block_size)
+            self.core.deallocate(stream, block, self.block_size, self.verified)
         })
     }
 

@@ -275,7 +275,8 @@ impl MemoryResource for PoolMemoryResource {
         }
         let size = align_up(bytes, DEFAULT_ALIGNMENT)
             .ok_or_else(|| Error::invalid(format!("{bytes} bytes cannot have come from this pool")))?;
-        let free = || self.live.free(self.name(), ptr, size, || self.core.deallocate(stream, ptr as usize, size));
+        let verified = self.live.mode() == FreeChecks::Checked;
+        let free = || self.live.free(self.name(), ptr, size, || self.core.deallocate(stream, ptr as usize, size, verified));
         match &self.nvtx {
             None => free(),
             Some(nvtx) => nvtx.free(ptr, free),

@@ -912,3 +912,40 @@ mod gpu {
         assert_all_returned(&mr);
     }
 }
+
+/// The 256-byte pair on one stream, from one thread, from 4 and 16 threads at once, and from a new
+/// thread per round (as the benchmark runs it) keeps one superblock per arena: freed blocks are
+/// found again, never stranded in superblocks the arena keeps passing over.
+#[test]
+fn pair_churn_on_one_stream_keeps_one_superblock_per_arena() {
+    let gpu = simulated(64 << 30);
+    let mr = arena_over(&gpu, 32 << 30);
+    let pairs = |stream: Stream, n: usize| {
+        for _ in 0..n {
+            let p = alloc(&mr, stream, 256);
+            // SAFETY: allocated just above with these arguments.
+            unsafe { mr.deallocate(stream, p as *mut u8, 256, DEFAULT_ALIGNMENT).unwrap() };
+        }
+    };
+    for stream in [Stream::DEFAULT, Stream::PER_THREAD, fake_stream(3)] {
+        pairs(stream, 2000);
+    }
+    assert_eq!(mr.stats().superblocks, 3, "{:?}", mr.stats());
+    for threads in [4, 16] {
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| pairs(Stream::DEFAULT, 1000));
+            }
+        });
+    }
+    let mut n = 1;
+    while n < 1 << 12 {
+        std::thread::scope(|scope| {
+            scope.spawn(|| pairs(Stream::DEFAULT, n));
+        });
+        n *= 2;
+    }
+    let s = mr.stats();
+    assert_eq!(s.superblocks, 3, "the legacy stream's arena kept one superblock: {s:?}");
+    assert_eq!(s.used_bytes, 0);
+}

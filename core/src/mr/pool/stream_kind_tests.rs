@@ -286,3 +286,95 @@ fn allocation_inside_a_graph_capture_on_a_foreign_stream() {
     destroy(f);
     assert_eq!(pool.statistics().bytes_used, 0);
 }
+
+/// Driver calls per 256-byte pair after warm-up, counted on the real driver (`cuda::calls`), for
+/// the pool and the arena on each kind of stream. The pool: none on our own streams and on the
+/// legacy default stream (one device); on a PTDS only each batch's closing (a capture query and an
+/// event, every 256 frees); on a stream made elsewhere one `cuStreamGetId` per call (the stream
+/// may have been destroyed and its handle reused since the last call) plus the batch's closing.
+/// The arena: none on any kind (each stream's or thread's arena serves its own frees).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn driver_calls_per_pair_on_each_kind_of_stream() {
+    crate::testing::require_gpu();
+    const PAIRS: u64 = 1024;
+    // A batch's closing: the capture query and its context check, the device guard, the event's
+    // record (and, the first time, its creation): a few calls every 256 frees.
+    const PER_CLOSE: u64 = 8;
+    let closes = PAIRS / u64::from(crate::mr::detail::stream_ordered::CLOSE_FREES) + 1;
+    let single_device = cu::device_count().unwrap() == 1;
+    let own = OwnedStream::new(StreamFlags::NonBlocking).unwrap();
+    let f = foreign();
+    let arena = crate::mr::ArenaMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), Some(64 * MIB), false)
+        .unwrap();
+    let resources: [(&str, AnyResource); 2] = [("pool", AnyResource::new(cuda_pool(64 * MIB, None))), ("arena", AnyResource::new(arena))];
+    let mut report = Vec::new();
+    for (name, mr) in &resources {
+        for (kind, stream) in [("own", own.stream()), ("legacy", Stream::DEFAULT), ("ptds", Stream::PER_THREAD), ("foreign", f)] {
+            let pair = || {
+                let p = mr.allocate(stream, 256, 256).unwrap();
+                // SAFETY: from allocate above with these arguments; nothing used it.
+                unsafe { mr.deallocate(stream, p, 256, 256).unwrap() };
+            };
+            (0..512).for_each(|_| pair());
+            let ((), calls) = cu::calls::during(|| (0..PAIRS).for_each(|_| pair()));
+            report.push(format!("{name}.{kind}: {calls} driver calls per {PAIRS} pairs"));
+            let (low, high) = match (*name, kind) {
+                ("pool", "own") => (0, 0),
+                ("pool", "legacy") if single_device => (0, 0),
+                ("pool", "legacy") => (0, 2 * PAIRS),
+                ("pool", "ptds") => (0, PER_CLOSE * closes),
+                ("pool", "foreign") => (2 * PAIRS, 2 * PAIRS + PER_CLOSE * closes),
+                _ => (0, 0),
+            };
+            assert!((low..=high).contains(&calls), "{name}.{kind}: {calls} driver calls for {PAIRS} pairs, expected {low}..={high}");
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+    Stream::PER_THREAD.synchronize().unwrap();
+    f.synchronize().unwrap();
+    drop(resources);
+    destroy(f);
+}
+
+/// RMM's multi-stream shape on two streams made elsewhere (allocate on A, free on B) in a pool of
+/// 256 blocks, so A keeps taking blocks B freed: each reads back what A wrote last, and the pool's
+/// own driver calls per pair are reported (two ids, plus per batch of B its closing and A's one
+/// wait; before a stream remembered its waits, A waited once per allocation).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn multistream_on_foreign_streams_reads_back_and_counts_driver_calls() {
+    crate::testing::require_gpu();
+    const PAIRS: u64 = 4096;
+    let pool = cuda_pool(MIB, Some(MIB));
+    let (a, b) = (foreign(), foreign());
+    let mut pool_calls = 0;
+    let mut pair = |i: u64| {
+        let (p, calls) = cu::calls::during(|| pool.allocate(a, 4096, 256).unwrap());
+        pool_calls += calls;
+        let v = (i % 251) as u8;
+        // SAFETY: `p` holds 4096 bytes used on `a` only until the free on `b`, which is ordered
+        // after the fill by the event below.
+        unsafe { cu::set_async(p, v, 4096, a).unwrap() };
+        if i % 64 == 0 {
+            assert_eq!(read_ends(p, 4096, a), [v; 32], "pair {i}");
+        }
+        let done = cu::Event::new(cu::EventFlags::DisableTiming).unwrap();
+        done.record(a).unwrap();
+        b.wait_event(&done).unwrap();
+        // SAFETY: from allocate above, freed once, in `b` order after its use on `a`.
+        let ((), calls) = cu::calls::during(|| unsafe { pool.deallocate(b, p, 4096, 256).unwrap() });
+        pool_calls += calls;
+    };
+    (0..PAIRS).for_each(&mut pair);
+    let per_pair = pool_calls as f64 / PAIRS as f64;
+    eprintln!("multistream on foreign streams, 256-block pool: {per_pair:.2} pool driver calls per pair");
+    assert!(per_pair >= 2.0, "each call asks the stream's id");
+    assert!(per_pair < 6.0, "{per_pair} pool driver calls per pair");
+    a.synchronize().unwrap();
+    b.synchronize().unwrap();
+    assert_eq!(pool.statistics().bytes_used, 0);
+    pool.core.check_invariants();
+    destroy(a);
+    destroy(b);
+}

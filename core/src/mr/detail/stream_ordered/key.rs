@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::cuda::{DeviceId, Stream};
 use crate::mr::detail::free_list::BlockTag;
@@ -76,6 +76,14 @@ impl StreamKey {
     pub(crate) fn needs_marker(self) -> bool {
         self.is_per_thread() || !self.tracked
     }
+
+    /// True when no other stream can ever have this key: the special handles (one legacy stream
+    /// per device; a PTDS per device and thread, and thread numbers are never reused) and streams
+    /// keyed by their driver id. Not a stream without an id (a driver before CUDA 12.0), whose
+    /// handle a new stream may reuse.
+    pub(crate) fn is_unique(self) -> bool {
+        self.device != UNKNOWN_DEVICE || self.id != 0
+    }
 }
 
 impl fmt::Debug for StreamKey {
@@ -116,7 +124,15 @@ pub(crate) struct Marker {
     pub(super) seq: AtomicU64,
     /// What the syncer recorded; empty while the marker is open.
     pub(super) token: OnceLock<MarkerToken>,
+    /// The last few streams made to wait for this (closed) marker: work queued on a stream later
+    /// stays ordered after the wait, so waiting again adds nothing. A stream taking block after
+    /// block of another stream's batch (allocations on one stream, frees on another: RMM's
+    /// multi-stream benchmark) then waits once per batch instead of once per allocation.
+    waiters: Mutex<[Option<StreamKey>; WAITERS]>,
 }
+
+/// Streams a [`Marker`] remembers as ordered after it.
+const WAITERS: usize = 4;
 
 impl Marker {
     fn next_seq() -> u64 {
@@ -126,12 +142,12 @@ impl Marker {
 
     /// A marker recorded now.
     pub(super) fn new(owner: StreamKey, token: MarkerToken) -> Arc<Self> {
-        Arc::new(Self { owner, seq: AtomicU64::new(Self::next_seq()), token: OnceLock::from(token) })
+        Arc::new(Self { owner, seq: AtomicU64::new(Self::next_seq()), token: OnceLock::from(token), waiters: Mutex::default() })
     }
 
     /// An open marker: a batch of frees not yet captured by an event.
     pub(crate) fn open(owner: StreamKey) -> Arc<Self> {
-        Arc::new(Self { owner, seq: AtomicU64::new(0), token: OnceLock::new() })
+        Arc::new(Self { owner, seq: AtomicU64::new(0), token: OnceLock::new(), waiters: Mutex::default() })
     }
 
     /// Closes an open marker with what the syncer recorded (after the last free of its batch).
@@ -151,6 +167,23 @@ impl Marker {
     /// The order of recording, `None` while open.
     fn closed_seq(&self) -> Option<u64> {
         self.token.get().map(|_| self.seq.load(Ordering::Acquire))
+    }
+
+    /// True when `waiter` was made to wait for this marker already (see [`Marker::waited_by`]).
+    pub(crate) fn has_waited(&self, waiter: StreamKey) -> bool {
+        waiter.is_unique() && self.waiters.lock().unwrap_or_else(PoisonError::into_inner).contains(&Some(waiter))
+    }
+
+    /// Remembers that `waiter` now waits for this marker (forgetting the oldest of [`WAITERS`]).
+    pub(crate) fn waited_by(&self, waiter: StreamKey) {
+        if !waiter.is_unique() {
+            return;
+        }
+        let mut waiters = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
+        if !waiters.contains(&Some(waiter)) {
+            waiters.rotate_right(1);
+            waiters[0] = Some(waiter);
+        }
     }
 
     /// What the syncer recorded (`None` while open).
@@ -266,7 +299,23 @@ impl Pending {
         };
         v.retain(|have| !on.covers(have));
         v.push(on);
-        self.0 = Repr::Many(v);
+        // Batches were open when they joined the tag and covered only themselves; those closed
+        // since are now covered by a later closed marker of their stream. Without this a block that
+        // keeps absorbing frees of one stream (RMM's multi-stream shape: spilled frees coalesce)
+        // grew one entry per batch without end, and every look at its tag with it (measured: 70
+        // entries after 18,000 frees, 2.3 µs per operation in host mode).
+        let mut i = 0;
+        while i < v.len() {
+            if (0..v.len()).any(|j| j != i && v[j].covers(&v[i])) {
+                v.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        self.0 = match v.len() {
+            1 => Repr::One(v.pop().expect("one entry")),
+            _ => Repr::Many(v),
+        };
     }
 
     /// Rewrites the entries: `f` gives `None` to keep an entry, `Some(Some(other))` to replace it and

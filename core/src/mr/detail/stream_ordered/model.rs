@@ -42,6 +42,26 @@ pub(crate) struct Counts {
     pub idle_queries: u64,
     /// Device-wide synchronizations (covering open batches).
     pub device_syncs: u64,
+    /// Ids asked of streams made elsewhere (`cuStreamGetId` on a GPU; our own streams and the
+    /// special handles are answered without the driver).
+    pub stream_ids: u64,
+    /// Capture queries (`cuStreamIsCapturing`).
+    pub capture_queries: u64,
+}
+
+impl Counts {
+    /// Every driver call these stand for, one each (a wait is a record and a wait on a GPU:
+    /// counted once here, as the tests compare kinds of streams, not exact driver traffic).
+    pub(crate) fn driver_calls(&self) -> u64 {
+        self.stream_waits
+            + self.marker_waits
+            + self.markers
+            + self.syncs
+            + self.idle_queries
+            + self.device_syncs
+            + self.stream_ids
+            + self.capture_queries
+    }
 }
 
 /// The model's state.
@@ -175,9 +195,15 @@ impl RecordingSyncer {
         self.model.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The key of `stream` on this thread, as a core with this syncer computes it.
+    /// As `CudaSyncer`: a stream made elsewhere is keyed by an id the driver gives (one call,
+    /// counted by `stream_id`); here its handle stands for it (the tests never reuse a fake handle).
+    fn id_of(stream: Stream) -> (u64, bool) {
+        (stream.as_raw() as u64, stream.as_raw() < FOREIGN_BASE)
+    }
+
+    /// The key of `stream` on this thread, as a core with this syncer computes it (not counted).
     pub(crate) fn key(&self, stream: Stream) -> StreamKey {
-        Syncer::key(self, stream)
+        StreamKey::of(stream, || self.current_device(), || Self::id_of(stream))
     }
 
     /// What was done so far.
@@ -215,12 +241,10 @@ impl Syncer for RecordingSyncer {
         0
     }
     fn stream_id(&self, stream: Stream) -> (u64, bool) {
-        // As `CudaSyncer`: a stream made elsewhere is keyed by its handle alone.
-        if stream.as_raw() < FOREIGN_BASE {
-            (stream.as_raw() as u64, true)
-        } else {
-            (0, false)
+        if stream.as_raw() >= FOREIGN_BASE {
+            self.model().counts.stream_ids += 1;
         }
+        Self::id_of(stream)
     }
     fn wait_stream(&self, waiter: StreamKey, on: StreamKey) -> Result<()> {
         assert!(!on.needs_marker(), "{on:?} cannot be recorded on by name later (a PTDS, or a stream that may be gone)");
@@ -296,7 +320,9 @@ impl Syncer for RecordingSyncer {
         Ok(())
     }
     fn is_capturing(&self, key: StreamKey) -> bool {
-        self.model().capturing.contains(&key)
+        let mut m = self.model();
+        m.counts.capture_queries += 1;
+        m.capturing.contains(&key)
     }
 }
 

@@ -112,8 +112,15 @@ impl Shard {
 
     /// Takes a block of exactly `size` bytes at an `alignment`-aligned address that `key` may use
     /// without ordering: the latest such free, else the best fit of the list among such blocks.
-    pub(super) fn take(&mut self, key: StreamKey, size: usize, alignment: usize) -> Option<usize> {
-        if let Some(i) = self.recent.iter().rposition(|b| b.size == size && b.addr % alignment == 0 && b.tag.only(key)) {
+    ///
+    /// Only the `depth` latest frees are looked at: the LIFO holds up to `depth` plus a spill batch,
+    /// and when a thread allocates on one stream and frees on another (RMM's multi-stream shape)
+    /// none of them is usable, so a scan of all of them cost every allocation a few hundred
+    /// instructions for nothing.
+    pub(super) fn take(&mut self, key: StreamKey, size: usize, alignment: usize, depth: usize) -> Option<usize> {
+        let from = self.recent.len().saturating_sub(depth);
+        let latest = self.recent[from..].iter().rposition(|b| b.size == size && b.addr % alignment == 0 && b.tag.only(key));
+        if let Some(i) = latest.map(|i| from + i) {
             let b = self.recent.remove(i);
             self.recent_bytes -= size;
             return Some(b.addr);

@@ -33,7 +33,7 @@ impl Rig {
     fn free(&self, stream: Stream, addr: usize, size: usize) {
         let key = self.syncer.key(stream);
         self.syncer.model().freed(key, addr, size);
-        naming(stream, || self.core.deallocate(stream, addr, size)).unwrap();
+        naming(stream, || self.core.deallocate(stream, addr, size, false)).unwrap();
     }
 
     /// Open batches in the shards and orphans.
@@ -243,7 +243,7 @@ fn idle_streams_are_dropped_from_tags_on_release() {
     let (a, b) = (fake_stream(1), fake_stream(2));
     let p = core.allocate(a, KIB, 256).unwrap();
     let _keep = core.allocate(a, KIB, 256).unwrap();
-    core.deallocate(a, p, KIB).unwrap();
+    core.deallocate(a, p, KIB, false).unwrap();
     core.release_unused().unwrap();
     assert_eq!(syncer.counts().idle_queries, 1);
     let _ = core.allocate(b, KIB, 256).unwrap();
@@ -299,13 +299,13 @@ fn out_of_memory_gives_back_free_regions_and_retries() {
     let s = fake_stream(1);
     let a = core.allocate(s, 2 * KIB, 256).unwrap();
     let b = core.allocate(s, 2 * KIB, 256).unwrap();
-    core.deallocate(s, a, 2 * KIB).unwrap();
-    core.deallocate(s, b, 2 * KIB).unwrap();
+    core.deallocate(s, a, 2 * KIB, false).unwrap();
+    core.deallocate(s, b, 2 * KIB, false).unwrap();
     // Two free 2 KiB regions cannot hold 6 KiB, and the device has only 4 KiB left.
     let big = core.allocate(s, 6 * KIB, 256).unwrap();
     assert_eq!(core.pool_size(), 6 * KIB);
     assert_eq!(core.stats().upstream_releases, 2);
-    core.deallocate(s, big, 6 * KIB).unwrap();
+    core.deallocate(s, big, 6 * KIB, false).unwrap();
 }
 
 #[test]
@@ -320,7 +320,7 @@ fn fixed_chunks_are_carved_in_whole_blocks() {
     assert_eq!(core.pool_size(), 10 * KIB, "8 KiB, then halved to the 2 KiB that was left");
     assert!(core.allocate(s, KIB, 256).unwrap_err().is_out_of_memory());
     for b in blocks {
-        core.deallocate(s, b, KIB).unwrap();
+        core.deallocate(s, b, KIB, false).unwrap();
     }
 }
 
@@ -337,12 +337,12 @@ fn fixed_lists_refuse_what_is_not_a_free_block() {
         let s = fake_stream(1);
         let a = core.allocate(s, KIB, 256).unwrap();
         let b = core.allocate(s, KIB, 256).unwrap();
-        assert!(matches!(core.deallocate(s, a + 256, KIB), Err(Error::InvalidArgument(_))), "inside a block");
-        assert!(matches!(core.deallocate(s, a, 2 * KIB), Err(Error::InvalidArgument(_))), "two blocks at once");
+        assert!(matches!(core.deallocate(s, a + 256, KIB, false), Err(Error::InvalidArgument(_))), "inside a block");
+        assert!(matches!(core.deallocate(s, a, 2 * KIB, false), Err(Error::InvalidArgument(_))), "two blocks at once");
         assert!(matches!(core.allocate(s, 512, 256), Err(Error::InvalidArgument(_))), "not the block size");
-        core.deallocate(s, a, KIB).unwrap();
-        assert!(core.deallocate(s, a, KIB).is_err(), "double free");
-        core.deallocate(s, b, KIB).unwrap();
+        core.deallocate(s, a, KIB, false).unwrap();
+        assert!(core.deallocate(s, a, KIB, false).is_err(), "double free");
+        core.deallocate(s, b, KIB, false).unwrap();
         core.check_invariants();
         assert_eq!(core.release_unused().unwrap(), 4 * KIB, "the chunk is wholly free again");
         assert_eq!(device.usage().allocated_bytes, 0);
@@ -354,13 +354,13 @@ fn bad_frees_are_errors() {
     let r = rig(4 * KIB, POOL, CacheLimits::OFF);
     let s = fake_stream(1);
     let p = r.core.allocate(s, KIB, 256).unwrap();
-    r.core.deallocate(s, p, KIB).unwrap();
-    assert!(matches!(r.core.deallocate(s, p, KIB), Err(Error::InvalidArgument(_))), "double free");
-    assert!(matches!(r.core.deallocate(s, 0x100, KIB), Err(Error::InvalidArgument(_))), "foreign pointer");
+    r.core.deallocate(s, p, KIB, false).unwrap();
+    assert!(matches!(r.core.deallocate(s, p, KIB, false), Err(Error::InvalidArgument(_))), "double free");
+    assert!(matches!(r.core.deallocate(s, 0x100, KIB, false), Err(Error::InvalidArgument(_))), "foreign pointer");
     let cached = rig(4 * KIB, POOL, CacheLimits::DEFAULT);
     let p = cached.core.allocate(s, KIB, 256).unwrap();
-    cached.core.deallocate(s, p, KIB).unwrap();
-    assert!(cached.core.deallocate(s, p, KIB).is_err(), "double free into the cache");
+    cached.core.deallocate(s, p, KIB, false).unwrap();
+    assert!(cached.core.deallocate(s, p, KIB, false).is_err(), "double free into the cache");
 }
 
 #[test]
@@ -470,7 +470,7 @@ fn frees_after_the_regions_changed_find_their_new_region() {
         assert_eq!(r.core.release_unused().unwrap(), size, "round {round}");
         assert_eq!(r.core.stats().cached_bytes, 0, "release_unused flushes the shards");
     }
-    assert!(matches!(r.core.deallocate(s, 0x100, KIB), Err(Error::InvalidArgument(_))), "foreign pointer");
+    assert!(matches!(r.core.deallocate(s, 0x100, KIB, false), Err(Error::InvalidArgument(_))), "foreign pointer");
 }
 
 #[test]
@@ -699,7 +699,7 @@ fn random_churn(threads: usize, allocations: usize, cache: CacheLimits) -> (u64,
                 let (mut usage, mut made, mut n) = (0usize, 0usize, 0u64);
                 let free = |(addr, len): (usize, usize)| {
                     syncer.model().freed(key, addr, len);
-                    core.deallocate(stream, addr, len).unwrap();
+                    core.deallocate(stream, addr, len, false).unwrap();
                 };
                 for _ in 0..2 * allocations {
                     let size = align_up(1 + (next() % MAX_SIZE) as usize, DEFAULT_ALIGNMENT).unwrap();
@@ -788,6 +788,167 @@ fn memory_freed_on_streams_that_are_gone_is_reused_not_stranded() {
     }
 }
 
+/// The driver calls (as the recording syncer counts them) of the 256-byte pair after warm-up, per
+/// kind of stream: none on our own streams and the legacy default stream; on a PTDS, one event
+/// and one capture query per batch; on a stream made elsewhere, one id per call (the stream may
+/// have been destroyed and its handle reused since the last call) and the batch's event.
+#[test]
+fn driver_calls_of_the_pair_per_kind_of_stream() {
+    const PAIRS: u64 = 1024;
+    const CLOSE: u32 = 256;
+    /// (kind, stream, driver calls expected for a number of pairs)
+    type Kind = (&'static str, Stream, fn(u64) -> u64);
+    let kinds: [Kind; 4] = [
+        ("own", fake_stream(1), |_| 0),
+        ("legacy", Stream::DEFAULT, |_| 0),
+        ("ptds", Stream::PER_THREAD, |pairs| 2 * pairs / u64::from(CLOSE)),
+        ("foreign", fake_foreign_stream(1), |pairs| 2 * pairs + 2 * pairs / u64::from(CLOSE)),
+    ];
+    for (name, stream, expected) in kinds {
+        let r = rig(1 << 20, POOL, CacheLimits::DEFAULT);
+        r.core.set_close_frees(CLOSE);
+        let pair = || {
+            let p = r.alloc(stream, 256);
+            r.free(stream, p, 256);
+        };
+        // Warm-up: the first allocation fills the shard from the shared list.
+        (0..CLOSE).for_each(|_| pair());
+        let before = r.syncer.counts();
+        (0..PAIRS).for_each(|_| pair());
+        let after = r.syncer.counts();
+        let calls = after.driver_calls() - before.driver_calls();
+        assert_eq!(calls, expected(PAIRS), "{name}: {before:?} then {after:?}");
+        assert_eq!(after.stream_waits + after.marker_waits + after.syncs + after.device_syncs, 0, "{name}: no wait");
+        assert_eq!(r.core.shared_locks(), 1, "{name}: only the first allocation took the shared lock");
+    }
+}
+
+/// RMM's multi-stream shape on streams that only their own calls may name: allocations on A, frees
+/// on B. A takes blocks of B's closed batches, each batch's event waited for once per stream (not
+/// once per allocation), and the model checks every hand-out.
+#[test]
+fn a_stream_waits_once_per_batch_of_another_stream() {
+    let waiters = [fake_stream(1), fake_foreign_stream(1), Stream::PER_THREAD, Stream::DEFAULT];
+    for a in waiters {
+        for b in [fake_foreign_stream(2), Stream::PER_THREAD] {
+            if a == b {
+                continue;
+            }
+            let r = rig(64 * KIB, Growth::Pool { maximum: Some(64 * KIB) }, CacheLimits::TIGHT);
+            r.core.set_close_frees(16);
+            for _ in 0..2000 {
+                let p = r.alloc(a, KIB);
+                r.free(b, p, KIB);
+            }
+            let c = r.syncer.counts();
+            assert!(c.marker_waits <= c.markers, "{a:?} → {b:?}: {c:?}: at most one wait per batch");
+            assert!(c.markers + c.device_syncs >= 2000 / 16 / 2, "{a:?} → {b:?}: {c:?}: batches were closed");
+            r.core.check_invariants();
+        }
+    }
+}
+
+/// A wait made while the waiting stream is captured into a graph orders the graph, not the
+/// stream: after the capture the stream waits again.
+#[test]
+fn a_wait_inside_a_capture_is_not_remembered() {
+    let r = rig(64 * KIB, Growth::Pool { maximum: Some(64 * KIB) }, CacheLimits::OFF);
+    r.core.set_close_frees(2);
+    // A stream made elsewhere: the rest of a block it takes keeps the block's tag (see `take`),
+    // so each of its allocations below meets the same marker.
+    let (a, b) = (fake_foreign_stream(1), fake_foreign_stream(2));
+    let x = r.alloc(b, 32 * KIB);
+    let y = r.alloc(b, 32 * KIB);
+    r.free(b, x, 32 * KIB);
+    r.free(b, y, 32 * KIB);
+    assert_eq!(r.syncer.counts().markers, 1, "the batch is closed");
+    let ka = r.syncer.key(a);
+    r.syncer.model().capturing.push(ka);
+    let p = r.alloc(a, KIB);
+    assert_eq!(r.syncer.counts().marker_waits, 1);
+    r.syncer.model().capturing.clear();
+    let q = r.alloc(a, KIB);
+    assert_eq!(r.syncer.counts().marker_waits, 2, "the capture's wait did not order the stream");
+    let s = r.alloc(a, KIB);
+    assert_eq!(r.syncer.counts().marker_waits, 2, "the stream's own wait is remembered");
+    for z in [p, q, s] {
+        r.free(a, z, KIB);
+    }
+}
+
+/// Allocations on one stream made elsewhere, frees on another: the frees spill to the shared list
+/// in B's open batches and coalesce into one block, whose tag then held every batch of B (each
+/// open when it joined) and grew by one entry per batch without end. Batches closed since are
+/// covered by B's latest closed marker: the tag stays at most that and the open batch.
+#[test]
+fn a_block_absorbing_one_streams_frees_keeps_a_small_tag() {
+    let r = rig(32 * MIB, POOL, CacheLimits::DEFAULT);
+    r.core.set_close_frees(256);
+    let (a, b) = (fake_foreign_stream(1), fake_foreign_stream(2));
+    let mut largest_tag = 0;
+    for i in 0..20_000 {
+        let p = r.alloc(a, 256);
+        r.free(b, p, 256);
+        if i % 1000 == 999 {
+            let g = lock(&r.core.global);
+            largest_tag = largest_tag.max(g.free.iter().map(|b| b.tag.entries().len()).max().unwrap_or(0));
+        }
+    }
+    assert!(r.syncer.counts().markers >= 20_000 / 256 - 1, "{:?}", r.syncer.counts());
+    assert!(largest_tag <= 2, "a free block's tag grew to {largest_tag} entries");
+    r.core.check_invariants();
+}
+
+/// Random churn (sizes up to 1 MiB) from 16 threads, each on its own stream made elsewhere: frees
+/// stay in the thread's shard (its own list, within budget) instead of going back to the shared
+/// list, so most operations take no shared lock (before: about half of them did), and the model
+/// checks every hand-out.
+#[test]
+fn random_churn_from_sixteen_threads_mostly_stays_in_the_shards() {
+    let syncer = RecordingSyncer::new(0, 1);
+    let device = SimulatedMemoryResource::new(8 << 30).unwrap();
+    let upstream = AnyResource::new(ModelUpstream::new(AnyResource::new(device.clone()), &syncer));
+    let growth = Growth::Pool { maximum: Some(4 << 30) };
+    let core = Core::new("churn", upstream, Arc::new(syncer.clone()), growth, CacheLimits::DEFAULT, 1 << 30).unwrap();
+    core.set_close_frees(256);
+    const OPS: usize = 3000;
+    std::thread::scope(|scope| {
+        for t in 0..16 {
+            let (core, syncer) = (&core, &syncer);
+            scope.spawn(move || {
+                let s = fake_foreign_stream(t + 1);
+                let key = syncer.key(s);
+                let mut live: Vec<(usize, usize)> = Vec::new();
+                let mut x = 0x9e37_79b9_u64 + t as u64;
+                for _ in 0..OPS {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if (x % 100 < 73 && live.len() < 100) || live.is_empty() {
+                        let size = crate::aligned::align_up(1 + (x >> 12) as usize % MIB, 256).unwrap();
+                        let a = naming(s, || core.allocate(s, size, 256)).unwrap();
+                        syncer.model().allocated(key, a, size).unwrap();
+                        live.push((a, size));
+                    } else {
+                        let (a, size) = live.swap_remove((x >> 5) as usize % live.len());
+                        syncer.model().freed(key, a, size);
+                        naming(s, || core.deallocate(s, a, size, true)).unwrap();
+                    }
+                }
+                for (a, size) in live {
+                    syncer.model().freed(key, a, size);
+                    naming(s, || core.deallocate(s, a, size, true)).unwrap();
+                }
+            });
+        }
+    });
+    let locks = core.shared_locks();
+    assert!(locks < (16 * OPS / 4) as u64, "{locks} of {} operations took the shared lock", 16 * OPS);
+    assert_eq!(core.stats().pool_size, 1 << 30, "no growth");
+    assert_eq!(core.stats().used, 0);
+    core.check_invariants();
+}
+
 /// An upstream (over the model's) that notes, at every synchronous give-back, whether the core's
 /// shared lock was free: a give-back is a blocking driver call (cuMemFree after a synchronization)
 /// and must not keep every other thread of the pool waiting.
@@ -855,7 +1016,7 @@ fn out_of_memory_give_back_runs_outside_the_shared_lock() {
         };
         let model_free = |s: Stream, addr: usize, size: usize| {
             syncer.model().freed(syncer.key(s), addr, size);
-            naming(s, || core.deallocate(s, addr, size)).unwrap();
+            naming(s, || core.deallocate(s, addr, size, false)).unwrap();
         };
         let p = model_alloc(a, 2 * KIB);
         let q = model_alloc(b, 2 * KIB);
@@ -931,21 +1092,21 @@ fn other_threads_use_the_pool_during_a_give_back() {
     let keep = core.allocate(s, 2 * KIB, 256).unwrap();
     let a = core.allocate(s, 2 * KIB, 256).unwrap();
     let b = core.allocate(s, 4 * KIB, 256).unwrap();
-    core.deallocate(s, a, 2 * KIB).unwrap();
-    core.deallocate(s, b, 4 * KIB).unwrap();
+    core.deallocate(s, a, 2 * KIB, false).unwrap();
+    core.deallocate(s, b, 4 * KIB, false).unwrap();
     // Live: 2 KiB of the first region (its other 2 KiB? none: regions of 2, 2, 4 KiB). The device
     // has 2 KiB left; 6 KiB needs the two free regions (2 + 4 KiB) given back first.
     std::thread::scope(|scope| {
         let big = scope.spawn(|| core.allocate(s, 6 * KIB, 256));
         entered_rx.recv_timeout(std::time::Duration::from_secs(20)).expect("a give-back started");
         // The give-back is in progress: this thread still frees and allocates (the live block).
-        core.deallocate(s, keep, 2 * KIB).unwrap();
+        core.deallocate(s, keep, 2 * KIB, false).unwrap();
         let again = core.allocate(s, 2 * KIB, 256).unwrap();
         assert_eq!(again, keep, "the freed block is reused");
         release_tx.send(()).unwrap();
         let big = big.join().unwrap().unwrap();
-        core.deallocate(s, big, 6 * KIB).unwrap();
-        core.deallocate(s, again, 2 * KIB).unwrap();
+        core.deallocate(s, big, 6 * KIB, false).unwrap();
+        core.deallocate(s, again, 2 * KIB, false).unwrap();
     });
     assert_eq!(core.stats().used, 0);
 }
