@@ -771,10 +771,17 @@ impl PyStridedMemoryView {
 
     fn from_object_impl(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let s = consumer_stream(stream)?;
+        let has_cai = obj.hasattr("__cuda_array_interface__")?;
         if obj.hasattr("__dlpack__")? {
-            return from_dlpack_impl(py, obj, s);
+            return match from_dlpack_impl(py, obj, s) {
+                // CuPy 14 exports negative strides divided as unsigned numbers (its itemsize is a
+                // size_t), which the view refuses as overflowing; its CUDA Array Interface has them
+                // right, so a producer that offers both is read through that instead.
+                Err(e) if has_cai && e.is_instance_of::<PyValueError>(py) => from_cai_impl(py, obj, s),
+                other => other,
+            };
         }
-        if obj.hasattr("__cuda_array_interface__")? {
+        if has_cai {
             return from_cai_impl(py, obj, s);
         }
         from_buffer_impl(py, obj).map_err(|e| {

@@ -543,9 +543,17 @@ def test_views_of_non_contiguous_cupy_arrays(kind, how):
         "empty": cupy.zeros((3, 0)),
     }[kind]
     stream = cupy.cuda.Stream(non_blocking=True)
+    if how == "from_dlpack" and kind == "negative":
+        # CuPy 14 divides negative byte strides by its unsigned itemsize when it exports DLPack:
+        # the tensor it hands over claims strides near 2**62, which the view refuses, clearly.
+        with pytest.raises(ValueError, match="overflows"):
+            StridedMemoryView.from_dlpack(a, stream=stream.ptr)
+        return
     v = getattr(StridedMemoryView, how)(a, stream=stream.ptr)
     assert v.ptr == a.data.ptr
-    assert v.shape == a.shape and v.byte_strides == a.strides
+    assert v.shape == a.shape
+    if a.size:  # the strides of an empty array mean nothing (CuPy reports (0, 0) for (3, 0))
+        assert v.byte_strides == a.strides
     assert (v.device_type, v.is_device_accessible) == (2, True)
     assert v.format == a.dtype.str
 
