@@ -24,7 +24,7 @@ use rmm_core::buffer::DeviceBuffer;
 use rmm_core::cuda::Stream;
 use rmm_core::error::{Error, Result};
 use rmm_core::registry;
-use rmm_core::resource::guard::{guarded, hand_out, null_out, put};
+use rmm_core::resource::guard::{guarded, hand_out, hand_out_ptr, null_out, put};
 use rmm_core::resource::AnyResource;
 use rmm_core::resource::{rmm_error, rmm_resource};
 
@@ -73,22 +73,9 @@ unsafe fn new_buffer(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        if let Some(slot) = out.as_mut() {
-            *slot = std::ptr::null_mut();
-        }
-        guarded(err, || {
-            if out.is_null() {
-                return Err(null_out("out"));
-            }
+        hand_out_ptr(out, err, || {
             let buffer = ManuallyDrop::new(f(stream_from_c(stream), resource_or_current(resource)?)?);
-            put(
-                out,
-                Box::into_raw(Box::new(rmm_device_buffer {
-                    word: AtomicU64::new(LIVE),
-                    buffer,
-                })),
-                "out",
-            )
+            Ok(Box::into_raw(Box::new(rmm_device_buffer { word: AtomicU64::new(LIVE), buffer })))
         })
     }
 }

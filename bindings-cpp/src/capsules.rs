@@ -10,7 +10,7 @@ use std::ffi::c_int;
 use crate::buffers::{self, rmm_device_buffer};
 use rmm_core::error::Error;
 use rmm_core::export::{self, rmm_buffer_export, rmm_resource_export};
-use rmm_core::resource::guard::{guarded, hand_out, null_out, put};
+use rmm_core::resource::guard::{hand_out, hand_out_ptr};
 use rmm_core::resource::{rmm_error, rmm_resource, AnyResource};
 
 /// Moves the memory of `buf` into a new export (no copy). On success `buf` is CONSUMED (freed
@@ -32,17 +32,11 @@ pub unsafe extern "C" fn rmm_device_buffer_export(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        if let Some(slot) = out.as_mut() {
-            *slot = std::ptr::null_mut();
-        }
-        guarded(err, || {
-            if out.is_null() {
-                return Err(null_out("out"));
-            }
+        hand_out_ptr(out, err, || {
             // SAFETY: NULL, freed and foreign pointers are refused; a live owning buffer (caller
             // contract) is consumed here.
             let buffer = buffers::take(buf)?;
-            put(out, export::export_buffer(buffer), "out")
+            Ok(export::export_buffer(buffer))
         })
     }
 }
@@ -67,15 +61,9 @@ pub unsafe extern "C" fn rmm_device_buffer_import(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        if let Some(slot) = out.as_mut() {
-            *slot = std::ptr::null_mut();
-        }
-        guarded(err, || {
-            if out.is_null() {
-                return Err(null_out("out"));
-            }
+        hand_out_ptr(out, err, || {
             let buffer = export::import_buffer(export)?;
-            put(out, buffers::into_raw(buffer), "out")
+            Ok(buffers::into_raw(buffer))
         })
     }
 }
@@ -109,18 +97,12 @@ pub unsafe extern "C" fn rmm_resource_export_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        if let Some(slot) = out.as_mut() {
-            *slot = std::ptr::null_mut();
-        }
-        guarded(err, || {
-            if out.is_null() {
-                return Err(null_out("out"));
-            }
+        hand_out_ptr(out, err, || {
             if resource.is_null() {
                 return Err(Error::invalid("the resource handle must not be empty"));
             }
             let mr = AnyResource::from_borrowed_handle(resource)?;
-            put(out, export::export_resource(mr), "out")
+            Ok(export::export_resource(mr))
         })
     }
 }

@@ -14,7 +14,7 @@ use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use rmm_core::resource::rmm_error;
-use rmm_core::resource::guard::{guarded, null_out, put};
+use rmm_core::resource::guard::{guarded, hand_out_ptr, null_out, put};
 use rmm_core::cuda::{self, memory, DeviceId, OwnedStream, Stream, StreamFlags};
 use rmm_core::error::{Error, Result};
 
@@ -62,17 +62,11 @@ fn flags_from_c(flags: c_int) -> Result<StreamFlags> {
 pub unsafe extern "C" fn rmm_stream_create(flags: c_int, out: *mut *mut c_void, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract on both pointers.
     unsafe {
-        if let Some(slot) = out.as_mut() {
-            *slot = std::ptr::null_mut();
-        }
-        guarded(err, || {
-            if out.is_null() {
-                return Err(null_out("out"));
-            }
+        hand_out_ptr(out, err, || {
             let owned = OwnedStream::new(flags_from_c(flags)?)?;
             let handle = owned.stream().as_raw();
             created_streams().lock().unwrap_or_else(PoisonError::into_inner).insert(handle, owned);
-            put(out, handle as *mut c_void, "out")
+            Ok(handle as *mut c_void)
         })
     }
 }

@@ -8,7 +8,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 
 use crate::streams::stream_from_c;
 use rmm_core::error::{Error, Result};
-use rmm_core::resource::guard::{guarded, null_out, put};
+use rmm_core::resource::guard::{guarded, hand_out_ptr, null_out};
 use rmm_core::resource::{rmm_error, rmm_resource, AnyResource};
 use rmm_core::view::dlpack::{DLDevice, DLManagedTensor, DLManagedTensorVersioned};
 use rmm_core::view::{dtype_of_format, live, rmm_strided_view, StridedMemoryView, ViewParts};
@@ -47,13 +47,8 @@ pub unsafe extern "C" fn rmm_strided_view_from_dlpack_versioned(
     out: *mut rmm_strided_view,
     err: *mut rmm_error,
 ) -> c_int {
-    // SAFETY: caller contract; NULL out is refused before the tensor is taken over.
-    unsafe {
-        if out.is_null() {
-            return guarded(err, || Err(null_out("out")));
-        }
-        acquire_into(out, err, || StridedMemoryView::from_dlpack_versioned(tensor))
-    }
+    // SAFETY: caller contract; `acquire_into` refuses a NULL `out` before the tensor is taken over.
+    unsafe { acquire_into(out, err, || StridedMemoryView::from_dlpack_versioned(tensor)) }
 }
 
 /// Acquires a view of a legacy (unversioned) DLPack tensor; ownership as
@@ -67,13 +62,8 @@ pub unsafe extern "C" fn rmm_strided_view_from_dlpack(
     out: *mut rmm_strided_view,
     err: *mut rmm_error,
 ) -> c_int {
-    // SAFETY: caller contract; NULL out is refused before the tensor is taken over.
-    unsafe {
-        if out.is_null() {
-            return guarded(err, || Err(null_out("out")));
-        }
-        acquire_into(out, err, || StridedMemoryView::from_dlpack(tensor))
-    }
+    // SAFETY: caller contract; `acquire_into` refuses a NULL `out` before the tensor is taken over.
+    unsafe { acquire_into(out, err, || StridedMemoryView::from_dlpack(tensor)) }
 }
 
 /// Python's capsule functions, found in the process (`dlsym(RTLD_DEFAULT)`): present when librmm
@@ -292,15 +282,9 @@ pub unsafe extern "C" fn rmm_strided_view_to_dlpack_versioned(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        if let Some(slot) = out.as_mut() {
-            *slot = std::ptr::null_mut();
-        }
-        guarded(err, || {
-            if out.is_null() {
-                return Err(null_out("out"));
-            }
+        hand_out_ptr(out, err, || {
             let tensor = live::with_view(view, |v| v.to_dlpack_versioned(0))?;
-            put(out, tensor, "out")
+            Ok(tensor)
         })
     }
 }

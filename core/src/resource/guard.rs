@@ -93,6 +93,26 @@ pub unsafe fn put<T>(out: *mut T, value: T, what: &str) -> Result<()> {
     }
 }
 
+/// Writes the pointer `f` makes to `*out` (the caller's to give back), catching errors and panics;
+/// `*out` is NULL on failure, and a NULL `out` is an invalid argument (`f` is then not called).
+///
+/// # Safety
+/// `out` and `err` are NULL or valid for writes.
+pub unsafe fn hand_out_ptr<T>(out: *mut *mut T, err: *mut rmm_error, f: impl FnOnce() -> Result<*mut T>) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        if let Some(slot) = out.as_mut() {
+            *slot = std::ptr::null_mut();
+        }
+        guarded(err, || {
+            if out.is_null() {
+                return Err(null_out("out"));
+            }
+            put(out, f()?, "out")
+        })
+    }
+}
+
 /// Clears a handle out-pointer (if any) so it holds `{NULL, NULL}` on failure.
 ///
 /// # Safety
