@@ -303,6 +303,8 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     static DELETED: AtomicUsize = AtomicUsize::new(0);
+    /// The tests that count deleter runs take turns: libtest runs tests in parallel threads.
+    static COUNTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     struct Ctx {
         shape: [i64; 2],
@@ -341,6 +343,7 @@ mod tests {
 
     #[test]
     fn a_dlpack_view_is_read_as_fields_released_once_and_double_release_is_an_error() {
+        let _turn = COUNTING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let before = DELETED.load(Ordering::SeqCst);
         let mut v = rmm_strided_view::EMPTY;
         let mut e = rmm_error::new();
@@ -373,6 +376,7 @@ mod tests {
 
     #[test]
     fn a_refused_tensor_and_null_arguments_leave_ownership_with_the_caller() {
+        let _turn = COUNTING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut v = rmm_strided_view::EMPTY;
         let mut e = rmm_error::new();
         let t = tensor(2);
