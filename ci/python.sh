@@ -37,5 +37,7 @@ if [ "$RMM_FAILED" -eq 0 ]; then
         RMM_LIBRMM="$(target_dir)/release/librmm.so" \
         python3 -m pytest bindings-python/tests -p no:cacheprovider
 fi
+# The source distribution: built and checked (no build outputs inside, the sources a build needs).
+step "python sdist: bash bindings-python/build-sdist.sh" bash bindings-python/build-sdist.sh
 
 finish python
