@@ -75,11 +75,8 @@ pub unsafe extern "C" fn rmm_device_buffer_import(
 /// `export` is NULL or a live OWNING export, not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_buffer_export_free(export: *mut rmm_buffer_export) {
-    // SAFETY: caller contract; the deleter is the producer's and catches its own panics.
-    if let Some(deleter) = unsafe { export.as_ref() }.and_then(|e| e.deleter) {
-        // SAFETY: as above.
-        unsafe { deleter(export) };
-    }
+    // SAFETY: caller contract.
+    unsafe { export::free_buffer_export(export) }
 }
 
 /// A new OWNING export of `resource` (BORROWED; the export holds its own reference).
@@ -132,11 +129,8 @@ pub unsafe extern "C" fn rmm_resource_import(
 /// `export` is NULL or a live OWNING export, not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_export_free(export: *mut rmm_resource_export) {
-    // SAFETY: caller contract; the deleter is the producer's and catches its own panics.
-    if let Some(deleter) = unsafe { export.as_ref() }.and_then(|e| e.deleter) {
-        // SAFETY: as above.
-        unsafe { deleter(export) };
-    }
+    // SAFETY: caller contract.
+    unsafe { export::free_resource_export(export) }
 }
 
 #[cfg(test)]

@@ -81,12 +81,8 @@ impl BufferExport {
 
 impl Drop for BufferExport {
     fn drop(&mut self) {
-        // SAFETY: an owning, live export, given back once through its producer's deleter.
-        unsafe {
-            if let Some(deleter) = self.0.as_ref().deleter {
-                deleter(self.0.as_ptr());
-            }
-        }
+        // SAFETY: an owning, live export, given back once.
+        unsafe { export::free_buffer_export(self.0.as_ptr()) }
     }
 }
 
@@ -133,12 +129,8 @@ impl ResourceExport {
 
 impl Drop for ResourceExport {
     fn drop(&mut self) {
-        // SAFETY: an owning, live export, given back once through its producer's deleter.
-        unsafe {
-            if let Some(deleter) = self.0.as_ref().deleter {
-                deleter(self.0.as_ptr());
-            }
-        }
+        // SAFETY: an owning, live export, given back once.
+        unsafe { export::free_resource_export(self.0.as_ptr()) }
     }
 }
 

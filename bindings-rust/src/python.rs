@@ -52,9 +52,7 @@ unsafe extern "C" fn buffer_capsule_destructor(capsule: *mut ffi::PyObject) {
     unsafe {
         if ffi::PyCapsule_IsValid(capsule, BUFFER_CAPSULE.as_ptr()) == 1 {
             let export = ffi::PyCapsule_GetPointer(capsule, BUFFER_CAPSULE.as_ptr()) as *mut rmm_buffer_export;
-            if let Some(deleter) = export.as_ref().and_then(|e| e.deleter) {
-                deleter(export);
-            }
+            export::free_buffer_export(export);
         }
     }
 }
@@ -65,9 +63,7 @@ unsafe extern "C" fn resource_capsule_destructor(capsule: *mut ffi::PyObject) {
     unsafe {
         if ffi::PyCapsule_IsValid(capsule, RESOURCE_CAPSULE.as_ptr()) == 1 {
             let export = ffi::PyCapsule_GetPointer(capsule, RESOURCE_CAPSULE.as_ptr()) as *mut rmm_resource_export;
-            if let Some(deleter) = export.as_ref().and_then(|e| e.deleter) {
-                deleter(export);
-            }
+            export::free_resource_export(export);
         }
     }
 }
@@ -99,15 +95,9 @@ unsafe fn destructor_on_failure(pointer: *mut c_void, name: &CStr) {
     // SAFETY: caller contract.
     unsafe {
         if name == BUFFER_CAPSULE {
-            let export = pointer as *mut rmm_buffer_export;
-            if let Some(deleter) = (*export).deleter {
-                deleter(export);
-            }
+            export::free_buffer_export(pointer.cast());
         } else {
-            let export = pointer as *mut rmm_resource_export;
-            if let Some(deleter) = (*export).deleter {
-                deleter(export);
-            }
+            export::free_resource_export(pointer.cast());
         }
     }
 }

@@ -176,6 +176,19 @@ pub unsafe fn import_buffer(export: *mut rmm_buffer_export) -> Result<DeviceBuff
     Ok(unsafe { DeviceBuffer::from_raw_parts(parts) })
 }
 
+/// Gives an export back through its producer's own deleter (the memory is freed on its stream and
+/// device if nobody adopted it). NULL, or an export without a deleter, is a no-op.
+///
+/// # Safety
+/// `export` is NULL or a live OWNING export, not used afterwards.
+pub unsafe fn free_buffer_export(export: *mut rmm_buffer_export) {
+    // SAFETY: caller contract; the deleter is the producer's and catches its own panics.
+    if let Some(deleter) = unsafe { export.as_ref() }.and_then(|e| e.deleter) {
+        // SAFETY: as above.
+        unsafe { deleter(export) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,3 +269,4 @@ mod tests {
         counting.assert_balanced();
     }
 }
+

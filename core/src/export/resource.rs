@@ -92,6 +92,19 @@ pub unsafe fn import_resource(export: *const rmm_resource_export) -> Result<AnyR
     unsafe { AnyResource::from_borrowed_handle(e.resource) }
 }
 
+/// Gives an export's reference back through its producer's own deleter. NULL, or an export without
+/// a deleter, is a no-op.
+///
+/// # Safety
+/// `export` is NULL or a live OWNING export, not used afterwards.
+pub unsafe fn free_resource_export(export: *mut rmm_resource_export) {
+    // SAFETY: caller contract; the deleter is the producer's and catches its own panics.
+    if let Some(deleter) = unsafe { export.as_ref() }.and_then(|e| e.deleter) {
+        // SAFETY: as above.
+        unsafe { deleter(export) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,3 +147,4 @@ mod tests {
         }
     }
 }
+
