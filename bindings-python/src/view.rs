@@ -20,7 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyTuple};
 use rmm_core::cuda::{self, Event, EventFlags, Stream};
 use rmm_core::view::dlpack::{
-    device_type as dt, type_code, DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned,
+    device_type as dt, type_code, DLDevice, DLManagedTensor, DLManagedTensorVersioned,
     DLPACK_FLAG_BITMASK_IS_COPIED,
 };
 use rmm_core::view::{
@@ -832,7 +832,8 @@ pub(crate) fn buffer_dlpack<'py>(
         (slf.clone(), 0)
     };
     let b = owner_obj.borrow();
-    let device = buffer_device(&b);
+    let parts = ViewParts::bytes_of(b.inner());
+    let device = parts.device;
     check_dl_device(device, dl_device)?;
     if let Some(s) = stream.filter(|s| !s.is_none()) {
         let raw: i64 = s.extract().map_err(|_| PyTypeError::new_err("stream must be an int or None"))?;
@@ -852,16 +853,6 @@ pub(crate) fn buffer_dlpack<'py>(
             }
         }
     }
-    let inner = b.inner();
-    let parts = ViewParts {
-        ptr: inner.as_ptr() as usize,
-        shape: vec![inner.size() as i64],
-        strides: None,
-        dtype: DLDataType::new(type_code::UINT, 8),
-        device,
-        readonly: false,
-        subbyte_padded: false,
-    };
     let owner = ViewOwner::new(owner_obj.clone().into_any().unbind());
     let view = StridedMemoryView::new(parts, Some(owner)).into_py_result()?;
     drop(b);

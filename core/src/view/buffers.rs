@@ -45,6 +45,22 @@ macro_rules! dlpack_types {
 dlpack_types!(i8 => tc::INT, i16 => tc::INT, i32 => tc::INT, i64 => tc::INT,
     u8 => tc::UINT, u16 => tc::UINT, u32 => tc::UINT, u64 => tc::UINT, f32 => tc::FLOAT, f64 => tc::FLOAT);
 
+impl ViewParts {
+    /// The parts of a 1-D `uint8` view of all of `buffer`'s bytes (`size()` of them), where its
+    /// memory is ([`memory_device`]); the owner is the caller's to choose.
+    pub fn bytes_of(buffer: &DeviceBuffer) -> Self {
+        ViewParts {
+            ptr: buffer.as_ptr() as usize,
+            shape: vec![buffer.size() as i64],
+            strides: None,
+            dtype: DLDataType::new(tc::UINT, 8),
+            device: memory_device(buffer.as_ptr(), buffer.memory_resource().access(), buffer.device()),
+            readonly: false,
+            subbyte_padded: false,
+        }
+    }
+}
+
 impl StridedMemoryView {
     /// A 1-D `uint8` view of the whole buffer (`size()` bytes), owning it: the buffer is freed (on
     /// its stream, through its resource) when the view and every export of it are gone.
@@ -52,17 +68,7 @@ impl StridedMemoryView {
     /// # Errors
     /// None in practice (the parts are always valid); the type is that of [`StridedMemoryView::new`].
     pub fn of_buffer(buffer: DeviceBuffer) -> Result<Self> {
-        let device = memory_device(buffer.as_ptr(), buffer.memory_resource().access(), buffer.device());
-        let parts = ViewParts {
-            ptr: buffer.as_ptr() as usize,
-            shape: vec![buffer.size() as i64],
-            strides: None,
-            dtype: DLDataType::new(tc::UINT, 8),
-            device,
-            readonly: false,
-            subbyte_padded: false,
-        };
-        StridedMemoryView::new(parts, Some(ViewOwner::new(buffer)))
+        StridedMemoryView::new(ViewParts::bytes_of(&buffer), Some(ViewOwner::new(buffer)))
     }
 
     /// A typed 1-D view of the whole vector, owning it (see [`of_buffer`](Self::of_buffer)).
