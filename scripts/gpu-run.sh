@@ -445,6 +445,27 @@ if want nvtx-bounds; then
         rm -f "$OUT/nvtx.one"
         suite_line nvtx "$np" "$nf" 0 "memcheck catches with NVTX bounds on, misses off; nvtx.log"
     fi
+    # Diagnostic, not counted: the same NVTX calls from a plain CUDA program (scripts/nvtx/nvtx_probe.cu),
+    # built with the vendored NVTX headers and with the toolkit's, so a failure above can be placed.
+    if [ -n "$CS" ] && command -v nvcc >/dev/null 2>&1; then
+        : >"$OUT/nvtx-c.log"
+        for headers in vendored toolkit; do
+            inc=(-I"$(cuda_root)/include"); [ "$headers" = vendored ] && inc=(-I"$ROOT/core/third_party" "${inc[@]}")
+            bin=/tmp/nvtx_probe_$headers
+            if ! nvcc -std=c++17 "${inc[@]}" -o "$bin" scripts/nvtx/nvtx_probe.cu -lcuda >>"$OUT/nvtx-c.log" 2>&1; then
+                say "  nvtx C probe ($headers headers): build failed (nvtx-c.log)"; continue
+            fi
+            for alloc in runtime driver; do
+                for case in "on overrun" "on freed" "on inside" "off overrun"; do
+                    # shellcheck disable=SC2086
+                    timeout -s KILL 60 "$CS" --tool memcheck --nvtx yes "$bin" $alloc $case >"$OUT/nvtx.one" 2>&1
+                    { echo "######## $headers $alloc $case"; cat "$OUT/nvtx.one"; } >>"$OUT/nvtx-c.log"
+                    say "  nvtx C probe ($headers headers, $alloc, $case): memcheck $(errors_of "$OUT/nvtx.one") errors"
+                done
+            done
+        done
+        rm -f "$OUT/nvtx.one"
+    fi
 fi
 
 # ---- Issue 12: the GPU stress run, only when named ------------------------------------------------

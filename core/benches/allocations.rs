@@ -33,15 +33,18 @@
 //! filter skips measurements but not the warm-ups around them, which would fill a profile of one
 //! workload with another's.
 
-use std::sync::Barrier;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
+use criterion::{
+    criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
+};
 use rmm_core::cuda::{self, OwnedStream, Stream, StreamFlags};
 use rmm_core::mr::{
-    ArenaMemoryResource, ArenaOptions, BinningMemoryResource, CudaAsyncMemoryResource, CudaMemoryResource, FreeChecks,
-    PoolMemoryResource, SimulatedMemoryResource, SystemMemoryResource,
+    ArenaMemoryResource, ArenaOptions, BinningMemoryResource, CudaAsyncMemoryResource,
+    CudaMemoryResource, FreeChecks, PoolMemoryResource, SimulatedMemoryResource,
+    SystemMemoryResource,
 };
 use rmm_core::{Access, AnyResource, MemoryResource, Result, DEFAULT_ALIGNMENT};
 
@@ -59,7 +62,13 @@ impl MemoryResource for EmptyResource {
     fn allocate(&self, _stream: Stream, _bytes: usize, _alignment: usize) -> Result<*mut u8> {
         Ok(EMPTY_SLOT.as_ptr().cast_mut())
     }
-    unsafe fn deallocate(&self, _stream: Stream, _ptr: *mut u8, _bytes: usize, _alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        _stream: Stream,
+        _ptr: *mut u8,
+        _bytes: usize,
+        _alignment: usize,
+    ) -> Result<()> {
         Ok(())
     }
     fn access(&self) -> Access {
@@ -80,7 +89,9 @@ type Factory = fn() -> Result<AnyResource>;
 fn resources() -> Vec<(&'static str, Factory)> {
     let wanted = std::env::var("RMM_BENCH_RESOURCES").unwrap_or_default();
     let mut all = all_resources();
-    all.retain(|(name, _)| wanted.trim().is_empty() || wanted.split([',', ' ']).any(|w| w == *name));
+    all.retain(|(name, _)| {
+        wanted.trim().is_empty() || wanted.split([',', ' ']).any(|w| w == *name)
+    });
     all
 }
 
@@ -90,23 +101,44 @@ fn all_resources() -> Vec<(&'static str, Factory)> {
         return vec![
             ("pool", || {
                 let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
-                Ok(AnyResource::new(PoolMemoryResource::new(upstream, Some(1 << 30), None)?))
+                Ok(AnyResource::new(PoolMemoryResource::new(
+                    upstream,
+                    Some(1 << 30),
+                    None,
+                )?))
             }),
             // Host-mode variant of the GPU line below: fixed-size bins of 2^18..2^22 bytes over a pool.
             ("binning", || {
                 let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
                 let pool = PoolMemoryResource::new(upstream, Some(1 << 30), None)?;
-                Ok(AnyResource::new(BinningMemoryResource::with_exponents(AnyResource::new(pool), 18, 22)?))
+                Ok(AnyResource::new(BinningMemoryResource::with_exponents(
+                    AnyResource::new(pool),
+                    18,
+                    22,
+                )?))
             }),
             // The same two with RMM's unchecked frees: the price of the live-allocation index.
             ("pool-unchecked", || {
                 let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
-                Ok(AnyResource::new(PoolMemoryResource::with_free_checks(upstream, Some(1 << 30), None, FreeChecks::Unchecked)?))
+                Ok(AnyResource::new(PoolMemoryResource::with_free_checks(
+                    upstream,
+                    Some(1 << 30),
+                    None,
+                    FreeChecks::Unchecked,
+                )?))
             }),
             ("binning-unchecked", || {
                 let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
-                let pool = PoolMemoryResource::with_free_checks(upstream, Some(1 << 30), None, FreeChecks::Unchecked)?;
-                let binning = BinningMemoryResource::with_free_checks(AnyResource::new(pool), FreeChecks::Unchecked);
+                let pool = PoolMemoryResource::with_free_checks(
+                    upstream,
+                    Some(1 << 30),
+                    None,
+                    FreeChecks::Unchecked,
+                )?;
+                let binning = BinningMemoryResource::with_free_checks(
+                    AnyResource::new(pool),
+                    FreeChecks::Unchecked,
+                );
                 for exponent in 18..=22 {
                     binning.add_bin(1 << exponent, None)?;
                 }
@@ -114,15 +146,27 @@ fn all_resources() -> Vec<(&'static str, Factory)> {
             }),
             ("arena", || {
                 let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
-                Ok(AnyResource::new(ArenaMemoryResource::new(upstream, Some(32 << 30), false)?))
+                Ok(AnyResource::new(ArenaMemoryResource::new(
+                    upstream,
+                    Some(32 << 30),
+                    false,
+                )?))
             }),
             ("arena-unchecked", || {
                 let upstream = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
-                let options = ArenaOptions::default().arena_size(32 << 30).free_checks(FreeChecks::Unchecked);
-                Ok(AnyResource::new(ArenaMemoryResource::with_options(upstream, options)?))
+                let options = ArenaOptions::default()
+                    .arena_size(32 << 30)
+                    .free_checks(FreeChecks::Unchecked);
+                Ok(AnyResource::new(ArenaMemoryResource::with_options(
+                    upstream, options,
+                )?))
             }),
-            ("system", || Ok(AnyResource::new(SystemMemoryResource::new()))),
-            ("simulated", || Ok(AnyResource::new(SimulatedMemoryResource::new(64 << 30)?))),
+            ("system", || {
+                Ok(AnyResource::new(SystemMemoryResource::new()))
+            }),
+            ("simulated", || {
+                Ok(AnyResource::new(SimulatedMemoryResource::new(64 << 30)?))
+            }),
         ];
     }
     vec![
@@ -130,17 +174,34 @@ fn all_resources() -> Vec<(&'static str, Factory)> {
         ("arena", || {
             let (free, _) = cuda::mem_info(cuda::current_device()?)?;
             let size = (free - (64 << 20)) & !(DEFAULT_ALIGNMENT - 1);
-            Ok(AnyResource::new(ArenaMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), Some(size), false)?))
+            Ok(AnyResource::new(ArenaMemoryResource::new(
+                AnyResource::new(CudaMemoryResource::new()),
+                Some(size),
+                false,
+            )?))
         }),
         ("binning", || {
             // As RMM's benchmark: fixed-size bins of 2^18..2^22 bytes over a pool.
-            let pool = PoolMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), None, None)?;
-            Ok(AnyResource::new(BinningMemoryResource::with_exponents(AnyResource::new(pool), 18, 22)?))
+            let pool =
+                PoolMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), None, None)?;
+            Ok(AnyResource::new(BinningMemoryResource::with_exponents(
+                AnyResource::new(pool),
+                18,
+                22,
+            )?))
         }),
         ("cuda", || Ok(AnyResource::new(CudaMemoryResource::new()))),
-        ("cuda_async", || Ok(AnyResource::new(CudaAsyncMemoryResource::new()?))),
+        ("cuda_async", || {
+            Ok(AnyResource::new(CudaAsyncMemoryResource::new()?))
+        }),
         // As RMM's benchmark: a pool over cuda starting at half the free memory (the default).
-        ("pool", || Ok(AnyResource::new(PoolMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), None, None)?))),
+        ("pool", || {
+            Ok(AnyResource::new(PoolMemoryResource::new(
+                AnyResource::new(CudaMemoryResource::new()),
+                None,
+                None,
+            )?))
+        }),
     ]
 }
 
@@ -163,9 +224,14 @@ impl SplitMix64 {
 
 fn pair_loop(mr: &AnyResource, stream: Stream, iters: u64) -> u64 {
     for _ in 0..iters {
-        let p = mr.allocate(stream, 256, DEFAULT_ALIGNMENT).expect("256 B allocation");
+        let p = mr
+            .allocate(stream, 256, DEFAULT_ALIGNMENT)
+            .expect("256 B allocation");
         // SAFETY: `p` came from `mr` with these arguments.
-        unsafe { mr.deallocate(stream, p, 256, DEFAULT_ALIGNMENT).expect("free") };
+        unsafe {
+            mr.deallocate(stream, p, 256, DEFAULT_ALIGNMENT)
+                .expect("free")
+        };
     }
     iters
 }
@@ -174,9 +240,14 @@ fn pair_loop(mr: &AnyResource, stream: Stream, iters: u64) -> u64 {
 /// work queued, nothing to order).
 fn multistream_loop(mr: &AnyResource, alloc: Stream, free: Stream, iters: u64) -> u64 {
     for _ in 0..iters {
-        let p = mr.allocate(alloc, 256, DEFAULT_ALIGNMENT).expect("256 B allocation");
+        let p = mr
+            .allocate(alloc, 256, DEFAULT_ALIGNMENT)
+            .expect("256 B allocation");
         // SAFETY: `p` came from `mr` with these arguments.
-        unsafe { mr.deallocate(free, p, 256, DEFAULT_ALIGNMENT).expect("free") };
+        unsafe {
+            mr.deallocate(free, p, 256, DEFAULT_ALIGNMENT)
+                .expect("free")
+        };
     }
     iters
 }
@@ -190,14 +261,21 @@ fn random_loop(mr: &AnyResource, stream: Stream, seed: u64, usage_cap: usize) ->
         let can_allocate = allocations < RANDOM_ALLOCATIONS && usage + size <= usage_cap;
         let heads = gen.unit() < 0.73;
         if can_allocate && (live.is_empty() || heads) {
-            live.push((mr.allocate(stream, size, DEFAULT_ALIGNMENT).expect("random allocation"), size));
+            live.push((
+                mr.allocate(stream, size, DEFAULT_ALIGNMENT)
+                    .expect("random allocation"),
+                size,
+            ));
             usage += size;
             allocations += 1;
         } else if !live.is_empty() {
             let i = (gen.next() % live.len() as u64) as usize;
             let (p, s) = live.swap_remove(i);
             // SAFETY: `p` came from `mr` with size `s`.
-            unsafe { mr.deallocate(stream, p, s, DEFAULT_ALIGNMENT).expect("free") };
+            unsafe {
+                mr.deallocate(stream, p, s, DEFAULT_ALIGNMENT)
+                    .expect("free")
+            };
             usage -= s;
         }
         ops += 1;
@@ -205,7 +283,10 @@ fn random_loop(mr: &AnyResource, stream: Stream, seed: u64, usage_cap: usize) ->
     let leftover = live.len() as u64;
     for (p, s) in live {
         // SAFETY: `p` came from `mr` with size `s`.
-        unsafe { mr.deallocate(stream, p, s, DEFAULT_ALIGNMENT).expect("free") };
+        unsafe {
+            mr.deallocate(stream, p, s, DEFAULT_ALIGNMENT)
+                .expect("free")
+        };
     }
     ops + leftover
 }
@@ -259,7 +340,11 @@ impl ForeignStream {
         let flags = cudarc::driver::sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
         // SAFETY: a context is current (set above); `raw` is a valid out-pointer.
         let status = unsafe { cudarc::driver::sys::cuStreamCreate(&mut raw, flags) };
-        assert_eq!(status, cudarc::driver::sys::CUresult::CUDA_SUCCESS, "cuStreamCreate");
+        assert_eq!(
+            status,
+            cudarc::driver::sys::CUresult::CUDA_SUCCESS,
+            "cuStreamCreate"
+        );
         Self(raw as usize)
     }
 
@@ -274,7 +359,9 @@ impl Drop for ForeignStream {
     fn drop(&mut self) {
         if !cuda::is_host_mode() {
             // SAFETY: created by `new`, destroyed once.
-            let _ = unsafe { cudarc::driver::sys::cuStreamDestroy_v2(self.0 as cudarc::driver::sys::CUstream) };
+            let _ = unsafe {
+                cudarc::driver::sys::cuStreamDestroy_v2(self.0 as cudarc::driver::sys::CUstream)
+            };
         }
     }
 }
@@ -289,7 +376,9 @@ struct Streams {
 impl Streams {
     fn new(kind: Kind, threads: usize) -> Self {
         let own = match kind {
-            Kind::Own => (0..2 * threads).map(|_| OwnedStream::new(StreamFlags::NonBlocking).expect("stream")).collect(),
+            Kind::Own => (0..2 * threads)
+                .map(|_| OwnedStream::new(StreamFlags::NonBlocking).expect("stream"))
+                .collect(),
             _ => Vec::new(),
         };
         Self { kind, own }
@@ -305,7 +394,8 @@ impl Streams {
             for t in 0..threads {
                 let (start, end) = (&start, &end);
                 scope.spawn(move || {
-                    let foreign = (self.kind == Kind::Foreign).then(|| [ForeignStream::new(), ForeignStream::new()]);
+                    let foreign = (self.kind == Kind::Foreign)
+                        .then(|| [ForeignStream::new(), ForeignStream::new()]);
                     let (a, b) = match self.kind {
                         Kind::Own => (self.own[2 * t].stream(), self.own[2 * t + 1].stream()),
                         Kind::Foreign => {
@@ -331,7 +421,9 @@ impl Streams {
 
 /// The resource, or `None` (and a note on stderr) when it cannot be made here.
 fn make(name: &str, factory: Factory) -> Option<AnyResource> {
-    factory().map_err(|e| eprintln!("skipping {name}: {e}")).ok()
+    factory()
+        .map_err(|e| eprintln!("skipping {name}: {e}"))
+        .ok()
 }
 
 /// True when `RMM_BENCH_WORKLOADS` (a comma or space list, default all) names `workload`.
@@ -352,37 +444,57 @@ fn bench(c: &mut Criterion) {
         for &kind in &kinds {
             // A fresh resource per kind of stream, as the C++ side (what one kind leaves behind
             // does not slow the next).
-            let Some(mr) = make(name, factory) else { continue };
+            let Some(mr) = make(name, factory) else {
+                continue;
+            };
             for threads in THREADS {
                 let streams = Streams::new(kind, threads);
                 streams.run(threads, &|_, a, _| {
                     pair_loop(&mr, a, 1000);
                 });
                 pairs.throughput(Throughput::Elements(threads as u64));
-                pairs.bench_with_input(BenchmarkId::new(format!("{name}.{}", kind.name()), threads), &threads, |b, _| {
-                    b.iter_custom(|iters| streams.run(threads, &|_, a, _| {
-                        pair_loop(&mr, a, iters);
-                    }));
-                });
+                pairs.bench_with_input(
+                    BenchmarkId::new(format!("{name}.{}", kind.name()), threads),
+                    &threads,
+                    |b, _| {
+                        b.iter_custom(|iters| {
+                            streams.run(threads, &|_, a, _| {
+                                pair_loop(&mr, a, iters);
+                            })
+                        });
+                    },
+                );
             }
         }
     }
     pairs.finish();
 
     let mut multi = c.benchmark_group("multistream");
-    for (name, factory) in if workload_wanted("multistream") { resources() } else { Vec::new() } {
+    for (name, factory) in if workload_wanted("multistream") {
+        resources()
+    } else {
+        Vec::new()
+    } {
         for &kind in &kinds {
             // A fresh resource per kind of stream, as the C++ side (what one kind leaves behind
             // does not slow the next).
-            let Some(mr) = make(name, factory) else { continue };
+            let Some(mr) = make(name, factory) else {
+                continue;
+            };
             for threads in THREADS {
                 let streams = Streams::new(kind, threads);
                 multi.throughput(Throughput::Elements(threads as u64));
-                multi.bench_with_input(BenchmarkId::new(format!("{name}.{}", kind.name()), threads), &threads, |b, _| {
-                    b.iter_custom(|iters| streams.run(threads, &|_, a, other| {
-                        multistream_loop(&mr, a, other, iters);
-                    }));
-                });
+                multi.bench_with_input(
+                    BenchmarkId::new(format!("{name}.{}", kind.name()), threads),
+                    &threads,
+                    |b, _| {
+                        b.iter_custom(|iters| {
+                            streams.run(threads, &|_, a, other| {
+                                multistream_loop(&mr, a, other, iters);
+                            })
+                        });
+                    },
+                );
             }
         }
     }
@@ -392,28 +504,43 @@ fn bench(c: &mut Criterion) {
     // One workload run takes milliseconds to seconds (cuda): ten flat samples, not a linear ramp.
     random.sample_size(10);
     random.sampling_mode(SamplingMode::Flat);
-    for (name, factory) in if workload_wanted("random") { resources() } else { Vec::new() } {
+    for (name, factory) in if workload_wanted("random") {
+        resources()
+    } else {
+        Vec::new()
+    } {
         for &kind in &kinds {
             // A fresh resource per kind of stream, as the C++ side (what one kind leaves behind
             // does not slow the next).
-            let Some(mr) = make(name, factory) else { continue };
+            let Some(mr) = make(name, factory) else {
+                continue;
+            };
             for threads in THREADS {
                 let streams = Streams::new(kind, threads);
                 let cap = RANDOM_MAX_USAGE / threads;
                 let ops = AtomicUsize::new(0);
                 streams.run(threads, &|t, a, _| {
-                    ops.fetch_add(random_loop(&mr, a, 1234 + t as u64, cap) as usize, Ordering::Relaxed);
+                    ops.fetch_add(
+                        random_loop(&mr, a, 1234 + t as u64, cap) as usize,
+                        Ordering::Relaxed,
+                    );
                 });
                 random.throughput(Throughput::Elements(ops.into_inner() as u64));
-                random.bench_with_input(BenchmarkId::new(format!("{name}.{}", kind.name()), threads), &threads, |b, _| {
-                    b.iter_custom(|iters| {
-                        (0..iters)
-                            .map(|_| streams.run(threads, &|t, a, _| {
-                                random_loop(&mr, a, 1234 + t as u64, cap);
-                            }))
-                            .sum()
-                    });
-                });
+                random.bench_with_input(
+                    BenchmarkId::new(format!("{name}.{}", kind.name()), threads),
+                    &threads,
+                    |b, _| {
+                        b.iter_custom(|iters| {
+                            (0..iters)
+                                .map(|_| {
+                                    streams.run(threads, &|t, a, _| {
+                                        random_loop(&mr, a, 1234 + t as u64, cap);
+                                    })
+                                })
+                                .sum()
+                        });
+                    },
+                );
             }
         }
     }

@@ -45,12 +45,22 @@ impl Alloc for ArenaMemoryResource {
 
 impl Alloc for RmmStyleLocking {
     fn alloc(&self, stream: Stream, bytes: usize) -> Result<*mut u8> {
-        let _found = self.arena_maps.read().expect("lock").get(&stream.as_raw()).copied();
+        let _found = self
+            .arena_maps
+            .read()
+            .expect("lock")
+            .get(&stream.as_raw())
+            .copied();
         let _phase = self.phase.read().expect("lock");
         self.arena.allocate(stream, bytes, 256)
     }
     fn free(&self, stream: Stream, ptr: *mut u8, bytes: usize) {
-        let _found = self.arena_maps.read().expect("lock").get(&stream.as_raw()).copied();
+        let _found = self
+            .arena_maps
+            .read()
+            .expect("lock")
+            .get(&stream.as_raw())
+            .copied();
         let _phase = self.phase.read().expect("lock");
         // SAFETY: the loop frees only what it allocated, with the same size.
         unsafe { self.arena.deallocate(stream, ptr, bytes, 256) }.expect("free");
@@ -93,7 +103,11 @@ fn run(mr: &dyn Alloc, threads: usize, steps: usize, shared_stream: bool) -> f64
                     if !p.is_null() {
                         mr.free(stream, p, bytes);
                     }
-                    let bytes = if (r >> 8) % 64 == 0 { (1 << 20) + (r >> 20) as usize % (2 << 20) } else { 1 + (r >> 20) as usize % (64 << 10) };
+                    let bytes = if (r >> 8) % 64 == 0 {
+                        (1 << 20) + (r >> 20) as usize % (2 << 20)
+                    } else {
+                        1 + (r >> 20) as usize % (64 << 10)
+                    };
                     live[slot] = (mr.alloc(stream, bytes).expect("allocate"), bytes);
                 }
                 for (p, bytes) in live {
@@ -111,10 +125,16 @@ fn run(mr: &dyn Alloc, threads: usize, steps: usize, shared_stream: bool) -> f64
 }
 
 fn main() -> Result<()> {
-    let steps: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(200_000);
+    let steps: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200_000);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("arena microbenchmark: {steps} steps (free + allocate) per thread, {cores} cores");
-    println!("{:>8} {:>8} {:>16} {:>22} {:>7}", "threads", "streams", "arena Msteps/s", "RMM-style locks Msteps/s", "ratio");
+    println!(
+        "{:>8} {:>8} {:>16} {:>22} {:>7}",
+        "threads", "streams", "arena Msteps/s", "RMM-style locks Msteps/s", "ratio"
+    );
     for shared_stream in [false, true] {
         for threads in [1, 2, 4, 8, 16] {
             let fresh = || -> Result<ArenaMemoryResource> {
@@ -122,7 +142,11 @@ fn main() -> Result<()> {
                 ArenaMemoryResource::new(AnyResource::new(device), Some(4 << 30), false)
             };
             let ours = run(&fresh()?, threads, steps, shared_stream);
-            let emulated = RmmStyleLocking { arena: fresh()?, arena_maps: RwLock::new(HashMap::new()), phase: RwLock::new(()) };
+            let emulated = RmmStyleLocking {
+                arena: fresh()?,
+                arena_maps: RwLock::new(HashMap::new()),
+                phase: RwLock::new(()),
+            };
             let theirs = run(&emulated, threads, steps, shared_stream);
             println!(
                 "{threads:>8} {:>8} {:>16.2} {:>22.2} {:>7.2}",

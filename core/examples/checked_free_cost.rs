@@ -7,7 +7,10 @@
 //! `cargo run --release -p rmm-core --example checked_free_cost [ROUNDS]`
 
 use rmm_core::cuda::Stream;
-use rmm_core::mr::{ArenaMemoryResource, ArenaOptions, BinningMemoryResource, FreeChecks, PoolMemoryResource, SimulatedMemoryResource};
+use rmm_core::mr::{
+    ArenaMemoryResource, ArenaOptions, BinningMemoryResource, FreeChecks, PoolMemoryResource,
+    SimulatedMemoryResource,
+};
 use rmm_core::{AnyResource, MemoryResource, Result};
 
 const PAIRS: u64 = 200_000;
@@ -15,7 +18,10 @@ const CHURN: u64 = 200_000;
 
 /// The calling thread's CPU time in nanoseconds.
 fn cpu_ns() -> f64 {
-    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `t` is a valid timespec to write to.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
     t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
@@ -27,9 +33,15 @@ fn device() -> Result<AnyResource> {
 
 fn make(kind: &str, checks: FreeChecks) -> Result<AnyResource> {
     Ok(match kind {
-        "pool" => AnyResource::new(PoolMemoryResource::with_free_checks(device()?, Some(1 << 30), None, checks)?),
+        "pool" => AnyResource::new(PoolMemoryResource::with_free_checks(
+            device()?,
+            Some(1 << 30),
+            None,
+            checks,
+        )?),
         "binning" => {
-            let pool = PoolMemoryResource::with_free_checks(device()?, Some(1 << 30), None, checks)?;
+            let pool =
+                PoolMemoryResource::with_free_checks(device()?, Some(1 << 30), None, checks)?;
             let binning = BinningMemoryResource::with_free_checks(AnyResource::new(pool), checks);
             for exponent in 18..=22 {
                 binning.add_bin(1 << exponent, None)?;
@@ -38,7 +50,9 @@ fn make(kind: &str, checks: FreeChecks) -> Result<AnyResource> {
         }
         _ => AnyResource::new(ArenaMemoryResource::with_options(
             device()?,
-            ArenaOptions::default().arena_size(16 << 30).free_checks(checks),
+            ArenaOptions::default()
+                .arena_size(16 << 30)
+                .free_checks(checks),
         )?),
     })
 }
@@ -81,7 +95,10 @@ fn churn(mr: &AnyResource) -> f64 {
 }
 
 fn main() -> Result<()> {
-    let rounds: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(15);
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(15);
     println!("best of {rounds} rounds, thread CPU ns per pair (256 B) and per churn operation, one thread, host mode");
     println!("| resource | pair unchecked | pair checked | cost | churn unchecked | churn checked | cost |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");

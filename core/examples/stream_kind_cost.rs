@@ -14,7 +14,10 @@ use rmm_core::{AnyResource, MemoryResource, Result};
 
 /// The calling thread's CPU time in nanoseconds.
 fn cpu_ns() -> f64 {
-    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `t` is a valid timespec to write to.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
     t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
@@ -25,7 +28,11 @@ fn make(kind: &str) -> Result<AnyResource> {
     let pool = PoolMemoryResource::new(device, Some(1 << 30), None)?;
     Ok(match kind {
         "pool" => AnyResource::new(pool),
-        _ => AnyResource::new(BinningMemoryResource::with_exponents(AnyResource::new(pool), 18, 22)?),
+        _ => AnyResource::new(BinningMemoryResource::with_exponents(
+            AnyResource::new(pool),
+            18,
+            22,
+        )?),
     })
 }
 

@@ -18,7 +18,9 @@ pub fn check_alignment(alignment: usize) -> Result<()> {
     if is_pow2(alignment) {
         Ok(())
     } else {
-        Err(Error::invalid(format!("alignment {alignment} is not a power of two")))
+        Err(Error::invalid(format!(
+            "alignment {alignment} is not a power of two"
+        )))
     }
 }
 

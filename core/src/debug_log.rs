@@ -82,8 +82,15 @@ pub enum Level {
 }
 
 impl Level {
-    const ALL: [Level; 7] =
-        [Level::Trace, Level::Debug, Level::Info, Level::Warn, Level::Error, Level::Critical, Level::Off];
+    const ALL: [Level; 7] = [
+        Level::Trace,
+        Level::Debug,
+        Level::Info,
+        Level::Warn,
+        Level::Error,
+        Level::Critical,
+        Level::Off,
+    ];
 
     /// rapids_logger's name: `trace`, `debug`, `info`, `warn`, `error`, `critical`, `off`.
     pub const fn name(self) -> &'static str {
@@ -112,7 +119,10 @@ impl Level {
     }
 
     fn from_u8(raw: u8) -> Level {
-        Self::ALL.get(usize::from(raw)).copied().unwrap_or(Level::Off)
+        Self::ALL
+            .get(usize::from(raw))
+            .copied()
+            .unwrap_or(Level::Off)
     }
 
     /// The level of a `tracing` event (errors at [`CRITICAL_TARGET`] are critical).
@@ -135,7 +145,9 @@ impl Level {
             Level::Info => LevelFilter::INFO,
             Level::Warn => LevelFilter::WARN,
             Level::Error => LevelFilter::ERROR,
-            Level::Critical => return Targets::new().with_target(CRITICAL_TARGET, LevelFilter::ERROR),
+            Level::Critical => {
+                return Targets::new().with_target(CRITICAL_TARGET, LevelFilter::ERROR)
+            }
             Level::Off => return Targets::new(),
         };
         Targets::new().with_target(RMM_TARGETS, threshold)
@@ -173,7 +185,11 @@ struct Installed {
 impl Installed {
     /// Nothing installed: the host's subscriber is in charge.
     const fn host() -> Self {
-        Installed { sink: DebugLogSink::Host, filter: None, out: None }
+        Installed {
+            sink: DebugLogSink::Host,
+            filter: None,
+            out: None,
+        }
     }
 }
 
@@ -212,7 +228,10 @@ pub fn init_debug_log() -> Result<DebugLogSink> {
         Some(path) => {
             let path = PathBuf::from(path);
             let file = File::create(&path).map_err(|e| {
-                Error::invalid(format!("cannot create {DEBUG_LOG_FILE_ENV}={}: {e}", path.display()))
+                Error::invalid(format!(
+                    "cannot create {DEBUG_LOG_FILE_ENV}={}: {e}",
+                    path.display()
+                ))
             })?;
             (Box::new(BufWriter::new(file)), DebugLogSink::File(path))
         }
@@ -221,7 +240,11 @@ pub fn init_debug_log() -> Result<DebugLogSink> {
     let out = Arc::new(Sink::new(out));
     let (subscriber, filter) = subscriber(out.clone());
     let done = match tracing::subscriber::set_global_default(subscriber) {
-        Ok(()) => Installed { sink, filter: Some(filter), out: Some(out) },
+        Ok(()) => Installed {
+            sink,
+            filter: Some(filter),
+            out: Some(out),
+        },
         // Another thread's subscriber won the race since the check above.
         Err(_) => Installed::host(),
     };
@@ -294,9 +317,16 @@ pub fn flush_logger() {
 
 /// The subscriber rmm installs: a reloadable level filter and a formatter in RMM's pattern,
 /// writing to `out`.
-fn subscriber(out: Arc<Sink>) -> (impl Subscriber + Send + Sync, reload::Handle<Targets, Registry>) {
+fn subscriber(
+    out: Arc<Sink>,
+) -> (
+    impl Subscriber + Send + Sync,
+    reload::Handle<Targets, Registry>,
+) {
     let (filter, handle) = reload::Layer::new(logging_level().filter());
-    let format = tracing_subscriber::fmt::layer().event_format(RmmPattern).with_writer(SharedSink(out));
+    let format = tracing_subscriber::fmt::layer()
+        .event_format(RmmPattern)
+        .with_writer(SharedSink(out));
     (Registry::default().with(filter).with(format), handle)
 }
 
@@ -307,7 +337,9 @@ struct Sink {
 
 impl Sink {
     fn new(out: Box<dyn Write + Send>) -> Self {
-        Self { out: Mutex::new(out) }
+        Self {
+            out: Mutex::new(out),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Box<dyn Write + Send>> {
@@ -349,11 +381,17 @@ impl<'a> MakeWriter<'a> for SharedSink {
     type Writer = LineWriter<'a>;
 
     fn make_writer(&'a self) -> Self::Writer {
-        LineWriter { sink: &self.0, flush: true }
+        LineWriter {
+            sink: &self.0,
+            flush: true,
+        }
     }
 
     fn make_writer_for(&'a self, meta: &Metadata<'_>) -> Self::Writer {
-        LineWriter { sink: &self.0, flush: Level::of(meta) >= flush_level() }
+        LineWriter {
+            sink: &self.0,
+            flush: Level::of(meta) >= flush_level(),
+        }
     }
 }
 
@@ -365,10 +403,21 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
     N: for<'a> FormatFields<'a> + 'static,
 {
-    fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> std::fmt::Result {
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> std::fmt::Result {
         let now = WallClock::now();
         let level = Level::of(event.metadata()).line_name();
-        write!(writer, "[{:>6}][{}:{:06}][{level:<6}] ", os_thread_id(), now.hms(), now.micros)?;
+        write!(
+            writer,
+            "[{:>6}][{}:{:06}][{level:<6}] ",
+            os_thread_id(),
+            now.hms(),
+            now.micros
+        )?;
         ctx.field_format().format_fields(writer.by_ref(), event)?;
         writeln!(writer)
     }
@@ -410,7 +459,9 @@ impl WallClock {
     /// Now. The local time of day is computed once per second and thread (`localtime_r` takes a
     /// process-wide lock in glibc, which would serialize logging threads).
     pub(crate) fn now() -> Self {
-        let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let since_epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         let secs = since_epoch.as_secs();
         thread_local! {
             static LAST: Cell<(u64, [u8; 8])> = const { Cell::new((u64::MAX, [0; 8])) };
@@ -424,7 +475,10 @@ impl WallClock {
             last.set((secs, hms));
             hms
         });
-        Self { hms, micros: since_epoch.subsec_micros() }
+        Self {
+            hms,
+            micros: since_epoch.subsec_micros(),
+        }
     }
 
     /// `HH:MM:SS`.
@@ -447,7 +501,16 @@ fn local_hms(secs: u64) -> [u8; 8] {
         (secs / 3600 % 24, secs / 60 % 60, secs % 60)
     };
     let digit = |v: u64| b'0' + (v % 10) as u8;
-    [digit(h / 10), digit(h), b':', digit(m / 10), digit(m), b':', digit(s / 10), digit(s)]
+    [
+        digit(h / 10),
+        digit(h),
+        b':',
+        digit(m / 10),
+        digit(m),
+        b':',
+        digit(s / 10),
+        digit(s),
+    ]
 }
 
 #[cfg(test)]
@@ -462,12 +525,27 @@ mod tests {
     fn parse_line(line: &str) -> (String, String) {
         let rest = line.strip_prefix('[').unwrap_or_else(|| panic!("{line:?}"));
         let (tid, rest) = rest.split_once("][").unwrap();
-        assert_eq!(tid.len(), 6.max(tid.trim_start().len()), "%6t pads to 6: {line:?}");
-        assert_eq!(tid.trim_start().parse::<u64>().unwrap(), os_thread_id(), "{line:?}");
+        assert_eq!(
+            tid.len(),
+            6.max(tid.trim_start().len()),
+            "%6t pads to 6: {line:?}"
+        );
+        assert_eq!(
+            tid.trim_start().parse::<u64>().unwrap(),
+            os_thread_id(),
+            "{line:?}"
+        );
         let (time, rest) = rest.split_once("][").unwrap();
         let parts: Vec<&str> = time.split(':').collect();
-        assert_eq!(parts.iter().map(|p| p.len()).collect::<Vec<_>>(), [2, 2, 2, 6], "{line:?}");
-        assert!(parts.iter().all(|p| p.bytes().all(|b| b.is_ascii_digit())), "{line:?}");
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [2, 2, 2, 6],
+            "{line:?}"
+        );
+        assert!(
+            parts.iter().all(|p| p.bytes().all(|b| b.is_ascii_digit())),
+            "{line:?}"
+        );
         let (level, message) = rest.split_once("] ").unwrap();
         assert!(level.len() >= 6, "%-6l pads to 6: {line:?}");
         (level.trim_end().to_string(), message.to_string())
@@ -491,8 +569,15 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::remove_file(&path).unwrap();
         let lines: Vec<(String, String)> = text.lines().map(parse_line).collect();
-        let expected = [("debug", "outstanding: 4096 B"), ("warning", "careful"), ("critical", "cannot go on")];
-        let lines: Vec<(&str, &str)> = lines.iter().map(|(l, m)| (l.as_str(), m.as_str())).collect();
+        let expected = [
+            ("debug", "outstanding: 4096 B"),
+            ("warning", "careful"),
+            ("critical", "cannot go on"),
+        ];
+        let lines: Vec<(&str, &str)> = lines
+            .iter()
+            .map(|(l, m)| (l.as_str(), m.as_str()))
+            .collect();
         assert_eq!(lines, expected, "{text}");
     }
 
@@ -510,7 +595,9 @@ mod tests {
         // The events logged at each level, from trace to critical.
         let passing = |level: Level| {
             let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-            let subscriber = Registry::default().with(level.filter()).with(Count(count.clone()));
+            let subscriber = Registry::default()
+                .with(level.filter())
+                .with(Count(count.clone()));
             tracing::subscriber::with_default(subscriber, || {
                 tracing::trace!(target: "rmm_core::x", "m");
                 tracing::debug!(target: "rmm_core::x", "m");

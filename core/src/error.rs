@@ -54,7 +54,11 @@ fn detail_suffix(detail: &str) -> String {
 impl Error {
     /// An [`Error::OutOfMemory`] for `bytes` requested from `resource`.
     pub fn out_of_memory(bytes: usize, resource: impl Into<String>) -> Self {
-        Error::OutOfMemory { bytes, resource: resource.into(), detail: String::new() }
+        Error::OutOfMemory {
+            bytes,
+            resource: resource.into(),
+            detail: String::new(),
+        }
     }
 
     /// An [`Error::InvalidArgument`] with the given message.
@@ -93,6 +97,9 @@ mod tests {
             message: "invalid argument".into(),
             call: "cuMemAlloc",
         };
-        assert_eq!(e.to_string(), "CUDA error 1 (CUDA_ERROR_INVALID_VALUE) in cuMemAlloc: invalid argument");
+        assert_eq!(
+            e.to_string(),
+            "CUDA error 1 (CUDA_ERROR_INVALID_VALUE) in cuMemAlloc: invalid argument"
+        );
     }
 }

@@ -30,7 +30,11 @@ use crate::{Error, Result};
 /// and for a size that does not fit in `usize`.
 pub fn parse_bytes(text: &str) -> Result<usize> {
     let (int, frac, multiplier) = split(text)?;
-    let number = if frac.is_empty() { int.to_owned() } else { format!("{int}.{frac}") };
+    let number = if frac.is_empty() {
+        int.to_owned()
+    } else {
+        format!("{int}.{frac}")
+    };
     let value: f64 = number.parse().map_err(|_| cannot(text))?;
     let bytes = (value * multiplier as f64).trunc();
     if !bytes.is_finite() || bytes >= usize::MAX as f64 {
@@ -56,17 +60,27 @@ pub fn parse_bytes(text: &str) -> Result<usize> {
 /// does not fit in `usize`.
 pub fn parse_bytes_exact(text: &str) -> Result<usize> {
     let (int, frac, multiplier) = split(text)?;
-    let too_large = || Error::invalid(format!("{} is too large a byte count", text.trim_end_matches('\n')));
+    let too_large = || {
+        Error::invalid(format!(
+            "{} is too large a byte count",
+            text.trim_end_matches('\n')
+        ))
+    };
     // value = digits / 10^len(frac); bytes = digits * multiplier / 10^len(frac), in u128.
     let frac = frac.trim_end_matches('0');
-    let digits: u128 = format!("{int}{frac}").trim_start_matches('0').parse().or_else(|e: std::num::ParseIntError| {
-        match e.kind() {
+    let digits: u128 = format!("{int}{frac}")
+        .trim_start_matches('0')
+        .parse()
+        .or_else(|e: std::num::ParseIntError| match e.kind() {
             std::num::IntErrorKind::Empty => Ok(0),
             _ => Err(too_large()),
-        }
-    })?;
-    let scale = 10u128.checked_pow(u32::try_from(frac.len()).map_err(|_| too_large())?).ok_or_else(too_large)?;
-    let product = digits.checked_mul(multiplier as u128).ok_or_else(too_large)?;
+        })?;
+    let scale = 10u128
+        .checked_pow(u32::try_from(frac.len()).map_err(|_| too_large())?)
+        .ok_or_else(too_large)?;
+    let product = digits
+        .checked_mul(multiplier as u128)
+        .ok_or_else(too_large)?;
     if product % scale != 0 {
         let fraction = format!("{:0width$}", product % scale, width = frac.len());
         return Err(Error::invalid(format!(
@@ -88,17 +102,25 @@ fn cannot(text: &str) -> Error {
 fn split(text: &str) -> Result<(&str, &str, u64)> {
     // Python's `$` also matches before one final newline.
     let body = text.strip_suffix('\n').unwrap_or(text);
-    let int_end = body.find(|c: char| !c.is_ascii_digit()).unwrap_or(body.len());
+    let int_end = body
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(body.len());
     if int_end == 0 {
         return Err(cannot(text));
     }
     let (int, mut rest) = body.split_at(int_end);
     let mut frac = "";
     if let Some(after) = rest.strip_prefix('.') {
-        let end = after.find(|c: char| !c.is_ascii_digit()).unwrap_or(after.len());
+        let end = after
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(after.len());
         (frac, rest) = after.split_at(end);
     }
-    let multiplier: u64 = match rest.trim_start_matches([' ', '\t']).to_ascii_lowercase().as_str() {
+    let multiplier: u64 = match rest
+        .trim_start_matches([' ', '\t'])
+        .to_ascii_lowercase()
+        .as_str()
+    {
         "" | "b" => 1,
         "kb" => 1000,
         "mb" => 1000u64.pow(2),
@@ -135,8 +157,8 @@ mod tests {
     #[test]
     fn rejects_what_rmms_pattern_rejects() {
         for bad in [
-            "", "MiB", " 1MiB", "1 0 MiB", "1e3kb", "-1", "+1", ".5", "2k", "1 MiB ", "1iB", "abc", "1ib", "kib", "KiB",
-            "b", "kb", "1\n\n", "\n", "1 MiB\n ", "1_000", "１",
+            "", "MiB", " 1MiB", "1 0 MiB", "1e3kb", "-1", "+1", ".5", "2k", "1 MiB ", "1iB", "abc",
+            "1ib", "kib", "KiB", "b", "kb", "1\n\n", "\n", "1 MiB\n ", "1_000", "１",
         ] {
             let err = parse_bytes(bad).unwrap_err().to_string();
             assert!(err.contains("Could not parse"), "{bad:?}: {err}");
@@ -180,9 +202,20 @@ mod tests {
             ("0.5", "0.5 bytes"),
         ] {
             let err = parse_bytes_exact(text).unwrap_err().to_string();
-            assert!(err.contains("not a whole number of bytes") && err.contains(shown), "{text}: {err}");
+            assert!(
+                err.contains("not a whole number of bytes") && err.contains(shown),
+                "{text}: {err}"
+            );
         }
-        assert!(parse_bytes_exact("99999999999999999999999999999999999999999 PiB").unwrap_err().to_string().contains("too large"));
-        assert!(parse_bytes_exact("16384 PiB").unwrap_err().to_string().contains("too large"));
+        assert!(
+            parse_bytes_exact("99999999999999999999999999999999999999999 PiB")
+                .unwrap_err()
+                .to_string()
+                .contains("too large")
+        );
+        assert!(parse_bytes_exact("16384 PiB")
+            .unwrap_err()
+            .to_string()
+            .contains("too large"));
     }
 }

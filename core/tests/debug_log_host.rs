@@ -26,11 +26,19 @@ fn the_host_subscriber_is_kept() {
     std::env::set_var(debug_log::DEBUG_LOG_FILE_ENV, &path);
     assert_eq!(debug_log::init_debug_log().unwrap(), DebugLogSink::Host);
     assert!(!path.exists(), "the file is neither created nor truncated");
-    assert_eq!(debug_log::init_debug_log().unwrap(), DebugLogSink::Host, "idempotent");
+    assert_eq!(
+        debug_log::init_debug_log().unwrap(),
+        DebugLogSink::Host,
+        "idempotent"
+    );
     tracing::warn!(target: "rmm_core::it", "to the host");
     assert_eq!(seen.load(Ordering::SeqCst), 1);
     debug_log::set_logging_level(Level::Error);
-    assert_eq!(debug_log::logging_level(), Level::Error, "the level is still recorded");
+    assert_eq!(
+        debug_log::logging_level(),
+        Level::Error,
+        "the level is still recorded"
+    );
     assert!(!debug_log::should_log(Level::Warn));
     debug_log::flush_logger();
 }

@@ -33,8 +33,14 @@ fn rmm_log_file_names_the_allocation_log() {
     let lines: Vec<&str> = log.lines().collect();
     assert_eq!(lines.len(), 3, "{log}");
     assert_eq!(lines[0], "Thread,Time,Action,Pointer,Size,Stream");
-    assert!(lines[1].ends_with(&format!(",allocate,{:#x},10,0x0", p as usize)), "{log}");
-    assert!(lines[2].ends_with(&format!(",free,{:#x},10,0x0", p as usize)), "{log}");
+    assert!(
+        lines[1].ends_with(&format!(",allocate,{:#x},10,0x0", p as usize)),
+        "{log}"
+    );
+    assert!(
+        lines[2].ends_with(&format!(",free,{:#x},10,0x0", p as usize)),
+        "{log}"
+    );
     std::fs::remove_file(&path).unwrap();
 
     std::env::remove_var("RMM_LOG_FILE");
@@ -50,7 +56,11 @@ fn rmm_debug_log_file_receives_rmm_events_at_the_set_level() {
     std::env::set_var(debug_log::DEBUG_LOG_FILE_ENV, &path);
     // The first resource wrapped in an AnyResource installs the debug log.
     let _mr = AnyResource::new(SystemMemoryResource::new());
-    assert_eq!(debug_log::init_debug_log().unwrap(), DebugLogSink::File(path.clone()), "idempotent");
+    assert_eq!(
+        debug_log::init_debug_log().unwrap(),
+        DebugLogSink::File(path.clone()),
+        "idempotent"
+    );
     assert_eq!(debug_log::logging_level(), Level::Info);
     tracing::debug!(target: "rmm_core::it", "hidden at info");
     debug_log::set_logging_level(Level::Debug);
@@ -60,13 +70,23 @@ fn rmm_debug_log_file_receives_rmm_events_at_the_set_level() {
     debug_log::set_flush_level(Level::Error);
     assert_eq!(debug_log::flush_level(), Level::Error);
     tracing::info!(target: "rmm_core::it", "buffered until flushed");
-    assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1, "below the flush level");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap().lines().count(),
+        1,
+        "below the flush level"
+    );
     debug_log::flush_logger();
     let log = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = log.lines().collect();
     assert_eq!(lines.len(), 2, "{log}");
-    assert!(lines[0].starts_with('[') && lines[0].ends_with("][debug ] shown at debug"), "{log}");
-    assert!(lines[1].ends_with("][info  ] buffered until flushed"), "{log}");
+    assert!(
+        lines[0].starts_with('[') && lines[0].ends_with("][debug ] shown at debug"),
+        "{log}"
+    );
+    assert!(
+        lines[1].ends_with("][info  ] buffered until flushed"),
+        "{log}"
+    );
     debug_log::set_logging_level(Level::Off);
     tracing::error!(target: "rmm_core::it", "off");
     debug_log::flush_logger();

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use cudarc::driver::sys;
 use rmm_core::cuda::{self, OwnedStream, Stream, StreamFlags};
 use rmm_core::mr::{
-    ArenaMemoryResource, BinningMemoryResource, CudaAsyncMemoryResource, CudaMemoryResource, PoolMemoryResource,
-    StatisticsResourceAdaptor,
+    ArenaMemoryResource, BinningMemoryResource, CudaAsyncMemoryResource, CudaMemoryResource,
+    PoolMemoryResource, StatisticsResourceAdaptor,
 };
 use rmm_core::{AnyResource, MemoryResource};
 
@@ -31,7 +31,10 @@ const HELD: usize = 32;
 const MIB: usize = 1 << 20;
 
 fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// A stream created with the driver, not by rmm (destroyed on drop).
@@ -41,7 +44,9 @@ impl Foreign {
     fn new() -> Self {
         let mut raw: sys::CUstream = std::ptr::null_mut();
         // SAFETY: a context is current (rmm made it for the resources); `raw` is a valid out-pointer.
-        let status = unsafe { sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) };
+        let status = unsafe {
+            sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+        };
         assert_eq!(status, sys::CUresult::CUDA_SUCCESS, "cuStreamCreate");
         // SAFETY: a live stream handle, destroyed only in `drop`.
         Foreign(unsafe { Stream::from_raw(raw as usize) })
@@ -103,8 +108,9 @@ fn stress(name: &str, mr: &StatisticsResourceAdaptor, streams: &[Stream]) {
                     }
                     // SAFETY: a live block of `mr` with this size; freeing it on another stream is
                     // the test's point (the work queued on its stream only raced with itself).
-                    unsafe { mr.deallocate(streams[on], p as *mut u8, bytes, 256) }
-                        .unwrap_or_else(|e| panic!("{name}: free of {bytes} bytes on stream {on}: {e}"));
+                    unsafe { mr.deallocate(streams[on], p as *mut u8, bytes, 256) }.unwrap_or_else(
+                        |e| panic!("{name}: free of {bytes} bytes on stream {on}: {e}"),
+                    );
                 };
                 for i in 0..ops {
                     if i % 256 == 0 && Instant::now() >= deadline {
@@ -117,9 +123,9 @@ fn stress(name: &str, mr: &StatisticsResourceAdaptor, streams: &[Stream]) {
                         let exponent = rng.below(21);
                         let bytes = (1usize << exponent) + rng.below(1 << exponent);
                         let bytes = bytes.min(MIB);
-                        let p = mr
-                            .allocate(streams[s], bytes, 256)
-                            .unwrap_or_else(|e| panic!("{name}: allocate {bytes} bytes on stream {s}: {e}"));
+                        let p = mr.allocate(streams[s], bytes, 256).unwrap_or_else(|e| {
+                            panic!("{name}: allocate {bytes} bytes on stream {s}: {e}")
+                        });
                         if rng.below(8) == 0 {
                             // SAFETY: the first bytes of a live block, on its own stream.
                             unsafe { cuda::set_async(p, t as u8, bytes.min(64 << 10), streams[s]) }
@@ -174,7 +180,11 @@ fn stress(name: &str, mr: &StatisticsResourceAdaptor, streams: &[Stream]) {
         bytes.value,
         allocations.value,
     );
-    assert_eq!((bytes.value, allocations.value), (0, 0), "{name}: outstanding after every free");
+    assert_eq!(
+        (bytes.value, allocations.value),
+        (0, 0),
+        "{name}: outstanding after every free"
+    );
     assert!(done > 0, "{name}: nothing ran");
 }
 
@@ -183,20 +193,38 @@ fn resources() -> Vec<(&'static str, AnyResource)> {
     let pool = || AnyResource::new(PoolMemoryResource::new(cuda(), Some(256 * MIB), None).unwrap());
     vec![
         ("pool", pool()),
-        ("arena", AnyResource::new(ArenaMemoryResource::new(cuda(), Some(2048 * MIB), false).unwrap())),
-        ("binning", AnyResource::new(BinningMemoryResource::with_exponents(pool(), 8, 18).unwrap())),
-        ("cuda_async", AnyResource::new(CudaAsyncMemoryResource::new().unwrap())),
+        (
+            "arena",
+            AnyResource::new(ArenaMemoryResource::new(cuda(), Some(2048 * MIB), false).unwrap()),
+        ),
+        (
+            "binning",
+            AnyResource::new(BinningMemoryResource::with_exponents(pool(), 8, 18).unwrap()),
+        ),
+        (
+            "cuda_async",
+            AnyResource::new(CudaAsyncMemoryResource::new().unwrap()),
+        ),
     ]
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn sixteen_threads_sixteen_streams_every_resource_balances() {
-    assert!(cuda::is_available(), "this test needs a CUDA GPU (run scripts/gpu-run.sh on a GPU machine)");
+    assert!(
+        cuda::is_available(),
+        "this test needs a CUDA GPU (run scripts/gpu-run.sh on a GPU machine)"
+    );
     let resources = resources();
-    let own: Vec<OwnedStream> = (0..OWN_STREAMS).map(|_| OwnedStream::new(StreamFlags::NonBlocking).unwrap()).collect();
+    let own: Vec<OwnedStream> = (0..OWN_STREAMS)
+        .map(|_| OwnedStream::new(StreamFlags::NonBlocking).unwrap())
+        .collect();
     let foreign: Vec<Foreign> = (0..FOREIGN_STREAMS).map(|_| Foreign::new()).collect();
-    let streams: Vec<Stream> = own.iter().map(OwnedStream::stream).chain(foreign.iter().map(|f| f.0)).collect();
+    let streams: Vec<Stream> = own
+        .iter()
+        .map(OwnedStream::stream)
+        .chain(foreign.iter().map(|f| f.0))
+        .collect();
     for (name, mr) in resources {
         let stats = StatisticsResourceAdaptor::new(mr);
         stress(name, &stats, &streams);

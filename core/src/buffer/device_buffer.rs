@@ -105,7 +105,12 @@ impl DeviceBuffer {
     /// # Errors
     /// [`Error::InvalidArgument`] for an alignment that is not a power of two or a size that overflows
     /// once rounded up to it; the resource's error otherwise.
-    pub fn with_alignment(size: usize, alignment: usize, stream: Stream, mr: AnyResource) -> Result<Self> {
+    pub fn with_alignment(
+        size: usize,
+        alignment: usize,
+        stream: Stream,
+        mr: AnyResource,
+    ) -> Result<Self> {
         check_alignment(alignment)?;
         if align_up(size, alignment).is_none() {
             return Err(Error::invalid(format!(
@@ -113,8 +118,20 @@ impl DeviceBuffer {
             )));
         }
         let device = creation_device()?;
-        let ptr = if size == 0 { std::ptr::null_mut() } else { mr.allocate(stream, size, alignment)? };
-        Ok(Self { ptr, size, capacity: size, alignment, stream, mr, device })
+        let ptr = if size == 0 {
+            std::ptr::null_mut()
+        } else {
+            mr.allocate(stream, size, alignment)?
+        };
+        Ok(Self {
+            ptr,
+            size,
+            capacity: size,
+            alignment,
+            stream,
+            mr,
+            device,
+        })
     }
 
     /// A buffer holding a copy of `src` (the stream is synchronized before returning).
@@ -155,7 +172,12 @@ impl DeviceBuffer {
     ///
     /// # Errors
     /// As [`DeviceBuffer::new`]; [`Error::InvalidArgument`] for a null `src` with `size > 0`.
-    pub unsafe fn from_raw_copy(src: *const u8, size: usize, stream: Stream, mr: AnyResource) -> Result<Self> {
+    pub unsafe fn from_raw_copy(
+        src: *const u8,
+        size: usize,
+        stream: Stream,
+        mr: AnyResource,
+    ) -> Result<Self> {
         // SAFETY: forwarded caller contract.
         unsafe { Self::from_raw_copy_with_alignment(src, size, DEFAULT_ALIGNMENT, stream, mr) }
     }
@@ -384,7 +406,8 @@ impl DeviceBuffer {
             Some(device) => Some(DeviceGuard::new(device)?),
             None => None,
         };
-        let mut fresh = Self::with_alignment(new_capacity, self.alignment, stream, self.mr.clone())?;
+        let mut fresh =
+            Self::with_alignment(new_capacity, self.alignment, stream, self.mr.clone())?;
         let keep = self.size.min(new_capacity);
         if keep > 0 {
             ensure_copyable(&self.mr)?;
@@ -657,8 +680,24 @@ impl DeviceBuffer {
     /// `capacity` bytes and `alignment`, on `device`, and nothing else frees it; `size <= capacity`;
     /// the memory is usable on `stream`.
     pub unsafe fn from_raw_parts(parts: RawParts) -> Self {
-        let RawParts { ptr, size, capacity, alignment, stream, mr, device } = parts;
-        Self { ptr, size, capacity, alignment, stream, mr, device }
+        let RawParts {
+            ptr,
+            size,
+            capacity,
+            alignment,
+            stream,
+            mr,
+            device,
+        } = parts;
+        Self {
+            ptr,
+            size,
+            capacity,
+            alignment,
+            stream,
+            mr,
+            device,
+        }
     }
 }
 
@@ -691,7 +730,10 @@ impl Drop for DeviceBuffer {
         };
         // SAFETY: `ptr` came from `mr` with exactly `capacity` bytes and `alignment`, is owned by this
         // buffer alone, and is freed once; queued work using it is ordered before this on `stream`.
-        let freed = unsafe { self.mr.deallocate(self.stream, self.ptr, self.capacity, self.alignment) };
+        let freed = unsafe {
+            self.mr
+                .deallocate(self.stream, self.ptr, self.capacity, self.alignment)
+        };
         if let Err(e) = freed {
             tracing::error!("freeing {:?}: {e}", self);
         }
@@ -736,7 +778,10 @@ mod tests {
             assert_eq!(buf.device(), None);
         }
         let text = format!("{buf:?}");
-        assert!(text.contains("system_memory_resource") && text.contains("1000"), "{text}");
+        assert!(
+            text.contains("system_memory_resource") && text.contains("1000"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -751,7 +796,13 @@ mod tests {
             assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
             // SAFETY: the alignment is rejected before `src` is read.
             let e = unsafe {
-                DeviceBuffer::from_raw_copy_with_alignment([0u8; 4].as_ptr(), 4, bad, Stream::DEFAULT, sys())
+                DeviceBuffer::from_raw_copy_with_alignment(
+                    [0u8; 4].as_ptr(),
+                    4,
+                    bad,
+                    Stream::DEFAULT,
+                    sys(),
+                )
             }
             .unwrap_err();
             assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
@@ -774,7 +825,10 @@ mod tests {
         assert!(copy.as_ptr().is_null());
         let from_empty = DeviceBuffer::from_host(&[], Stream::DEFAULT, mr.clone()).unwrap();
         // SAFETY: zero bytes are read, so even a null source is fine.
-        let raw = unsafe { DeviceBuffer::from_raw_copy(std::ptr::null(), 0, Stream::DEFAULT, mr.clone()) }.unwrap();
+        let raw = unsafe {
+            DeviceBuffer::from_raw_copy(std::ptr::null(), 0, Stream::DEFAULT, mr.clone())
+        }
+        .unwrap();
         drop((copy, from_empty, raw));
         assert_eq!(counter.ledger.lock().unwrap().allocations, 0);
         // Growing from zero allocates; dropping frees.
@@ -797,9 +851,14 @@ mod tests {
         let mut buf = DeviceBuffer::new(4, Stream::DEFAULT, sys()).unwrap();
         assert!(buf.resize(usize::MAX, Stream::DEFAULT).is_err());
         assert!(buf.reserve(usize::MAX, Stream::DEFAULT).is_err());
-        assert_eq!((buf.size(), buf.capacity()), (4, 4), "a failed growth leaves the buffer as it was");
+        assert_eq!(
+            (buf.size(), buf.capacity()),
+            (4, 4),
+            "a failed growth leaves the buffer as it was"
+        );
         // SAFETY: the null source is rejected before any copy.
-        let e = unsafe { DeviceBuffer::from_raw_copy(std::ptr::null(), 4, Stream::DEFAULT, sys()) }.unwrap_err();
+        let e = unsafe { DeviceBuffer::from_raw_copy(std::ptr::null(), 4, Stream::DEFAULT, sys()) }
+            .unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
     }
 
@@ -818,15 +877,22 @@ mod tests {
         let mut buf = DeviceBuffer::from_host(b"abcdef", Stream::DEFAULT, sys()).unwrap();
         let mut small = [0u8; 5];
         let e = buf.copy_to_host(&mut small).unwrap_err();
-        assert!(matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("too small"), "{e}");
+        assert!(
+            matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("too small"),
+            "{e}"
+        );
         let mut big = [b'-'; 8];
         buf.copy_to_host(&mut big).unwrap();
         assert_eq!(&big, b"abcdef--");
         let e = buf.copy_from_host(b"1234567").unwrap_err();
-        assert!(matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("too large"), "{e}");
+        assert!(
+            matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("too large"),
+            "{e}"
+        );
         buf.copy_from_host(b"XY").unwrap();
         assert_eq!(buf.to_vec().unwrap(), b"XYcdef");
-        buf.copy_from_host_on(b"123456", Stream::PER_THREAD).unwrap();
+        buf.copy_from_host_on(b"123456", Stream::PER_THREAD)
+            .unwrap();
         assert_eq!(buf.to_vec().unwrap(), b"123456");
     }
 
@@ -834,7 +900,8 @@ mod tests {
     fn raw_and_device_copies() {
         let src = pattern(300);
         // SAFETY: `src` is readable for 300 bytes and outlives the synchronization.
-        let a = unsafe { DeviceBuffer::from_raw_copy(src.as_ptr(), 300, Stream::DEFAULT, sys()) }.unwrap();
+        let a = unsafe { DeviceBuffer::from_raw_copy(src.as_ptr(), 300, Stream::DEFAULT, sys()) }
+            .unwrap();
         Stream::DEFAULT.synchronize().unwrap();
         assert_eq!(a.to_vec().unwrap(), src);
         let mut b = DeviceBuffer::new(400, Stream::DEFAULT, sys()).unwrap();
@@ -857,13 +924,20 @@ mod tests {
         a.copy_from_host(&pattern(64)).unwrap();
         a.resize(40, Stream::DEFAULT).unwrap();
         let b = a.try_clone().unwrap();
-        assert_eq!((b.size(), b.capacity(), b.alignment()), (40, 40, 1024), "copies size, not capacity");
+        assert_eq!(
+            (b.size(), b.capacity(), b.alignment()),
+            (40, 40, 1024),
+            "copies size, not capacity"
+        );
         assert!(b.memory_resource().ptr_eq(a.memory_resource()));
         assert_eq!(b.stream(), a.stream());
         let c = a.try_clone_on(Stream::PER_THREAD, other_mr).unwrap();
         assert_eq!(c.stream(), Stream::PER_THREAD);
         assert_eq!(counter.live(), 1);
-        assert_eq!(counter.ledger.lock().unwrap().live.values().next(), Some(&(40, 1024)));
+        assert_eq!(
+            counter.ledger.lock().unwrap().live.values().next(),
+            Some(&(40, 1024))
+        );
         a.fill(0xff).unwrap();
         assert_eq!(b.to_vec().unwrap(), pattern(40));
         assert_eq!(c.to_vec().unwrap(), pattern(40));
@@ -880,7 +954,11 @@ mod tests {
         assert_eq!((buf.size(), buf.capacity(), buf.as_ptr()), (10, 100, ptr));
         buf.resize(100, Stream::DEFAULT).unwrap();
         assert_eq!((buf.size(), buf.capacity(), buf.as_ptr()), (100, 100, ptr));
-        assert_eq!(buf.to_vec().unwrap(), pattern(100), "bytes beyond the size survive in place");
+        assert_eq!(
+            buf.to_vec().unwrap(),
+            pattern(100),
+            "bytes beyond the size survive in place"
+        );
         assert_eq!(counter.ledger.lock().unwrap().allocations, 1);
     }
 
@@ -892,7 +970,10 @@ mod tests {
         buf.copy_from_host(&pattern(50)).unwrap();
         buf.resize(20, Stream::DEFAULT).unwrap();
         buf.resize(200, Stream::PER_THREAD).unwrap();
-        assert_eq!((buf.size(), buf.capacity(), buf.alignment()), (200, 200, 512));
+        assert_eq!(
+            (buf.size(), buf.capacity(), buf.alignment()),
+            (200, 200, 512)
+        );
         assert_eq!(buf.as_ptr() as usize % 512, 0);
         assert_eq!(buf.stream(), Stream::PER_THREAD, "resize adopts its stream");
         // Only the first `size` (20) bytes are carried over.
@@ -900,7 +981,11 @@ mod tests {
         {
             let l = counter.ledger.lock().unwrap();
             assert_eq!((l.allocations, l.deallocations), (2, 1));
-            assert_eq!(l.last_free_stream, Some(Stream::PER_THREAD), "old memory freed on the new stream");
+            assert_eq!(
+                l.last_free_stream,
+                Some(Stream::PER_THREAD),
+                "old memory freed on the new stream"
+            );
         }
         drop(buf);
         counter.assert_balanced();
@@ -911,14 +996,22 @@ mod tests {
         let mut buf = DeviceBuffer::from_host(b"abc", Stream::DEFAULT, sys()).unwrap();
         let ptr = buf.as_ptr();
         buf.reserve(2, Stream::DEFAULT).unwrap();
-        assert_eq!((buf.size(), buf.capacity(), buf.as_ptr()), (3, 3, ptr), "no-op when large enough");
+        assert_eq!(
+            (buf.size(), buf.capacity(), buf.as_ptr()),
+            (3, 3, ptr),
+            "no-op when large enough"
+        );
         buf.reserve(1000, Stream::LEGACY).unwrap();
         assert_eq!((buf.size(), buf.capacity()), (3, 1000));
         assert_eq!(buf.stream(), Stream::LEGACY);
         assert_eq!(buf.to_vec().unwrap(), b"abc");
         let ptr = buf.as_ptr();
         buf.resize(1000, Stream::DEFAULT).unwrap();
-        assert_eq!(buf.as_ptr(), ptr, "growing into reserved capacity does not reallocate");
+        assert_eq!(
+            buf.as_ptr(),
+            ptr,
+            "growing into reserved capacity does not reallocate"
+        );
     }
 
     #[test]
@@ -926,7 +1019,11 @@ mod tests {
         let (counter, mr) = Counting::new();
         let mut buf = DeviceBuffer::from_host(&pattern(100), Stream::DEFAULT, mr).unwrap();
         buf.shrink_to_fit(Stream::DEFAULT).unwrap();
-        assert_eq!(counter.ledger.lock().unwrap().allocations, 1, "no-op when size == capacity");
+        assert_eq!(
+            counter.ledger.lock().unwrap().allocations,
+            1,
+            "no-op when size == capacity"
+        );
         buf.resize(30, Stream::DEFAULT).unwrap();
         buf.shrink_to_fit(Stream::DEFAULT).unwrap();
         assert_eq!((buf.size(), buf.capacity()), (30, 30));
@@ -999,7 +1096,9 @@ mod tests {
         {
             let mut bufs = Vec::new();
             for (i, align) in [1usize, 16, 256, 4096].into_iter().enumerate() {
-                let mut b = DeviceBuffer::with_alignment(100 * (i + 1), align, Stream::DEFAULT, mr.clone()).unwrap();
+                let mut b =
+                    DeviceBuffer::with_alignment(100 * (i + 1), align, Stream::DEFAULT, mr.clone())
+                        .unwrap();
                 b.resize(7, Stream::DEFAULT).unwrap();
                 b.reserve(5000, Stream::DEFAULT).unwrap();
                 b.shrink_to_fit(Stream::DEFAULT).unwrap();
@@ -1022,7 +1121,8 @@ mod tests {
                     for i in 0..200usize {
                         let n = 1 + (t * 131 + i * 17) % 5000;
                         let data = vec![t as u8; n];
-                        let mut buf = DeviceBuffer::from_host(&data, Stream::DEFAULT, mr.clone()).unwrap();
+                        let mut buf =
+                            DeviceBuffer::from_host(&data, Stream::DEFAULT, mr.clone()).unwrap();
                         buf.resize(n * 2, Stream::DEFAULT).unwrap();
                         let copy = buf.try_clone().unwrap();
                         assert_eq!(&copy.to_vec().unwrap()[..n], &data[..]);
@@ -1030,7 +1130,11 @@ mod tests {
                 });
             }
         });
-        assert_eq!(mr.owner_count(), owners, "every buffer released its resource handle");
+        assert_eq!(
+            mr.owner_count(),
+            owners,
+            "every buffer released its resource handle"
+        );
         counter.assert_balanced();
         assert_eq!(counter.ledger.lock().unwrap().allocations, 16 * 200 * 3);
     }
@@ -1145,7 +1249,9 @@ mod gpu_tests {
     }
 
     fn pattern(n: usize, seed: u8) -> Vec<u8> {
-        (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+        (0..n)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
     }
 
     #[test]
@@ -1176,14 +1282,20 @@ mod gpu_tests {
         // SAFETY: `a` is live device memory of that size until the synchronization below.
         unsafe { c.copy_from_device(a.as_ptr(), 1 << 20).unwrap() };
         // SAFETY: as above.
-        let d = unsafe { DeviceBuffer::from_raw_copy(a.as_ptr(), 1 << 20, Stream::DEFAULT, device_mr()) }.unwrap();
+        let d = unsafe {
+            DeviceBuffer::from_raw_copy(a.as_ptr(), 1 << 20, Stream::DEFAULT, device_mr())
+        }
+        .unwrap();
         Stream::DEFAULT.synchronize().unwrap();
         for buf in [&b, &c, &d] {
             assert_eq!(buf.to_vec().unwrap(), data);
         }
         // A host-memory source through the raw constructor too.
         // SAFETY: `data` outlives the synchronization.
-        let e = unsafe { DeviceBuffer::from_raw_copy(data.as_ptr(), data.len(), Stream::DEFAULT, device_mr()) }.unwrap();
+        let e = unsafe {
+            DeviceBuffer::from_raw_copy(data.as_ptr(), data.len(), Stream::DEFAULT, device_mr())
+        }
+        .unwrap();
         Stream::DEFAULT.synchronize().unwrap();
         assert_eq!(e.to_vec().unwrap(), data);
     }
@@ -1212,8 +1324,9 @@ mod gpu_tests {
     #[ignore = "needs a CUDA GPU"]
     fn several_streams() {
         require_gpu();
-        let streams: Vec<OwnedStream> =
-            (0..4).map(|_| OwnedStream::new(StreamFlags::NonBlocking).unwrap()).collect();
+        let streams: Vec<OwnedStream> = (0..4)
+            .map(|_| OwnedStream::new(StreamFlags::NonBlocking).unwrap())
+            .collect();
         let mut bufs = Vec::new();
         for (i, s) in streams.iter().enumerate() {
             let data = pattern(1 << 16, i as u8);
@@ -1230,7 +1343,9 @@ mod gpu_tests {
             buf.stream().synchronize().unwrap();
             buf.set_stream(streams[(i + 1) % streams.len()].stream());
             buf.resize(1 << 17, buf.stream()).unwrap();
-            assert!(buf.to_vec().unwrap()[..1 << 16].iter().all(|&b| b == i as u8));
+            assert!(buf.to_vec().unwrap()[..1 << 16]
+                .iter()
+                .all(|&b| b == i as u8));
         }
         for s in &streams {
             s.synchronize().unwrap();
@@ -1243,7 +1358,10 @@ mod gpu_tests {
     fn buffer_made_on_device_0_is_freed_there_with_device_1_current() {
         require_gpu();
         if cuda::device_count().unwrap() < 2 {
-            skip("buffer_made_on_device_0_is_freed_there_with_device_1_current", "needs 2 devices");
+            skip(
+                "buffer_made_on_device_0_is_freed_there_with_device_1_current",
+                "needs 2 devices",
+            );
             return;
         }
         cuda::set_current_device(0).unwrap();
@@ -1254,11 +1372,19 @@ mod gpu_tests {
         // Growth reallocates on the buffer's device, not the current one.
         buf.resize(2 << 20, Stream::DEFAULT).unwrap();
         assert_eq!(buf.device(), Some(0));
-        assert_eq!(cuda::current_device().unwrap(), 1, "the current device is restored");
+        assert_eq!(
+            cuda::current_device().unwrap(),
+            1,
+            "the current device is restored"
+        );
         assert_eq!(&buf.to_vec().unwrap()[..1 << 20], &data[..]);
         let (free_before, _) = cuda::mem_info(0).unwrap();
         drop(buf);
-        assert_eq!(cuda::current_device().unwrap(), 1, "drop restores the current device");
+        assert_eq!(
+            cuda::current_device().unwrap(),
+            1,
+            "drop restores the current device"
+        );
         let (free_after, _) = cuda::mem_info(0).unwrap();
         assert!(free_after >= free_before, "device 0 memory was returned");
         cuda::set_current_device(0).unwrap();

@@ -40,7 +40,9 @@ impl<T: Pod> DeviceScalar<T> {
     /// # Errors
     /// The resource's error.
     pub fn new(stream: Stream, mr: AnyResource) -> Result<Self> {
-        Ok(Self { inner: DeviceVector::new(1, stream, mr)? })
+        Ok(Self {
+            inner: DeviceVector::new(1, stream, mr)?,
+        })
     }
 
     /// An uninitialized scalar from the current device's resource (RMM's default `mr`).
@@ -63,7 +65,9 @@ impl<T: Pod> DeviceScalar<T> {
     /// # Errors
     /// The allocation's or the copy's error.
     pub fn from_value(value: &T, stream: Stream, mr: AnyResource) -> Result<Self> {
-        Ok(Self { inner: DeviceVector::from_slice(std::slice::from_ref(value), stream, mr)? })
+        Ok(Self {
+            inner: DeviceVector::from_slice(std::slice::from_ref(value), stream, mr)?,
+        })
     }
 
     /// A deep copy into memory from `mr`, asynchronous on `stream` (RMM's copy constructor).
@@ -79,7 +83,9 @@ impl<T: Pod> DeviceScalar<T> {
     /// # Errors
     /// The allocation's or the copy's error.
     pub fn try_clone_on(&self, stream: Stream, mr: AnyResource) -> Result<Self> {
-        Ok(Self { inner: self.inner.try_clone_on(stream, mr)? })
+        Ok(Self {
+            inner: self.inner.try_clone_on(stream, mr)?,
+        })
     }
 
     /// A deep copy on this scalar's stream, sharing its resource.
@@ -94,7 +100,9 @@ impl<T: Pod> DeviceScalar<T> {
     /// # Errors
     /// The allocation's or the copy's error.
     pub fn try_clone(&self) -> Result<Self> {
-        Ok(Self { inner: self.inner.try_clone()? })
+        Ok(Self {
+            inner: self.inner.try_clone()?,
+        })
     }
 
     /// Reads the value (copies it to the host and synchronizes the scalar's stream).
@@ -227,7 +235,10 @@ mod tests {
         let (counter, mr) = Counting::new();
         let mut s = DeviceScalar::<u32>::new(Stream::DEFAULT, mr.clone()).unwrap();
         assert_eq!(s.as_ptr(), s.as_mut_ptr() as *const u32);
-        assert_eq!(counter.ledger.lock().unwrap().live.values().next(), Some(&(4, 256)));
+        assert_eq!(
+            counter.ledger.lock().unwrap().live.values().next(),
+            Some(&(4, 256))
+        );
         s.set_stream(Stream::PER_THREAD);
         assert_eq!(s.stream(), Stream::PER_THREAD);
         assert!(s.memory_resource().ptr_eq(&mr));
@@ -244,7 +255,10 @@ mod tests {
         let b = a.try_clone().unwrap();
         let c = a.try_clone_on(Stream::PER_THREAD, sys()).unwrap();
         a.set_value(&6).unwrap();
-        assert_eq!((a.value().unwrap(), b.value().unwrap(), c.value().unwrap()), (6, 5, 5));
+        assert_eq!(
+            (a.value().unwrap(), b.value().unwrap(), c.value().unwrap()),
+            (6, 5, 5)
+        );
         assert_eq!(c.stream(), Stream::PER_THREAD);
         assert_eq!(a.into_buffer().size(), 8);
     }

@@ -43,12 +43,19 @@ pub struct DeviceVector<T: Pod> {
 impl<T: Pod> DeviceVector<T> {
     /// `size_of::<T>()`, refusing zero-sized types when the vector is instantiated.
     const ELEMENT_SIZE: usize = {
-        assert!(size_of::<T>() > 0, "DeviceVector does not support zero-sized element types");
+        assert!(
+            size_of::<T>() > 0,
+            "DeviceVector does not support zero-sized element types"
+        );
         size_of::<T>()
     };
 
     /// The alignment a vector of `T` allocates with: 256 bytes, or more for more demanding `T`.
-    const ALIGNMENT: usize = if align_of::<T>() > DEFAULT_ALIGNMENT { align_of::<T>() } else { DEFAULT_ALIGNMENT };
+    const ALIGNMENT: usize = if align_of::<T>() > DEFAULT_ALIGNMENT {
+        align_of::<T>()
+    } else {
+        DEFAULT_ALIGNMENT
+    };
 
     fn bytes_for(len: usize) -> Result<usize> {
         len.checked_mul(Self::ELEMENT_SIZE).ok_or_else(|| {
@@ -64,7 +71,9 @@ impl<T: Pod> DeviceVector<T> {
         if index < len {
             Ok(())
         } else {
-            Err(Error::invalid(format!("index {index} is out of range for a vector of length {len}")))
+            Err(Error::invalid(format!(
+                "index {index} is out of range for a vector of length {len}"
+            )))
         }
     }
 
@@ -85,7 +94,10 @@ impl<T: Pod> DeviceVector<T> {
     pub fn new(len: usize, stream: Stream, mr: AnyResource) -> Result<Self> {
         let bytes = Self::bytes_for(len)?;
         let buf = DeviceBuffer::with_alignment(bytes, Self::ALIGNMENT, stream, mr)?;
-        Ok(Self { buf, _elements: PhantomData })
+        Ok(Self {
+            buf,
+            _elements: PhantomData,
+        })
     }
 
     /// `len` uninitialized elements from the current device's resource (RMM's default `mr`).
@@ -128,7 +140,10 @@ impl<T: Pod> DeviceVector<T> {
     /// # Errors
     /// The allocation's or the copy's error.
     pub fn try_clone_on(&self, stream: Stream, mr: AnyResource) -> Result<Self> {
-        Ok(Self { buf: self.buf.try_clone_on(stream, mr)?, _elements: PhantomData })
+        Ok(Self {
+            buf: self.buf.try_clone_on(stream, mr)?,
+            _elements: PhantomData,
+        })
     }
 
     /// A deep copy on this vector's stream, sharing its resource.
@@ -143,7 +158,10 @@ impl<T: Pod> DeviceVector<T> {
     /// # Errors
     /// The allocation's or the copy's error.
     pub fn try_clone(&self) -> Result<Self> {
-        Ok(Self { buf: self.buf.try_clone()?, _elements: PhantomData })
+        Ok(Self {
+            buf: self.buf.try_clone()?,
+            _elements: PhantomData,
+        })
     }
 
     /// The number of elements.
@@ -250,7 +268,9 @@ impl<T: Pod> DeviceVector<T> {
     pub fn back_element(&self) -> Result<T> {
         match self.len().checked_sub(1) {
             Some(last) => self.element(last),
-            None => Err(Error::invalid("back_element of an empty vector (index out of range for length 0)")),
+            None => Err(Error::invalid(
+                "back_element of an empty vector (index out of range for length 0)",
+            )),
         }
     }
 
@@ -272,7 +292,14 @@ impl<T: Pod> DeviceVector<T> {
         let dst = self.as_mut_ptr().wrapping_add(index).cast::<u8>();
         // SAFETY: `dst` is element `index` (< len) of the live allocation; `value` is borrowed until
         // copy_sync has waited for the copy.
-        unsafe { cuda::copy_sync(dst, bytemuck::bytes_of(value).as_ptr(), Self::ELEMENT_SIZE, self.stream()) }
+        unsafe {
+            cuda::copy_sync(
+                dst,
+                bytemuck::bytes_of(value).as_ptr(),
+                Self::ELEMENT_SIZE,
+                self.stream(),
+            )
+        }
     }
 
     /// Writes `value` to element `index`, ordered on the vector's stream.
@@ -534,8 +561,14 @@ mod tests {
         assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
         assert!(e.to_string().contains("overflow"), "{e}");
         let mut v = DeviceVector::<u32>::new(1, Stream::DEFAULT, sys()).unwrap();
-        assert!(matches!(v.resize(usize::MAX / 2, Stream::DEFAULT), Err(Error::InvalidArgument(_))));
-        assert!(matches!(v.reserve(usize::MAX, Stream::DEFAULT), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            v.resize(usize::MAX / 2, Stream::DEFAULT),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            v.reserve(usize::MAX, Stream::DEFAULT),
+            Err(Error::InvalidArgument(_))
+        ));
         assert_eq!(v.len(), 1);
     }
 
@@ -545,9 +578,16 @@ mod tests {
         let v = DeviceVector::<Point>::new(10, Stream::DEFAULT, mr).unwrap();
         assert_eq!((v.len(), v.capacity(), v.is_empty()), (10, 10, false));
         assert_eq!(v.as_buffer().size(), 10 * size_of::<Point>());
-        assert_eq!(counter.ledger.lock().unwrap().live.values().next(), Some(&(160, DEFAULT_ALIGNMENT)));
+        assert_eq!(
+            counter.ledger.lock().unwrap().live.values().next(),
+            Some(&(160, DEFAULT_ALIGNMENT))
+        );
         let w = DeviceVector::<Wide>::new(2, Stream::DEFAULT, sys()).unwrap();
-        assert_eq!(w.as_buffer().alignment(), 512, "over-aligned types get their alignment");
+        assert_eq!(
+            w.as_buffer().alignment(),
+            512,
+            "over-aligned types get their alignment"
+        );
         assert_eq!(w.as_ptr() as usize % 512, 0);
         let empty = DeviceVector::<u8>::new(0, Stream::DEFAULT, sys()).unwrap();
         assert!(empty.is_empty() && empty.as_ptr().is_null());
@@ -564,7 +604,13 @@ mod tests {
         let floats: Vec<f64> = (0..333).map(|i| i as f64 * 0.25 - 7.0).collect();
         let v = DeviceVector::from_slice(&floats, Stream::DEFAULT, sys()).unwrap();
         assert_eq!(v.to_vec().unwrap(), floats);
-        let points: Vec<Point> = (0..17).map(|i| Point { x: i as f32, y: -(i as f32), id: i * 1000 }).collect();
+        let points: Vec<Point> = (0..17)
+            .map(|i| Point {
+                x: i as f32,
+                y: -(i as f32),
+                id: i * 1000,
+            })
+            .collect();
         let v = DeviceVector::from_slice(&points, Stream::DEFAULT, sys()).unwrap();
         assert_eq!(v.to_vec().unwrap(), points);
         assert_eq!(v.element(16).unwrap(), points[16]);
@@ -587,13 +633,30 @@ mod tests {
         ] {
             let text = e.to_string();
             assert!(matches!(e, Error::InvalidArgument(_)), "{text}");
-            assert!(text.contains("out of range") && text.contains("length 3"), "{text}");
+            assert!(
+                text.contains("out of range") && text.contains("length 3"),
+                "{text}"
+            );
         }
-        assert!(v.element(usize::MAX).unwrap_err().to_string().contains(&usize::MAX.to_string()));
-        assert_eq!(v.to_vec().unwrap(), [10, -5, 30], "failed writes change nothing");
+        assert!(v
+            .element(usize::MAX)
+            .unwrap_err()
+            .to_string()
+            .contains(&usize::MAX.to_string()));
+        assert_eq!(
+            v.to_vec().unwrap(),
+            [10, -5, 30],
+            "failed writes change nothing"
+        );
         let empty = DeviceVector::<u8>::new(0, Stream::DEFAULT, sys()).unwrap();
-        assert!(matches!(empty.front_element(), Err(Error::InvalidArgument(_))));
-        assert!(matches!(empty.back_element(), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            empty.front_element(),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            empty.back_element(),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 
     #[test]
@@ -604,7 +667,10 @@ mod tests {
             v.set_element_async(i, &local).unwrap();
         }
         v.stream().synchronize().unwrap();
-        assert_eq!(v.to_vec().unwrap(), [0.0, -1.0, std::f64::consts::PI, 1e300]);
+        assert_eq!(
+            v.to_vec().unwrap(),
+            [0.0, -1.0, std::f64::consts::PI, 1e300]
+        );
         v.set_element_to_zero_async(2).unwrap();
         assert_eq!(v.element(2).unwrap(), 0.0);
         // A value with many distinct bytes takes the synchronous path.
@@ -622,7 +688,10 @@ mod tests {
         v.resize(2, Stream::DEFAULT).unwrap();
         assert_eq!((v.len(), v.capacity()), (2, 4));
         v.reserve(100, Stream::PER_THREAD).unwrap();
-        assert_eq!((v.len(), v.capacity(), v.stream()), (2, 100, Stream::PER_THREAD));
+        assert_eq!(
+            (v.len(), v.capacity(), v.stream()),
+            (2, 100, Stream::PER_THREAD)
+        );
         assert_eq!(v.to_vec().unwrap(), [1, 2]);
         v.shrink_to_fit(Stream::DEFAULT).unwrap();
         assert_eq!(v.capacity(), 2);
@@ -635,8 +704,14 @@ mod tests {
     #[test]
     fn copies_check_lengths_and_deep_copies_are_independent() {
         let mut v = DeviceVector::from_slice(&[1u8, 2, 3], Stream::DEFAULT, sys()).unwrap();
-        assert!(matches!(v.copy_from_slice(&[1, 2]), Err(Error::InvalidArgument(_))));
-        assert!(matches!(v.copy_to_slice(&mut [0; 4]), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            v.copy_from_slice(&[1, 2]),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            v.copy_to_slice(&mut [0; 4]),
+            Err(Error::InvalidArgument(_))
+        ));
         let copy = v.try_clone().unwrap();
         let (counter, other) = Counting::new();
         let elsewhere = v.try_clone_on(Stream::PER_THREAD, other).unwrap();
@@ -683,7 +758,14 @@ mod gpu_tests {
         v.set_element(5, &42).unwrap();
         v.set_element_async(6, &0xdead_beef).unwrap();
         v.set_element_to_zero_async(7).unwrap();
-        assert_eq!((v.element(5).unwrap(), v.element(6).unwrap(), v.element(7).unwrap()), (42, 0xdead_beef, 0));
+        assert_eq!(
+            (
+                v.element(5).unwrap(),
+                v.element(6).unwrap(),
+                v.element(7).unwrap()
+            ),
+            (42, 0xdead_beef, 0)
+        );
         assert!(v.element(100_000).is_err());
         v.resize(200_000, Stream::DEFAULT).unwrap();
         assert_eq!(v.to_vec().unwrap()[8..100_000], data[8..]);
@@ -706,10 +788,15 @@ mod gpu_tests {
             assert_eq!(copy.element(i).unwrap(), -(i as f64) * 1.5e-3);
         }
         assert_eq!(copy.back_element().unwrap(), data[4095]);
-        let big = DeviceVector::from_slice(&[u128::MAX - 12345], stream.stream(), device_mr()).unwrap();
+        let big =
+            DeviceVector::from_slice(&[u128::MAX - 12345], stream.stream(), device_mr()).unwrap();
         let mut big2 = big.try_clone().unwrap();
-        big2.set_element_async(0, &0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10).unwrap();
-        assert_eq!(big2.element(0).unwrap(), 0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10);
+        big2.set_element_async(0, &0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10)
+            .unwrap();
+        assert_eq!(
+            big2.element(0).unwrap(),
+            0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10
+        );
         assert_eq!(big.element(0).unwrap(), u128::MAX - 12345);
         stream.synchronize().unwrap();
     }

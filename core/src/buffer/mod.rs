@@ -69,7 +69,10 @@ pub(crate) unsafe fn store_async(dst: *mut u8, value: &[u8], stream: Stream) -> 
     }
     let mut start = 0;
     while let Some(&byte) = value.get(start) {
-        let end = value[start..].iter().position(|&b| b != byte).map_or(value.len(), |n| start + n);
+        let end = value[start..]
+            .iter()
+            .position(|&b| b != byte)
+            .map_or(value.len(), |n| start + n);
         // SAFETY: `start..end` lies inside the `value.len()` bytes the caller made writable at `dst`.
         unsafe { cuda::set_async(dst.add(start), byte, end - start, stream)? };
         start = end;
@@ -126,13 +129,20 @@ pub(crate) mod testutil {
         }
 
         pub(crate) fn live(&self) -> usize {
-            self.ledger.lock().map(|l| l.live.len()).unwrap_or(usize::MAX)
+            self.ledger
+                .lock()
+                .map(|l| l.live.len())
+                .unwrap_or(usize::MAX)
         }
 
         /// Panics (test code) unless everything allocated was freed with matching arguments.
         pub(crate) fn assert_balanced(&self) {
             let l = self.ledger.lock().unwrap();
-            assert!(l.mismatches.is_empty(), "mismatched frees: {:?}", l.mismatches);
+            assert!(
+                l.mismatches.is_empty(),
+                "mismatched frees: {:?}",
+                l.mismatches
+            );
             assert!(l.live.is_empty(), "leaked: {:?}", l.live);
             assert_eq!(l.allocations, l.deallocations);
         }
@@ -149,16 +159,22 @@ pub(crate) mod testutil {
             Ok(p)
         }
 
-        unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+        unsafe fn deallocate(
+            &self,
+            stream: Stream,
+            ptr: *mut u8,
+            bytes: usize,
+            alignment: usize,
+        ) -> Result<()> {
             {
                 let mut l = self.ledger.lock().unwrap();
                 l.deallocations += 1;
                 l.last_free_stream = Some(stream);
                 match l.live.remove(&(ptr as usize)) {
                     Some(seen) if seen == (bytes, alignment) => {}
-                    Some(seen) => {
-                        l.mismatches.push(format!("{ptr:?}: allocated {seen:?}, freed ({bytes}, {alignment})"))
-                    }
+                    Some(seen) => l.mismatches.push(format!(
+                        "{ptr:?}: allocated {seen:?}, freed ({bytes}, {alignment})"
+                    )),
                     None => l.mismatches.push(format!("{ptr:?}: never allocated")),
                 }
             }
@@ -176,9 +192,11 @@ pub(crate) mod testutil {
         }
 
         fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-            std::ptr::eq(self as *const Self as *const u8, other as *const dyn MemoryResource as *const u8)
+            std::ptr::eq(
+                self as *const Self as *const u8,
+                other as *const dyn MemoryResource as *const u8,
+            )
         }
-
     }
 }
 
@@ -219,12 +237,24 @@ mod current_resource_tests {
     #[test]
     fn containers_default_to_the_current_device_resource() {
         let _lock = registry::process_registry_test_lock();
-        let previous = registry::set_current_resource(crate::AnyResource::new(Probe::new(Access::HOST_DEVICE))).unwrap();
+        let previous = registry::set_current_resource(crate::AnyResource::new(Probe::new(
+            Access::HOST_DEVICE,
+        )))
+        .unwrap();
         let current = registry::current_resource().unwrap();
-        let live = || current.downcast_ref::<Probe>().unwrap().live.load(std::sync::atomic::Ordering::SeqCst);
+        let live = || {
+            current
+                .downcast_ref::<Probe>()
+                .unwrap()
+                .live
+                .load(std::sync::atomic::Ordering::SeqCst)
+        };
         {
             let buf = DeviceBuffer::with_current_resource(100, Stream::DEFAULT).unwrap();
-            assert!(buf.memory_resource().ptr_eq(&current), "the buffer shares the current resource");
+            assert!(
+                buf.memory_resource().ptr_eq(&current),
+                "the buffer shares the current resource"
+            );
             let vec = DeviceVector::<u32>::with_current_resource(10, Stream::DEFAULT).unwrap();
             assert!(vec.memory_resource().ptr_eq(&current));
             let mut scalar = DeviceScalar::<f64>::with_current_resource(Stream::DEFAULT).unwrap();

@@ -56,10 +56,15 @@ impl DriverMemory {
         match self {
             DriverMemory::Device | DriverMemory::Managed => {
                 // SAFETY: caller contract (memory of cuMemAlloc or cuMemAllocManaged).
-                check(unsafe { sys::cuMemFree_v2(ptr as sys::CUdeviceptr) }, "cuMemFree")
+                check(
+                    unsafe { sys::cuMemFree_v2(ptr as sys::CUdeviceptr) },
+                    "cuMemFree",
+                )
             }
             // SAFETY: caller contract (memory of cuMemHostAlloc).
-            DriverMemory::PinnedHost => check(unsafe { sys::cuMemFreeHost(ptr.cast()) }, "cuMemFreeHost"),
+            DriverMemory::PinnedHost => {
+                check(unsafe { sys::cuMemFreeHost(ptr.cast()) }, "cuMemFreeHost")
+            }
         }
     }
 }
@@ -80,10 +85,20 @@ pub(crate) enum Location {
 /// # Safety
 /// `[ptr, ptr + bytes)` lies inside one live allocation, and the driver has the entry point
 /// (`has_entry_point("cuMemAdvise_v2")`, checked by the caller once).
-pub(crate) unsafe fn advise_preferred_location(ptr: *const u8, bytes: usize, location: Location) -> Result<()> {
+pub(crate) unsafe fn advise_preferred_location(
+    ptr: *const u8,
+    bytes: usize,
+    location: Location,
+) -> Result<()> {
     let location = match location {
-        Location::Device(id) => sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id },
-        Location::Host => sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST, id: 0 },
+        Location::Device(id) => sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id,
+        },
+        Location::Host => sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
+            id: 0,
+        },
     };
     let advice = sys::CUmem_advise::CU_MEM_ADVISE_SET_PREFERRED_LOCATION;
     // SAFETY: caller contract (a range of a live allocation; the entry point exists); advice only

@@ -28,7 +28,10 @@ pub fn device_count() -> Result<i32> {
             driver()?;
             let mut count = 0;
             // SAFETY: the driver is initialised; `count` is a valid out-pointer.
-            check(unsafe { sys::cuDeviceGetCount(&mut count) }, "cuDeviceGetCount")?;
+            check(
+                unsafe { sys::cuDeviceGetCount(&mut count) },
+                "cuDeviceGetCount",
+            )?;
             Ok(count)
         })
         .clone()
@@ -43,7 +46,10 @@ fn check_device(device: DeviceId) -> Result<sys::CUdevice> {
     }
     let mut handle: sys::CUdevice = 0;
     // SAFETY: the ordinal is in range; `handle` is a valid out-pointer.
-    check(unsafe { sys::cuDeviceGet(&mut handle, device) }, "cuDeviceGet")?;
+    check(
+        unsafe { sys::cuDeviceGet(&mut handle, device) },
+        "cuDeviceGet",
+    )?;
     Ok(handle)
 }
 
@@ -64,7 +70,10 @@ pub(crate) fn primary_context(device: DeviceId) -> Result<sys::CUcontext> {
     let mut ctx: sys::CUcontext = std::ptr::null_mut();
     // SAFETY: `handle` is a valid device; `ctx` is a valid out-pointer. A lost race retains twice,
     // which only keeps the context alive (it is never released).
-    check(unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, handle) }, "cuDevicePrimaryCtxRetain")?;
+    check(
+        unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, handle) },
+        "cuDevicePrimaryCtxRetain",
+    )?;
     Ok(*slot.get_or_init(|| ctx as usize) as sys::CUcontext)
 }
 
@@ -154,7 +163,10 @@ pub fn mem_info(device: DeviceId) -> Result<(usize, usize)> {
     let _guard = DeviceGuard::new(device)?;
     let (mut free, mut total) = (0usize, 0usize);
     // SAFETY: the device's primary context is current; both are valid out-pointers.
-    check(unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) }, "cuMemGetInfo")?;
+    check(
+        unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) },
+        "cuMemGetInfo",
+    )?;
     Ok((free, total))
 }
 
@@ -179,22 +191,30 @@ pub fn name(device: DeviceId) -> Result<String> {
     let status = unsafe { sys::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as i32, handle) };
     check(status, "cuDeviceGetName")?;
     // SAFETY: the driver wrote a NUL-terminated string into `buf`.
-    Ok(unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+    Ok(unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned())
 }
 
 /// True when `device` can access pageable host memory (HMM or ATS): the condition for system memory
 /// to be device-accessible.
 pub fn supports_pageable_memory_access(device: DeviceId) -> bool {
-    attribute(device, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)
-        .map(|v| v != 0)
-        .unwrap_or(false)
+    attribute(
+        device,
+        sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS,
+    )
+    .map(|v| v != 0)
+    .unwrap_or(false)
 }
 
 /// True when `device` supports concurrent managed access (needed by managed memory pools).
 pub fn supports_concurrent_managed_access(device: DeviceId) -> bool {
-    attribute(device, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS)
-        .map(|v| v != 0)
-        .unwrap_or(false)
+    attribute(
+        device,
+        sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
+    )
+    .map(|v| v != 0)
+    .unwrap_or(false)
 }
 
 /// Makes a device current for its lifetime and restores the previous one on drop
@@ -215,12 +235,18 @@ impl DeviceGuard {
         // SAFETY: the driver is initialised; `ctx` is a valid out-pointer.
         check(unsafe { sys::cuCtxGetCurrent(&mut ctx) }, "cuCtxGetCurrent")?;
         // As `current_device`, with the one `cuCtxGetCurrent` (every buffer's free comes here).
-        let previous = if ctx.is_null() { 0 } else { context_device(ctx)? };
+        let previous = if ctx.is_null() {
+            0
+        } else {
+            context_device(ctx)?
+        };
         if previous == device && !ctx.is_null() {
             return Ok(Self { previous: None });
         }
         set_current_device(device)?;
-        Ok(Self { previous: Some(previous) })
+        Ok(Self {
+            previous: Some(previous),
+        })
     }
 }
 

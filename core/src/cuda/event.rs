@@ -35,7 +35,10 @@ impl Event {
         };
         let mut raw: sys::CUevent = std::ptr::null_mut();
         // SAFETY: a context is current; `raw` is a valid out-pointer.
-        check(unsafe { sys::cuEventCreate(&mut raw, raw_flags) }, "cuEventCreate")?;
+        check(
+            unsafe { sys::cuEventCreate(&mut raw, raw_flags) },
+            "cuEventCreate",
+        )?;
         Ok(Self { raw, device })
     }
 
@@ -51,13 +54,19 @@ impl Event {
     /// Captures the work queued on `stream` so far.
     pub fn record(&self, stream: Stream) -> Result<()> {
         // SAFETY: both handles are valid.
-        check(unsafe { sys::cuEventRecord(self.raw, stream.as_cu()) }, "cuEventRecord")
+        check(
+            unsafe { sys::cuEventRecord(self.raw, stream.as_cu()) },
+            "cuEventRecord",
+        )
     }
 
     /// Blocks the host until the captured work has finished.
     pub fn synchronize(&self) -> Result<()> {
         // SAFETY: the handle is valid.
-        check(unsafe { sys::cuEventSynchronize(self.raw) }, "cuEventSynchronize")
+        check(
+            unsafe { sys::cuEventSynchronize(self.raw) },
+            "cuEventSynchronize",
+        )
     }
 
     /// True when the captured work has finished.
@@ -74,7 +83,10 @@ impl Event {
     pub fn elapsed_ms(&self, start: &Event) -> Result<f32> {
         let mut ms = 0.0f32;
         // SAFETY: both handles are valid; `ms` is a valid out-pointer.
-        check(unsafe { sys::cuEventElapsedTime_v2(&mut ms, start.raw, self.raw) }, "cuEventElapsedTime")?;
+        check(
+            unsafe { sys::cuEventElapsedTime_v2(&mut ms, start.raw, self.raw) },
+            "cuEventElapsedTime",
+        )?;
         Ok(ms)
     }
 }
@@ -89,7 +101,10 @@ impl Drop for Event {
     fn drop(&mut self) {
         let _guard = DeviceGuard::new(self.device);
         // SAFETY: created by us, destroyed exactly once.
-        if let Err(e) = check(unsafe { sys::cuEventDestroy_v2(self.raw) }, "cuEventDestroy") {
+        if let Err(e) = check(
+            unsafe { sys::cuEventDestroy_v2(self.raw) },
+            "cuEventDestroy",
+        ) {
             tracing::error!("destroying event: {e}");
         }
     }

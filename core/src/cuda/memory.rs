@@ -31,7 +31,14 @@ pub unsafe fn copy_async(dst: *mut u8, src: *const u8, bytes: usize, stream: Str
     ensure_context()?;
     // SAFETY: caller contract; the context is current and unified addressing resolves the kinds.
     check(
-        unsafe { sys::cuMemcpyAsync(dst as sys::CUdeviceptr, src as sys::CUdeviceptr, bytes, stream.as_cu()) },
+        unsafe {
+            sys::cuMemcpyAsync(
+                dst as sys::CUdeviceptr,
+                src as sys::CUdeviceptr,
+                bytes,
+                stream.as_cu(),
+            )
+        },
         "cuMemcpyAsync",
     )
 }
@@ -127,7 +134,9 @@ pub fn prefetch(ptr: *const u8, bytes: usize, device: DeviceId, stream: Stream) 
     };
     // SAFETY: `ptr` is managed memory (checked) of at least `bytes` bytes (caller's range); flags 0.
     check(
-        unsafe { sys::cuMemPrefetchAsync_v2(ptr as sys::CUdeviceptr, bytes, location, 0, stream.as_cu()) },
+        unsafe {
+            sys::cuMemPrefetchAsync_v2(ptr as sys::CUdeviceptr, bytes, location, 0, stream.as_cu())
+        },
         "cuMemPrefetchAsync",
     )
 }
@@ -174,6 +183,9 @@ mod tests {
         assert!(matches!(e, Err(Error::InvalidArgument(_))));
         // Zero bytes is always fine, even with null.
         // SAFETY: zero-length copies touch nothing.
-        assert!(unsafe { copy_async(std::ptr::null_mut(), std::ptr::null(), 0, Stream::DEFAULT) }.is_ok());
+        assert!(
+            unsafe { copy_async(std::ptr::null_mut(), std::ptr::null(), 0, Stream::DEFAULT) }
+                .is_ok()
+        );
     }
 }

@@ -29,16 +29,25 @@ pub(crate) enum PoolAttribute {
 impl PoolAttribute {
     fn raw(self) -> sys::CUmemPool_attribute {
         match self {
-            PoolAttribute::ReservedMemCurrent => sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
-            PoolAttribute::UsedMemCurrent => sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
-            PoolAttribute::ReleaseThreshold => sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            PoolAttribute::ReservedMemCurrent => {
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
+            }
+            PoolAttribute::UsedMemCurrent => {
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT
+            }
+            PoolAttribute::ReleaseThreshold => {
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+            }
         }
     }
 }
 
 /// `Unsupported` unless `device` supports stream-ordered memory pools (`cudaMallocAsync`).
 pub(crate) fn require_pools(device: DeviceId) -> Result<()> {
-    let supported = device::attribute(device, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)?;
+    let supported = device::attribute(
+        device,
+        sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+    )?;
     if supported == 0 {
         return Err(Error::Unsupported(format!(
             "cudaMallocAsync (memory pools) is not supported on device {device} with this driver"
@@ -50,8 +59,11 @@ pub(crate) fn require_pools(device: DeviceId) -> Result<()> {
 /// The IPC handle types (`CUmemAllocationHandleType` bits) pools of `device` can export; 0 when the
 /// driver cannot answer (RMM treats the error the same way).
 pub(crate) fn supported_handle_types(device: DeviceId) -> u32 {
-    device::attribute(device, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES).unwrap_or(0)
-        as u32
+    device::attribute(
+        device,
+        sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+    )
+    .unwrap_or(0) as u32
 }
 
 /// Why [`create`] failed.
@@ -81,10 +93,17 @@ fn hw_decompress_supported() -> bool {
 /// can export `handle_types` (`CUmemAllocationHandleType` bits, 0 for none), made for hardware
 /// decompression where the driver can (CUDA 12.8 or newer, as RMM's pools; if the driver refuses the
 /// usage flag, the pool is made without it). Destroy it with [`destroy`].
-pub(crate) fn create(device: DeviceId, handle_types: u32) -> std::result::Result<PoolHandle, CreateError> {
+pub(crate) fn create(
+    device: DeviceId,
+    handle_types: u32,
+) -> std::result::Result<PoolHandle, CreateError> {
     if hw_decompress_supported() {
-        match create_with_usage(device, handle_types, sys::CU_MEM_POOL_CREATE_USAGE_HW_DECOMPRESS as u16) {
-            Err(CreateError::Other(_)) => {}  // e.g. a device without the decompression engine: as before
+        match create_with_usage(
+            device,
+            handle_types,
+            sys::CU_MEM_POOL_CREATE_USAGE_HW_DECOMPRESS as u16,
+        ) {
+            Err(CreateError::Other(_)) => {} // e.g. a device without the decompression engine: as before
             done => return done,
         }
     }
@@ -100,7 +119,10 @@ fn create_with_usage(
     let props = sys::CUmemPoolProps {
         allocType: sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
         handleTypes: sys::CUmemAllocationHandleType(handle_types),
-        location: sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: device },
+        location: sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: device,
+        },
         win32SecurityAttributes: std::ptr::null_mut(),
         maxSize: 0,
         usage,
@@ -111,9 +133,15 @@ fn create_with_usage(
     // initialised property struct (reserved bytes zero, as the driver requires).
     let status = unsafe { sys::cuMemPoolCreate(&mut pool, &props) };
     if handle_types != 0
-        && matches!(status, sys::CUresult::CUDA_ERROR_NOT_SUPPORTED | sys::CUresult::CUDA_ERROR_NOT_PERMITTED)
+        && matches!(
+            status,
+            sys::CUresult::CUDA_ERROR_NOT_SUPPORTED | sys::CUresult::CUDA_ERROR_NOT_PERMITTED
+        )
     {
-        return Err(CreateError::HandleTypes(cuda_error(status, "cuMemPoolCreate")));
+        return Err(CreateError::HandleTypes(cuda_error(
+            status,
+            "cuMemPoolCreate",
+        )));
     }
     check(status, "cuMemPoolCreate").map_err(CreateError::Other)?;
     Ok(pool as PoolHandle)
@@ -126,17 +154,27 @@ fn create_with_usage(
 /// `pool` came from [`create`] and is destroyed once.
 pub(crate) unsafe fn destroy(pool: PoolHandle) -> Result<()> {
     // SAFETY: caller contract.
-    check(unsafe { sys::cuMemPoolDestroy(as_pool(pool)) }, "cuMemPoolDestroy")
+    check(
+        unsafe { sys::cuMemPoolDestroy(as_pool(pool)) },
+        "cuMemPoolDestroy",
+    )
 }
 
 /// `cuMemGetDefaultMemPool` of managed memory on `device` (current, with a context); callers check
 /// `has_entry_point("cuMemGetDefaultMemPool")` first (CUDA 13+).
 pub(crate) fn default_managed_pool(device: DeviceId) -> Result<PoolHandle> {
-    let mut location = sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: device };
+    let mut location = sys::CUmemLocation {
+        type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+        id: device,
+    };
     let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
     // SAFETY: a context is current; the entry point exists (caller's check); both pointers are valid.
     let status = unsafe {
-        sys::cuMemGetDefaultMemPool(&mut pool, &mut location, sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_MANAGED)
+        sys::cuMemGetDefaultMemPool(
+            &mut pool,
+            &mut location,
+            sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_MANAGED,
+        )
     };
     check(status, "cuMemGetDefaultMemPool")?;
     Ok(pool as PoolHandle)
@@ -158,7 +196,13 @@ fn with_context(mut call: impl FnMut() -> sys::CUresult) -> Result<sys::CUresult
 }
 
 /// `cuMemAllocFromPoolAsync` of `bytes` on `stream`; 0 bytes gives null.
-pub(crate) fn allocate(pool: PoolHandle, stream: Stream, bytes: usize, alignment: usize, resource: &str) -> Result<*mut u8> {
+pub(crate) fn allocate(
+    pool: PoolHandle,
+    stream: Stream,
+    bytes: usize,
+    alignment: usize,
+    resource: &str,
+) -> Result<*mut u8> {
     check_base_alignment(alignment, resource)?;
     if bytes == 0 {
         return Ok(std::ptr::null_mut());
@@ -168,7 +212,9 @@ pub(crate) fn allocate(pool: PoolHandle, stream: Stream, bytes: usize, alignment
     // view's constructor contract guarantees it); the stream is valid by `Stream`'s contract. The
     // pool may belong to another device than the stream. Without a current context the driver
     // refuses (and `with_context` makes one current and asks again).
-    let status = with_context(|| unsafe { sys::cuMemAllocFromPoolAsync(&mut ptr, bytes, as_pool(pool), stream.as_cu()) })?;
+    let status = with_context(|| unsafe {
+        sys::cuMemAllocFromPoolAsync(&mut ptr, bytes, as_pool(pool), stream.as_cu())
+    })?;
     check_alloc(status, "cuMemAllocFromPoolAsync", bytes, resource)?;
     Ok(ptr as *mut u8)
 }
@@ -201,7 +247,8 @@ pub(crate) unsafe fn deallocate(stream: Stream, ptr: *mut u8) -> Result<()> {
     }
     // SAFETY: caller contract; the stream is valid by `Stream`'s contract. Without a current
     // context the driver refuses (and `with_context` makes one current and asks again).
-    let status = with_context(|| unsafe { sys::cuMemFreeAsync(ptr as sys::CUdeviceptr, stream.as_cu()) })?;
+    let status =
+        with_context(|| unsafe { sys::cuMemFreeAsync(ptr as sys::CUdeviceptr, stream.as_cu()) })?;
     check(status, "cuMemFreeAsync")
 }
 
@@ -211,7 +258,13 @@ pub(crate) fn get_u64(pool: PoolHandle, attribute: PoolAttribute) -> Result<u64>
     let mut value: u64 = 0;
     // SAFETY: the pool is alive (callers own or borrow it); the attributes of `PoolAttribute` are
     // 64-bit (cuuint64_t), so `value` is a valid out-pointer of the right size.
-    let status = unsafe { sys::cuMemPoolGetAttribute(as_pool(pool), attribute.raw(), (&mut value as *mut u64).cast()) };
+    let status = unsafe {
+        sys::cuMemPoolGetAttribute(
+            as_pool(pool),
+            attribute.raw(),
+            (&mut value as *mut u64).cast(),
+        )
+    };
     check(status, "cuMemPoolGetAttribute")?;
     Ok(value)
 }
@@ -221,6 +274,12 @@ pub(crate) fn set_u64(pool: PoolHandle, attribute: PoolAttribute, mut value: u64
     ensure_context()?;
     // SAFETY: the pool is alive (callers own it); the attributes of `PoolAttribute` are 64-bit
     // (cuuint64_t), so `value` is a valid pointer of the right size, read during the call only.
-    let status = unsafe { sys::cuMemPoolSetAttribute(as_pool(pool), attribute.raw(), (&mut value as *mut u64).cast()) };
+    let status = unsafe {
+        sys::cuMemPoolSetAttribute(
+            as_pool(pool),
+            attribute.raw(),
+            (&mut value as *mut u64).cast(),
+        )
+    };
     check(status, "cuMemPoolSetAttribute")
 }

@@ -22,8 +22,8 @@
 pub mod alloc;
 pub mod device;
 pub mod event;
-pub(crate) mod mempool;
 pub mod memory;
+pub(crate) mod mempool;
 pub mod stream;
 
 use std::ffi::CStr;
@@ -38,10 +38,10 @@ pub(crate) use cudarc::driver::sys as raw_for_tests;
 
 use crate::error::{Error, Result};
 
+pub use alloc::DriverMemory;
 pub use device::{
     current_device, device_count, mem_info, set_current_device, DeviceGuard, DeviceId,
 };
-pub use alloc::DriverMemory;
 pub use event::{Event, EventFlags};
 pub use memory::{copy_async, copy_sync, set_async};
 pub use stream::{OwnedStream, Stream, StreamFlags, StreamPool};
@@ -97,7 +97,11 @@ pub(crate) fn has_entry_point(name: &str) -> bool {
     }
     let symbol = format!("{name}\0");
     // SAFETY: the driver is loaded (checked above); we only look the symbol up, never call it here.
-    unsafe { sys::culib().get::<unsafe extern "C" fn()>(symbol.as_bytes()).is_ok() }
+    unsafe {
+        sys::culib()
+            .get::<unsafe extern "C" fn()>(symbol.as_bytes())
+            .is_ok()
+    }
 }
 
 /// Driver calls made by the calling thread, counted in test builds only (every wrapper's status
@@ -221,8 +225,14 @@ mod tests {
             assert!(device_count().is_ok());
             return;
         }
-        assert!(matches!(device_count(), Err(Error::NoDriver(_) | Error::NoDevice(_))));
-        assert!(matches!(current_device(), Err(Error::NoDriver(_) | Error::NoDevice(_))));
+        assert!(matches!(
+            device_count(),
+            Err(Error::NoDriver(_) | Error::NoDevice(_))
+        ));
+        assert!(matches!(
+            current_device(),
+            Err(Error::NoDriver(_) | Error::NoDevice(_))
+        ));
         assert!(set_current_device(0).is_err());
         assert!(mem_info(0).is_err());
         assert!(OwnedStream::new(StreamFlags::NonBlocking).is_err());

@@ -69,14 +69,21 @@ impl Stream {
     /// non-default stream cannot exist there and gives [`Error::NoDriver`]/[`Error::NoDevice`].
     pub fn synchronize(self) -> Result<()> {
         if let Err(e) = driver() {
-            return if self.is_default() || self.is_per_thread_default() { Ok(()) } else { Err(e) };
+            return if self.is_default() || self.is_per_thread_default() {
+                Ok(())
+            } else {
+                Err(e)
+            };
         }
         if super::device_count()? == 0 {
             return Ok(());
         }
         ensure_context()?;
         // SAFETY: a context is current and the handle is valid (constructor contract).
-        check(unsafe { sys::cuStreamSynchronize(self.as_cu()) }, "cuStreamSynchronize")
+        check(
+            unsafe { sys::cuStreamSynchronize(self.as_cu()) },
+            "cuStreamSynchronize",
+        )
     }
 
     /// True when all work queued on this stream has finished.
@@ -113,21 +120,33 @@ impl Stream {
             let mut device: sys::CUdevice = 0;
             // SAFETY: a context is current, the handle is valid (constructor contract) and `device`
             // is a valid out-pointer.
-            check(unsafe { sys::cuStreamGetDevice(self.as_cu(), &mut device) }, "cuStreamGetDevice")?;
+            check(
+                unsafe { sys::cuStreamGetDevice(self.as_cu(), &mut device) },
+                "cuStreamGetDevice",
+            )?;
             return Ok(device);
         }
         // Drivers before CUDA 12.8: the device of the stream's context.
         let mut ctx: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: as above; `ctx` is a valid out-pointer.
-        check(unsafe { sys::cuStreamGetCtx(self.as_cu(), &mut ctx) }, "cuStreamGetCtx")?;
+        check(
+            unsafe { sys::cuStreamGetCtx(self.as_cu(), &mut ctx) },
+            "cuStreamGetCtx",
+        )?;
         // SAFETY: `ctx` is the stream's live context; it is pushed and popped around one query.
         check(unsafe { sys::cuCtxPushCurrent_v2(ctx) }, "cuCtxPushCurrent")?;
         let mut device: sys::CUdevice = 0;
         // SAFETY: a context (the stream's) is current; `device` is a valid out-pointer.
-        let got = check(unsafe { sys::cuCtxGetDevice(&mut device) }, "cuCtxGetDevice");
+        let got = check(
+            unsafe { sys::cuCtxGetDevice(&mut device) },
+            "cuCtxGetDevice",
+        );
         let mut popped: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: undoes the push above.
-        check(unsafe { sys::cuCtxPopCurrent_v2(&mut popped) }, "cuCtxPopCurrent")?;
+        check(
+            unsafe { sys::cuCtxPopCurrent_v2(&mut popped) },
+            "cuCtxPopCurrent",
+        )?;
         got.map(|()| device)
     }
 
@@ -141,7 +160,9 @@ impl Stream {
     pub fn id(self) -> Result<u64> {
         static SUPPORTED: OnceLock<bool> = OnceLock::new();
         if !*SUPPORTED.get_or_init(|| super::has_entry_point("cuStreamGetId")) {
-            return Err(Error::Unsupported("cuStreamGetId needs CUDA 12.0 or newer".into()));
+            return Err(Error::Unsupported(
+                "cuStreamGetId needs CUDA 12.0 or newer".into(),
+            ));
         }
         // Only the special handles name "the current device's" stream and need a current context;
         // an ordinary handle carries its own. The pools ask on every operation: a live stream we
@@ -155,7 +176,10 @@ impl Stream {
         let mut id: std::ffi::c_ulonglong = 0;
         // SAFETY: the driver is loaded (has_entry_point checked it); a special handle has a current
         // context; `id` is a valid out-pointer; an invalid handle is reported as an error.
-        check(unsafe { sys::cuStreamGetId(self.as_cu(), &mut id) }, "cuStreamGetId")?;
+        check(
+            unsafe { sys::cuStreamGetId(self.as_cu(), &mut id) },
+            "cuStreamGetId",
+        )?;
         Ok(id as u64)
     }
 
@@ -185,7 +209,10 @@ impl Stream {
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         // SAFETY: a context is current, the handle is valid (constructor contract) and `status` is a
         // valid out-pointer.
-        check(unsafe { sys::cuStreamIsCapturing(self.as_cu(), &mut status) }, "cuStreamIsCapturing")?;
+        check(
+            unsafe { sys::cuStreamIsCapturing(self.as_cu(), &mut status) },
+            "cuStreamIsCapturing",
+        )?;
         Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
     }
 
@@ -193,7 +220,10 @@ impl Stream {
     pub fn wait_event(self, event: &Event) -> Result<()> {
         ensure_context()?;
         // SAFETY: both handles are valid; flags must be 0.
-        check(unsafe { sys::cuStreamWaitEvent(self.as_cu(), event.as_cu(), 0) }, "cuStreamWaitEvent")
+        check(
+            unsafe { sys::cuStreamWaitEvent(self.as_cu(), event.as_cu(), 0) },
+            "cuStreamWaitEvent",
+        )
     }
 }
 
@@ -245,8 +275,15 @@ impl OwnedStream {
         };
         let mut raw: sys::CUstream = std::ptr::null_mut();
         // SAFETY: a context is current; `raw` is a valid out-pointer.
-        check(unsafe { sys::cuStreamCreate(&mut raw, raw_flags) }, "cuStreamCreate")?;
-        let owned = Self { stream: Stream(raw as usize), device, flags };
+        check(
+            unsafe { sys::cuStreamCreate(&mut raw, raw_flags) },
+            "cuStreamCreate",
+        )?;
+        let owned = Self {
+            stream: Stream(raw as usize),
+            device,
+            flags,
+        };
         // Without `cuStreamGetId` (CUDA < 12.0) there is no id to remember.
         if let Ok(id) = owned.stream.id() {
             known_ids::created(owned.stream.0, id);
@@ -336,7 +373,10 @@ impl ForeignStream {
         let mut raw: sys::CUstream = std::ptr::null_mut();
         let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
         // SAFETY: the caller made a context current; `raw` is a valid out-pointer.
-        check(unsafe { sys::cuStreamCreate(&mut raw, flags) }, "cuStreamCreate")?;
+        check(
+            unsafe { sys::cuStreamCreate(&mut raw, flags) },
+            "cuStreamCreate",
+        )?;
         Ok(Self(Stream(raw as usize)))
     }
 
@@ -348,7 +388,10 @@ impl ForeignStream {
     /// Destroys the stream behind rmm's back; its queued work still completes.
     pub(crate) fn destroy(self) -> Result<()> {
         // SAFETY: made by `new`, destroyed once (this consumes it).
-        check(unsafe { sys::cuStreamDestroy_v2(self.0.as_cu()) }, "cuStreamDestroy")
+        check(
+            unsafe { sys::cuStreamDestroy_v2(self.0.as_cu()) },
+            "cuStreamDestroy",
+        )
     }
 }
 
@@ -395,21 +438,31 @@ mod known_ids {
         if let Some(&(_, id, _)) = ways.iter().find(|&&(h, _, e)| h == raw && e == epoch) {
             return (id != NOT_OWNED).then_some(id);
         }
-        let id = table().lock().unwrap_or_else(PoisonError::into_inner).get(&raw).copied();
+        let id = table()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&raw)
+            .copied();
         ways[next] = (raw, id.unwrap_or(NOT_OWNED), epoch);
         CACHE.set((ways, (next + 1) % WAYS));
         id
     }
 
     pub(super) fn created(raw: usize, id: u64) {
-        table().lock().unwrap_or_else(PoisonError::into_inner).insert(raw, id);
+        table()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(raw, id);
         // A thread given the new handle sees this bump, so no entry of an older stream with the
         // same handle survives in its cache.
         EPOCH.fetch_add(1, Ordering::AcqRel);
     }
 
     pub(super) fn destroyed(raw: usize) {
-        table().lock().unwrap_or_else(PoisonError::into_inner).remove(&raw);
+        table()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&raw);
         EPOCH.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -427,16 +480,26 @@ mod known_ids {
             assert_eq!(get(h), Some(7), "a creation voids the negative entry");
             assert_eq!(get(h), Some(7));
             assert_eq!(get(h), Some(7), "then from this thread's cache");
-            std::thread::spawn(move || assert_eq!(get(h), Some(7), "other threads find it too")).join().unwrap();
+            std::thread::spawn(move || assert_eq!(get(h), Some(7), "other threads find it too"))
+                .join()
+                .unwrap();
             destroyed(h);
             assert_eq!(get(h), None, "the cache entry died with the stream");
             created(h, 9);
-            assert_eq!(get(h), Some(9), "a new stream reusing the handle has its own id");
+            assert_eq!(
+                get(h),
+                Some(9),
+                "a new stream reusing the handle has its own id"
+            );
             for i in 0..2 * WAYS {
                 created(other + i, i as u64);
                 assert_eq!(get(other + i), Some(i as u64));
             }
-            assert_eq!(get(h), Some(9), "evicted from the cache, still in the table");
+            assert_eq!(
+                get(h),
+                Some(9),
+                "evicted from the cache, still in the table"
+            );
             destroyed(h);
             for i in 0..2 * WAYS {
                 destroyed(other + i);
@@ -465,8 +528,13 @@ impl StreamPool {
         if size == 0 {
             return Err(Error::invalid("a stream pool needs at least one stream"));
         }
-        let streams = (0..size).map(|_| OwnedStream::new(flags)).collect::<Result<Vec<_>>>()?;
-        Ok(Self { streams, next: AtomicUsize::new(0) })
+        let streams = (0..size)
+            .map(|_| OwnedStream::new(flags))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            streams,
+            next: AtomicUsize::new(0),
+        })
     }
 
     /// The next stream, round robin.
@@ -487,7 +555,10 @@ impl StreamPool {
 
     /// The device the streams live on.
     pub fn device(&self) -> Result<DeviceId> {
-        self.streams.first().map(|s| s.device).map_or_else(current_device, Ok)
+        self.streams
+            .first()
+            .map(|s| s.device)
+            .map_or_else(current_device, Ok)
     }
 }
 

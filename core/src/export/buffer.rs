@@ -60,7 +60,15 @@ pub struct rmm_buffer_export {
 /// # Ok::<(), rmm_core::Error>(())
 /// ```
 pub fn export_buffer(buf: DeviceBuffer) -> *mut rmm_buffer_export {
-    let RawParts { ptr, size, capacity, alignment, stream, mr, device } = buf.into_raw_parts();
+    let RawParts {
+        ptr,
+        size,
+        capacity,
+        alignment,
+        stream,
+        mr,
+        device,
+    } = buf.into_raw_parts();
     Box::into_raw(Box::new(rmm_buffer_export {
         version: RMM_BUFFER_EXPORT_VERSION,
         device: device.unwrap_or(-1),
@@ -126,7 +134,9 @@ fn check(export: &rmm_buffer_export) -> Result<()> {
         return Err(Error::invalid("rmm_buffer_export has no deleter"));
     }
     if export.resource.is_null() {
-        return Err(Error::invalid("rmm_buffer_export has no resource (already adopted?)"));
+        return Err(Error::invalid(
+            "rmm_buffer_export has no resource (already adopted?)",
+        ));
     }
     // SAFETY: a live export's resource is live or fails the check.
     unsafe { check_handle(&export.resource)? };
@@ -138,10 +148,15 @@ fn check(export: &rmm_buffer_export) -> Result<()> {
         )));
     }
     if export.data.is_null() != (export.capacity == 0) {
-        return Err(Error::invalid("rmm_buffer_export: data must be NULL exactly when capacity is 0"));
+        return Err(Error::invalid(
+            "rmm_buffer_export: data must be NULL exactly when capacity is 0",
+        ));
     }
     if export.device < -1 {
-        return Err(Error::invalid(format!("rmm_buffer_export device {} is not a device", export.device)));
+        return Err(Error::invalid(format!(
+            "rmm_buffer_export device {} is not a device",
+            export.device
+        )));
     }
     Ok(())
 }
@@ -160,7 +175,8 @@ fn check(export: &rmm_buffer_export) -> Result<()> {
 /// be used again.
 pub unsafe fn import_buffer(export: *mut rmm_buffer_export) -> Result<DeviceBuffer> {
     // SAFETY: caller contract.
-    let e = unsafe { export.as_mut() }.ok_or_else(|| Error::invalid("the rmm_buffer_export must not be NULL"))?;
+    let e = unsafe { export.as_mut() }
+        .ok_or_else(|| Error::invalid("the rmm_buffer_export must not be NULL"))?;
     check(e)?;
     // SAFETY: checked; the export's reference moves to the buffer.
     let mr = unsafe { AnyResource::from_handle(e.resource) };
@@ -202,12 +218,18 @@ mod tests {
         let export = export_buffer(buf);
         // SAFETY: fresh export.
         let e = unsafe { &*export };
-        assert_eq!((e.version, e.size, e.capacity, e.alignment), (1, 10, 10, 256));
+        assert_eq!(
+            (e.version, e.size, e.capacity, e.alignment),
+            (1, 10, 10, 256)
+        );
         assert_eq!(e.data as *const u8, ptr);
         // SAFETY: adopted once.
         let back = unsafe { import_buffer(export).unwrap() };
         assert_eq!(back.as_ptr(), ptr);
-        assert!(back.memory_resource().ptr_eq(&mr), "our own handle is unwrapped to the same Arc");
+        assert!(
+            back.memory_resource().ptr_eq(&mr),
+            "our own handle is unwrapped to the same Arc"
+        );
         assert_eq!(back.to_vec().unwrap(), b"0123456789");
         assert_eq!(counting.live(), 1);
         drop(back);
@@ -223,14 +245,21 @@ mod tests {
         unsafe { ((*export).deleter.unwrap())(export) };
         counting.assert_balanced();
         drop(mr);
-        assert_eq!(std::sync::Arc::strong_count(&counting), 1, "the export's resource reference was released");
+        assert_eq!(
+            std::sync::Arc::strong_count(&counting),
+            1,
+            "the export's resource reference was released"
+        );
     }
 
     #[test]
     fn bad_exports_are_refused_and_not_consumed() {
         let (counting, mr) = Counting::new();
         // SAFETY: NULL is refused.
-        assert!(matches!(unsafe { import_buffer(std::ptr::null_mut()) }, Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            unsafe { import_buffer(std::ptr::null_mut()) },
+            Err(Error::InvalidArgument(_))
+        ));
         let export = export_buffer(DeviceBuffer::new(8, Stream::DEFAULT, mr).unwrap());
         let mutations: [fn(&mut rmm_buffer_export); 4] = [
             |e| e.version = 2,
@@ -269,4 +298,3 @@ mod tests {
         counting.assert_balanced();
     }
 }
-

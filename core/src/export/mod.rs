@@ -22,5 +22,10 @@
 mod buffer;
 mod resource;
 
-pub use buffer::{export_buffer, free_buffer_export, import_buffer, rmm_buffer_export, RMM_BUFFER_EXPORT_VERSION};
-pub use resource::{export_resource, free_resource_export, import_resource, rmm_resource_export, RMM_RESOURCE_EXPORT_VERSION};
+pub use buffer::{
+    export_buffer, free_buffer_export, import_buffer, rmm_buffer_export, RMM_BUFFER_EXPORT_VERSION,
+};
+pub use resource::{
+    export_resource, free_resource_export, import_resource, rmm_resource_export,
+    RMM_RESOURCE_EXPORT_VERSION,
+};

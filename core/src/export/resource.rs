@@ -61,7 +61,9 @@ unsafe extern "C" fn delete_resource_export(export: *mut rmm_resource_export) {
         }
     }));
     if released.is_err() {
-        tracing::error!("rmm_resource_export deleter panicked; a resource reference may have leaked");
+        tracing::error!(
+            "rmm_resource_export deleter panicked; a resource reference may have leaked"
+        );
     }
 }
 
@@ -75,7 +77,8 @@ unsafe extern "C" fn delete_resource_export(export: *mut rmm_resource_export) {
 /// `export` is NULL or a live export.
 pub unsafe fn import_resource(export: *const rmm_resource_export) -> Result<AnyResource> {
     // SAFETY: caller contract.
-    let e = unsafe { export.as_ref() }.ok_or_else(|| Error::invalid("the rmm_resource_export must not be NULL"))?;
+    let e = unsafe { export.as_ref() }
+        .ok_or_else(|| Error::invalid("the rmm_resource_export must not be NULL"))?;
     if e.version != RMM_RESOURCE_EXPORT_VERSION {
         return Err(Error::invalid(format!(
             "rmm_resource_export version {} is not supported (this library reads version {RMM_RESOURCE_EXPORT_VERSION})",
@@ -121,7 +124,11 @@ mod tests {
         // SAFETY: live export.
         let b = unsafe { import_resource(export).unwrap() };
         assert!(a.ptr_eq(&b));
-        assert_eq!(Arc::strong_count(&counting), 4, "ours, the export's and two imports");
+        assert_eq!(
+            Arc::strong_count(&counting),
+            4,
+            "ours, the export's and two imports"
+        );
         // SAFETY: deleter called once.
         unsafe { ((*export).deleter.unwrap())(export) };
         drop((a, b));
@@ -131,20 +138,28 @@ mod tests {
     #[test]
     fn bad_exports_are_refused() {
         // SAFETY: NULL is refused.
-        assert!(matches!(unsafe { import_resource(std::ptr::null()) }, Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            unsafe { import_resource(std::ptr::null()) },
+            Err(Error::InvalidArgument(_))
+        ));
         let (_counting, mr) = Counting::new();
         let export = export_resource(mr);
         // SAFETY: live export, field changed and restored.
         unsafe {
             (*export).version = 9;
-            assert!(matches!(import_resource(export), Err(Error::InvalidArgument(_))));
+            assert!(matches!(
+                import_resource(export),
+                Err(Error::InvalidArgument(_))
+            ));
             (*export).version = RMM_RESOURCE_EXPORT_VERSION;
             let saved = (*export).resource;
             (*export).resource = rmm_resource::NULL;
-            assert!(matches!(import_resource(export), Err(Error::InvalidArgument(_))));
+            assert!(matches!(
+                import_resource(export),
+                Err(Error::InvalidArgument(_))
+            ));
             (*export).resource = saved;
             ((*export).deleter.unwrap())(export);
         }
     }
 }
-

@@ -27,11 +27,14 @@ use proptest::prelude::*;
 use crate::aligned::{align_up, DEFAULT_ALIGNMENT};
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
-use crate::mr::detail::stream_ordered::model::{alignment_from, size_from, test_streams, ModelUpstream, RecordingSyncer, Subject};
+use crate::mr::detail::stream_ordered::model::{
+    alignment_from, size_from, test_streams, ModelUpstream, RecordingSyncer, Subject,
+};
 use crate::mr::detail::stream_ordered::CacheLimits;
 use crate::mr::{
-    ArenaMemoryResource, ArenaOptions, BinningMemoryResource, FixedSizeMemoryResource, LimitingResourceAdaptor,
-    LoggingResourceAdaptor, PoolMemoryResource, SimulatedMemoryResource, StatisticsResourceAdaptor, TrackingResourceAdaptor,
+    ArenaMemoryResource, ArenaOptions, BinningMemoryResource, FixedSizeMemoryResource,
+    LimitingResourceAdaptor, LoggingResourceAdaptor, PoolMemoryResource, SimulatedMemoryResource,
+    StatisticsResourceAdaptor, TrackingResourceAdaptor,
 };
 use crate::testing::proptest_cases;
 use crate::{Access, AnyResource, MemoryResource};
@@ -54,25 +57,42 @@ struct Flaky {
 
 impl Flaky {
     fn new(inner: AnyResource) -> Self {
-        Self { inner, armed: Arc::default(), fired: Arc::default(), host_only: false }
+        Self {
+            inner,
+            armed: Arc::default(),
+            fired: Arc::default(),
+            host_only: false,
+        }
     }
 
     /// One that says its memory is host memory: an arena over it then never synchronizes, so the
     /// made-up stream handles of the adversaries never reach a driver (with a GPU present, an arena
     /// synchronizes the streams of device memory it does not know to be simulated).
     fn host_only(inner: AnyResource) -> Self {
-        Self { host_only: true, ..Self::new(inner) }
+        Self {
+            host_only: true,
+            ..Self::new(inner)
+        }
     }
 }
 
 impl MemoryResource for Flaky {
     fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        if self.armed.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok() {
+        if self
+            .armed
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok()
+        {
             let n = self.fired.fetch_add(1, Ordering::AcqRel);
             return Err(if n % 2 == 0 {
                 Error::out_of_memory(bytes, "flaky")
             } else {
-                Error::Cuda { code: 999, name: "CUDA_ERROR_UNKNOWN".into(), message: "injected".into(), call: "flaky" }
+                Error::Cuda {
+                    code: 999,
+                    name: "CUDA_ERROR_UNKNOWN".into(),
+                    message: "injected".into(),
+                    call: "flaky",
+                }
             });
         }
         self.inner.allocate(stream, bytes, alignment)
@@ -80,7 +100,13 @@ impl MemoryResource for Flaky {
     fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
         self.inner.allocate_sync(bytes, alignment)
     }
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         // SAFETY: forwarded caller contract.
         unsafe { self.inner.deallocate(stream, ptr, bytes, alignment) }
     }
@@ -139,7 +165,13 @@ impl MemoryResource for Stack {
     fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
         self.top.allocate(stream, bytes, alignment)
     }
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         // SAFETY: forwarded caller contract.
         unsafe { self.top.deallocate(stream, ptr, bytes, alignment) }
     }
@@ -163,9 +195,21 @@ impl Subject for Stack {
     }
     fn check_accounting(&self, held: usize) {
         let (bytes, allocations) = self.top.counters();
-        assert_eq!(bytes.value, self.tracking.allocated_bytes() as i64, "statistics vs tracking");
-        assert_eq!(allocations.value, self.tracking.outstanding_allocations().len() as i64, "allocations");
-        assert_eq!(self.limiting.allocated_bytes(), held, "limiting vs the live blocks");
+        assert_eq!(
+            bytes.value,
+            self.tracking.allocated_bytes() as i64,
+            "statistics vs tracking"
+        );
+        assert_eq!(
+            allocations.value,
+            self.tracking.outstanding_allocations().len() as i64,
+            "allocations"
+        );
+        assert_eq!(
+            self.limiting.allocated_bytes(),
+            held,
+            "limiting vs the live blocks"
+        );
         self.pool.check_accounting(held);
     }
     fn release(&self) -> Result<usize> {
@@ -256,7 +300,9 @@ fn drive_with<R: Subject>(
             match mr.allocate(stream, bytes, alignment) {
                 Ok(p) => {
                     if expected.is_some() {
-                        return Err(format!("{bytes} bytes aligned to {alignment} should have failed"));
+                        return Err(format!(
+                            "{bytes} bytes aligned to {alignment} should have failed"
+                        ));
                     }
                     let ptr = p as usize;
                     if ptr % alignment != 0 {
@@ -265,7 +311,9 @@ fn drive_with<R: Subject>(
                     let (start, len) = mr.footprint(ptr, bytes, alignment);
                     if let Some((&a, &e)) = by_addr.range(..start + len).next_back() {
                         if e > start {
-                            return Err(format!("[{start:#x}, +{len}) overlaps live [{a:#x}, {e:#x})"));
+                            return Err(format!(
+                                "[{start:#x}, +{len}) overlaps live [{a:#x}, {e:#x})"
+                            ));
                         }
                     }
                     if let (Some(y), Some(k)) = (syncer, key(stream)) {
@@ -274,14 +322,25 @@ fn drive_with<R: Subject>(
                     by_addr.insert(start, start + len);
                     live_ptrs.insert(ptr);
                     held += len;
-                    live.push(Live { ptr, bytes, alignment, start, len });
+                    live.push(Live {
+                        ptr,
+                        bytes,
+                        alignment,
+                        start,
+                        len,
+                    });
                 }
                 Err(e) => match expected {
                     Some(ok) if ok(&e) => {}
-                    Some(_) => return Err(format!("{bytes} bytes aligned to {alignment}: wrong error {e}")),
+                    Some(_) => {
+                        return Err(format!(
+                            "{bytes} bytes aligned to {alignment}: wrong error {e}"
+                        ))
+                    }
                     None if e.is_out_of_memory() => {}
                     // A CUDA error from the upstream is passed on, but only if one was injected.
-                    None if matches!(e, Error::Cuda { .. }) && flaky.fired.load(Ordering::Acquire) > fired => {}
+                    None if matches!(e, Error::Cuda { .. })
+                        && flaky.fired.load(Ordering::Acquire) > fired => {}
                     None => return Err(format!("{bytes} bytes aligned to {alignment}: {e}")),
                 },
             }
@@ -289,7 +348,11 @@ fn drive_with<R: Subject>(
             // A valid free: on any stream, now and then on another thread.
             let b = live.swap_remove(seed as usize % live.len());
             let on_remote = kind >= 70;
-            let stream = if on_remote { shared_streams[s as usize % shared_streams.len()] } else { stream };
+            let stream = if on_remote {
+                shared_streams[s as usize % shared_streams.len()]
+            } else {
+                stream
+            };
             if let (Some(y), Some(k)) = (syncer, key(stream)) {
                 y.model().freed(k, b.start, b.len);
             }
@@ -297,7 +360,10 @@ fn drive_with<R: Subject>(
             live_ptrs.remove(&b.ptr);
             held -= b.len;
             let result = if on_remote {
-                remote.jobs.send((b.ptr, b.bytes, b.alignment, stream)).map_err(|e| e.to_string())?;
+                remote
+                    .jobs
+                    .send((b.ptr, b.bytes, b.alignment, stream))
+                    .map_err(|e| e.to_string())?;
                 remote.results.recv().map_err(|e| e.to_string())?
             } else {
                 // SAFETY: `b.ptr` came from `mr.allocate` with these arguments; the fake streams
@@ -310,29 +376,45 @@ fn drive_with<R: Subject>(
                 freed.remove(0);
             }
         } else if kind < 94 {
-            let bad = [Bad::Interior, Bad::WrongSize, Bad::DoubleFree, Bad::Foreign][seed as usize % 4];
+            let bad =
+                [Bad::Interior, Bad::WrongSize, Bad::DoubleFree, Bad::Foreign][seed as usize % 4];
             let target = match bad {
                 Bad::Interior => live
                     .iter()
-                    .filter(|b| b.bytes > DEFAULT_ALIGNMENT && !live_ptrs.contains(&(b.ptr + DEFAULT_ALIGNMENT)))
+                    .filter(|b| {
+                        b.bytes > DEFAULT_ALIGNMENT
+                            && !live_ptrs.contains(&(b.ptr + DEFAULT_ALIGNMENT))
+                    })
                     .map(|b| (b.ptr + DEFAULT_ALIGNMENT, DEFAULT_ALIGNMENT, b.alignment))
                     .next(),
                 Bad::WrongSize => live.get(seed as usize % live.len().max(1)).map(|b| {
-                    let wrong = if b.bytes > DEFAULT_ALIGNMENT { 1 } else { b.bytes + DEFAULT_ALIGNMENT };
+                    let wrong = if b.bytes > DEFAULT_ALIGNMENT {
+                        1
+                    } else {
+                        b.bytes + DEFAULT_ALIGNMENT
+                    };
                     (b.ptr, wrong, b.alignment)
                 }),
-                Bad::DoubleFree => freed.iter().rev().copied().find(|(p, _, _)| !live_ptrs.contains(p)),
+                Bad::DoubleFree => freed
+                    .iter()
+                    .rev()
+                    .copied()
+                    .find(|(p, _, _)| !live_ptrs.contains(p)),
                 Bad::Foreign => {
                     let p = 0x10 + (seed as usize % 7) * 0x1_0000_0000;
                     (!live_ptrs.contains(&p)).then_some((p, 256, 256))
                 }
             };
-            let Some((ptr, bytes, alignment)) = target else { continue };
+            let Some((ptr, bytes, alignment)) = target else {
+                continue;
+            };
             // SAFETY: deliberately invalid; a checked resource refuses it before touching memory
             // (and simulated memory is never dereferenced).
             let r = unsafe { mr.deallocate(stream, ptr as *mut u8, bytes, alignment) };
             if !matches!(r, Err(Error::InvalidArgument(_))) {
-                return Err(format!("{bad:?} free of {ptr:#x}+{bytes} (align {alignment}) was not refused: {r:?}"));
+                return Err(format!(
+                    "{bad:?} free of {ptr:#x}+{bytes} (align {alignment}) was not refused: {r:?}"
+                ));
             }
             refused += 1;
         } else if kind < 98 {
@@ -348,7 +430,8 @@ fn drive_with<R: Subject>(
             y.model().freed(k, b.start, b.len);
         }
         // SAFETY: as above.
-        unsafe { mr.deallocate(Stream::DEFAULT, b.ptr as *mut u8, b.bytes, b.alignment) }.map_err(|e| e.to_string())?;
+        unsafe { mr.deallocate(Stream::DEFAULT, b.ptr as *mut u8, b.bytes, b.alignment) }
+            .map_err(|e| e.to_string())?;
     }
     mr.check_accounting(0);
     mr.release().map_err(|e| format!("release: {e}"))?;
@@ -359,7 +442,10 @@ fn drive_with<R: Subject>(
 fn upstream(capacity: usize, seed: u64) -> (RecordingSyncer, SimulatedMemoryResource, Flaky) {
     let syncer = RecordingSyncer::new(30, seed);
     let device = SimulatedMemoryResource::new(capacity).unwrap();
-    let flaky = Flaky::new(AnyResource::new(ModelUpstream::new(AnyResource::new(device.clone()), &syncer)));
+    let flaky = Flaky::new(AnyResource::new(ModelUpstream::new(
+        AnyResource::new(device.clone()),
+        &syncer,
+    )));
     (syncer, device, flaky)
 }
 
@@ -379,7 +465,11 @@ fn check<R: Subject + Sync>(
     prop_assert!(refused > 0, "the adversary made no invalid free");
     let _ = fired;
     drop(mr);
-    prop_assert_eq!(device.usage().allocated_bytes, 0, "everything went back to the device");
+    prop_assert_eq!(
+        device.usage().allocated_bytes,
+        0,
+        "everything went back to the device"
+    );
     Ok(())
 }
 

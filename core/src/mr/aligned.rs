@@ -98,7 +98,11 @@ impl AlignedResourceAdaptor {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when `alignment` is not a power of two.
-    pub fn with_threshold<R: MemoryResource>(upstream: R, alignment: usize, alignment_threshold: usize) -> Result<Self> {
+    pub fn with_threshold<R: MemoryResource>(
+        upstream: R,
+        alignment: usize,
+        alignment_threshold: usize,
+    ) -> Result<Self> {
         check_alignment(alignment)?;
         Ok(Self {
             inner: Arc::new(Inner {
@@ -140,7 +144,10 @@ impl AlignedResourceAdaptor {
     }
 
     fn blocks(&self) -> MutexGuard<'_, HashMap<usize, Block>> {
-        self.inner.blocks.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner
+            .blocks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -177,16 +184,29 @@ impl MemoryResource for AlignedResourceAdaptor {
                 upstream.name()
             )));
         };
-        let block = Block { upstream_ptr: start, upstream_bytes, bytes };
+        let block = Block {
+            upstream_ptr: start,
+            upstream_bytes,
+            bytes,
+        };
         if let Some(stale) = self.blocks().insert(aligned, block) {
             // Two live blocks cannot share an aligned address; an entry left here means the upstream
             // reused memory we never returned. Keep the new block and report the old one.
-            tracing::error!("{}: {aligned:#x} was still tracked ({stale:?}) when allocated again", self.name());
+            tracing::error!(
+                "{}: {aligned:#x} was still tracked ({stale:?}) when allocated again",
+                self.name()
+            );
         }
         Ok(aligned as *mut u8)
     }
 
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
@@ -266,7 +286,10 @@ mod tests {
         assert_eq!(mr.alignment_threshold(), 0);
         let mr = AlignedResourceAdaptor::with_threshold(sim(), 4096, 64 * KIB).unwrap();
         assert_eq!((mr.alignment(), mr.alignment_threshold()), (4096, 64 * KIB));
-        assert!(matches!(mr.allocate(Stream::DEFAULT, 8, 3), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            mr.allocate(Stream::DEFAULT, 8, 3),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 
     #[test]
@@ -282,8 +305,15 @@ mod tests {
             live.push((p, bytes));
         }
         assert_eq!(mr.over_allocated_count(), 4);
-        let expected: usize = live.iter().map(|&(_, b)| align_up(b, 4096).unwrap() + 4096 - 256).sum();
-        assert_eq!(gpu.usage().allocated_bytes, expected + 256, "each block is rounded up and padded");
+        let expected: usize = live
+            .iter()
+            .map(|&(_, b)| align_up(b, 4096).unwrap() + 4096 - 256)
+            .sum();
+        assert_eq!(
+            gpu.usage().allocated_bytes,
+            expected + 256,
+            "each block is rounded up and padded"
+        );
         for (p, bytes) in live {
             // SAFETY: from allocate above with these arguments.
             unsafe { mr.deallocate(Stream::DEFAULT, p, bytes, 256).unwrap() };
@@ -292,7 +322,11 @@ mod tests {
         // SAFETY: from allocate above.
         unsafe { gpu.deallocate(Stream::DEFAULT, skew, 256, 256).unwrap() };
         let usage = gpu.usage();
-        assert_eq!((usage.allocated_bytes, usage.live_allocations), (0, 0), "the original blocks went back");
+        assert_eq!(
+            (usage.allocated_bytes, usage.live_allocations),
+            (0, 0),
+            "the original blocks went back"
+        );
     }
 
     #[test]
@@ -301,7 +335,11 @@ mod tests {
         let mr = AlignedResourceAdaptor::with_threshold(probe.clone(), 4096, 64 * KIB).unwrap();
         let p = mr.allocate(Stream::DEFAULT, 1000, 256).unwrap();
         assert_eq!(p as usize % 256, 0);
-        assert_eq!(mr.over_allocated_count(), 0, "no over-allocation below the threshold");
+        assert_eq!(
+            mr.over_allocated_count(),
+            0,
+            "no over-allocation below the threshold"
+        );
         // SAFETY: host memory valid for 1000 bytes.
         unsafe { p.write_bytes(1, 1000) };
         // SAFETY: from allocate above.
@@ -311,7 +349,10 @@ mod tests {
         assert_eq!(probe.live.load(std::sync::atomic::Ordering::SeqCst), 0);
         assert!(mr.allocate(Stream::DEFAULT, 0, 256).unwrap().is_null());
         // SAFETY: freeing null is a no-op.
-        unsafe { mr.deallocate(Stream::DEFAULT, std::ptr::null_mut(), 0, 256).unwrap() };
+        unsafe {
+            mr.deallocate(Stream::DEFAULT, std::ptr::null_mut(), 0, 256)
+                .unwrap()
+        };
     }
 
     #[test]
@@ -333,7 +374,11 @@ mod tests {
             mr.deallocate(Stream::DEFAULT, q, 1 << 20, 1 << 13).unwrap();
             mr.deallocate(Stream::DEFAULT, r, 1 << 20, 64).unwrap();
         }
-        assert_eq!(gpu.usage().live_allocations, 1, "only the skew block is left");
+        assert_eq!(
+            gpu.usage().live_allocations,
+            1,
+            "only the skew block is left"
+        );
     }
 
     #[test]
@@ -371,10 +416,15 @@ mod tests {
     #[test]
     fn huge_requests_are_out_of_memory_not_overflow() {
         let mr = AlignedResourceAdaptor::new(sim(), 1 << 20).unwrap();
-        let e = mr.allocate(Stream::DEFAULT, usize::MAX - 10, 256).unwrap_err();
+        let e = mr
+            .allocate(Stream::DEFAULT, usize::MAX - 10, 256)
+            .unwrap_err();
         assert!(e.is_out_of_memory(), "{e}");
         let e = mr.allocate(Stream::DEFAULT, 2 << 30, 256).unwrap_err();
-        assert!(e.is_out_of_memory(), "the upstream's error passes through: {e}");
+        assert!(
+            e.is_out_of_memory(),
+            "the upstream's error passes through: {e}"
+        );
     }
 
     #[test]
@@ -399,9 +449,18 @@ mod tests {
             // SAFETY: simulated addresses are never dereferenced; the offset stays in the block.
             Ok(unsafe { p.add(8) })
         }
-        unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+        unsafe fn deallocate(
+            &self,
+            stream: Stream,
+            ptr: *mut u8,
+            bytes: usize,
+            alignment: usize,
+        ) -> Result<()> {
             // SAFETY: undoes the offset of allocate.
-            unsafe { self.0.deallocate(stream, ptr.sub(8), bytes + 256, alignment) }
+            unsafe {
+                self.0
+                    .deallocate(stream, ptr.sub(8), bytes + 256, alignment)
+            }
         }
         fn access(&self) -> Access {
             Access::DEVICE
@@ -427,9 +486,15 @@ mod tests {
 
     fn gpu_upstreams() -> [(&'static str, Factory); 3] {
         [
-            ("cuda", || Ok(AnyResource::new(crate::mr::CudaMemoryResource::new()))),
-            ("managed", || Ok(AnyResource::new(crate::mr::ManagedMemoryResource::new()))),
-            ("cuda_async", || crate::mr::CudaAsyncMemoryResource::new().map(AnyResource::new)),
+            ("cuda", || {
+                Ok(AnyResource::new(crate::mr::CudaMemoryResource::new()))
+            }),
+            ("managed", || {
+                Ok(AnyResource::new(crate::mr::ManagedMemoryResource::new()))
+            }),
+            ("cuda_async", || {
+                crate::mr::CudaAsyncMemoryResource::new().map(AnyResource::new)
+            }),
         ]
     }
 
@@ -438,29 +503,44 @@ mod tests {
     fn gpu_pointers_are_4096_aligned_and_usable() {
         crate::testing::require_gpu();
         for (name, upstream) in gpu_upstreams() {
-            let mr = AnyResource::new(AlignedResourceAdaptor::new(upstream().unwrap(), 4096).unwrap());
+            let mr =
+                AnyResource::new(AlignedResourceAdaptor::new(upstream().unwrap(), 4096).unwrap());
             let mut live = Vec::new();
             for bytes in [1usize, 300, 4096, 5000, 1 << 20, (3 << 20) + 7] {
                 let p = mr.allocate(Stream::DEFAULT, bytes, 256).unwrap();
                 assert_eq!(p as usize % 4096, 0, "{name}: {bytes} bytes at {p:p}");
-                crate::mr::test_harness::check_usable(&mr, p, align_up(bytes, 4096).unwrap(), 0x3c, Stream::DEFAULT);
+                crate::mr::test_harness::check_usable(
+                    &mr,
+                    p,
+                    align_up(bytes, 4096).unwrap(),
+                    0x3c,
+                    Stream::DEFAULT,
+                );
                 live.push((p, bytes));
             }
             for (p, bytes) in live {
                 // SAFETY: from allocate above; check_usable synchronized its work.
                 unsafe { mr.deallocate(Stream::DEFAULT, p, bytes, 256).unwrap() };
             }
-            assert_eq!(mr.downcast_ref::<AlignedResourceAdaptor>().unwrap().over_allocated_count(), 0);
+            assert_eq!(
+                mr.downcast_ref::<AlignedResourceAdaptor>()
+                    .unwrap()
+                    .over_allocated_count(),
+                0
+            );
         }
     }
 
     crate::mr::test_harness::resource_tests!(over_cuda, || {
-        AlignedResourceAdaptor::new(crate::mr::CudaMemoryResource::new(), 4096).map(AnyResource::new)
+        AlignedResourceAdaptor::new(crate::mr::CudaMemoryResource::new(), 4096)
+            .map(AnyResource::new)
     });
     crate::mr::test_harness::resource_tests!(over_managed, || {
-        AlignedResourceAdaptor::new(crate::mr::ManagedMemoryResource::new(), 4096).map(AnyResource::new)
+        AlignedResourceAdaptor::new(crate::mr::ManagedMemoryResource::new(), 4096)
+            .map(AnyResource::new)
     });
     crate::mr::test_harness::resource_tests!(over_cuda_async, || {
-        AlignedResourceAdaptor::new(crate::mr::CudaAsyncMemoryResource::new()?, 4096).map(AnyResource::new)
+        AlignedResourceAdaptor::new(crate::mr::CudaAsyncMemoryResource::new()?, 4096)
+            .map(AnyResource::new)
     });
 }

@@ -31,9 +31,9 @@ use crate::aligned::{align_down, check_alignment, DEFAULT_ALIGNMENT};
 use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
 use crate::mr::detail::arena::SUPERBLOCK_SIZE;
+use crate::mr::detail::arena_impl::Shared;
 use crate::mr::detail::live_set::{granule, FreeCheck, FreeChecks};
 use crate::mr::detail::nvtx_bounds::{self, NvtxBounds};
-use crate::mr::detail::arena_impl::Shared;
 use crate::mr::SimulatedMemoryResource;
 use crate::resource::{Access, MemoryResource};
 use crate::AnyResource;
@@ -185,8 +185,19 @@ impl ArenaMemoryResource {
     ///
     /// # Errors
     /// As [`ArenaMemoryResource::with_options`].
-    pub fn new(upstream: AnyResource, arena_size: Option<usize>, dump_log_on_failure: bool) -> Result<Self> {
-        Self::with_options(upstream, ArenaOptions { arena_size, dump_log_on_failure, ..ArenaOptions::default() })
+    pub fn new(
+        upstream: AnyResource,
+        arena_size: Option<usize>,
+        dump_log_on_failure: bool,
+    ) -> Result<Self> {
+        Self::with_options(
+            upstream,
+            ArenaOptions {
+                arena_size,
+                dump_log_on_failure,
+                ..ArenaOptions::default()
+            },
+        )
     }
 
     /// An arena configured by `options`.
@@ -196,7 +207,9 @@ impl ArenaMemoryResource {
     /// [`Error::OutOfMemory`]) when it cannot provide the arena; driver errors while measuring the
     /// device's free memory.
     pub fn with_options(upstream: AnyResource, options: ArenaOptions) -> Result<Self> {
-        let simulated = upstream.downcast_ref::<SimulatedMemoryResource>().map(SimulatedMemoryResource::capacity);
+        let simulated = upstream
+            .downcast_ref::<SimulatedMemoryResource>()
+            .map(SimulatedMemoryResource::capacity);
         // Synchronize only for memory a GPU can use, never for a simulated device.
         let gpu = if simulated.is_none() && upstream.access().device() && cuda::is_available() {
             Some(cuda::current_device()?)
@@ -210,7 +223,11 @@ impl ArenaMemoryResource {
                 (None, Some(device)) => cuda::mem_info(device)?.0 / 2,
                 (None, None) => {
                     let host = crate::mr::detail::size_guard::host_physical_memory();
-                    if host == 0 { HOST_MODE_DEFAULT_SIZE } else { HOST_MODE_DEFAULT_SIZE.min(host / 2) }
+                    if host == 0 {
+                        HOST_MODE_DEFAULT_SIZE
+                    } else {
+                        HOST_MODE_DEFAULT_SIZE.min(host / 2)
+                    }
                 }
             }
             .max(SUPERBLOCK_SIZE),
@@ -332,7 +349,11 @@ impl MemoryResource for ArenaMemoryResource {
         if bytes == 0 {
             return Ok(std::ptr::null_mut());
         }
-        let ptr = self.live.allocated(self.name(), self.shared.allocate(stream, bytes), granule(bytes, None))?;
+        let ptr = self.live.allocated(
+            self.name(),
+            self.shared.allocate(stream, bytes),
+            granule(bytes, None),
+        )?;
         if let Some(nvtx) = &self.nvtx {
             nvtx.allocated(ptr, bytes);
         }
@@ -343,11 +364,21 @@ impl MemoryResource for ArenaMemoryResource {
     /// [`Error::InvalidArgument`] when frees are checked and `ptr` is not a live allocation of this
     /// arena made with `bytes` (rounded up to 256): a double free, a pointer into an allocation, a
     /// wrong size or another resource's pointer. Nothing is freed then and the arena is unchanged.
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, _alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        _alignment: usize,
+    ) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
-        let free = || self.live.free(self.name(), ptr, granule(bytes, None), || self.shared.deallocate(stream, ptr, bytes));
+        let free = || {
+            self.live.free(self.name(), ptr, granule(bytes, None), || {
+                self.shared.deallocate(stream, ptr, bytes)
+            })
+        };
         match &self.nvtx {
             None => free(),
             Some(nvtx) => nvtx.free(ptr, free),
@@ -375,7 +406,8 @@ impl MemoryResource for ArenaMemoryResource {
     }
 
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.shared, &o.shared))
+        crate::resource::downcast::<Self>(other)
+            .is_some_and(|o| Arc::ptr_eq(&self.shared, &o.shared))
     }
 }
 

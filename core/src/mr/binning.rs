@@ -82,8 +82,16 @@ impl BinningMemoryResource {
 
     fn build_checked(upstream: AnyResource, syncer: Arc<dyn Syncer>, checks: FreeChecks) -> Self {
         let live = FreeCheck::new(checks);
-        let inner = Inner { upstream, bins: RwLock::default(), frozen: OnceLock::new(), syncer, live };
-        Self { inner: Arc::new(inner) }
+        let inner = Inner {
+            upstream,
+            bins: RwLock::default(),
+            frozen: OnceLock::new(),
+            syncer,
+            live,
+        };
+        Self {
+            inner: Arc::new(inner),
+        }
     }
 
     /// Whether frees are checked against the live allocations.
@@ -98,8 +106,17 @@ impl BinningMemoryResource {
     /// [`Error::InvalidArgument`] when `min_size_exponent > max_size_exponent` or the largest bin
     /// does not fit in `usize`; the errors of [`FixedSizeMemoryResource::new`] (each bin
     /// preallocates its first chunk from the upstream).
-    pub fn with_exponents(upstream: AnyResource, min_size_exponent: u32, max_size_exponent: u32) -> Result<Self> {
-        Self::build_with_exponents(upstream, min_size_exponent, max_size_exponent, default_syncer())
+    pub fn with_exponents(
+        upstream: AnyResource,
+        min_size_exponent: u32,
+        max_size_exponent: u32,
+    ) -> Result<Self> {
+        Self::build_with_exponents(
+            upstream,
+            min_size_exponent,
+            max_size_exponent,
+            default_syncer(),
+        )
     }
 
     pub(crate) fn build_with_exponents(
@@ -132,8 +149,14 @@ impl BinningMemoryResource {
     pub fn add_bin(&self, allocation_size: usize, bin_resource: Option<AnyResource>) -> Result<()> {
         let size = align_up(allocation_size, DEFAULT_ALIGNMENT)
             .filter(|&n| n > 0)
-            .ok_or_else(|| Error::invalid(format!("a bin of {allocation_size} bytes cannot be made")))?;
-        let mut bins = self.inner.bins.write().unwrap_or_else(PoisonError::into_inner);
+            .ok_or_else(|| {
+                Error::invalid(format!("a bin of {allocation_size} bytes cannot be made"))
+            })?;
+        let mut bins = self
+            .inner
+            .bins
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         // Checked under the lock the first allocation also takes to set it.
         if self.inner.frozen.get().is_some() {
             return Err(Error::invalid(
@@ -149,15 +172,17 @@ impl BinningMemoryResource {
         let resource = match bin_resource {
             Some(r) => r,
             // This resource checks every free before routing it (when it checks at all).
-            None => AnyResource::new(FixedSizeMemoryResource::build_checked(
-                self.inner.upstream.clone(),
-                size,
-                FixedSizeMemoryResource::DEFAULT_BLOCKS_TO_PREALLOCATE,
-                self.inner.syncer.clone(),
-                CacheLimits::DEFAULT,
-                FreeChecks::Unchecked,
-            )?
-            .frees_verified_by_owner(self.inner.live.mode() == FreeChecks::Checked)),
+            None => AnyResource::new(
+                FixedSizeMemoryResource::build_checked(
+                    self.inner.upstream.clone(),
+                    size,
+                    FixedSizeMemoryResource::DEFAULT_BLOCKS_TO_PREALLOCATE,
+                    self.inner.syncer.clone(),
+                    CacheLimits::DEFAULT,
+                    FreeChecks::Unchecked,
+                )?
+                .frees_verified_by_owner(self.inner.live.mode() == FreeChecks::Checked),
+            ),
         };
         bins.insert(size, resource);
         Ok(())
@@ -165,7 +190,11 @@ impl BinningMemoryResource {
 
     /// The bins, smallest first: (largest request served, resource).
     pub fn bin_resources(&self) -> Vec<(usize, AnyResource)> {
-        let bins = self.inner.bins.read().unwrap_or_else(PoisonError::into_inner);
+        let bins = self
+            .inner
+            .bins
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         bins.iter().map(|(&size, r)| (size, r.clone())).collect()
     }
 
@@ -183,8 +212,15 @@ impl BinningMemoryResource {
             return f(bins.get(i).map_or(&self.inner.upstream, |(_, r)| r));
         }
         // Nothing was allocated yet (a free now is the caller's error, which the resource reports).
-        let bins = self.inner.bins.read().unwrap_or_else(PoisonError::into_inner);
-        let r = bins.range(needed..).next().map_or_else(|| self.inner.upstream.clone(), |(_, r)| r.clone());
+        let bins = self
+            .inner
+            .bins
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let r = bins
+            .range(needed..)
+            .next()
+            .map_or_else(|| self.inner.upstream.clone(), |(_, r)| r.clone());
         drop(bins);
         f(&r)
     }
@@ -201,11 +237,19 @@ impl MemoryResource for BinningMemoryResource {
         }
         if self.inner.frozen.get().is_none() {
             // Holding the write lock orders this against a concurrent `add_bin`.
-            let bins = self.inner.bins.write().unwrap_or_else(PoisonError::into_inner);
-            self.inner.frozen.get_or_init(|| bins.iter().map(|(&size, r)| (size, r.clone())).collect());
+            let bins = self
+                .inner
+                .bins
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            self.inner
+                .frozen
+                .get_or_init(|| bins.iter().map(|(&size, r)| (size, r.clone())).collect());
         }
         let result = self.route(bytes, alignment, |r| r.allocate(stream, bytes, alignment));
-        self.inner.live.allocated(self.name(), result, granule(bytes, Some(alignment)))
+        self.inner
+            .live
+            .allocated(self.name(), result, granule(bytes, Some(alignment)))
     }
 
     /// # Errors
@@ -213,22 +257,38 @@ impl MemoryResource for BinningMemoryResource {
     /// resource made with `bytes` (rounded up to 256) and `alignment` (any up to 256 are one), so
     /// that the free would be routed elsewhere than the allocation; nothing is freed then.
     /// Otherwise the errors of the bin or upstream it is routed to.
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
-        self.inner.live.free(self.name(), ptr, granule(bytes, Some(alignment)), || {
-            // SAFETY: the bins have not changed since the allocation, so this is the resource that
-            // made it (checked against the live allocations unless the caller opted out); the
-            // caller's contract is forwarded.
-            self.route(bytes, alignment, |r| unsafe { r.deallocate(stream, ptr, bytes, alignment) })
-        })
+        self.inner
+            .live
+            .free(self.name(), ptr, granule(bytes, Some(alignment)), || {
+                // SAFETY: the bins have not changed since the allocation, so this is the resource that
+                // made it (checked against the live allocations unless the caller opted out); the
+                // caller's contract is forwarded.
+                self.route(bytes, alignment, |r| unsafe {
+                    r.deallocate(stream, ptr, bytes, alignment)
+                })
+            })
     }
 
     /// What the upstream and every bin provide.
     fn access(&self) -> Access {
-        let bins = self.inner.bins.read().unwrap_or_else(PoisonError::into_inner);
-        bins.values().fold(self.inner.upstream.access(), |a, r| Access::from_bits(a.bits() & r.access().bits()))
+        let bins = self
+            .inner
+            .bins
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        bins.values().fold(self.inner.upstream.access(), |a, r| {
+            Access::from_bits(a.bits() & r.access().bits())
+        })
     }
 
     fn name(&self) -> &str {

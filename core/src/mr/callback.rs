@@ -90,12 +90,24 @@ impl CallbackMemoryResource {
     }
 
     /// A resource made of `allocate` and `deallocate` whose memory has the declared `access`.
-    pub fn with_access(allocate: AllocateCallback, deallocate: DeallocateCallback, access: Access) -> Self {
-        Self { inner: Arc::new(Inner { allocate, deallocate, access }) }
+    pub fn with_access(
+        allocate: AllocateCallback,
+        deallocate: DeallocateCallback,
+        access: Access,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                allocate,
+                deallocate,
+                access,
+            }),
+        }
     }
 
     fn call_deallocate(&self, ptr: *mut u8, bytes: usize, stream: Stream) -> Result<()> {
-        match catch_unwind(AssertUnwindSafe(|| (self.inner.deallocate)(ptr, bytes, stream))) {
+        match catch_unwind(AssertUnwindSafe(|| {
+            (self.inner.deallocate)(ptr, bytes, stream)
+        })) {
             Ok(result) => result,
             Err(payload) => Err(self.panicked("deallocate", payload.as_ref())),
         }
@@ -113,7 +125,9 @@ impl CallbackMemoryResource {
 
 impl fmt::Debug for CallbackMemoryResource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CallbackMemoryResource").field("access", &self.inner.access).finish_non_exhaustive()
+        f.debug_struct("CallbackMemoryResource")
+            .field("access", &self.inner.access)
+            .finish_non_exhaustive()
     }
 }
 
@@ -144,7 +158,13 @@ impl MemoryResource for CallbackMemoryResource {
         Ok(ptr)
     }
 
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, _alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        _alignment: usize,
+    ) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
@@ -172,7 +192,10 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// Callbacks forwarding to `upstream`, counting the calls of each.
-    fn forwarding(upstream: AnyResource, calls: Arc<[AtomicUsize; 2]>) -> (AllocateCallback, DeallocateCallback) {
+    fn forwarding(
+        upstream: AnyResource,
+        calls: Arc<[AtomicUsize; 2]>,
+    ) -> (AllocateCallback, DeallocateCallback) {
         let (up, c) = (upstream.clone(), calls.clone());
         let allocate: AllocateCallback = Arc::new(move |bytes, stream| {
             c[0].fetch_add(1, Ordering::SeqCst);
@@ -199,10 +222,22 @@ mod tests {
         unsafe { mr.deallocate(Stream::DEFAULT, p, 3000, 256).unwrap() };
         assert!(mr.allocate(Stream::DEFAULT, 0, 256).unwrap().is_null());
         // SAFETY: freeing null is a no-op.
-        unsafe { mr.deallocate(Stream::DEFAULT, std::ptr::null_mut(), 0, 256).unwrap() };
-        assert_eq!((calls[0].load(Ordering::SeqCst), calls[1].load(Ordering::SeqCst)), (1, 1));
+        unsafe {
+            mr.deallocate(Stream::DEFAULT, std::ptr::null_mut(), 0, 256)
+                .unwrap()
+        };
+        assert_eq!(
+            (
+                calls[0].load(Ordering::SeqCst),
+                calls[1].load(Ordering::SeqCst)
+            ),
+            (1, 1)
+        );
         assert_eq!(mr.access(), Access::HOST);
-        assert!(matches!(mr.allocate(Stream::DEFAULT, 8, 6), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            mr.allocate(Stream::DEFAULT, 8, 6),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 
     #[test]
@@ -213,11 +248,17 @@ mod tests {
         let mr = CallbackMemoryResource::new(a, d);
         assert_eq!(mr.access(), Access::DEVICE, "the default declaration");
         let e = mr.allocate(Stream::DEFAULT, 2 << 20, 256).unwrap_err();
-        assert!(matches!(&e, Error::OutOfMemory { resource, .. } if resource == "simulated_memory_resource"), "{e}");
+        assert!(
+            matches!(&e, Error::OutOfMemory { resource, .. } if resource == "simulated_memory_resource"),
+            "{e}"
+        );
         let p = mr.allocate(Stream::DEFAULT, 100, 256).unwrap();
         // SAFETY: simulated memory is never dereferenced; the wrong size is rejected by the upstream.
         unsafe {
-            assert!(matches!(mr.deallocate(Stream::DEFAULT, p, 99, 256), Err(Error::InvalidArgument(_))));
+            assert!(matches!(
+                mr.deallocate(Stream::DEFAULT, p, 99, 256),
+                Err(Error::InvalidArgument(_))
+            ));
             mr.deallocate(Stream::DEFAULT, p, 100, 256).unwrap();
         }
         assert_eq!(gpu.usage().allocated_bytes, 0);
@@ -231,22 +272,40 @@ mod tests {
         );
         let e = mr.allocate(Stream::DEFAULT, 64, 256).unwrap_err();
         assert!(matches!(e, Error::Unsupported(_)), "{e}");
-        assert!(e.to_string().contains("allocate callback panicked (no memory for 64 bytes today)"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("allocate callback panicked (no memory for 64 bytes today)"),
+            "{e}"
+        );
         // SAFETY: the pointer is never dereferenced; the callback panics before using it.
         let e = unsafe { mr.deallocate(Stream::DEFAULT, 0x1000 as *mut u8, 64, 256) }.unwrap_err();
-        assert!(matches!(e, Error::Unsupported(_)) && e.to_string().contains("deallocate callback panicked"), "{e}");
+        assert!(
+            matches!(e, Error::Unsupported(_))
+                && e.to_string().contains("deallocate callback panicked"),
+            "{e}"
+        );
         let s = CallbackMemoryResource::new(
             Arc::new(|_, _| std::panic::panic_any(17u32)),
             Arc::new(|_, _, _| Ok(())),
         );
-        assert!(s.allocate(Stream::DEFAULT, 1, 1).unwrap_err().to_string().contains("non-string panic payload"));
+        assert!(s
+            .allocate(Stream::DEFAULT, 1, 1)
+            .unwrap_err()
+            .to_string()
+            .contains("non-string panic payload"));
     }
 
     #[test]
     fn null_and_misaligned_answers_are_caught() {
-        let null = CallbackMemoryResource::new(Arc::new(|_, _| Ok(std::ptr::null_mut())), Arc::new(|_, _, _| Ok(())));
+        let null = CallbackMemoryResource::new(
+            Arc::new(|_, _| Ok(std::ptr::null_mut())),
+            Arc::new(|_, _, _| Ok(())),
+        );
         let e = null.allocate(Stream::DEFAULT, 64, 256).unwrap_err();
-        assert!(e.is_out_of_memory() && e.to_string().contains("returned null"), "{e}");
+        assert!(
+            e.is_out_of_memory() && e.to_string().contains("returned null"),
+            "{e}"
+        );
 
         let freed = Arc::new(AtomicUsize::new(0));
         let seen = freed.clone();
@@ -258,14 +317,31 @@ mod tests {
             }),
         );
         let e = skewed.allocate(Stream::DEFAULT, 64, 256).unwrap_err();
-        assert!(matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("not 256-byte aligned"), "{e}");
-        assert_eq!(freed.load(Ordering::SeqCst), 0x1_0010, "the misaligned pointer was handed back");
-        assert_eq!(skewed.allocate(Stream::DEFAULT, 64, 16).unwrap() as usize, 0x1_0010, "16-byte alignment is met");
+        assert!(
+            matches!(e, Error::InvalidArgument(_))
+                && e.to_string().contains("not 256-byte aligned"),
+            "{e}"
+        );
+        assert_eq!(
+            freed.load(Ordering::SeqCst),
+            0x1_0010,
+            "the misaligned pointer was handed back"
+        );
+        assert_eq!(
+            skewed.allocate(Stream::DEFAULT, 64, 16).unwrap() as usize,
+            0x1_0010,
+            "16-byte alignment is met"
+        );
     }
 
     #[test]
     fn clones_share_the_functions_and_only_they_are_equal() {
-        let make = || CallbackMemoryResource::new(Arc::new(|_, _| Ok(std::ptr::null_mut())), Arc::new(|_, _, _| Ok(())));
+        let make = || {
+            CallbackMemoryResource::new(
+                Arc::new(|_, _| Ok(std::ptr::null_mut())),
+                Arc::new(|_, _, _| Ok(())),
+            )
+        };
         let a = make();
         assert!(a.is_equal(&a.clone()) && a.is_equal(&AnyResource::new(a.clone())));
         assert!(!a.is_equal(&make()));
@@ -276,7 +352,10 @@ mod tests {
     /// A device-accessible callback resource forwarding to `upstream` (GPU tests).
     fn over(upstream: AnyResource) -> AnyResource {
         let access = upstream.access();
-        let (a, d) = forwarding(upstream, Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]));
+        let (a, d) = forwarding(
+            upstream,
+            Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]),
+        );
         AnyResource::new(CallbackMemoryResource::with_access(a, d, access))
     }
 

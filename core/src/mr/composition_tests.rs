@@ -22,8 +22,9 @@ use proptest::sample::Index;
 
 use crate::cuda::Stream;
 use crate::mr::{
-    AlignedResourceAdaptor, CallbackMemoryResource, FailureCallbackResourceAdaptor, LimitingResourceAdaptor,
-    PrefetchResourceAdaptor, SimulatedMemoryResource, ThreadSafeResourceAdaptor,
+    AlignedResourceAdaptor, CallbackMemoryResource, FailureCallbackResourceAdaptor,
+    LimitingResourceAdaptor, PrefetchResourceAdaptor, SimulatedMemoryResource,
+    ThreadSafeResourceAdaptor,
 };
 use crate::testing::Probe;
 use crate::{Access, AnyResource, MemoryResource};
@@ -63,7 +64,10 @@ fn layers() -> impl Strategy<Value = Vec<Layer>> {
     )
         .prop_flat_map(|(alignment, threshold, limit)| {
             Just(vec![
-                Layer::Aligned { alignment, threshold },
+                Layer::Aligned {
+                    alignment,
+                    threshold,
+                },
                 Layer::Limiting { limit },
                 Layer::FailureCallback,
                 Layer::Prefetch,
@@ -100,13 +104,19 @@ struct Stack {
 
 impl Stack {
     fn build(base: AnyResource, layers: &[Layer], ballast_bytes: usize) -> Stack {
-        let ballast = Arc::new(Mutex::new(Some(base.allocate(Stream::DEFAULT, ballast_bytes, 256).unwrap() as usize)));
+        let ballast = Arc::new(Mutex::new(Some(
+            base.allocate(Stream::DEFAULT, ballast_bytes, 256).unwrap() as usize,
+        )));
         let mut top = base.clone();
         let (mut limiting, mut aligned) = (None, None);
         for layer in layers {
             top = match *layer {
-                Layer::Aligned { alignment, threshold } => {
-                    let a = AlignedResourceAdaptor::with_threshold(top, alignment, threshold).unwrap();
+                Layer::Aligned {
+                    alignment,
+                    threshold,
+                } => {
+                    let a =
+                        AlignedResourceAdaptor::with_threshold(top, alignment, threshold).unwrap();
                     aligned = Some(a.clone());
                     AnyResource::new(a)
                 }
@@ -122,7 +132,15 @@ impl Stack {
                         Arc::new(move |_bytes| match ballast.lock().unwrap().take() {
                             Some(p) => {
                                 // SAFETY: the ballast came from `base` with these arguments.
-                                unsafe { base.deallocate(Stream::DEFAULT, p as *mut u8, ballast_bytes, 256).unwrap() };
+                                unsafe {
+                                    base.deallocate(
+                                        Stream::DEFAULT,
+                                        p as *mut u8,
+                                        ballast_bytes,
+                                        256,
+                                    )
+                                    .unwrap()
+                                };
                                 true
                             }
                             None => false,
@@ -134,7 +152,9 @@ impl Stack {
                 Layer::Callback => {
                     let (up, down) = (top.clone(), top.clone());
                     AnyResource::new(CallbackMemoryResource::with_access(
-                        Arc::new(move |bytes, stream| up.allocate(stream, bytes, MAX_CALL_ALIGNMENT)),
+                        Arc::new(move |bytes, stream| {
+                            up.allocate(stream, bytes, MAX_CALL_ALIGNMENT)
+                        }),
                         Arc::new(move |p, bytes, stream| {
                             // SAFETY: the resource returns only what `allocate` gave, with its size.
                             unsafe { down.deallocate(stream, p, bytes, MAX_CALL_ALIGNMENT) }
@@ -169,7 +189,11 @@ impl Stack {
     fn drop_ballast(&self) {
         if let Some(p) = self.ballast.lock().unwrap().take() {
             // SAFETY: the ballast came from `base` with these arguments.
-            unsafe { self.base.deallocate(Stream::DEFAULT, p as *mut u8, self.ballast_bytes, 256).unwrap() };
+            unsafe {
+                self.base
+                    .deallocate(Stream::DEFAULT, p as *mut u8, self.ballast_bytes, 256)
+                    .unwrap()
+            };
         }
     }
 }
@@ -179,10 +203,16 @@ type Live = BTreeMap<usize, (usize, usize, u8)>;
 
 fn check_no_overlap(live: &Live, addr: usize, bytes: usize) -> Result<(), TestCaseError> {
     if let Some((&prev, &(prev_bytes, _, _))) = live.range(..=addr).next_back() {
-        prop_assert!(prev + prev_bytes <= addr, "{addr:#x}+{bytes} overlaps {prev:#x}+{prev_bytes}");
+        prop_assert!(
+            prev + prev_bytes <= addr,
+            "{addr:#x}+{bytes} overlaps {prev:#x}+{prev_bytes}"
+        );
     }
     if let Some((&next, &(next_bytes, _, _))) = live.range(addr..).next() {
-        prop_assert!(addr + bytes <= next, "{addr:#x}+{bytes} overlaps {next:#x}+{next_bytes}");
+        prop_assert!(
+            addr + bytes <= next,
+            "{addr:#x}+{bytes} overlaps {next:#x}+{next_bytes}"
+        );
     }
     Ok(())
 }
@@ -194,23 +224,34 @@ fn run(stack: &Stack, ops: &[Op]) -> Result<(), TestCaseError> {
     let limit = stack.limiting.allocation_limit();
     for op in ops {
         match *op {
-            Op::Alloc { bytes, alignment } => match stack.top.allocate(Stream::DEFAULT, bytes, alignment) {
-                Ok(p) if bytes == 0 => prop_assert!(p.is_null()),
-                Ok(p) => {
-                    let addr = p as usize;
-                    let promised = stack.promised(bytes, alignment);
-                    prop_assert_eq!(addr % promised, 0, "{} bytes at {:#x}, promised {}", bytes, addr, promised);
-                    check_no_overlap(&live, addr, bytes)?;
-                    tag = tag.wrapping_add(1);
-                    if stack.writable {
-                        // SAFETY: host memory, valid for `bytes` bytes and not shared with any other
-                        // live allocation (checked just above).
-                        unsafe { (*p, *p.add(bytes - 1)) = (tag, tag) };
+            Op::Alloc { bytes, alignment } => {
+                match stack.top.allocate(Stream::DEFAULT, bytes, alignment) {
+                    Ok(p) if bytes == 0 => prop_assert!(p.is_null()),
+                    Ok(p) => {
+                        let addr = p as usize;
+                        let promised = stack.promised(bytes, alignment);
+                        prop_assert_eq!(
+                            addr % promised,
+                            0,
+                            "{} bytes at {:#x}, promised {}",
+                            bytes,
+                            addr,
+                            promised
+                        );
+                        check_no_overlap(&live, addr, bytes)?;
+                        tag = tag.wrapping_add(1);
+                        if stack.writable {
+                            // SAFETY: host memory, valid for `bytes` bytes and not shared with any other
+                            // live allocation (checked just above).
+                            unsafe { (*p, *p.add(bytes - 1)) = (tag, tag) };
+                        }
+                        live.insert(addr, (bytes, alignment, tag));
                     }
-                    live.insert(addr, (bytes, alignment, tag));
+                    Err(e) => {
+                        prop_assert!(e.is_out_of_memory(), "only out-of-memory may fail: {}", e)
+                    }
                 }
-                Err(e) => prop_assert!(e.is_out_of_memory(), "only out-of-memory may fail: {}", e),
-            },
+            }
             Op::Free(index) => {
                 if live.is_empty() {
                     continue;
@@ -231,12 +272,23 @@ fn run(stack: &Stack, ops: &[Op]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn free(stack: &Stack, addr: usize, bytes: usize, alignment: usize, tag: u8) -> Result<(), TestCaseError> {
+fn free(
+    stack: &Stack,
+    addr: usize,
+    bytes: usize,
+    alignment: usize,
+    tag: u8,
+) -> Result<(), TestCaseError> {
     let p = addr as *mut u8;
     if stack.writable {
         // SAFETY: live host memory of `bytes` bytes, tagged at allocation.
         let seen = unsafe { (*p, *p.add(bytes - 1)) };
-        prop_assert_eq!(seen, (tag, tag), "allocation at {:#x} was overwritten", addr);
+        prop_assert_eq!(
+            seen,
+            (tag, tag),
+            "allocation at {:#x} was overwritten",
+            addr
+        );
     }
     // SAFETY: `p` came from the top resource with these arguments and is freed once.
     let freed = unsafe { stack.top.deallocate(Stream::DEFAULT, p, bytes, alignment) };
@@ -271,22 +323,58 @@ proptest! {
 #[test]
 fn fixed_orders_over_both_bases() {
     use Layer::*;
-    let aligned = || Aligned { alignment: 4096, threshold: 4 * KIB };
+    let aligned = || Aligned {
+        alignment: 4096,
+        threshold: 4 * KIB,
+    };
     let orders: [Vec<Layer>; 3] = [
-        vec![Callback, ThreadSafe, Prefetch, FailureCallback, Limiting { limit: 6 * MIB }, aligned()],
-        vec![aligned(), Limiting { limit: 6 * MIB }, FailureCallback, Prefetch, ThreadSafe, Callback],
-        vec![Limiting { limit: 4 * MIB }, Callback, aligned(), ThreadSafe, FailureCallback, Prefetch],
+        vec![
+            Callback,
+            ThreadSafe,
+            Prefetch,
+            FailureCallback,
+            Limiting { limit: 6 * MIB },
+            aligned(),
+        ],
+        vec![
+            aligned(),
+            Limiting { limit: 6 * MIB },
+            FailureCallback,
+            Prefetch,
+            ThreadSafe,
+            Callback,
+        ],
+        vec![
+            Limiting { limit: 4 * MIB },
+            Callback,
+            aligned(),
+            ThreadSafe,
+            FailureCallback,
+            Prefetch,
+        ],
     ];
     use proptest::strategy::ValueTree;
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     for layers in &orders {
         let ops = ops().new_tree(&mut runner).unwrap().current();
         let gpu = SimulatedMemoryResource::new(8 * MIB).unwrap();
-        run(&Stack::build(AnyResource::new(gpu.clone()), layers, 2 * MIB), &ops).unwrap();
+        run(
+            &Stack::build(AnyResource::new(gpu.clone()), layers, 2 * MIB),
+            &ops,
+        )
+        .unwrap();
         assert_eq!(gpu.usage().allocated_bytes, 0, "{layers:?}");
         let probe = AnyResource::new(Probe::new(Access::HOST));
         run(&Stack::build(probe.clone(), layers, MIB), &ops).unwrap();
-        assert_eq!(probe.downcast_ref::<Probe>().unwrap().live.load(Ordering::SeqCst), 0, "{layers:?}");
+        assert_eq!(
+            probe
+                .downcast_ref::<Probe>()
+                .unwrap()
+                .live
+                .load(Ordering::SeqCst),
+            0,
+            "{layers:?}"
+        );
     }
 }
 
@@ -295,7 +383,17 @@ fn fixed_orders_over_both_bases() {
 fn threads_share_a_stack() {
     use Layer::*;
     let gpu = SimulatedMemoryResource::new(16 * MIB).unwrap();
-    let layers = [Callback, Aligned { alignment: 4096, threshold: 0 }, Limiting { limit: 8 * MIB }, FailureCallback, ThreadSafe, Prefetch];
+    let layers = [
+        Callback,
+        Aligned {
+            alignment: 4096,
+            threshold: 0,
+        },
+        Limiting { limit: 8 * MIB },
+        FailureCallback,
+        ThreadSafe,
+        Prefetch,
+    ];
     let stack = Stack::build(AnyResource::new(gpu.clone()), &layers, 4 * MIB);
     let live = Mutex::new(Live::new());
     std::thread::scope(|scope| {
@@ -327,14 +425,24 @@ fn threads_share_a_stack() {
                         let (addr, bytes) = mine.swap_remove((next() % mine.len() as u64) as usize);
                         live.lock().unwrap().remove(&addr);
                         // SAFETY: from allocate above with these arguments.
-                        unsafe { stack.top.deallocate(Stream::DEFAULT, addr as *mut u8, bytes, 256).unwrap() };
+                        unsafe {
+                            stack
+                                .top
+                                .deallocate(Stream::DEFAULT, addr as *mut u8, bytes, 256)
+                                .unwrap()
+                        };
                     }
                     assert!(stack.limiting.allocated_bytes() <= 8 * MIB);
                 }
                 for (addr, bytes) in mine {
                     live.lock().unwrap().remove(&addr);
                     // SAFETY: from allocate above with these arguments.
-                    unsafe { stack.top.deallocate(Stream::DEFAULT, addr as *mut u8, bytes, 256).unwrap() };
+                    unsafe {
+                        stack
+                            .top
+                            .deallocate(Stream::DEFAULT, addr as *mut u8, bytes, 256)
+                            .unwrap()
+                    };
                 }
             });
         }

@@ -29,7 +29,12 @@ impl CudaMemoryResource {
     }
 }
 
-stateless_driver_resource!(CudaMemoryResource, DriverMemory::Device, Access::DEVICE, "cuda_memory_resource");
+stateless_driver_resource!(
+    CudaMemoryResource,
+    DriverMemory::Device,
+    Access::DEVICE,
+    "cuda_memory_resource"
+);
 
 #[cfg(test)]
 mod tests {
@@ -43,8 +48,14 @@ mod tests {
         let mr = CudaMemoryResource::new();
         assert_eq!(mr.access(), Access::DEVICE);
         assert!(mr.is_equal(&CudaMemoryResource::new()));
-        assert!(matches!(mr.allocate(Stream::DEFAULT, 64, 3), Err(Error::InvalidArgument(_))));
-        assert!(matches!(mr.allocate(Stream::DEFAULT, 64, 512), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            mr.allocate(Stream::DEFAULT, 64, 3),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            mr.allocate(Stream::DEFAULT, 64, 512),
+            Err(Error::InvalidArgument(_))
+        ));
         assert!(mr.allocate(Stream::DEFAULT, 0, 256).unwrap().is_null());
         if cuda::is_host_mode() {
             let e = mr.allocate(Stream::DEFAULT, 64, 256).unwrap_err();

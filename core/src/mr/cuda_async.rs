@@ -92,7 +92,11 @@ impl Drop for Inner {
         let _guard = match DeviceGuard::new(self.device) {
             Ok(guard) => guard,
             Err(e) => {
-                tracing::error!("cannot destroy memory pool {:#x} of device {}: {e}", self.pool, self.device);
+                tracing::error!(
+                    "cannot destroy memory pool {:#x} of device {}: {e}",
+                    self.pool,
+                    self.device
+                );
                 return;
             }
         };
@@ -158,12 +162,16 @@ impl CudaAsyncMemoryResource {
             Ok(pool) => pool,
             // The attribute said yes but the system cannot (e.g. fabric handles without IMEX).
             Err(mempool::CreateError::HandleTypes(cause)) => {
-                return Err(Error::Unsupported(format!("{HANDLE_TYPE_UNSUPPORTED} ({cause})")));
+                return Err(Error::Unsupported(format!(
+                    "{HANDLE_TYPE_UNSUPPORTED} ({cause})"
+                )));
             }
             Err(mempool::CreateError::Other(e)) => return Err(e),
         };
         // From here on, dropping `mr` (also on error) destroys the pool.
-        let mr = Self { inner: Arc::new(Inner { pool, device }) };
+        let mr = Self {
+            inner: Arc::new(Inner { pool, device }),
+        };
         mempool::set_u64(
             mr.pool_handle(),
             PoolAttribute::ReleaseThreshold,
@@ -208,7 +216,9 @@ impl CudaAsyncMemoryResource {
     /// A resource around a null pool, for host-mode tests of the shared-state semantics.
     #[cfg(test)]
     pub(crate) fn null_for_tests() -> Self {
-        Self { inner: Arc::new(Inner { pool: 0, device: 0 }) }
+        Self {
+            inner: Arc::new(Inner { pool: 0, device: 0 }),
+        }
     }
 }
 
@@ -217,7 +227,13 @@ impl MemoryResource for CudaAsyncMemoryResource {
         mempool::allocate(self.inner.pool, stream, bytes, alignment, self.name())
     }
 
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, _bytes: usize, _alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        _bytes: usize,
+        _alignment: usize,
+    ) -> Result<()> {
         // SAFETY: forwarded caller contract (`ptr` came from this pool).
         unsafe { mempool::deallocate(stream, ptr) }
     }
@@ -233,7 +249,6 @@ impl MemoryResource for CudaAsyncMemoryResource {
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
         crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.inner, &o.inner))
     }
-
 }
 
 #[cfg(test)]
@@ -249,7 +264,9 @@ mod tests {
         }
         for options in [
             CudaAsyncOptions::default(),
-            CudaAsyncOptions::default().initial_pool_size(1 << 20).release_threshold(0),
+            CudaAsyncOptions::default()
+                .initial_pool_size(1 << 20)
+                .release_threshold(0),
             CudaAsyncOptions::default().export_handle_type(ExportHandleType::Fabric),
         ] {
             let e = CudaAsyncMemoryResource::with_options(options).unwrap_err();
@@ -262,9 +279,19 @@ mod tests {
     #[test]
     fn options_default_to_rmm_defaults() {
         let o = CudaAsyncOptions::default();
-        assert_eq!((o.initial_pool_size, o.release_threshold, o.export_handle_type), (None, None, None));
+        assert_eq!(
+            (
+                o.initial_pool_size,
+                o.release_threshold,
+                o.export_handle_type
+            ),
+            (None, None, None)
+        );
         let o = o.release_threshold(5).initial_pool_size(7);
-        assert_eq!((o.initial_pool_size, o.release_threshold), (Some(7), Some(5)));
+        assert_eq!(
+            (o.initial_pool_size, o.release_threshold),
+            (Some(7), Some(5))
+        );
         assert_eq!(ExportHandleType::PosixFileDescriptor.bits(), 1);
         assert_eq!(ExportHandleType::Fabric.bits(), 8);
     }
@@ -283,11 +310,15 @@ mod tests {
 
     #[test]
     fn arguments_are_checked_before_the_driver() {
-        crate::testing::assert_arguments_checked_before_the_driver(&CudaAsyncMemoryResource::null_for_tests());
+        crate::testing::assert_arguments_checked_before_the_driver(
+            &CudaAsyncMemoryResource::null_for_tests(),
+        );
     }
 
     fn gpu_test_lock() -> std::sync::RwLockWriteGuard<'static, ()> {
-        crate::mr::test_harness::DEVICE_MEMORY.write().unwrap_or_else(|e| e.into_inner())
+        crate::mr::test_harness::DEVICE_MEMORY
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     #[test]
@@ -295,7 +326,10 @@ mod tests {
     fn priming_reserves_the_initial_size() {
         crate::testing::require_gpu();
         let initial = 64usize << 20;
-        let mr = CudaAsyncMemoryResource::with_options(CudaAsyncOptions::default().initial_pool_size(initial)).unwrap();
+        let mr = CudaAsyncMemoryResource::with_options(
+            CudaAsyncOptions::default().initial_pool_size(initial),
+        )
+        .unwrap();
         assert!(mr.reserved_bytes().unwrap() >= initial as u64);
         assert_eq!(mr.used_bytes().unwrap(), 0);
         assert_eq!(mr.release_threshold().unwrap(), u64::MAX);
@@ -306,7 +340,10 @@ mod tests {
         unsafe { mr.deallocate_sync(p, 1 << 20, 256).unwrap() };
         Stream::DEFAULT.synchronize().unwrap();
         assert_eq!(mr.used_bytes().unwrap(), 0);
-        assert!(mr.reserved_bytes().unwrap() >= initial as u64, "the default threshold keeps memory");
+        assert!(
+            mr.reserved_bytes().unwrap() >= initial as u64,
+            "the default threshold keeps memory"
+        );
     }
 
     #[test]
@@ -328,7 +365,10 @@ mod tests {
         std::thread::scope(|s| {
             s.spawn(|| {
                 // SAFETY: from allocate above; nothing uses it.
-                unsafe { mr.deallocate(Stream::DEFAULT, allocated as *mut u8, 1 << 20, 256).unwrap() };
+                unsafe {
+                    mr.deallocate(Stream::DEFAULT, allocated as *mut u8, 1 << 20, 256)
+                        .unwrap()
+                };
                 Stream::DEFAULT.synchronize().unwrap();
             });
         });
@@ -339,7 +379,9 @@ mod tests {
     #[ignore = "needs a CUDA GPU"]
     fn zero_release_threshold_returns_memory_at_synchronization() {
         crate::testing::require_gpu();
-        let mr = CudaAsyncMemoryResource::with_options(CudaAsyncOptions::default().release_threshold(0)).unwrap();
+        let mr =
+            CudaAsyncMemoryResource::with_options(CudaAsyncOptions::default().release_threshold(0))
+                .unwrap();
         assert_eq!(mr.release_threshold().unwrap(), 0);
         let p = mr.allocate(Stream::DEFAULT, 64 << 20, 256).unwrap();
         assert!(mr.reserved_bytes().unwrap() >= 64 << 20);
@@ -347,7 +389,10 @@ mod tests {
         unsafe { mr.deallocate(Stream::DEFAULT, p, 64 << 20, 256).unwrap() };
         Stream::DEFAULT.synchronize().unwrap();
         let reserved = mr.reserved_bytes().unwrap();
-        assert!(reserved < 64 << 20, "a zero threshold gives memory back at synchronization ({reserved} kept)");
+        assert!(
+            reserved < 64 << 20,
+            "a zero threshold gives memory back at synchronization ({reserved} kept)"
+        );
     }
 
     #[test]
@@ -358,24 +403,41 @@ mod tests {
         let device = cuda::current_device().unwrap();
         let initial = 4usize << 30;
         let (free_before, _) = cuda::mem_info(device).unwrap();
-        let mr = CudaAsyncMemoryResource::with_options(CudaAsyncOptions::default().initial_pool_size(initial)).unwrap();
+        let mr = CudaAsyncMemoryResource::with_options(
+            CudaAsyncOptions::default().initial_pool_size(initial),
+        )
+        .unwrap();
         let clone = mr.clone();
         let (free_primed, _) = cuda::mem_info(device).unwrap();
-        assert!(free_primed + initial / 2 <= free_before, "priming took device memory");
+        assert!(
+            free_primed + initial / 2 <= free_before,
+            "priming took device memory"
+        );
         drop(mr);
         let (free_one_left, _) = cuda::mem_info(device).unwrap();
-        assert!(free_one_left + initial / 2 <= free_before, "a clone still holds the pool");
+        assert!(
+            free_one_left + initial / 2 <= free_before,
+            "a clone still holds the pool"
+        );
         drop(clone);
         let (free_after, _) = cuda::mem_info(device).unwrap();
-        assert!(free_after >= free_primed + initial / 2, "the pool was destroyed: {free_after} vs {free_primed}");
+        assert!(
+            free_after >= free_primed + initial / 2,
+            "the pool was destroyed: {free_after} vs {free_primed}"
+        );
     }
 
     #[test]
     #[ignore = "needs a CUDA GPU"]
     fn export_handle_types_work_or_are_unsupported() {
         crate::testing::require_gpu();
-        for kind in [ExportHandleType::PosixFileDescriptor, ExportHandleType::Fabric] {
-            match CudaAsyncMemoryResource::with_options(CudaAsyncOptions::default().export_handle_type(kind)) {
+        for kind in [
+            ExportHandleType::PosixFileDescriptor,
+            ExportHandleType::Fabric,
+        ] {
+            match CudaAsyncMemoryResource::with_options(
+                CudaAsyncOptions::default().export_handle_type(kind),
+            ) {
                 Ok(mr) => {
                     let p = mr.allocate(Stream::DEFAULT, 1 << 20, 256).unwrap();
                     // SAFETY: from allocate above.

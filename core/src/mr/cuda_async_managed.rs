@@ -4,7 +4,6 @@
 //! The default pool belongs to the driver: the resource never destroys it. Two resources are equal
 //! when they use the same pool (the same device).
 
-
 use crate::cuda::mempool::{self, PoolHandle};
 use crate::cuda::{self, device::ensure_context, DeviceId, Stream};
 use crate::error::{Error, Result};
@@ -81,7 +80,13 @@ impl MemoryResource for CudaAsyncManagedMemoryResource {
         })
     }
 
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, _bytes: usize, _alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        _bytes: usize,
+        _alignment: usize,
+    ) -> Result<()> {
         // SAFETY: forwarded caller contract (`ptr` came from this pool).
         unsafe { mempool::deallocate(stream, ptr) }
     }
@@ -97,7 +102,6 @@ impl MemoryResource for CudaAsyncManagedMemoryResource {
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
         crate::resource::downcast::<Self>(other).is_some_and(|o| o.pool == self.pool)
     }
-
 }
 
 #[cfg(test)]
@@ -144,13 +148,19 @@ mod tests {
         crate::testing::require_gpu();
         let device = cuda::current_device().unwrap();
         if !CudaAsyncManagedMemoryResource::is_supported_on(device) {
-            crate::testing::skip("cuda_async_managed::memory_is_managed", "managed memory pools not supported");
+            crate::testing::skip(
+                "cuda_async_managed::memory_is_managed",
+                "managed memory pools not supported",
+            );
             return;
         }
         let mr = CudaAsyncManagedMemoryResource::new().unwrap();
         assert_ne!(mr.pool_handle(), 0);
         assert_eq!(mr.device(), device);
-        assert!(mr.is_equal(&CudaAsyncManagedMemoryResource::new().unwrap()), "one default pool per device");
+        assert!(
+            mr.is_equal(&CudaAsyncManagedMemoryResource::new().unwrap()),
+            "one default pool per device"
+        );
         let p = mr.allocate_sync(4096, 256).unwrap();
         assert!(cuda::memory::is_managed(p));
         // SAFETY: managed memory, host-accessible, valid for 4096 bytes; nothing queued uses it.
@@ -169,7 +179,10 @@ mod tests {
         match CudaAsyncManagedMemoryResource::new() {
             Ok(_) => assert!(CudaAsyncManagedMemoryResource::is_supported_on(device)),
             Err(Error::Unsupported(msg)) => {
-                assert!(!CudaAsyncManagedMemoryResource::is_supported_on(device), "{msg}");
+                assert!(
+                    !CudaAsyncManagedMemoryResource::is_supported_on(device),
+                    "{msg}"
+                );
             }
             Err(e) => panic!("unexpected error {e}"),
         }

@@ -3,10 +3,9 @@
 //!
 //! Stateful: it holds the pool handle; two views are equal when they use the same pool.
 
-
+use crate::cuda::mempool::{self, PoolHandle};
 use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
-use crate::cuda::mempool::{self, PoolHandle};
 use crate::mr::CudaAsyncMemoryResource;
 use crate::resource::{Access, MemoryResource};
 
@@ -49,7 +48,10 @@ impl CudaAsyncViewMemoryResource {
             return Err(Error::invalid("Unexpected null pool handle."));
         }
         cuda::device::ensure_context()?;
-        Ok(Self { pool: handle, owner: None })
+        Ok(Self {
+            pool: handle,
+            owner: None,
+        })
     }
 
     /// The viewed pool's handle as an integer.
@@ -66,7 +68,10 @@ impl CudaAsyncViewMemoryResource {
 impl From<&CudaAsyncMemoryResource> for CudaAsyncViewMemoryResource {
     /// A view of `owner`'s pool that shares ownership of it: the pool lives while the view does.
     fn from(owner: &CudaAsyncMemoryResource) -> Self {
-        Self { pool: owner.pool_handle(), owner: Some(owner.clone()) }
+        Self {
+            pool: owner.pool_handle(),
+            owner: Some(owner.clone()),
+        }
     }
 }
 
@@ -75,7 +80,13 @@ impl MemoryResource for CudaAsyncViewMemoryResource {
         mempool::allocate(self.pool, stream, bytes, alignment, self.name())
     }
 
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, _bytes: usize, _alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        _bytes: usize,
+        _alignment: usize,
+    ) -> Result<()> {
         // SAFETY: forwarded caller contract (`ptr` came from this pool).
         unsafe { mempool::deallocate(stream, ptr) }
     }
@@ -101,7 +112,6 @@ impl MemoryResource for CudaAsyncViewMemoryResource {
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
         crate::resource::downcast::<Self>(other).is_some_and(|o| o.pool == self.pool)
     }
-
 }
 
 #[cfg(test)]
@@ -166,7 +176,10 @@ mod tests {
         let view = unsafe { CudaAsyncViewMemoryResource::from_raw(owner.pool_handle()) }.unwrap();
         assert!(view.is_equal(&view.clone()));
         let p = view.allocate(Stream::DEFAULT, 1 << 20, 256).unwrap();
-        assert!(owner.used_bytes().unwrap() >= 1 << 20, "the view allocates from the owner's pool");
+        assert!(
+            owner.used_bytes().unwrap() >= 1 << 20,
+            "the view allocates from the owner's pool"
+        );
         // SAFETY: from allocate above.
         unsafe { view.deallocate_sync(p, 1 << 20, 256).unwrap() };
         drop(view);

@@ -62,13 +62,27 @@ pub struct FailureCallbackResourceAdaptor {
 impl FailureCallbackResourceAdaptor {
     /// Calls `callback(bytes)` whenever `upstream` is out of memory, retrying while it returns true.
     pub fn new<R: MemoryResource>(upstream: R, callback: FailureCallback) -> Self {
-        Self { upstream: AnyResource::new(upstream), callback, retry_limit: None, identity: Arc::new(()) }
+        Self {
+            upstream: AnyResource::new(upstream),
+            callback,
+            retry_limit: None,
+            identity: Arc::new(()),
+        }
     }
 
     /// As [`FailureCallbackResourceAdaptor::new`], but gives up after `max_retries` retries of one
     /// request even if the callback keeps returning true.
-    pub fn with_retry_limit<R: MemoryResource>(upstream: R, callback: FailureCallback, max_retries: usize) -> Self {
-        Self { upstream: AnyResource::new(upstream), callback, retry_limit: Some(max_retries), identity: Arc::new(()) }
+    pub fn with_retry_limit<R: MemoryResource>(
+        upstream: R,
+        callback: FailureCallback,
+        max_retries: usize,
+    ) -> Self {
+        Self {
+            upstream: AnyResource::new(upstream),
+            callback,
+            retry_limit: Some(max_retries),
+            identity: Arc::new(()),
+        }
     }
 
     /// The upstream resource (RMM's `get_upstream_resource`).
@@ -99,9 +113,21 @@ impl fmt::Debug for FailureCallbackResourceAdaptor {
 /// Appends `extra` to an out-of-memory error's detail.
 fn with_detail(error: Error, extra: String) -> Error {
     match error {
-        Error::OutOfMemory { bytes, resource, detail } => {
-            let detail = if detail.is_empty() { extra } else { format!("{detail}; {extra}") };
-            Error::OutOfMemory { bytes, resource, detail }
+        Error::OutOfMemory {
+            bytes,
+            resource,
+            detail,
+        } => {
+            let detail = if detail.is_empty() {
+                extra
+            } else {
+                format!("{detail}; {extra}")
+            };
+            Error::OutOfMemory {
+                bytes,
+                resource,
+                detail,
+            }
         }
         other => other,
     }
@@ -116,7 +142,10 @@ impl MemoryResource for FailureCallbackResourceAdaptor {
                 done => return done,
             };
             if self.retry_limit.is_some_and(|limit| retries >= limit) {
-                return Err(with_detail(error, format!("gave up after {retries} retries")));
+                return Err(with_detail(
+                    error,
+                    format!("gave up after {retries} retries"),
+                ));
             }
             match catch_unwind(AssertUnwindSafe(|| (self.callback)(bytes))) {
                 Ok(true) => retries += 1,
@@ -124,13 +153,22 @@ impl MemoryResource for FailureCallbackResourceAdaptor {
                 Err(payload) => {
                     let message = panic_message(payload.as_ref());
                     tracing::error!("{}: the failure callback panicked: {message}", self.name());
-                    return Err(with_detail(error, format!("the failure callback panicked: {message}")));
+                    return Err(with_detail(
+                        error,
+                        format!("the failure callback panicked: {message}"),
+                    ));
                 }
             }
         }
     }
 
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         // SAFETY: forwarded caller contract; the memory came from the upstream with these arguments.
         unsafe { self.upstream.deallocate(stream, ptr, bytes, alignment) }
     }
@@ -144,7 +182,8 @@ impl MemoryResource for FailureCallbackResourceAdaptor {
     }
 
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.identity, &o.identity))
+        crate::resource::downcast::<Self>(other)
+            .is_some_and(|o| Arc::ptr_eq(&self.identity, &o.identity))
     }
 }
 
@@ -162,7 +201,9 @@ mod tests {
     fn retries_once_the_callback_frees_memory() {
         let gpu = SimulatedMemoryResource::new(64 * KIB).unwrap();
         // Something else holds most of the device; the callback releases it (like a spilling cache).
-        let ballast = Arc::new(Mutex::new(Some(gpu.allocate(Stream::DEFAULT, 48 * KIB, 256).unwrap() as usize)));
+        let ballast = Arc::new(Mutex::new(Some(
+            gpu.allocate(Stream::DEFAULT, 48 * KIB, 256).unwrap() as usize,
+        )));
         let calls = Arc::new(AtomicUsize::new(0));
         let callback: FailureCallback = {
             let (gpu, ballast, calls) = (gpu.clone(), ballast.clone(), calls.clone());
@@ -172,7 +213,10 @@ mod tests {
                 match ballast.lock().unwrap().take() {
                     Some(p) => {
                         // SAFETY: the ballast came from `gpu` with these arguments.
-                        unsafe { gpu.deallocate(Stream::DEFAULT, p as *mut u8, 48 * KIB, 256).unwrap() };
+                        unsafe {
+                            gpu.deallocate(Stream::DEFAULT, p as *mut u8, 48 * KIB, 256)
+                                .unwrap()
+                        };
                         true
                     }
                     None => false,
@@ -181,7 +225,11 @@ mod tests {
         };
         let mr = FailureCallbackResourceAdaptor::new(gpu.clone(), callback);
         let p = mr.allocate(Stream::DEFAULT, 32 * KIB, 256).unwrap();
-        assert_eq!(calls.load(Ordering::SeqCst), 1, "one failure, one callback, one successful retry");
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "one failure, one callback, one successful retry"
+        );
         // Nothing is left to free: the callback says false and the error comes back.
         let q = mr.allocate(Stream::DEFAULT, 32 * KIB, 256).unwrap();
         let e = mr.allocate(Stream::DEFAULT, 32 * KIB, 256).unwrap_err();
@@ -200,12 +248,18 @@ mod tests {
         let gpu = SimulatedMemoryResource::new(64 * KIB).unwrap();
         let calls = Arc::new(AtomicUsize::new(0));
         let seen = calls.clone();
-        let mr = FailureCallbackResourceAdaptor::new(gpu, Arc::new(move |_| {
-            seen.fetch_add(1, Ordering::SeqCst);
-            false
-        }));
+        let mr = FailureCallbackResourceAdaptor::new(
+            gpu,
+            Arc::new(move |_| {
+                seen.fetch_add(1, Ordering::SeqCst);
+                false
+            }),
+        );
         let e = mr.allocate(Stream::DEFAULT, 128 * KIB, 256).unwrap_err();
-        assert!(matches!(&e, Error::OutOfMemory { resource, .. } if resource == "simulated_memory_resource"), "{e}");
+        assert!(
+            matches!(&e, Error::OutOfMemory { resource, .. } if resource == "simulated_memory_resource"),
+            "{e}"
+        );
         assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 
@@ -242,14 +296,20 @@ mod tests {
         );
         assert_eq!(mr.retry_limit(), Some(5));
         let e = mr.allocate(Stream::DEFAULT, 128 * KIB, 256).unwrap_err();
-        assert!(e.is_out_of_memory() && e.to_string().contains("gave up after 5 retries"), "{e}");
+        assert!(
+            e.is_out_of_memory() && e.to_string().contains("gave up after 5 retries"),
+            "{e}"
+        );
         assert_eq!(calls.load(Ordering::SeqCst), 5, "5 callbacks, 6 attempts");
         let none = FailureCallbackResourceAdaptor::with_retry_limit(
             SimulatedMemoryResource::new(64 * KIB).unwrap(),
             Arc::new(|_| panic!("never called")),
             0,
         );
-        assert!(none.allocate(Stream::DEFAULT, 128 * KIB, 256).unwrap_err().is_out_of_memory());
+        assert!(none
+            .allocate(Stream::DEFAULT, 128 * KIB, 256)
+            .unwrap_err()
+            .is_out_of_memory());
     }
 
     #[test]
@@ -260,8 +320,15 @@ mod tests {
         );
         let e = mr.allocate(Stream::DEFAULT, 128 * KIB, 256).unwrap_err();
         assert!(e.is_out_of_memory(), "{e}");
-        assert!(e.to_string().contains("panicked: cannot spill 131072 bytes"), "{e}");
-        assert!(mr.allocate(Stream::DEFAULT, KIB, 256).is_ok(), "the resource still works");
+        assert!(
+            e.to_string()
+                .contains("panicked: cannot spill 131072 bytes"),
+            "{e}"
+        );
+        assert!(
+            mr.allocate(Stream::DEFAULT, KIB, 256).is_ok(),
+            "the resource still works"
+        );
     }
 
     #[test]
@@ -273,10 +340,23 @@ mod tests {
         unsafe { p.write_bytes(3, 4096) };
         // SAFETY: from allocate above.
         unsafe { mr.deallocate(Stream::DEFAULT, p, 4096, 256).unwrap() };
-        assert_eq!(probe.downcast_ref::<Probe>().unwrap().live.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            probe
+                .downcast_ref::<Probe>()
+                .unwrap()
+                .live
+                .load(Ordering::SeqCst),
+            0
+        );
         assert!(mr.is_equal(&mr.clone()), "copies share the adaptor");
-        assert!(!mr.is_equal(&FailureCallbackResourceAdaptor::new(probe.clone(), Arc::new(|_| true))));
-        assert!(!mr.is_equal(&FailureCallbackResourceAdaptor::new(Probe::new(Access::HOST), Arc::new(|_| true))));
+        assert!(!mr.is_equal(&FailureCallbackResourceAdaptor::new(
+            probe.clone(),
+            Arc::new(|_| true)
+        )));
+        assert!(!mr.is_equal(&FailureCallbackResourceAdaptor::new(
+            Probe::new(Access::HOST),
+            Arc::new(|_| true)
+        )));
         assert_eq!(mr.access(), Access::HOST);
         assert_eq!(mr.name(), "failure_callback_resource_adaptor");
         assert!(format!("{mr:?}").contains("probe"));
@@ -287,12 +367,21 @@ mod tests {
     }
 
     crate::mr::test_harness::resource_tests!(over_cuda, || {
-        Ok(AnyResource::new(FailureCallbackResourceAdaptor::new(crate::mr::CudaMemoryResource::new(), give_up())))
+        Ok(AnyResource::new(FailureCallbackResourceAdaptor::new(
+            crate::mr::CudaMemoryResource::new(),
+            give_up(),
+        )))
     });
     crate::mr::test_harness::resource_tests!(over_managed, || {
-        Ok(AnyResource::new(FailureCallbackResourceAdaptor::new(crate::mr::ManagedMemoryResource::new(), give_up())))
+        Ok(AnyResource::new(FailureCallbackResourceAdaptor::new(
+            crate::mr::ManagedMemoryResource::new(),
+            give_up(),
+        )))
     });
     crate::mr::test_harness::resource_tests!(over_cuda_async, || {
-        Ok(AnyResource::new(FailureCallbackResourceAdaptor::new(crate::mr::CudaAsyncMemoryResource::new()?, give_up())))
+        Ok(AnyResource::new(FailureCallbackResourceAdaptor::new(
+            crate::mr::CudaAsyncMemoryResource::new()?,
+            give_up(),
+        )))
     });
 }

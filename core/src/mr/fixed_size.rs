@@ -62,8 +62,17 @@ impl FixedSizeMemoryResource {
     ///
     /// Frees are checked: one whose pointer and size do not match a live allocation is refused
     /// (see [`FreeChecks`]).
-    pub fn new(upstream: AnyResource, block_size: usize, blocks_to_preallocate: usize) -> Result<Self> {
-        Self::with_free_checks(upstream, block_size, blocks_to_preallocate, FreeChecks::Checked)
+    pub fn new(
+        upstream: AnyResource,
+        block_size: usize,
+        blocks_to_preallocate: usize,
+    ) -> Result<Self> {
+        Self::with_free_checks(
+            upstream,
+            block_size,
+            blocks_to_preallocate,
+            FreeChecks::Checked,
+        )
     }
 
     /// As [`FixedSizeMemoryResource::new`], choosing whether frees are checked:
@@ -77,7 +86,14 @@ impl FixedSizeMemoryResource {
         blocks_to_preallocate: usize,
         checks: FreeChecks,
     ) -> Result<Self> {
-        Self::build_checked(upstream, block_size, blocks_to_preallocate, default_syncer(), CacheLimits::DEFAULT, checks)
+        Self::build_checked(
+            upstream,
+            block_size,
+            blocks_to_preallocate,
+            default_syncer(),
+            CacheLimits::DEFAULT,
+            checks,
+        )
     }
 
     #[cfg(test)]
@@ -88,7 +104,14 @@ impl FixedSizeMemoryResource {
         syncer: Arc<dyn Syncer>,
         cache: CacheLimits,
     ) -> Result<Self> {
-        Self::build_checked(upstream, block_size, blocks_to_preallocate, syncer, cache, FreeChecks::Checked)
+        Self::build_checked(
+            upstream,
+            block_size,
+            blocks_to_preallocate,
+            syncer,
+            cache,
+            FreeChecks::Checked,
+        )
     }
 
     pub(crate) fn build_checked(
@@ -110,10 +133,26 @@ impl FixedSizeMemoryResource {
         let chunk = block_size.checked_mul(blocks_to_preallocate).ok_or_else(|| {
             Error::invalid(format!("{blocks_to_preallocate} blocks of {block_size} bytes overflow the address space"))
         })?;
-        let growth = Growth::Chunks { chunk, unit: block_size };
-        let core = Core::new("fixed_size_memory_resource", upstream, syncer, growth, cache, chunk)?;
+        let growth = Growth::Chunks {
+            chunk,
+            unit: block_size,
+        };
+        let core = Core::new(
+            "fixed_size_memory_resource",
+            upstream,
+            syncer,
+            growth,
+            cache,
+            chunk,
+        )?;
         let verified = checks == FreeChecks::Checked;
-        Ok(Self { core, block_size, blocks_to_preallocate, live: Arc::new(FreeCheck::new(checks)), verified })
+        Ok(Self {
+            core,
+            block_size,
+            blocks_to_preallocate,
+            live: Arc::new(FreeCheck::new(checks)),
+            verified,
+        })
     }
 
     /// Marks a bin whose owner (a binning resource with checked frees) checks every free against
@@ -166,10 +205,11 @@ impl FixedSizeMemoryResource {
 
     /// The block holding `ptr` (an allocation of this resource).
     pub(crate) fn block_of(&self, ptr: usize) -> Result<usize> {
-        let (start, _) = self
-            .core
-            .region_containing(ptr)
-            .ok_or_else(|| Error::invalid(format!("{ptr:#x} was not allocated from this fixed_size_memory_resource")))?;
+        let (start, _) = self.core.region_containing(ptr).ok_or_else(|| {
+            Error::invalid(format!(
+                "{ptr:#x} was not allocated from this fixed_size_memory_resource"
+            ))
+        })?;
         Ok(ptr - (ptr - start) % self.block_size)
     }
 }
@@ -189,12 +229,18 @@ impl MemoryResource for FixedSizeMemoryResource {
             return Err(Error::OutOfMemory {
                 bytes,
                 resource: self.name().into(),
-                detail: format!("it serves at most its block size, {} bytes", self.block_size),
+                detail: format!(
+                    "it serves at most its block size, {} bytes",
+                    self.block_size
+                ),
             });
         }
         // Blocks start 256-aligned: a larger alignment costs at most `alignment - 256` bytes.
         let padding = alignment.saturating_sub(DEFAULT_ALIGNMENT);
-        if bytes.checked_add(padding).is_none_or(|n| n > self.block_size) {
+        if bytes
+            .checked_add(padding)
+            .is_none_or(|n| n > self.block_size)
+        {
             return Err(Error::invalid(format!(
                 "{bytes} bytes aligned to {alignment} do not fit a block of {} bytes",
                 self.block_size
@@ -203,22 +249,37 @@ impl MemoryResource for FixedSizeMemoryResource {
         let result = self
             .core
             .allocate(stream, self.block_size, DEFAULT_ALIGNMENT)
-            .map(|block| align_up(block, alignment.max(DEFAULT_ALIGNMENT)).unwrap_or(block) as *mut u8);
-        self.live.allocated(self.name(), result, granule(bytes, Some(alignment)))
+            .map(|block| {
+                align_up(block, alignment.max(DEFAULT_ALIGNMENT)).unwrap_or(block) as *mut u8
+            });
+        self.live
+            .allocated(self.name(), result, granule(bytes, Some(alignment)))
     }
 
     /// # Errors
     /// [`Error::InvalidArgument`] when frees are checked and `ptr` is not a live allocation of this
     /// resource made with `bytes` (rounded up to 256) and `alignment` (any up to 256 are one);
     /// nothing is freed then.
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
-        self.live.free(self.name(), ptr, granule(bytes, Some(alignment)), || {
-            let block = if alignment <= DEFAULT_ALIGNMENT { ptr as usize } else { self.block_of(ptr as usize)? };
-            self.core.deallocate(stream, block, self.block_size, self.verified)
-        })
+        self.live
+            .free(self.name(), ptr, granule(bytes, Some(alignment)), || {
+                let block = if alignment <= DEFAULT_ALIGNMENT {
+                    ptr as usize
+                } else {
+                    self.block_of(ptr as usize)?
+                };
+                self.core
+                    .deallocate(stream, block, self.block_size, self.verified)
+            })
     }
 
     fn access(&self) -> Access {

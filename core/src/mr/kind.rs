@@ -188,6 +188,9 @@ mod tests {
         let tracking = TrackingResourceAdaptor::new(stats.clone(), false);
         assert_eq!(ResourceKind::of(&tracking), ResourceKind::Tracking);
         assert!(upstream_of(&tracking).unwrap().ptr_eq(&stats));
-        assert_eq!(ResourceKind::of(&crate::testing::Probe::new(crate::Access::HOST)), ResourceKind::Other);
+        assert_eq!(
+            ResourceKind::of(&crate::testing::Probe::new(crate::Access::HOST)),
+            ResourceKind::Other
+        );
     }
 }

@@ -52,20 +52,39 @@ impl LimitingResourceAdaptor {
     /// Caps the bytes allocated from `upstream` through this adaptor at `allocation_limit`,
     /// counting sizes rounded up to 256 bytes.
     pub fn new<R: MemoryResource>(upstream: R, allocation_limit: usize) -> Self {
-        Self::build(AnyResource::new(upstream), allocation_limit, DEFAULT_ALIGNMENT)
+        Self::build(
+            AnyResource::new(upstream),
+            allocation_limit,
+            DEFAULT_ALIGNMENT,
+        )
     }
 
     /// As [`LimitingResourceAdaptor::new`], counting sizes rounded up to `alignment`.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when `alignment` is not a power of two.
-    pub fn with_alignment<R: MemoryResource>(upstream: R, allocation_limit: usize, alignment: usize) -> Result<Self> {
+    pub fn with_alignment<R: MemoryResource>(
+        upstream: R,
+        allocation_limit: usize,
+        alignment: usize,
+    ) -> Result<Self> {
         check_alignment(alignment)?;
-        Ok(Self::build(AnyResource::new(upstream), allocation_limit, alignment))
+        Ok(Self::build(
+            AnyResource::new(upstream),
+            allocation_limit,
+            alignment,
+        ))
     }
 
     fn build(upstream: AnyResource, limit: usize, alignment: usize) -> Self {
-        Self { inner: Arc::new(Inner { upstream, limit, alignment, allocated: AtomicUsize::new(0) }) }
+        Self {
+            inner: Arc::new(Inner {
+                upstream,
+                limit,
+                alignment,
+                allocated: AtomicUsize::new(0),
+            }),
+        }
     }
 
     /// The upstream resource (RMM's `get_upstream_resource`).
@@ -112,7 +131,9 @@ impl LimitingResourceAdaptor {
         let _ = self
             .inner
             .allocated
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |current| Some(current.saturating_sub(rounded)));
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |current| {
+                Some(current.saturating_sub(rounded))
+            });
     }
 
     fn rounded(&self, bytes: usize) -> Option<usize> {
@@ -126,19 +147,34 @@ impl MemoryResource for LimitingResourceAdaptor {
         if bytes == 0 {
             return Ok(std::ptr::null_mut());
         }
-        let rounded = self.rounded(bytes).ok_or_else(|| Error::out_of_memory(bytes, self.name()))?;
+        let rounded = self
+            .rounded(bytes)
+            .ok_or_else(|| Error::out_of_memory(bytes, self.name()))?;
         self.reserve(bytes, rounded)?;
-        self.inner.upstream.allocate(stream, bytes, alignment).inspect_err(|_| self.release(rounded))
+        self.inner
+            .upstream
+            .allocate(stream, bytes, alignment)
+            .inspect_err(|_| self.release(rounded))
     }
 
     /// Forwards to the upstream and gives the room back, unless the upstream rejected the free as
     /// an invalid argument (then nothing was freed and the bytes stay counted).
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
         // SAFETY: forwarded caller contract; the request went to the upstream with these arguments.
-        let result = unsafe { self.inner.upstream.deallocate(stream, ptr, bytes, alignment) };
+        let result = unsafe {
+            self.inner
+                .upstream
+                .deallocate(stream, ptr, bytes, alignment)
+        };
         if !matches!(result, Err(Error::InvalidArgument(_))) {
             self.release(self.rounded(bytes).unwrap_or(usize::MAX));
         }
@@ -175,7 +211,10 @@ mod tests {
         assert_eq!(mr.allocated_bytes(), 3072, "counted rounded up to 256");
         let e = mr.allocate(Stream::DEFAULT, 1025, 256).unwrap_err();
         assert!(e.is_out_of_memory(), "{e}");
-        assert!(e.to_string().contains("limiting_resource_adaptor") && e.to_string().contains("limit"), "{e}");
+        assert!(
+            e.to_string().contains("limiting_resource_adaptor") && e.to_string().contains("limit"),
+            "{e}"
+        );
         assert_eq!(calls(), 1, "the refused request never reached the upstream");
         assert_eq!(mr.allocated_bytes(), 3072, "a refusal reserves nothing");
         let b = mr.allocate(Stream::DEFAULT, 1024, 256).unwrap();
@@ -190,7 +229,14 @@ mod tests {
             mr.deallocate(Stream::DEFAULT, c, 3072, 256).unwrap();
         }
         assert_eq!(mr.allocated_bytes(), 0);
-        assert_eq!(probe.downcast_ref::<Probe>().unwrap().live.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            probe
+                .downcast_ref::<Probe>()
+                .unwrap()
+                .live
+                .load(Ordering::SeqCst),
+            0
+        );
     }
 
     #[test]
@@ -198,7 +244,10 @@ mod tests {
         let gpu = SimulatedMemoryResource::new(MIB).unwrap();
         let mr = LimitingResourceAdaptor::new(gpu.clone(), 8 * MIB);
         let e = mr.allocate(Stream::DEFAULT, 2 * MIB, 256).unwrap_err();
-        assert!(e.to_string().contains("simulated_memory_resource"), "the upstream's error: {e}");
+        assert!(
+            e.to_string().contains("simulated_memory_resource"),
+            "the upstream's error: {e}"
+        );
         assert_eq!(mr.allocated_bytes(), 0);
         let e = mr.allocate(Stream::DEFAULT, 64, 3).unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)));
@@ -221,15 +270,21 @@ mod tests {
 
     #[test]
     fn custom_alignment_sets_the_counting_granularity() {
-        assert!(LimitingResourceAdaptor::with_alignment(SystemMemoryResource::new(), 1, 48).is_err());
-        let mr = LimitingResourceAdaptor::with_alignment(SystemMemoryResource::new(), 8192, 4096).unwrap();
+        assert!(
+            LimitingResourceAdaptor::with_alignment(SystemMemoryResource::new(), 1, 48).is_err()
+        );
+        let mr = LimitingResourceAdaptor::with_alignment(SystemMemoryResource::new(), 8192, 4096)
+            .unwrap();
         assert_eq!((mr.allocation_limit(), mr.alignment()), (8192, 4096));
         let p = mr.allocate(Stream::DEFAULT, 1, 8).unwrap();
         assert_eq!(mr.allocated_bytes(), 4096);
         let q = mr.allocate(Stream::DEFAULT, 4097, 8);
         assert!(q.unwrap_err().is_out_of_memory(), "4097 counts as 8192");
         assert!(mr.allocate(Stream::DEFAULT, 0, 8).unwrap().is_null());
-        assert!(mr.allocate(Stream::DEFAULT, usize::MAX, 8).unwrap_err().is_out_of_memory());
+        assert!(mr
+            .allocate(Stream::DEFAULT, usize::MAX, 8)
+            .unwrap_err()
+            .is_out_of_memory());
         // SAFETY: from allocate above.
         unsafe { mr.deallocate(Stream::DEFAULT, p, 1, 8).unwrap() };
     }
@@ -240,7 +295,10 @@ mod tests {
         // adaptor proves the upstream was never asked. With a GPU, no memory is requested either.
         let mr = LimitingResourceAdaptor::new(CudaMemoryResource::new(), 1 << 30);
         let e = mr.allocate(Stream::DEFAULT, 1 << 50, 256).unwrap_err();
-        assert!(matches!(&e, Error::OutOfMemory { resource, .. } if resource == "limiting_resource_adaptor"), "{e}");
+        assert!(
+            matches!(&e, Error::OutOfMemory { resource, .. } if resource == "limiting_resource_adaptor"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -284,8 +342,15 @@ mod tests {
         let usage = gpu.usage();
         // The simulated device counts in 256-byte units, as the adaptor does: its peak is the most
         // the adaptor ever let through at once.
-        assert!(usage.peak_bytes <= LIMIT, "peak {} > limit {LIMIT}", usage.peak_bytes);
-        assert!(refused.load(Ordering::Relaxed) > 0, "the test must push against the limit");
+        assert!(
+            usage.peak_bytes <= LIMIT,
+            "peak {} > limit {LIMIT}",
+            usage.peak_bytes
+        );
+        assert!(
+            refused.load(Ordering::Relaxed) > 0,
+            "the test must push against the limit"
+        );
         assert_eq!((mr.allocated_bytes(), usage.allocated_bytes), (0, 0));
     }
 
@@ -324,8 +389,15 @@ mod tests {
         };
         let mr = AnyResource::new(LimitingResourceAdaptor::new(counted, 8 << 30));
         let e = mr.allocate(Stream::DEFAULT, 1 << 50, 256).unwrap_err();
-        assert!(matches!(&e, Error::OutOfMemory { resource, .. } if resource == "limiting_resource_adaptor"), "{e}");
-        assert_eq!(calls.load(Ordering::SeqCst), 0, "the device was never asked");
+        assert!(
+            matches!(&e, Error::OutOfMemory { resource, .. } if resource == "limiting_resource_adaptor"),
+            "{e}"
+        );
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            0,
+            "the device was never asked"
+        );
         let p = mr.allocate(Stream::DEFAULT, MIB, 256).unwrap();
         crate::mr::test_harness::check_usable(&mr, p, MIB, 0x21, Stream::DEFAULT);
         // SAFETY: from allocate above; the check synchronized its work.
@@ -334,12 +406,21 @@ mod tests {
     }
 
     crate::mr::test_harness::resource_tests!(over_cuda, || {
-        Ok(AnyResource::new(LimitingResourceAdaptor::new(crate::mr::CudaMemoryResource::new(), 8 << 30)))
+        Ok(AnyResource::new(LimitingResourceAdaptor::new(
+            crate::mr::CudaMemoryResource::new(),
+            8 << 30,
+        )))
     });
     crate::mr::test_harness::resource_tests!(over_managed, || {
-        Ok(AnyResource::new(LimitingResourceAdaptor::new(crate::mr::ManagedMemoryResource::new(), 8 << 30)))
+        Ok(AnyResource::new(LimitingResourceAdaptor::new(
+            crate::mr::ManagedMemoryResource::new(),
+            8 << 30,
+        )))
     });
     crate::mr::test_harness::resource_tests!(over_cuda_async, || {
-        Ok(AnyResource::new(LimitingResourceAdaptor::new(crate::mr::CudaAsyncMemoryResource::new()?, 8 << 30)))
+        Ok(AnyResource::new(LimitingResourceAdaptor::new(
+            crate::mr::CudaAsyncMemoryResource::new()?,
+            8 << 30,
+        )))
     });
 }

@@ -86,7 +86,13 @@ impl Inner {
     /// Runs `free` and logs it, unless the upstream refused it as an invalid argument (then
     /// nothing was freed, and a `free` line would make a replay free live memory). The log stays
     /// locked during the free, so no allocation that reuses the memory is logged before it.
-    fn logged_free(&self, ptr: *mut u8, bytes: usize, stream: Stream, free: impl FnOnce() -> Result<()>) -> Result<()> {
+    fn logged_free(
+        &self,
+        ptr: *mut u8,
+        bytes: usize,
+        stream: Stream,
+        free: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
         let line = Line::new(Action::Free, ptr, bytes, stream);
         let mut log = self.lock();
         let result = free();
@@ -102,7 +108,10 @@ impl Inner {
     }
 
     fn report_write_failure(&self, error: &dyn std::fmt::Display) {
-        let name = self.file_name.as_deref().map_or_else(|| "its writer".into(), |p| p.display().to_string());
+        let name = self
+            .file_name
+            .as_deref()
+            .map_or_else(|| "its writer".into(), |p| p.display().to_string());
         if self.write_failed.swap(true, Ordering::Relaxed) {
             tracing::trace!("logging_resource_adaptor: writing to {name}: {error}");
         } else {
@@ -152,7 +161,9 @@ impl Line {
 
     fn fields(&self) -> impl Iterator<Item = &str> {
         let starts = std::iter::once(0).chain(self.ends.into_iter().take(5));
-        starts.zip(self.ends).map(|(start, end)| &self.text[start..end])
+        starts
+            .zip(self.ends)
+            .map(|(start, end)| &self.text[start..end])
     }
 }
 
@@ -196,9 +207,17 @@ impl LoggingResourceAdaptor {
     /// [`Error::InvalidArgument`] when the file cannot be created or the header cannot be written.
     pub fn new<R: MemoryResource>(upstream: R, path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let file = std::fs::File::create(path)
-            .map_err(|e| Error::invalid(format!("cannot create the allocation log {}: {e}", path.display())))?;
-        Self::build(AnyResource::new(upstream), Box::new(file), Some(path.to_path_buf()))
+        let file = std::fs::File::create(path).map_err(|e| {
+            Error::invalid(format!(
+                "cannot create the allocation log {}: {e}",
+                path.display()
+            ))
+        })?;
+        Self::build(
+            AnyResource::new(upstream),
+            Box::new(file),
+            Some(path.to_path_buf()),
+        )
     }
 
     /// Logs to the file named by `RMM_LOG_FILE` (RMM's constructor without a file name).
@@ -216,7 +235,10 @@ impl LoggingResourceAdaptor {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when the header cannot be written.
-    pub fn with_writer<R: MemoryResource>(upstream: R, writer: impl Write + Send + 'static) -> Result<Self> {
+    pub fn with_writer<R: MemoryResource>(
+        upstream: R,
+        writer: impl Write + Send + 'static,
+    ) -> Result<Self> {
         Self::build(AnyResource::new(upstream), Box::new(writer), None)
     }
 
@@ -228,10 +250,17 @@ impl LoggingResourceAdaptor {
         file_name_from_env(std::env::var_os(LOG_FILE_ENV))
     }
 
-    fn build(upstream: AnyResource, out: Box<dyn Write + Send>, file_name: Option<PathBuf>) -> Result<Self> {
-        let mut log = csv::WriterBuilder::new().has_headers(false).from_writer(out);
-        log.write_record(HEADER.split(','))
-            .map_err(|e| Error::invalid(format!("cannot write the allocation log's header: {e}")))?;
+    fn build(
+        upstream: AnyResource,
+        out: Box<dyn Write + Send>,
+        file_name: Option<PathBuf>,
+    ) -> Result<Self> {
+        let mut log = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(out);
+        log.write_record(HEADER.split(',')).map_err(|e| {
+            Error::invalid(format!("cannot write the allocation log's header: {e}"))
+        })?;
         let inner = Inner {
             upstream,
             log: Mutex::new(log),
@@ -239,7 +268,9 @@ impl LoggingResourceAdaptor {
             auto_flush: AtomicBool::new(false),
             write_failed: AtomicBool::new(false),
         };
-        Ok(Self { inner: Arc::new(inner) })
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
     }
 
     /// With `on`, every line is flushed as it is written (RMM's `auto_flush`); the lines so far
@@ -265,7 +296,10 @@ impl LoggingResourceAdaptor {
     /// # Errors
     /// [`Error::InvalidArgument`] when the file or writer fails.
     pub fn flush(&self) -> Result<()> {
-        self.inner.lock().flush().map_err(|e| Error::invalid(format!("flushing the allocation log: {e}")))
+        self.inner
+            .lock()
+            .flush()
+            .map_err(|e| Error::invalid(format!("flushing the allocation log: {e}")))
     }
 
     /// The log file, or `None` when logging to a writer (RMM's Python `get_file_name`).
@@ -287,7 +321,9 @@ impl LoggingResourceAdaptor {
 /// RMM's `get_default_filename` on the value of `RMM_LOG_FILE`.
 fn file_name_from_env(value: Option<std::ffi::OsString>) -> Result<PathBuf> {
     value.map(PathBuf::from).ok_or_else(|| {
-        Error::invalid("RMM logging requested without an explicit file name, but RMM_LOG_FILE is unset")
+        Error::invalid(
+            "RMM logging requested without an explicit file name, but RMM_LOG_FILE is unset",
+        )
     })
 }
 
@@ -308,28 +344,45 @@ impl MemoryResource for LoggingResourceAdaptor {
                 Ok(ptr)
             }
             Err(e) => {
-                self.inner.record(Action::AllocateFailure, std::ptr::null_mut(), bytes, stream);
+                self.inner
+                    .record(Action::AllocateFailure, std::ptr::null_mut(), bytes, stream);
                 Err(e)
             }
         }
     }
 
     /// A free the upstream refuses as an invalid argument is not logged.
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         self.inner.logged_free(ptr, bytes, stream, || {
             // SAFETY: forwarded caller contract; the memory came from the upstream.
-            unsafe { self.inner.upstream.deallocate(stream, ptr, bytes, alignment) }
+            unsafe {
+                self.inner
+                    .upstream
+                    .deallocate(stream, ptr, bytes, alignment)
+            }
         })
     }
 
     fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
         match self.inner.upstream.allocate_sync(bytes, alignment) {
             Ok(ptr) => {
-                self.inner.record(Action::Allocate, ptr, bytes, Stream::DEFAULT);
+                self.inner
+                    .record(Action::Allocate, ptr, bytes, Stream::DEFAULT);
                 Ok(ptr)
             }
             Err(e) => {
-                self.inner.record(Action::AllocateFailure, std::ptr::null_mut(), bytes, Stream::DEFAULT);
+                self.inner.record(
+                    Action::AllocateFailure,
+                    std::ptr::null_mut(),
+                    bytes,
+                    Stream::DEFAULT,
+                );
                 Err(e)
             }
         }
@@ -387,7 +440,9 @@ mod tests {
         if field == "(nil)" {
             return 0;
         }
-        let digits = field.strip_prefix("0x").unwrap_or_else(|| panic!("{field:?} is not 0x-prefixed hex"));
+        let digits = field
+            .strip_prefix("0x")
+            .unwrap_or_else(|| panic!("{field:?} is not 0x-prefixed hex"));
         assert_eq!(digits, digits.to_lowercase(), "lowercase hex");
         usize::from_str_radix(digits, 16).unwrap()
     }
@@ -395,7 +450,15 @@ mod tests {
     /// Parses a log with the csv crate: the exact header, six columns, well-formed fields.
     fn parse(log: &str) -> Vec<Event> {
         let mut reader = csv::Reader::from_reader(log.as_bytes());
-        assert_eq!(reader.headers().unwrap().iter().collect::<Vec<_>>().join(","), HEADER);
+        assert_eq!(
+            reader
+                .headers()
+                .unwrap()
+                .iter()
+                .collect::<Vec<_>>()
+                .join(","),
+            HEADER
+        );
         assert!(log.starts_with(&format!("{HEADER}\n")), "{log}");
         reader
             .records()
@@ -403,9 +466,19 @@ mod tests {
                 let record = record.unwrap();
                 assert_eq!(record.len(), 6, "{record:?}");
                 let time: Vec<&str> = record[1].split(['.', ':']).collect();
-                assert_eq!(time.iter().map(|t| t.len()).collect::<Vec<_>>(), [2, 2, 2, 6], "{record:?}");
-                assert!(time.iter().all(|t| t.bytes().all(|b| b.is_ascii_digit())), "{record:?}");
-                assert!(["allocate", "free", "allocate failure"].contains(&&record[2]), "{record:?}");
+                assert_eq!(
+                    time.iter().map(|t| t.len()).collect::<Vec<_>>(),
+                    [2, 2, 2, 6],
+                    "{record:?}"
+                );
+                assert!(
+                    time.iter().all(|t| t.bytes().all(|b| b.is_ascii_digit())),
+                    "{record:?}"
+                );
+                assert!(
+                    ["allocate", "free", "allocate failure"].contains(&&record[2]),
+                    "{record:?}"
+                );
                 Event {
                     thread: record[0].parse().unwrap(),
                     action: record[2].to_string(),
@@ -418,13 +491,20 @@ mod tests {
     }
 
     fn event(action: &str, pointer: *mut u8, size: usize, stream: usize) -> Event {
-        Event { thread: os_thread_id(), action: action.into(), pointer: pointer as usize, size, stream }
+        Event {
+            thread: os_thread_id(),
+            action: action.into(),
+            pointer: pointer as usize,
+            size,
+            stream,
+        }
     }
 
     #[test]
     fn header_then_one_line_per_event_over_host_memory() {
         let out = SharedBuffer::default();
-        let mr = LoggingResourceAdaptor::with_writer(Probe::new(Access::HOST), out.clone()).unwrap();
+        let mr =
+            LoggingResourceAdaptor::with_writer(Probe::new(Access::HOST), out.clone()).unwrap();
         assert_eq!(mr.header(), HEADER);
         assert_eq!(mr.file_name(), None);
         assert_eq!(mr.access(), Access::HOST, "access comes from the upstream");
@@ -453,8 +533,14 @@ mod tests {
                 event("free", zero, 0, 0),
             ]
         );
-        assert!(log.contains(",allocate,(nil),0,0x0\n"), "null prints as glibc's %p does: {log}");
-        assert!(log.contains(&format!(",allocate,{:#x},100,0x0\n", a as usize)), "{log}");
+        assert!(
+            log.contains(",allocate,(nil),0,0x0\n"),
+            "null prints as glibc's %p does: {log}"
+        );
+        assert!(
+            log.contains(&format!(",allocate,{:#x},100,0x0\n", a as usize)),
+            "{log}"
+        );
     }
 
     #[test]
@@ -466,7 +552,10 @@ mod tests {
         let stream = unsafe { Stream::from_raw(0x7f3a_0000_12c0) };
         let p = mr.allocate(stream, 4096, 256).unwrap();
         let err = mr.allocate(Stream::PER_THREAD, 2 << 20, 256).unwrap_err();
-        assert!(err.is_out_of_memory(), "the upstream's error is passed on: {err}");
+        assert!(
+            err.is_out_of_memory(),
+            "the upstream's error is passed on: {err}"
+        );
         // SAFETY: from allocate above.
         unsafe { mr.deallocate(stream, p, 4096, 256).unwrap() };
         assert_eq!(gpu.usage().live_allocations, 0);
@@ -480,20 +569,31 @@ mod tests {
                 event("free", p, 4096, 0x7f3a_0000_12c0),
             ]
         );
-        assert!(log.contains(",allocate failure,(nil),2097152,0x2\n"), "{log}");
+        assert!(
+            log.contains(",allocate failure,(nil),2097152,0x2\n"),
+            "{log}"
+        );
         assert!(log.contains(",0x7f3a000012c0\n"), "{log}");
     }
 
     #[test]
     fn file_log_is_truncated_flushed_and_named() {
-        let path = std::env::temp_dir().join(format!("rmm-logging-{}-file.csv", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("rmm-logging-{}-file.csv", std::process::id()));
         std::fs::write(&path, "old contents\n").unwrap();
         let mr = LoggingResourceAdaptor::new(SystemMemoryResource::new(), &path).unwrap();
         assert_eq!(mr.file_name(), Some(path.as_path()));
         let p = mr.allocate(Stream::DEFAULT, 64, 256).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "", "buffered until flushed");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "",
+            "buffered until flushed"
+        );
         mr.flush().unwrap();
-        assert_eq!(parse(&std::fs::read_to_string(&path).unwrap()), [event("allocate", p, 64, 0)]);
+        assert_eq!(
+            parse(&std::fs::read_to_string(&path).unwrap()),
+            [event("allocate", p, 64, 0)]
+        );
         let clone = mr.clone();
         drop(mr);
         // SAFETY: from allocate above; clones share the upstream.
@@ -504,15 +604,26 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         let missing = std::env::temp_dir().join("rmm-no-such-dir").join("x.csv");
         let err = LoggingResourceAdaptor::new(SystemMemoryResource::new(), &missing).unwrap_err();
-        assert!(matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("x.csv"), "{err}");
+        assert!(
+            matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("x.csv"),
+            "{err}"
+        );
     }
 
     #[test]
     fn auto_flush_writes_each_line_at_once() {
-        let path = std::env::temp_dir().join(format!("rmm-logging-{}-auto.csv", std::process::id()));
-        let mr = LoggingResourceAdaptor::new(SystemMemoryResource::new(), &path).unwrap().with_auto_flush(true).unwrap();
+        let path =
+            std::env::temp_dir().join(format!("rmm-logging-{}-auto.csv", std::process::id()));
+        let mr = LoggingResourceAdaptor::new(SystemMemoryResource::new(), &path)
+            .unwrap()
+            .with_auto_flush(true)
+            .unwrap();
         assert!(mr.auto_flush());
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{HEADER}\n"), "the header is flushed");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("{HEADER}\n"),
+            "the header is flushed"
+        );
         let p = mr.allocate(Stream::DEFAULT, 64, 256).unwrap();
         assert_eq!(parse(&std::fs::read_to_string(&path).unwrap()).len(), 1);
         // SAFETY: from allocate above.
@@ -527,34 +638,48 @@ mod tests {
         let mr = LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), Broken).unwrap();
         // The header was buffered; switching auto-flush on (for every clone) writes it out, and fails.
         let err = mr.clone().with_auto_flush(true).unwrap_err();
-        assert!(matches!(err, Error::InvalidArgument(_)), "flush reports the writer's error: {err}");
+        assert!(
+            matches!(err, Error::InvalidArgument(_)),
+            "flush reports the writer's error: {err}"
+        );
         assert!(mr.auto_flush());
         for _ in 0..3 {
             let p = mr.allocate(Stream::DEFAULT, 64, 256).unwrap();
             // SAFETY: from allocate above.
             unsafe { mr.deallocate(Stream::DEFAULT, p, 64, 256).unwrap() };
         }
-        assert!(mr.inner.write_failed.load(Ordering::Relaxed), "the failure was reported");
+        assert!(
+            mr.inner.write_failed.load(Ordering::Relaxed),
+            "the failure was reported"
+        );
         assert!(mr.flush().is_err());
     }
 
     #[test]
     fn rmm_log_file_names_the_default_file() {
-        assert_eq!(file_name_from_env(Some("/tmp/rmm.csv".into())).unwrap(), PathBuf::from("/tmp/rmm.csv"));
+        assert_eq!(
+            file_name_from_env(Some("/tmp/rmm.csv".into())).unwrap(),
+            PathBuf::from("/tmp/rmm.csv")
+        );
         let err = file_name_from_env(None).unwrap_err();
         assert_eq!(
             err,
-            Error::invalid("RMM logging requested without an explicit file name, but RMM_LOG_FILE is unset")
+            Error::invalid(
+                "RMM logging requested without an explicit file name, but RMM_LOG_FILE is unset"
+            )
         );
     }
 
     #[test]
     fn clones_share_the_log_and_compare_equal() {
         let out = SharedBuffer::default();
-        let a = LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), out.clone()).unwrap();
+        let a =
+            LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), out.clone()).unwrap();
         let b = a.clone();
         assert!(a.is_equal(&b) && a.is_equal(&AnyResource::new(b.clone())));
-        let other = LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), std::io::sink()).unwrap();
+        let other =
+            LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), std::io::sink())
+                .unwrap();
         assert!(!a.is_equal(&other));
         assert!(!a.is_equal(&SystemMemoryResource::new()));
         assert_eq!(a.name(), "logging_resource_adaptor");
@@ -564,7 +689,8 @@ mod tests {
     #[test]
     fn threads_write_whole_lines() {
         let out = SharedBuffer::default();
-        let mr = LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), out.clone()).unwrap();
+        let mr =
+            LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), out.clone()).unwrap();
         let threads: Vec<u64> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..8)
                 .map(|t| {
@@ -589,18 +715,28 @@ mod tests {
             let mine: Vec<&Event> = events.iter().filter(|e| e.thread == *tid).collect();
             assert_eq!(mine.len(), 200, "thread {t}");
             for pair in mine.chunks(2) {
-                assert_eq!((pair[0].action.as_str(), pair[1].action.as_str()), ("allocate", "free"));
-                assert_eq!((pair[0].pointer, pair[0].size), (pair[1].pointer, pair[1].size));
+                assert_eq!(
+                    (pair[0].action.as_str(), pair[1].action.as_str()),
+                    ("allocate", "free")
+                );
+                assert_eq!(
+                    (pair[0].pointer, pair[0].size),
+                    (pair[1].pointer, pair[1].size)
+                );
             }
         }
     }
 
     crate::mr::test_harness::resource_tests!(over_cuda, || {
-        LoggingResourceAdaptor::with_writer(crate::mr::CudaMemoryResource::new(), std::io::sink()).map(AnyResource::new)
+        LoggingResourceAdaptor::with_writer(crate::mr::CudaMemoryResource::new(), std::io::sink())
+            .map(AnyResource::new)
     });
     crate::mr::test_harness::resource_tests!(over_cuda_async, || {
-        LoggingResourceAdaptor::with_writer(crate::mr::CudaAsyncMemoryResource::new()?, std::io::sink())
-            .map(AnyResource::new)
+        LoggingResourceAdaptor::with_writer(
+            crate::mr::CudaAsyncMemoryResource::new()?,
+            std::io::sink(),
+        )
+        .map(AnyResource::new)
     });
 
     #[test]
@@ -608,8 +744,11 @@ mod tests {
     fn a_real_stream_is_logged_by_its_handle() {
         crate::testing::require_gpu();
         let out = SharedBuffer::default();
-        let mr = LoggingResourceAdaptor::with_writer(crate::mr::CudaAsyncMemoryResource::new().unwrap(), out.clone())
-            .unwrap();
+        let mr = LoggingResourceAdaptor::with_writer(
+            crate::mr::CudaAsyncMemoryResource::new().unwrap(),
+            out.clone(),
+        )
+        .unwrap();
         let stream = crate::cuda::OwnedStream::new(crate::cuda::StreamFlags::NonBlocking).unwrap();
         let p = mr.allocate(stream.stream(), 1 << 20, 256).unwrap();
         // SAFETY: from allocate above; nothing uses it.
@@ -618,6 +757,12 @@ mod tests {
         mr.flush().unwrap();
         let handle = stream.stream().as_raw();
         assert_ne!(handle, 0);
-        assert_eq!(parse(&out.text()), [event("allocate", p, 1 << 20, handle), event("free", p, 1 << 20, handle)]);
+        assert_eq!(
+            parse(&out.text()),
+            [
+                event("allocate", p, 1 << 20, handle),
+                event("free", p, 1 << 20, handle)
+            ]
+        );
     }
 }

@@ -38,14 +38,19 @@ impl ManagedMemoryResource {
     }
 }
 
-stateless_driver_resource!(ManagedMemoryResource, DriverMemory::Managed, Access::HOST_DEVICE, "managed_memory_resource");
+stateless_driver_resource!(
+    ManagedMemoryResource,
+    DriverMemory::Managed,
+    Access::HOST_DEVICE,
+    "managed_memory_resource"
+);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cuda::{self, Stream};
-    use crate::resource::MemoryResource;
     use crate::mr::{CudaMemoryResource, SystemMemoryResource};
+    use crate::resource::MemoryResource;
     use crate::{AnyResource, Error};
 
     #[test]
@@ -103,6 +108,9 @@ mod tests {
         let too_much = total + crate::mr::detail::size_guard::host_physical_memory() + 1;
         let err = mr.allocate(Stream::DEFAULT, too_much, 256).unwrap_err();
         assert!(err.is_out_of_memory(), "{err}");
-        assert!(err.to_string().contains("refused before asking the driver"), "{err}");
+        assert!(
+            err.to_string().contains("refused before asking the driver"),
+            "{err}"
+        );
     }
 }

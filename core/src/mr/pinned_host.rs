@@ -35,14 +35,19 @@ impl PinnedHostMemoryResource {
     }
 }
 
-stateless_driver_resource!(PinnedHostMemoryResource, DriverMemory::PinnedHost, Access::HOST_DEVICE, "pinned_host_memory_resource");
+stateless_driver_resource!(
+    PinnedHostMemoryResource,
+    DriverMemory::PinnedHost,
+    Access::HOST_DEVICE,
+    "pinned_host_memory_resource"
+);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cuda::{self, Stream};
-    use crate::resource::MemoryResource;
     use crate::mr::{CudaMemoryResource, ManagedMemoryResource};
+    use crate::resource::MemoryResource;
     use crate::{AnyResource, Error};
 
     #[test]
@@ -66,7 +71,9 @@ mod tests {
         if !cuda::is_host_mode() {
             return; // the GPU harness covers this path
         }
-        let e = PinnedHostMemoryResource::new().allocate(Stream::DEFAULT, 64, 256).unwrap_err();
+        let e = PinnedHostMemoryResource::new()
+            .allocate(Stream::DEFAULT, 64, 256)
+            .unwrap_err();
         assert!(matches!(e, Error::NoDriver(_) | Error::NoDevice(_)), "{e}");
     }
 
@@ -77,7 +84,9 @@ mod tests {
         let mr = PinnedHostMemoryResource::new();
         let host = mr.allocate(Stream::DEFAULT, 4096, 256).unwrap();
         assert!(!cuda::memory::is_managed(host));
-        let dev = CudaMemoryResource::new().allocate(Stream::DEFAULT, 4096, 256).unwrap();
+        let dev = CudaMemoryResource::new()
+            .allocate(Stream::DEFAULT, 4096, 256)
+            .unwrap();
         // SAFETY: both buffers are valid for 4096 bytes; the copies are synchronized before reads.
         unsafe {
             std::ptr::write_bytes(host, 0x5a, 4096);
@@ -85,7 +94,9 @@ mod tests {
             std::ptr::write_bytes(host, 0, 4096);
             cuda::copy_sync(host, dev, 4096, Stream::DEFAULT).unwrap();
             assert_eq!((*host, *host.add(4095)), (0x5a, 0x5a));
-            CudaMemoryResource::new().deallocate(Stream::DEFAULT, dev, 4096, 256).unwrap();
+            CudaMemoryResource::new()
+                .deallocate(Stream::DEFAULT, dev, 4096, 256)
+                .unwrap();
             mr.deallocate(Stream::DEFAULT, host, 4096, 256).unwrap();
         }
     }

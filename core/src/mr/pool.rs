@@ -26,7 +26,9 @@ use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
 use crate::mr::detail::live_set::{FreeCheck, FreeChecks};
 use crate::mr::detail::nvtx_bounds::{self, NvtxBounds};
-use crate::mr::detail::stream_ordered::{default_syncer, CacheLimits, Core, CoreStats, Growth, Syncer};
+use crate::mr::detail::stream_ordered::{
+    default_syncer, CacheLimits, Core, CoreStats, Growth, Syncer,
+};
 use crate::resource::{Access, AnyResource, MemoryResource};
 
 /// Counters of a [`PoolMemoryResource`], exact at the moment they are taken.
@@ -113,8 +115,17 @@ impl PoolMemoryResource {
     ///
     /// Frees are checked: one whose pointer and size do not match a live allocation of this pool
     /// is refused (see [`FreeChecks`]).
-    pub fn new(upstream: AnyResource, initial_pool_size: Option<usize>, maximum_pool_size: Option<usize>) -> Result<Self> {
-        Self::with_free_checks(upstream, initial_pool_size, maximum_pool_size, FreeChecks::Checked)
+    pub fn new(
+        upstream: AnyResource,
+        initial_pool_size: Option<usize>,
+        maximum_pool_size: Option<usize>,
+    ) -> Result<Self> {
+        Self::with_free_checks(
+            upstream,
+            initial_pool_size,
+            maximum_pool_size,
+            FreeChecks::Checked,
+        )
     }
 
     /// As [`PoolMemoryResource::new`], choosing whether frees are checked:
@@ -128,7 +139,13 @@ impl PoolMemoryResource {
         maximum_pool_size: Option<usize>,
         checks: FreeChecks,
     ) -> Result<Self> {
-        let mut pool = Self::build(upstream, initial_pool_size, maximum_pool_size, default_syncer(), CacheLimits::DEFAULT)?;
+        let mut pool = Self::build(
+            upstream,
+            initial_pool_size,
+            maximum_pool_size,
+            default_syncer(),
+            CacheLimits::DEFAULT,
+        )?;
         pool.live = Arc::new(FreeCheck::new(checks));
         Ok(pool)
     }
@@ -141,22 +158,42 @@ impl PoolMemoryResource {
         cache: CacheLimits,
     ) -> Result<Self> {
         if initial_pool_size.is_some_and(|n| !is_aligned(n, DEFAULT_ALIGNMENT)) {
-            return Err(Error::invalid("Error, Initial pool size required to be a multiple of 256 bytes"));
+            return Err(Error::invalid(
+                "Error, Initial pool size required to be a multiple of 256 bytes",
+            ));
         }
         if maximum_pool_size.is_some_and(|n| !is_aligned(n, DEFAULT_ALIGNMENT)) {
-            return Err(Error::invalid("Error, Maximum pool size required to be a multiple of 256 bytes"));
+            return Err(Error::invalid(
+                "Error, Maximum pool size required to be a multiple of 256 bytes",
+            ));
         }
         let initial = match initial_pool_size {
             Some(n) => n,
             None => default_initial_size(&upstream)?.min(maximum_pool_size.unwrap_or(usize::MAX)),
         };
         if maximum_pool_size.is_some_and(|max| initial > max) {
-            return Err(Error::invalid("Initial pool size exceeds the maximum pool size!"));
+            return Err(Error::invalid(
+                "Initial pool size exceeds the maximum pool size!",
+            ));
         }
-        let growth = Growth::Pool { maximum: maximum_pool_size };
-        let core = Core::new("pool_memory_resource", upstream, syncer, growth, cache, initial)?;
+        let growth = Growth::Pool {
+            maximum: maximum_pool_size,
+        };
+        let core = Core::new(
+            "pool_memory_resource",
+            upstream,
+            syncer,
+            growth,
+            cache,
+            initial,
+        )?;
         let nvtx = nvtx_bounds::enabled_by_env().then(|| Arc::new(NvtxBounds::new()));
-        Ok(Self { core, maximum: maximum_pool_size, live: Arc::new(FreeCheck::new(FreeChecks::Checked)), nvtx })
+        Ok(Self {
+            core,
+            maximum: maximum_pool_size,
+            live: Arc::new(FreeCheck::new(FreeChecks::Checked)),
+            nvtx,
+        })
     }
 
     /// Turns bounds checking inside the pool on or off (beyond RMM; off by default, or on for every
@@ -256,7 +293,10 @@ impl MemoryResource for PoolMemoryResource {
         if self.maximum.is_some_and(|max| size > max) {
             return Err(exceeded());
         }
-        let result = self.core.allocate(stream, size, alignment.max(DEFAULT_ALIGNMENT)).map(|a| a as *mut u8);
+        let result = self
+            .core
+            .allocate(stream, size, alignment.max(DEFAULT_ALIGNMENT))
+            .map(|a| a as *mut u8);
         let ptr = self.live.allocated(self.name(), result, size)?;
         if let Some(nvtx) = &self.nvtx {
             nvtx.sync_heaps(self.core.regions_generation(), || self.core.regions());
@@ -269,14 +309,25 @@ impl MemoryResource for PoolMemoryResource {
     /// [`Error::InvalidArgument`] when frees are checked and `ptr` is not a live allocation of this
     /// pool made with `bytes` (rounded up to 256): a double free, a pointer into an allocation, a
     /// wrong size or another resource's pointer. Nothing is freed then and the pool is unchanged.
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, _alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        _alignment: usize,
+    ) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
-        let size = align_up(bytes, DEFAULT_ALIGNMENT)
-            .ok_or_else(|| Error::invalid(format!("{bytes} bytes cannot have come from this pool")))?;
+        let size = align_up(bytes, DEFAULT_ALIGNMENT).ok_or_else(|| {
+            Error::invalid(format!("{bytes} bytes cannot have come from this pool"))
+        })?;
         let verified = self.live.mode() == FreeChecks::Checked;
-        let free = || self.live.free(self.name(), ptr, size, || self.core.deallocate(stream, ptr as usize, size, verified));
+        let free = || {
+            self.live.free(self.name(), ptr, size, || {
+                self.core.deallocate(stream, ptr as usize, size, verified)
+            })
+        };
         match &self.nvtx {
             None => free(),
             Some(nvtx) => nvtx.free(ptr, free),

@@ -42,7 +42,10 @@ pub struct PrefetchResourceAdaptor {
 impl PrefetchResourceAdaptor {
     /// Prefetches the managed memory `upstream` hands out.
     pub fn new<R: MemoryResource>(upstream: R) -> Self {
-        Self { upstream: AnyResource::new(upstream), identity: Arc::new(()) }
+        Self {
+            upstream: AnyResource::new(upstream),
+            identity: Arc::new(()),
+        }
     }
 
     /// The upstream resource (RMM's `get_upstream_resource`).
@@ -70,7 +73,13 @@ impl MemoryResource for PrefetchResourceAdaptor {
         Ok(ptr)
     }
 
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         // SAFETY: forwarded caller contract; the memory came from the upstream with these arguments.
         unsafe { self.upstream.deallocate(stream, ptr, bytes, alignment) }
     }
@@ -84,7 +93,8 @@ impl MemoryResource for PrefetchResourceAdaptor {
     }
 
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.identity, &o.identity))
+        crate::resource::downcast::<Self>(other)
+            .is_some_and(|o| Arc::ptr_eq(&self.identity, &o.identity))
     }
 }
 
@@ -111,7 +121,14 @@ mod tests {
             // SAFETY: from allocate above.
             unsafe { mr.deallocate(Stream::DEFAULT, p, bytes, 256).unwrap() };
         }
-        assert_eq!(probe.downcast_ref::<Probe>().unwrap().live.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            probe
+                .downcast_ref::<Probe>()
+                .unwrap()
+                .live
+                .load(Ordering::SeqCst),
+            0
+        );
         let sync = mr.allocate_sync(100, 256).unwrap();
         // SAFETY: from allocate_sync above.
         unsafe { mr.deallocate_sync(sync, 100, 256).unwrap() };
@@ -126,7 +143,10 @@ mod tests {
         // SAFETY: from allocate above.
         unsafe { mr.deallocate(Stream::DEFAULT, p, 1000, 256).unwrap() };
         assert_eq!(gpu.usage().allocated_bytes, 0);
-        assert!(mr.allocate(Stream::DEFAULT, 2 << 20, 256).unwrap_err().is_out_of_memory());
+        assert!(mr
+            .allocate(Stream::DEFAULT, 2 << 20, 256)
+            .unwrap_err()
+            .is_out_of_memory());
     }
 
     #[test]
@@ -149,7 +169,10 @@ mod tests {
         let mr = AnyResource::new(PrefetchResourceAdaptor::new(ManagedMemoryResource::new()));
         for stream in [Stream::DEFAULT, Stream::PER_THREAD] {
             let p = mr.allocate(stream, 4 << 20, 256).unwrap();
-            assert!(cuda::memory::is_managed(p), "the adaptor hands out the upstream's managed memory");
+            assert!(
+                cuda::memory::is_managed(p),
+                "the adaptor hands out the upstream's managed memory"
+            );
             // The prefetch call succeeded (allocate returned Ok) and was queued on `stream`; the
             // memory is usable from device and host afterwards.
             crate::mr::test_harness::check_usable(&mr, p, 4 << 20, 0x5e, stream);
@@ -157,7 +180,9 @@ mod tests {
             unsafe { mr.deallocate(stream, p, 4 << 20, 256).unwrap() };
         }
         // The same prefetch on memory that is not managed is a successful no-op.
-        let cuda = AnyResource::new(PrefetchResourceAdaptor::new(crate::mr::PinnedHostMemoryResource::new()));
+        let cuda = AnyResource::new(PrefetchResourceAdaptor::new(
+            crate::mr::PinnedHostMemoryResource::new(),
+        ));
         let p = cuda.allocate(Stream::DEFAULT, 1 << 20, 256).unwrap();
         assert!(!cuda::memory::is_managed(p));
         // SAFETY: from allocate above.
@@ -165,12 +190,18 @@ mod tests {
     }
 
     crate::mr::test_harness::resource_tests!(over_cuda, || {
-        Ok(AnyResource::new(PrefetchResourceAdaptor::new(crate::mr::CudaMemoryResource::new())))
+        Ok(AnyResource::new(PrefetchResourceAdaptor::new(
+            crate::mr::CudaMemoryResource::new(),
+        )))
     });
     crate::mr::test_harness::resource_tests!(over_managed, || {
-        Ok(AnyResource::new(PrefetchResourceAdaptor::new(crate::mr::ManagedMemoryResource::new())))
+        Ok(AnyResource::new(PrefetchResourceAdaptor::new(
+            crate::mr::ManagedMemoryResource::new(),
+        )))
     });
     crate::mr::test_harness::resource_tests!(over_cuda_async, || {
-        Ok(AnyResource::new(PrefetchResourceAdaptor::new(crate::mr::CudaAsyncMemoryResource::new()?)))
+        Ok(AnyResource::new(PrefetchResourceAdaptor::new(
+            crate::mr::CudaAsyncMemoryResource::new()?,
+        )))
     });
 }

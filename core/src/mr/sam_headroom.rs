@@ -9,7 +9,6 @@
 //! Stateful in RMM (it holds the headroom): clones are equal, and two resources are equal when they
 //! keep the same headroom.
 
-
 use crate::aligned::{align_down, check_base_alignment, DEFAULT_ALIGNMENT};
 use crate::cuda::alloc::{advise_preferred_location, Location};
 use crate::cuda::{self, device::ensure_context, DeviceId, Stream};
@@ -52,9 +51,14 @@ impl SamHeadroomMemoryResource {
             )));
         }
         if !cuda::has_entry_point("cuMemAdvise_v2") {
-            return Err(Error::Unsupported("sam_headroom_memory_resource needs cuMemAdvise_v2 (CUDA 12.2+)".into()));
+            return Err(Error::Unsupported(
+                "sam_headroom_memory_resource needs cuMemAdvise_v2 (CUDA 12.2+)".into(),
+            ));
         }
-        Ok(Self { system: SystemMemoryResource::new(), headroom })
+        Ok(Self {
+            system: SystemMemoryResource::new(),
+            headroom,
+        })
     }
 
     /// The number of bytes of GPU memory this resource keeps free.
@@ -94,23 +98,42 @@ impl MemoryResource for SamHeadroomMemoryResource {
             return Ok(std::ptr::null_mut());
         }
         let device = ensure_context()?;
-        let ptr = self.system.allocate(stream, bytes, DEFAULT_ALIGNMENT).map_err(|e| match e {
-            Error::OutOfMemory { bytes, detail, .. } => Error::OutOfMemory { bytes, resource: self.name().to_owned(), detail },
-            other => other,
-        })?;
+        let ptr = self
+            .system
+            .allocate(stream, bytes, DEFAULT_ALIGNMENT)
+            .map_err(|e| match e {
+                Error::OutOfMemory { bytes, detail, .. } => Error::OutOfMemory {
+                    bytes,
+                    resource: self.name().to_owned(),
+                    detail,
+                },
+                other => other,
+            })?;
         if let Err(e) = self.advise(ptr, bytes, device) {
             // SAFETY: `ptr` was just allocated by the system resource with these arguments and
             // never handed out.
-            let _ = unsafe { self.system.deallocate(stream, ptr, bytes, DEFAULT_ALIGNMENT) };
+            let _ = unsafe {
+                self.system
+                    .deallocate(stream, ptr, bytes, DEFAULT_ALIGNMENT)
+            };
             return Err(e);
         }
         Ok(ptr)
     }
 
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, _alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        _alignment: usize,
+    ) -> Result<()> {
         // The system resource synchronizes `stream` before its immediate `free`.
         // SAFETY: the caller guarantees `ptr` came from `allocate` above (the system resource).
-        unsafe { self.system.deallocate(stream, ptr, bytes, DEFAULT_ALIGNMENT) }
+        unsafe {
+            self.system
+                .deallocate(stream, ptr, bytes, DEFAULT_ALIGNMENT)
+        }
     }
 
     fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
@@ -129,7 +152,6 @@ impl MemoryResource for SamHeadroomMemoryResource {
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
         crate::resource::downcast::<Self>(other).is_some_and(|o| o.headroom == self.headroom)
     }
-
 }
 
 #[cfg(test)]
@@ -139,7 +161,10 @@ mod tests {
 
     /// A resource built without the constructor's device checks (for host-mode tests only).
     fn unchecked(headroom: usize) -> SamHeadroomMemoryResource {
-        SamHeadroomMemoryResource { system: SystemMemoryResource::new(), headroom }
+        SamHeadroomMemoryResource {
+            system: SystemMemoryResource::new(),
+            headroom,
+        }
     }
 
     #[test]
@@ -190,7 +215,10 @@ mod tests {
         crate::testing::require_gpu();
         let device = cuda::current_device().unwrap();
         if !SystemMemoryResource::is_supported_on(device) {
-            crate::testing::skip("sam_headroom::headroom_larger_than_the_device", "System memory not supported");
+            crate::testing::skip(
+                "sam_headroom::headroom_larger_than_the_device",
+                "System memory not supported",
+            );
             return;
         }
         let (_, total) = cuda::mem_info(device).unwrap();
@@ -211,8 +239,14 @@ mod tests {
         match SamHeadroomMemoryResource::new(0) {
             Ok(_) => assert!(SystemMemoryResource::is_supported_on(device)),
             Err(Error::Unsupported(msg)) => {
-                assert!(!SystemMemoryResource::is_supported_on(device) || !cuda::has_entry_point("cuMemAdvise_v2"));
-                assert!(msg.contains("not supported") || msg.contains("cuMemAdvise_v2"), "{msg}");
+                assert!(
+                    !SystemMemoryResource::is_supported_on(device)
+                        || !cuda::has_entry_point("cuMemAdvise_v2")
+                );
+                assert!(
+                    msg.contains("not supported") || msg.contains("cuMemAdvise_v2"),
+                    "{msg}"
+                );
             }
             Err(e) => panic!("unexpected error {e}"),
         }

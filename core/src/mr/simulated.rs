@@ -69,12 +69,24 @@ impl SimulatedMemoryResource {
     pub fn new(capacity: usize) -> Result<Self> {
         let capacity = capacity & !(DEFAULT_ALIGNMENT - 1);
         if capacity == 0 || capacity > usize::MAX / 2 - BASE {
-            return Err(Error::invalid(format!("a simulated device of {capacity} bytes cannot be made")));
+            return Err(Error::invalid(format!(
+                "a simulated device of {capacity} bytes cannot be made"
+            )));
         }
         let mut free = FreeList::new();
         free.insert(BASE, capacity, BASE, ());
-        let usage = SimulatedUsage { largest_free_block: capacity, ..Default::default() };
-        Ok(Self { state: Arc::new(Mutex::new(State { free, live: HashMap::new(), usage })), capacity })
+        let usage = SimulatedUsage {
+            largest_free_block: capacity,
+            ..Default::default()
+        };
+        Ok(Self {
+            state: Arc::new(Mutex::new(State {
+                free,
+                live: HashMap::new(),
+                usage,
+            })),
+            capacity,
+        })
     }
 
     /// The simulated device's size in bytes.
@@ -117,13 +129,21 @@ impl MemoryResource for SimulatedMemoryResource {
         Ok(addr as *mut u8)
     }
 
-    unsafe fn deallocate(&self, _stream: Stream, ptr: *mut u8, bytes: usize, _alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        _stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        _alignment: usize,
+    ) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
         let mut state = self.lock();
         let Some(&(start, reserved, requested)) = state.live.get(&(ptr as usize)) else {
-            return Err(Error::invalid(format!("{ptr:p} is not a live allocation of this simulated device")));
+            return Err(Error::invalid(format!(
+                "{ptr:p} is not a live allocation of this simulated device"
+            )));
         };
         if requested != bytes {
             return Err(Error::invalid(format!(
@@ -170,7 +190,10 @@ mod tests {
         let b = gpu.allocate(Stream::DEFAULT, 3000, 256).unwrap();
         assert_eq!(a as usize % 256, 0);
         assert_eq!(gpu.usage().allocated_bytes, 256 + 3072);
-        assert!(gpu.allocate(Stream::DEFAULT, 1024, 256).unwrap_err().is_out_of_memory());
+        assert!(gpu
+            .allocate(Stream::DEFAULT, 1024, 256)
+            .unwrap_err()
+            .is_out_of_memory());
         // SAFETY: from allocate above.
         unsafe { gpu.deallocate(Stream::DEFAULT, b, 3000, 256).unwrap() };
         let c = gpu.allocate(Stream::DEFAULT, 3500, 256).unwrap();
@@ -186,10 +209,18 @@ mod tests {
         let p = gpu.allocate(Stream::DEFAULT, 100, 256).unwrap();
         // SAFETY: the simulated device never dereferences pointers; bad frees are errors.
         unsafe {
-            assert!(matches!(gpu.deallocate(Stream::DEFAULT, p, 99, 256), Err(Error::InvalidArgument(_))));
+            assert!(matches!(
+                gpu.deallocate(Stream::DEFAULT, p, 99, 256),
+                Err(Error::InvalidArgument(_))
+            ));
             gpu.deallocate(Stream::DEFAULT, p, 100, 256).unwrap();
-            assert!(matches!(gpu.deallocate(Stream::DEFAULT, p, 100, 256), Err(Error::InvalidArgument(_))));
-            assert!(gpu.deallocate(Stream::DEFAULT, 0x1234 as *mut u8, 1, 256).is_err());
+            assert!(matches!(
+                gpu.deallocate(Stream::DEFAULT, p, 100, 256),
+                Err(Error::InvalidArgument(_))
+            ));
+            assert!(gpu
+                .deallocate(Stream::DEFAULT, 0x1234 as *mut u8, 1, 256)
+                .is_err());
         }
     }
 
@@ -201,7 +232,10 @@ mod tests {
         assert_eq!(p as usize % (1 << 20), 0);
         // SAFETY: from allocate above.
         unsafe { gpu.deallocate(Stream::DEFAULT, p, 100, 1 << 20).unwrap() };
-        assert!(matches!(gpu.allocate(Stream::DEFAULT, 1, 3), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            gpu.allocate(Stream::DEFAULT, 1, 3),
+            Err(Error::InvalidArgument(_))
+        ));
         assert!(SimulatedMemoryResource::new(0).is_err());
         assert!(SimulatedMemoryResource::new(usize::MAX).is_err());
     }

@@ -21,7 +21,7 @@
 //! [`pop_counters`]: StatisticsResourceAdaptor::pop_counters
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, PoisonError};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
@@ -85,7 +85,11 @@ impl AtomicCounter {
     fn load(&self) -> Counter {
         let value = self.value.load(Ordering::Relaxed);
         let peak = self.peak.load(Ordering::Relaxed).max(value);
-        Counter { value, peak, total: self.total.load(Ordering::Relaxed) }
+        Counter {
+            value,
+            peak,
+            total: self.total.load(Ordering::Relaxed),
+        }
     }
 
     fn store(&self, counter: Counter) {
@@ -190,8 +194,13 @@ pub struct StatisticsResourceAdaptor {
 impl StatisticsResourceAdaptor {
     /// Counts what passes to `upstream`, starting from zero in one frame.
     pub fn new<R: MemoryResource>(upstream: R) -> Self {
-        let inner = Inner { upstream: AnyResource::new(upstream), frames: RwLock::new(vec![Frame::default()]) };
-        Self { inner: Arc::new(inner) }
+        let inner = Inner {
+            upstream: AnyResource::new(upstream),
+            frames: RwLock::new(vec![Frame::default()]),
+        };
+        Self {
+            inner: Arc::new(inner),
+        }
     }
 
     /// The bytes counter of the current frame (RMM's `get_bytes_counter`).
@@ -206,7 +215,11 @@ impl StatisticsResourceAdaptor {
 
     /// Both counters of the current frame, `(bytes, allocations)`, read together.
     pub fn counters(&self) -> (Counter, Counter) {
-        self.inner.read().last().map(Frame::load).unwrap_or_default()
+        self.inner
+            .read()
+            .last()
+            .map(Frame::load)
+            .unwrap_or_default()
     }
 
     /// Starts a new frame with zero counters and returns the counters as they were before
@@ -255,21 +268,37 @@ impl StatisticsResourceAdaptor {
 
 impl MemoryResource for StatisticsResourceAdaptor {
     fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        self.inner.counted_allocation(self.inner.upstream.allocate(stream, bytes, alignment), bytes)
+        self.inner.counted_allocation(
+            self.inner.upstream.allocate(stream, bytes, alignment),
+            bytes,
+        )
     }
 
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         // SAFETY: forwarded caller contract; the memory came from the upstream.
-        self.inner.counted_free(bytes, || unsafe { self.inner.upstream.deallocate(stream, ptr, bytes, alignment) })
+        self.inner.counted_free(bytes, || unsafe {
+            self.inner
+                .upstream
+                .deallocate(stream, ptr, bytes, alignment)
+        })
     }
 
     fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        self.inner.counted_allocation(self.inner.upstream.allocate_sync(bytes, alignment), bytes)
+        self.inner
+            .counted_allocation(self.inner.upstream.allocate_sync(bytes, alignment), bytes)
     }
 
     unsafe fn deallocate_sync(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
         // SAFETY: forwarded caller contract.
-        self.inner.counted_free(bytes, || unsafe { self.inner.upstream.deallocate_sync(ptr, bytes, alignment) })
+        self.inner.counted_free(bytes, || unsafe {
+            self.inner.upstream.deallocate_sync(ptr, bytes, alignment)
+        })
     }
 
     fn access(&self) -> Access {
@@ -318,7 +347,14 @@ mod tests {
         // SAFETY: from allocate_sync above.
         unsafe { mr.deallocate_sync(c, 50, 64).unwrap() };
         assert_eq!(mr.counters(), (counter(0, 400, 450), counter(0, 2, 3)));
-        assert_eq!(mr.upstream().downcast_ref::<Probe>().unwrap().live.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            mr.upstream()
+                .downcast_ref::<Probe>()
+                .unwrap()
+                .live
+                .load(Ordering::SeqCst),
+            0
+        );
         assert_eq!(mr.access(), Access::HOST);
     }
 
@@ -340,21 +376,39 @@ mod tests {
     fn frames_follow_rmm_semantics() {
         let mr = StatisticsResourceAdaptor::new(SimulatedMemoryResource::new(1 << 20).unwrap());
         let a = alloc(&mr, 100);
-        assert_eq!(mr.push_counters(), (counter(100, 100, 100), counter(1, 1, 1)));
+        assert_eq!(
+            mr.push_counters(),
+            (counter(100, 100, 100), counter(1, 1, 1))
+        );
         assert_eq!(mr.frames(), 2);
-        assert_eq!(mr.counters(), (Counter::default(), Counter::default()), "a new frame starts at zero");
+        assert_eq!(
+            mr.counters(),
+            (Counter::default(), Counter::default()),
+            "a new frame starts at zero"
+        );
         let b = alloc(&mr, 50);
         let c = alloc(&mr, 30);
         assert_eq!(mr.bytes_counter(), counter(80, 80, 80));
         free(&mr, b, 50);
         free(&mr, a, 100);
-        assert_eq!(mr.counters(), (counter(-70, 80, 80), counter(0, 2, 2)), "values can go negative");
-        assert_eq!(mr.pop_counters().unwrap(), (counter(-70, 80, 80), counter(0, 2, 2)));
+        assert_eq!(
+            mr.counters(),
+            (counter(-70, 80, 80), counter(0, 2, 2)),
+            "values can go negative"
+        );
+        assert_eq!(
+            mr.pop_counters().unwrap(),
+            (counter(-70, 80, 80), counter(0, 2, 2))
+        );
         assert_eq!(mr.counters(), (counter(30, 180, 180), counter(1, 3, 3)));
         let err = mr.pop_counters().unwrap_err();
         assert_eq!(err, Error::invalid("cannot pop the last counter pair"));
         assert_eq!(mr.frames(), 1);
-        assert_eq!(mr.counters(), (counter(30, 180, 180), counter(1, 3, 3)), "a failed pop changes nothing");
+        assert_eq!(
+            mr.counters(),
+            (counter(30, 180, 180), counter(1, 3, 3)),
+            "a failed pop changes nothing"
+        );
         free(&mr, c, 30);
     }
 
@@ -386,14 +440,21 @@ mod tests {
     fn failures_are_not_counted() {
         let gpu = SimulatedMemoryResource::new(1 << 20).unwrap();
         let mr = StatisticsResourceAdaptor::new(gpu.clone());
-        assert!(mr.allocate(Stream::DEFAULT, 2 << 20, 256).unwrap_err().is_out_of_memory());
+        assert!(mr
+            .allocate(Stream::DEFAULT, 2 << 20, 256)
+            .unwrap_err()
+            .is_out_of_memory());
         assert!(mr.allocate_sync(2 << 20, 256).is_err());
         assert_eq!(mr.counters(), (Counter::default(), Counter::default()));
         let p = alloc(&mr, 512);
         // SAFETY: a wrong size; the simulated device rejects the free without touching memory.
         let bad = unsafe { mr.deallocate(Stream::DEFAULT, p, 256, 256) };
         assert!(matches!(bad, Err(Error::InvalidArgument(_))));
-        assert_eq!(mr.counters(), (counter(512, 512, 512), counter(1, 1, 1)), "a failed free is not counted");
+        assert_eq!(
+            mr.counters(),
+            (counter(512, 512, 512), counter(1, 1, 1)),
+            "a failed free is not counted"
+        );
         free(&mr, p, 512);
         assert_eq!(gpu.usage().live_allocations, 0);
     }
@@ -411,8 +472,9 @@ mod tests {
             for t in 0..THREADS {
                 let (mr, barrier) = (&mr, &barrier);
                 scope.spawn(move || {
-                    let held: Vec<(usize, usize)> =
-                        (0..PER_THREAD).map(|k| (alloc(mr, size(t, k)) as usize, size(t, k))).collect();
+                    let held: Vec<(usize, usize)> = (0..PER_THREAD)
+                        .map(|k| (alloc(mr, size(t, k)) as usize, size(t, k)))
+                        .collect();
                     barrier.wait();
                     for (p, bytes) in held {
                         free(mr, p as *mut u8, bytes);
@@ -420,7 +482,9 @@ mod tests {
                 });
             }
         });
-        let all: i64 = (0..THREADS).flat_map(|t| (0..PER_THREAD).map(move |k| size(t, k) as i64)).sum();
+        let all: i64 = (0..THREADS)
+            .flat_map(|t| (0..PER_THREAD).map(move |k| size(t, k) as i64))
+            .sum();
         let n = (THREADS * PER_THREAD) as i64;
         assert_eq!(mr.counters(), (counter(0, all, all), counter(0, n, n)));
     }
@@ -433,16 +497,23 @@ mod tests {
         assert_eq!(a.bytes_counter().value, 64);
         b.push_counters();
         assert_eq!(a.frames(), 2);
-        assert!(a.is_equal(&b) && !a.is_equal(&StatisticsResourceAdaptor::new(SystemMemoryResource::new())));
+        assert!(
+            a.is_equal(&b)
+                && !a.is_equal(&StatisticsResourceAdaptor::new(SystemMemoryResource::new()))
+        );
         assert_eq!(a.name(), "statistics_resource_adaptor");
         free(&a, p, 64);
     }
 
     crate::mr::test_harness::resource_tests!(over_cuda, || {
-        Ok(AnyResource::new(StatisticsResourceAdaptor::new(crate::mr::CudaMemoryResource::new())))
+        Ok(AnyResource::new(StatisticsResourceAdaptor::new(
+            crate::mr::CudaMemoryResource::new(),
+        )))
     });
     crate::mr::test_harness::resource_tests!(over_cuda_async, || {
-        Ok(AnyResource::new(StatisticsResourceAdaptor::new(crate::mr::CudaAsyncMemoryResource::new()?)))
+        Ok(AnyResource::new(StatisticsResourceAdaptor::new(
+            crate::mr::CudaAsyncMemoryResource::new()?,
+        )))
     });
 
     /// 16 threads, each on its own stream, allocate and free on a stream-ordered pool; the counters
@@ -473,12 +544,22 @@ mod tests {
                 });
             }
         });
-        let all: i64 =
-            (0..THREADS).flat_map(|t| (0..ROUNDS).map(move |k| 256 * (1 + (t + k) % 64) as i64)).sum();
+        let all: i64 = (0..THREADS)
+            .flat_map(|t| (0..ROUNDS).map(move |k| 256 * (1 + (t + k) % 64) as i64))
+            .sum();
         let (bytes, allocations) = mr.counters();
         assert_eq!((bytes.value, bytes.total), (0, all));
-        assert_eq!((allocations.value, allocations.total), (0, (THREADS * ROUNDS) as i64));
-        assert!(bytes.peak > 0 && bytes.peak <= (THREADS * 256 * 64) as i64, "{bytes:?}");
-        assert!(allocations.peak >= 1 && allocations.peak <= THREADS as i64, "{allocations:?}");
+        assert_eq!(
+            (allocations.value, allocations.total),
+            (0, (THREADS * ROUNDS) as i64)
+        );
+        assert!(
+            bytes.peak > 0 && bytes.peak <= (THREADS * 256 * 64) as i64,
+            "{bytes:?}"
+        );
+        assert!(
+            allocations.peak >= 1 && allocations.peak <= THREADS as i64,
+            "{allocations:?}"
+        );
     }
 }

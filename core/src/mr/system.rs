@@ -5,7 +5,6 @@
 //! Allocation is immediate, so the stream is ignored; deallocation synchronizes the stream first
 //! (with a GPU), since `free` cannot wait for queued work that still uses the memory.
 
-
 use crate::aligned::check_alignment;
 use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
@@ -32,7 +31,13 @@ impl SystemMemoryResource {
         let device_ok = cuda::current_device()
             .map(cuda::device::supports_pageable_memory_access)
             .unwrap_or(false);
-        Self { access: if device_ok { Access::HOST_DEVICE } else { Access::HOST } }
+        Self {
+            access: if device_ok {
+                Access::HOST_DEVICE
+            } else {
+                Access::HOST
+            },
+        }
     }
 
     /// True when `device` can access system memory (RMM's `is_system_memory_supported`).
@@ -61,17 +66,29 @@ impl MemoryResource for SystemMemoryResource {
         match status {
             0 => Ok(ptr.cast()),
             libc::ENOMEM => Err(Error::out_of_memory(bytes, self.name())),
-            other => Err(Error::invalid(format!("posix_memalign failed with errno {other}"))),
+            other => Err(Error::invalid(format!(
+                "posix_memalign failed with errno {other}"
+            ))),
         }
     }
 
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, _bytes: usize, _alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        _bytes: usize,
+        _alignment: usize,
+    ) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
         // `free` is immediate, unlike a stream-ordered free: wait for the work queued on `stream`
         // that may still use the memory (as RMM does). The memory is freed even if that fails.
-        let synced = if cuda::is_available() { stream.synchronize() } else { Ok(()) };
+        let synced = if cuda::is_available() {
+            stream.synchronize()
+        } else {
+            Ok(())
+        };
         // SAFETY: the caller guarantees `ptr` came from posix_memalign above.
         unsafe { libc::free(ptr.cast()) };
         synced
@@ -92,7 +109,6 @@ impl MemoryResource for SystemMemoryResource {
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
         crate::resource::downcast::<Self>(other).is_some()
     }
-
 }
 
 #[cfg(test)]
@@ -103,7 +119,13 @@ mod tests {
     fn host_memory_is_writable_and_aligned() {
         let mr = SystemMemoryResource::new();
         assert!(mr.access().host());
-        for (bytes, align) in [(1usize, 1usize), (4, 4), (1024, 256), (1 << 20, 4096), (3 << 20, 1 << 16)] {
+        for (bytes, align) in [
+            (1usize, 1usize),
+            (4, 4),
+            (1024, 256),
+            (1 << 20, 4096),
+            (3 << 20, 1 << 16),
+        ] {
             let p = mr.allocate(Stream::DEFAULT, bytes, align).unwrap();
             assert!(!p.is_null());
             assert_eq!(p as usize % align, 0);
@@ -129,7 +151,10 @@ mod tests {
     fn bad_alignment_is_an_error() {
         let mr = SystemMemoryResource::new();
         for align in [0usize, 3, 48, 1000] {
-            assert!(matches!(mr.allocate(Stream::DEFAULT, 64, align), Err(Error::InvalidArgument(_))));
+            assert!(matches!(
+                mr.allocate(Stream::DEFAULT, 64, align),
+                Err(Error::InvalidArgument(_))
+            ));
         }
     }
 
@@ -138,7 +163,9 @@ mod tests {
         let mr = SystemMemoryResource::new();
         let err = mr.allocate(Stream::DEFAULT, 1 << 50, 256).unwrap_err();
         assert!(err.is_out_of_memory(), "{err}");
-        let err = mr.allocate(Stream::DEFAULT, usize::MAX - 100, 256).unwrap_err();
+        let err = mr
+            .allocate(Stream::DEFAULT, usize::MAX - 100, 256)
+            .unwrap_err();
         assert!(err.is_out_of_memory(), "{err}");
         let p = mr.allocate(Stream::DEFAULT, 4, 256).unwrap();
         // SAFETY: from allocate above.

@@ -47,7 +47,12 @@ pub struct ThreadSafeResourceAdaptor {
 impl ThreadSafeResourceAdaptor {
     /// Serializes the calls into `upstream`.
     pub fn new<R: MemoryResource>(upstream: R) -> Self {
-        Self { inner: Arc::new(Inner { upstream: AnyResource::new(upstream), lock: Mutex::new(()) }) }
+        Self {
+            inner: Arc::new(Inner {
+                upstream: AnyResource::new(upstream),
+                lock: Mutex::new(()),
+            }),
+        }
     }
 
     /// The upstream resource (RMM's `get_upstream_resource`).
@@ -56,7 +61,10 @@ impl ThreadSafeResourceAdaptor {
     }
 
     fn lock(&self) -> MutexGuard<'_, ()> {
-        self.inner.lock.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner
+            .lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -66,10 +74,20 @@ impl MemoryResource for ThreadSafeResourceAdaptor {
         self.inner.upstream.allocate(stream, bytes, alignment)
     }
 
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         let _guard = self.lock();
         // SAFETY: forwarded caller contract; the memory came from the upstream with these arguments.
-        unsafe { self.inner.upstream.deallocate(stream, ptr, bytes, alignment) }
+        unsafe {
+            self.inner
+                .upstream
+                .deallocate(stream, ptr, bytes, alignment)
+        }
     }
 
     fn access(&self) -> Access {
@@ -130,7 +148,13 @@ mod tests {
             self.enter();
             self.gpu.allocate(stream, bytes, alignment)
         }
-        unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+        unsafe fn deallocate(
+            &self,
+            stream: Stream,
+            ptr: *mut u8,
+            bytes: usize,
+            alignment: usize,
+        ) -> Result<()> {
             self.enter();
             // SAFETY: forwarded.
             unsafe { self.gpu.deallocate(stream, ptr, bytes, alignment) }
@@ -171,7 +195,10 @@ mod tests {
         let mr = ThreadSafeResourceAdaptor::new(upstream.clone());
         hammer(&mr, 8, 50);
         let inner = upstream.downcast_ref::<NonReentrant>().unwrap();
-        assert!(!inner.overlapped.load(Ordering::SeqCst), "two calls were inside the upstream at once");
+        assert!(
+            !inner.overlapped.load(Ordering::SeqCst),
+            "two calls were inside the upstream at once"
+        );
         assert_eq!(inner.gpu.usage().allocated_bytes, 0);
     }
 
@@ -202,8 +229,18 @@ mod tests {
         unsafe { p.write_bytes(1, 512) };
         // SAFETY: from allocate above.
         unsafe { mr.deallocate(Stream::DEFAULT, p, 512, 256).unwrap() };
-        assert_eq!(probe.downcast_ref::<Probe>().unwrap().live.load(Ordering::SeqCst), 0);
-        assert!(matches!(mr.allocate(Stream::DEFAULT, 1, 3), Err(Error::InvalidArgument(_))));
+        assert_eq!(
+            probe
+                .downcast_ref::<Probe>()
+                .unwrap()
+                .live
+                .load(Ordering::SeqCst),
+            0
+        );
+        assert!(matches!(
+            mr.allocate(Stream::DEFAULT, 1, 3),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 
     #[test]
@@ -217,12 +254,18 @@ mod tests {
     }
 
     crate::mr::test_harness::resource_tests!(over_cuda, || {
-        Ok(AnyResource::new(ThreadSafeResourceAdaptor::new(crate::mr::CudaMemoryResource::new())))
+        Ok(AnyResource::new(ThreadSafeResourceAdaptor::new(
+            crate::mr::CudaMemoryResource::new(),
+        )))
     });
     crate::mr::test_harness::resource_tests!(over_managed, || {
-        Ok(AnyResource::new(ThreadSafeResourceAdaptor::new(crate::mr::ManagedMemoryResource::new())))
+        Ok(AnyResource::new(ThreadSafeResourceAdaptor::new(
+            crate::mr::ManagedMemoryResource::new(),
+        )))
     });
     crate::mr::test_harness::resource_tests!(over_cuda_async, || {
-        Ok(AnyResource::new(ThreadSafeResourceAdaptor::new(crate::mr::CudaAsyncMemoryResource::new()?)))
+        Ok(AnyResource::new(ThreadSafeResourceAdaptor::new(
+            crate::mr::CudaAsyncMemoryResource::new()?,
+        )))
     });
 }

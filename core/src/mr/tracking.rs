@@ -53,7 +53,9 @@ struct Inner {
 
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, HashMap<usize, Entry>> {
-        self.allocations.lock().unwrap_or_else(PoisonError::into_inner)
+        self.allocations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn track(&self, result: Result<*mut u8>, bytes: usize) -> Result<*mut u8> {
@@ -61,7 +63,9 @@ impl Inner {
         if bytes == 0 {
             return Ok(ptr);
         }
-        let stack = self.capture_stacks.then(|| Arc::new(Backtrace::force_capture()));
+        let stack = self
+            .capture_stacks
+            .then(|| Arc::new(Backtrace::force_capture()));
         let mut allocations = self.lock();
         if let Some(stale) = allocations.insert(ptr as usize, Entry { bytes, stack }) {
             // The upstream handed out a live pointer again: it was freed behind this adaptor's back.
@@ -70,7 +74,8 @@ impl Inner {
                  freed without this adaptor",
                 stale.bytes
             );
-            self.allocated_bytes.fetch_sub(stale.bytes, Ordering::Relaxed);
+            self.allocated_bytes
+                .fetch_sub(stale.bytes, Ordering::Relaxed);
         }
         self.allocated_bytes.fetch_add(bytes, Ordering::Relaxed);
         Ok(ptr)
@@ -147,7 +152,9 @@ impl TrackingResourceAdaptor {
             allocations: Mutex::new(HashMap::new()),
             allocated_bytes: AtomicUsize::new(0),
         };
-        Self { inner: Arc::new(inner) }
+        Self {
+            inner: Arc::new(inner),
+        }
     }
 
     /// True when each allocation records its stack.
@@ -167,7 +174,11 @@ impl TrackingResourceAdaptor {
             .inner
             .lock()
             .iter()
-            .map(|(&address, e)| OutstandingAllocation { address, bytes: e.bytes, stack: e.stack.clone() })
+            .map(|(&address, e)| OutstandingAllocation {
+                address,
+                bytes: e.bytes,
+                stack: e.stack.clone(),
+            })
             .collect();
         all.sort_unstable_by_key(|a| a.address);
         all
@@ -195,7 +206,10 @@ impl TrackingResourceAdaptor {
     /// [`outstanding_allocations_str`]: TrackingResourceAdaptor::outstanding_allocations_str
     pub fn log_outstanding_allocations(&self) {
         if tracing::enabled!(tracing::Level::DEBUG) {
-            tracing::debug!("Outstanding Allocations: {}", self.outstanding_allocations_str());
+            tracing::debug!(
+                "Outstanding Allocations: {}",
+                self.outstanding_allocations_str()
+            );
         }
     }
 
@@ -207,18 +221,32 @@ impl TrackingResourceAdaptor {
 
 impl MemoryResource for TrackingResourceAdaptor {
     fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        self.inner.track(self.inner.upstream.allocate(stream, bytes, alignment), bytes)
+        self.inner.track(
+            self.inner.upstream.allocate(stream, bytes, alignment),
+            bytes,
+        )
     }
 
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         self.inner.untrack(ptr, bytes, || {
             // SAFETY: forwarded caller contract; `ptr` is an outstanding allocation of `bytes`.
-            unsafe { self.inner.upstream.deallocate(stream, ptr, bytes, alignment) }
+            unsafe {
+                self.inner
+                    .upstream
+                    .deallocate(stream, ptr, bytes, alignment)
+            }
         })
     }
 
     fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        self.inner.track(self.inner.upstream.allocate_sync(bytes, alignment), bytes)
+        self.inner
+            .track(self.inner.upstream.allocate_sync(bytes, alignment), bytes)
     }
 
     unsafe fn deallocate_sync(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
@@ -258,10 +286,19 @@ mod tests {
         let outstanding = mr.outstanding_allocations();
         let mut expected = vec![(a as usize, 100), (b as usize, 3000)];
         expected.sort_unstable();
-        assert_eq!(outstanding.iter().map(|o| (o.address, o.bytes)).collect::<Vec<_>>(), expected);
+        assert_eq!(
+            outstanding
+                .iter()
+                .map(|o| (o.address, o.bytes))
+                .collect::<Vec<_>>(),
+            expected
+        );
         assert!(outstanding.iter().all(|o| o.stack.is_none()));
         let report = mr.outstanding_allocations_str();
-        let lines: Vec<String> = expected.iter().map(|(p, n)| format!("{p:#x}: {n} B")).collect();
+        let lines: Vec<String> = expected
+            .iter()
+            .map(|(p, n)| format!("{p:#x}: {n} B"))
+            .collect();
         assert_eq!(report, format!("{}\n", lines.join("\n")));
         mr.log_outstanding_allocations();
         // SAFETY: each pointer came from `mr` with these arguments.
@@ -270,8 +307,18 @@ mod tests {
             mr.deallocate_sync(b, 3000, 64).unwrap();
             mr.deallocate(Stream::DEFAULT, zero, 0, 256).unwrap();
         }
-        assert_eq!((mr.allocated_bytes(), mr.outstanding_allocations_str()), (0, String::new()));
-        assert_eq!(mr.upstream().downcast_ref::<Probe>().unwrap().live.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            (mr.allocated_bytes(), mr.outstanding_allocations_str()),
+            (0, String::new())
+        );
+        assert_eq!(
+            mr.upstream()
+                .downcast_ref::<Probe>()
+                .unwrap()
+                .live
+                .load(Ordering::SeqCst),
+            0
+        );
     }
 
     #[inline(never)]
@@ -290,7 +337,10 @@ mod tests {
         let report = mr.outstanding_allocations_str();
         let head = format!("{:#x}: 512 B : callstack:\n", p as usize);
         assert!(report.starts_with(&head), "{report}");
-        assert!(report.contains("allocate_here"), "the stack names the allocating function: {report}");
+        assert!(
+            report.contains("allocate_here"),
+            "the stack names the allocating function: {report}"
+        );
         // SAFETY: from allocate_here.
         unsafe { mr.deallocate(Stream::DEFAULT, p, 512, 256).unwrap() };
         assert_eq!(mr.outstanding_allocations_str(), "");
@@ -304,18 +354,39 @@ mod tests {
         let behind = probe.allocate(Stream::DEFAULT, 128, 256).unwrap();
         // SAFETY: deliberately wrong: `behind` was not allocated through the adaptor; refused.
         let r = unsafe { mr.deallocate(Stream::DEFAULT, behind, 128, 256) };
-        assert!(matches!(&r, Err(Error::InvalidArgument(m)) if m.contains("not an outstanding allocation")), "{r:?}");
-        assert_eq!(probe.downcast_ref::<Probe>().unwrap().live.load(Ordering::SeqCst), 2, "not forwarded");
+        assert!(
+            matches!(&r, Err(Error::InvalidArgument(m)) if m.contains("not an outstanding allocation")),
+            "{r:?}"
+        );
+        assert_eq!(
+            probe
+                .downcast_ref::<Probe>()
+                .unwrap()
+                .live
+                .load(Ordering::SeqCst),
+            2,
+            "not forwarded"
+        );
         assert_eq!(mr.allocated_bytes(), 64, "no underflow, no change");
         assert_eq!(mr.outstanding_allocations().len(), 1);
         // SAFETY: from allocate above; then a double free, refused.
         unsafe {
             mr.deallocate(Stream::DEFAULT, tracked, 64, 256).unwrap();
-            assert!(matches!(mr.deallocate(Stream::DEFAULT, tracked, 64, 256), Err(Error::InvalidArgument(_))));
+            assert!(matches!(
+                mr.deallocate(Stream::DEFAULT, tracked, 64, 256),
+                Err(Error::InvalidArgument(_))
+            ));
             probe.deallocate(Stream::DEFAULT, behind, 128, 256).unwrap();
         }
         assert_eq!(mr.allocated_bytes(), 0);
-        assert_eq!(probe.downcast_ref::<Probe>().unwrap().live.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            probe
+                .downcast_ref::<Probe>()
+                .unwrap()
+                .live
+                .load(Ordering::SeqCst),
+            0
+        );
     }
 
     #[test]
@@ -325,8 +396,13 @@ mod tests {
         let p = mr.allocate(Stream::DEFAULT, 1000, 256).unwrap();
         // SAFETY: a wrong size: refused, nothing reaches the device.
         let r = unsafe { mr.deallocate(Stream::DEFAULT, p, 999, 256) };
-        assert!(matches!(&r, Err(Error::InvalidArgument(m)) if m.contains("allocated with 1000 bytes but freed with 999")));
-        assert_eq!((mr.allocated_bytes(), gpu.usage().live_allocations), (1000, 1));
+        assert!(
+            matches!(&r, Err(Error::InvalidArgument(m)) if m.contains("allocated with 1000 bytes but freed with 999"))
+        );
+        assert_eq!(
+            (mr.allocated_bytes(), gpu.usage().live_allocations),
+            (1000, 1)
+        );
         // SAFETY: the right size.
         unsafe { mr.deallocate(Stream::DEFAULT, p, 1000, 256).unwrap() };
         assert_eq!((mr.allocated_bytes(), gpu.usage().live_allocations), (0, 0));
@@ -335,19 +411,33 @@ mod tests {
         // adaptor's free fail without touching memory (simulated addresses are never dereferenced).
         unsafe {
             gpu.deallocate(Stream::DEFAULT, q, 700, 256).unwrap();
-            assert!(matches!(mr.deallocate(Stream::DEFAULT, q, 700, 256), Err(Error::InvalidArgument(_))));
+            assert!(matches!(
+                mr.deallocate(Stream::DEFAULT, q, 700, 256),
+                Err(Error::InvalidArgument(_))
+            ));
         }
-        assert_eq!(mr.allocated_bytes(), 700, "a rejected free leaves the allocation tracked");
+        assert_eq!(
+            mr.allocated_bytes(),
+            700,
+            "a rejected free leaves the allocation tracked"
+        );
         assert_eq!(mr.outstanding_allocations()[0].address, q as usize);
         // The device reuses the address: the stale entry is replaced, not double counted.
         let r = mr.allocate(Stream::DEFAULT, 300, 256).unwrap();
         assert_eq!(r, q);
-        assert_eq!((mr.allocated_bytes(), mr.outstanding_allocations().len()), (300, 1));
+        assert_eq!(
+            (mr.allocated_bytes(), mr.outstanding_allocations().len()),
+            (300, 1)
+        );
         // SAFETY: from allocate above.
         unsafe { mr.deallocate(Stream::DEFAULT, r, 300, 256).unwrap() };
         assert_eq!(mr.allocated_bytes(), 0);
         assert!(mr.allocate(Stream::DEFAULT, 2 << 20, 256).is_err());
-        assert_eq!(mr.allocated_bytes(), 0, "failed allocations are not tracked");
+        assert_eq!(
+            mr.allocated_bytes(),
+            0,
+            "failed allocations are not tracked"
+        );
     }
 
     #[test]
@@ -358,19 +448,26 @@ mod tests {
             for t in 0..8usize {
                 let (mr, barrier) = (&mr, &barrier);
                 scope.spawn(move || {
-                    let held: Vec<usize> =
-                        (0..50).map(|k| mr.allocate(Stream::DEFAULT, 1 + t + k, 256).unwrap() as usize).collect();
+                    let held: Vec<usize> = (0..50)
+                        .map(|k| mr.allocate(Stream::DEFAULT, 1 + t + k, 256).unwrap() as usize)
+                        .collect();
                     barrier.wait();
                     assert_eq!(mr.outstanding_allocations().len(), 8 * 50);
                     barrier.wait();
                     for (k, p) in held.into_iter().enumerate() {
                         // SAFETY: from allocate above with these arguments.
-                        unsafe { mr.deallocate(Stream::DEFAULT, p as *mut u8, 1 + t + k, 256).unwrap() };
+                        unsafe {
+                            mr.deallocate(Stream::DEFAULT, p as *mut u8, 1 + t + k, 256)
+                                .unwrap()
+                        };
                     }
                 });
             }
         });
-        assert_eq!((mr.allocated_bytes(), mr.outstanding_allocations().len()), (0, 0));
+        assert_eq!(
+            (mr.allocated_bytes(), mr.outstanding_allocations().len()),
+            (0, 0)
+        );
     }
 
     #[test]
@@ -379,17 +476,29 @@ mod tests {
         let b = a.clone();
         let p = b.allocate(Stream::DEFAULT, 10, 256).unwrap();
         assert_eq!(a.allocated_bytes(), 10);
-        assert!(a.is_equal(&b) && !a.is_equal(&TrackingResourceAdaptor::new(SystemMemoryResource::new(), false)));
+        assert!(
+            a.is_equal(&b)
+                && !a.is_equal(&TrackingResourceAdaptor::new(
+                    SystemMemoryResource::new(),
+                    false
+                ))
+        );
         assert_eq!(a.name(), "tracking_resource_adaptor");
         // SAFETY: from allocate above.
         unsafe { a.deallocate(Stream::DEFAULT, p, 10, 256).unwrap() };
     }
 
     crate::mr::test_harness::resource_tests!(over_cuda, || {
-        Ok(AnyResource::new(TrackingResourceAdaptor::new(crate::mr::CudaMemoryResource::new(), false)))
+        Ok(AnyResource::new(TrackingResourceAdaptor::new(
+            crate::mr::CudaMemoryResource::new(),
+            false,
+        )))
     });
     crate::mr::test_harness::resource_tests!(over_cuda_async, || {
-        Ok(AnyResource::new(TrackingResourceAdaptor::new(crate::mr::CudaAsyncMemoryResource::new()?, true)))
+        Ok(AnyResource::new(TrackingResourceAdaptor::new(
+            crate::mr::CudaAsyncMemoryResource::new()?,
+            true,
+        )))
     });
 }
 
@@ -400,7 +509,10 @@ mod composition_tests {
     use proptest::prelude::*;
 
     use crate::cuda::Stream;
-    use crate::mr::{LoggingResourceAdaptor, SimulatedMemoryResource, StatisticsResourceAdaptor, TrackingResourceAdaptor};
+    use crate::mr::{
+        LoggingResourceAdaptor, SimulatedMemoryResource, StatisticsResourceAdaptor,
+        TrackingResourceAdaptor,
+    };
     use crate::testing::SharedBuffer;
     use crate::MemoryResource;
 

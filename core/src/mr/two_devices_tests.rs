@@ -7,7 +7,9 @@ use std::sync::Arc;
 use crate::cuda::{self, OwnedStream, Stream, StreamFlags};
 use crate::mr::statistics::StatisticsResourceAdaptor;
 use crate::mr::test_harness::DEVICE_MEMORY;
-use crate::mr::{ArenaMemoryResource, BinningMemoryResource, CudaMemoryResource, PoolMemoryResource};
+use crate::mr::{
+    ArenaMemoryResource, BinningMemoryResource, CudaMemoryResource, PoolMemoryResource,
+};
 use crate::registry;
 use crate::testing::{require_gpu, skip};
 use crate::{AnyResource, DeviceBuffer, MemoryResource};
@@ -34,7 +36,14 @@ fn on_device<T>(device: i32, back: i32, f: impl FnOnce() -> T) -> T {
 
 fn pool_on(device: i32) -> AnyResource {
     on_device(device, device, || {
-        AnyResource::new(PoolMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), Some(64 * MIB), None).unwrap())
+        AnyResource::new(
+            PoolMemoryResource::new(
+                AnyResource::new(CudaMemoryResource::new()),
+                Some(64 * MIB),
+                None,
+            )
+            .unwrap(),
+        )
     })
 }
 
@@ -54,7 +63,10 @@ fn per_device_resources_differ_and_follow_the_current_device() {
     for (device, expected) in [(0, &pool0), (1, &pool1)] {
         cuda::set_current_device(device).unwrap();
         let current = registry::current_resource().unwrap();
-        assert!(current.is_equal(expected), "the current resource follows the current device");
+        assert!(
+            current.is_equal(expected),
+            "the current resource follows the current device"
+        );
         let buf = DeviceBuffer::with_current_resource(MIB, Stream::DEFAULT).unwrap();
         assert_eq!(buf.device(), Some(device));
     }
@@ -72,17 +84,35 @@ fn a_buffer_of_device_1_grows_copies_and_frees_there_with_device_0_current() {
     let _gpu = DEVICE_MEMORY.read().unwrap_or_else(|e| e.into_inner());
     let pool1 = pool_on(1);
     let data: Vec<u8> = (0..MIB).map(|i| (i % 251) as u8).collect();
-    let mut buf = on_device(1, 0, || DeviceBuffer::from_host(&data, Stream::DEFAULT, pool1.clone()).unwrap());
+    let mut buf = on_device(1, 0, || {
+        DeviceBuffer::from_host(&data, Stream::DEFAULT, pool1.clone()).unwrap()
+    });
     assert_eq!(cuda::current_device().unwrap(), 0);
     assert_eq!(buf.device(), Some(1));
     buf.resize(2 * MIB, Stream::DEFAULT).unwrap();
-    assert_eq!(buf.device(), Some(1), "growth reallocates on the buffer's device");
-    assert_eq!(cuda::current_device().unwrap(), 0, "the current device is restored");
+    assert_eq!(
+        buf.device(),
+        Some(1),
+        "growth reallocates on the buffer's device"
+    );
+    assert_eq!(
+        cuda::current_device().unwrap(),
+        0,
+        "the current device is restored"
+    );
     assert_eq!(&buf.to_vec().unwrap()[..MIB], &data[..]);
     let copy = buf.try_clone().unwrap();
-    assert_eq!(copy.device(), Some(1), "a copy uses the buffer's resource and device");
+    assert_eq!(
+        copy.device(),
+        Some(1),
+        "a copy uses the buffer's resource and device"
+    );
     drop((buf, copy));
-    assert_eq!(cuda::current_device().unwrap(), 0, "freeing restores the current device");
+    assert_eq!(
+        cuda::current_device().unwrap(),
+        0,
+        "freeing restores the current device"
+    );
 }
 
 #[test]
@@ -93,7 +123,9 @@ fn a_buffer_copied_from_device_0_to_device_1_keeps_its_bytes() {
     }
     let _gpu = DEVICE_MEMORY.read().unwrap_or_else(|e| e.into_inner());
     let data: Vec<u8> = (0..MIB).map(|i| (i * 7 % 253) as u8).collect();
-    let src = on_device(0, 0, || DeviceBuffer::from_host(&data, Stream::DEFAULT, pool_on(0)).unwrap());
+    let src = on_device(0, 0, || {
+        DeviceBuffer::from_host(&data, Stream::DEFAULT, pool_on(0)).unwrap()
+    });
     let pool1 = pool_on(1);
     cuda::set_current_device(0).unwrap();
     let dst = src.try_clone_on(Stream::DEFAULT, pool1).unwrap();
@@ -110,16 +142,42 @@ fn sub_allocators_on_both_devices_from_sixteen_threads_return_to_zero() {
     let _gpu = DEVICE_MEMORY.write().unwrap_or_else(|e| e.into_inner());
     type Make = fn() -> AnyResource;
     let makers: [(&str, Make); 3] = [
-        ("pool", || AnyResource::new(PoolMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), Some(64 * MIB), None).unwrap())),
-        ("arena", || AnyResource::new(ArenaMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), Some(64 * MIB), false).unwrap())),
+        ("pool", || {
+            AnyResource::new(
+                PoolMemoryResource::new(
+                    AnyResource::new(CudaMemoryResource::new()),
+                    Some(64 * MIB),
+                    None,
+                )
+                .unwrap(),
+            )
+        }),
+        ("arena", || {
+            AnyResource::new(
+                ArenaMemoryResource::new(
+                    AnyResource::new(CudaMemoryResource::new()),
+                    Some(64 * MIB),
+                    false,
+                )
+                .unwrap(),
+            )
+        }),
         ("binning", || {
-            let upstream = PoolMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), Some(64 * MIB), None).unwrap();
-            AnyResource::new(BinningMemoryResource::with_exponents(AnyResource::new(upstream), 8, 16).unwrap())
+            let upstream = PoolMemoryResource::new(
+                AnyResource::new(CudaMemoryResource::new()),
+                Some(64 * MIB),
+                None,
+            )
+            .unwrap();
+            AnyResource::new(
+                BinningMemoryResource::with_exponents(AnyResource::new(upstream), 8, 16).unwrap(),
+            )
         }),
     ];
     for (name, make) in makers {
-        let stats: Vec<Arc<StatisticsResourceAdaptor>> =
-            (0..2).map(|d| on_device(d, 0, || Arc::new(StatisticsResourceAdaptor::new(make())))).collect();
+        let stats: Vec<Arc<StatisticsResourceAdaptor>> = (0..2)
+            .map(|d| on_device(d, 0, || Arc::new(StatisticsResourceAdaptor::new(make()))))
+            .collect();
         std::thread::scope(|scope| {
             for t in 0..16 {
                 let stats = &stats;
@@ -138,7 +196,11 @@ fn sub_allocators_on_both_devices_from_sixteen_threads_return_to_zero() {
                             live.swap_remove((x as usize / 2) % live.len());
                         } else {
                             let size = 1 + (x as usize >> 8) % (64 * 1024);
-                            let s = if x % 3 == 0 { Stream::PER_THREAD } else { stream.stream() };
+                            let s = if x % 3 == 0 {
+                                Stream::PER_THREAD
+                            } else {
+                                stream.stream()
+                            };
                             live.push(DeviceBuffer::new(size, s, mr.clone()).unwrap());
                         }
                     }
@@ -149,7 +211,11 @@ fn sub_allocators_on_both_devices_from_sixteen_threads_return_to_zero() {
         });
         for (device, s) in stats.iter().enumerate() {
             let (bytes, allocations) = s.counters();
-            assert_eq!((bytes.value, allocations.value), (0, 0), "{name} on device {device}: everything returned");
+            assert_eq!(
+                (bytes.value, allocations.value),
+                (0, 0),
+                "{name} on device {device}: everything returned"
+            );
             assert!(allocations.total > 0, "{name} on device {device} was used");
         }
     }
@@ -159,7 +225,8 @@ fn sub_allocators_on_both_devices_from_sixteen_threads_return_to_zero() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_stream_of_device_1_with_device_0_current_allocates_from_the_resource_named() {
-    if !two_devices("a_stream_of_device_1_with_device_0_current_allocates_from_the_resource_named") {
+    if !two_devices("a_stream_of_device_1_with_device_0_current_allocates_from_the_resource_named")
+    {
         return;
     }
     let _gpu = DEVICE_MEMORY.read().unwrap_or_else(|e| e.into_inner());

@@ -31,11 +31,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{OnceLock, PoisonError, RwLock};
 
-use crate::resource::handle::rmm_resource;
-use crate::resource::status::{error_from_c, rmm_error, RMM_OK};
 use crate::cuda::{self, DeviceId};
 use crate::error::{Error, Result};
 use crate::mr::{CudaMemoryResource, SystemMemoryResource};
+use crate::resource::handle::rmm_resource;
+use crate::resource::status::{error_from_c, rmm_error, RMM_OK};
 use crate::resource::{Access, AnyResource, MemoryResource};
 
 /// Per-device current resources: the operations both the local registry and a route to the
@@ -95,13 +95,21 @@ struct Layout {
 impl LocalRegistry {
     /// An empty registry; the device layout (host mode or how many GPUs) is read at first use.
     pub const fn new() -> Self {
-        Self { layout: OnceLock::new(), forced: None, generation: AtomicU64::new(1) }
+        Self {
+            layout: OnceLock::new(),
+            forced: None,
+            generation: AtomicU64::new(1),
+        }
     }
 
     /// A registry with a fixed layout, whatever the machine has (to test GPU-mode rules on CPU).
     #[cfg(test)]
     pub(crate) fn with_layout(host_mode: bool, devices: usize) -> Self {
-        Self { layout: OnceLock::new(), forced: Some((host_mode, devices)), generation: AtomicU64::new(1) }
+        Self {
+            layout: OnceLock::new(),
+            forced: Some((host_mode, devices)),
+            generation: AtomicU64::new(1),
+        }
     }
 
     fn layout(&self) -> &Layout {
@@ -118,7 +126,12 @@ impl LocalRegistry {
             } else {
                 (Access::DEVICE, AnyResource::new(CudaMemoryResource::new()))
             };
-            Layout { host_mode, required, initial, slots: (0..devices).map(|_| RwLock::new(None)).collect() }
+            Layout {
+                host_mode,
+                required,
+                initial,
+                slots: (0..devices).map(|_| RwLock::new(None)).collect(),
+            }
         })
     }
 
@@ -177,7 +190,10 @@ impl Registry for LocalRegistry {
         }
         // The previous resource is returned, never dropped under the lock (its drop may call
         // foreign code that comes back here).
-        let previous = slot.write().unwrap_or_else(PoisonError::into_inner).replace(resource);
+        let previous = slot
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replace(resource);
         self.generation.fetch_add(1, Ordering::Release);
         Ok(previous.unwrap_or_else(|| layout.initial.clone()))
     }
@@ -185,7 +201,10 @@ impl Registry for LocalRegistry {
     fn reset(&self, device: DeviceId) -> Result<AnyResource> {
         let layout = self.layout();
         let slot = layout.slot(device)?;
-        let previous = slot.write().unwrap_or_else(PoisonError::into_inner).replace(layout.initial.clone());
+        let previous = slot
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replace(layout.initial.clone());
         self.generation.fetch_add(1, Ordering::Release);
         Ok(previous.unwrap_or_else(|| layout.initial.clone()))
     }
@@ -216,12 +235,26 @@ impl OwnerRegistry {
     /// The functions in `table` are the registry entry points of `rmm_c.h` (of [`RMM_ABI_VERSION`](crate::resource::handle::RMM_ABI_VERSION))
     /// and stay loaded for as long as this value is used.
     pub unsafe fn new(table: OwnerTable) -> Self {
-        Self { table, generation: OnceLock::new() }
+        Self {
+            table,
+            generation: OnceLock::new(),
+        }
     }
 
-    fn answer(&self, status: std::ffi::c_int, err: &rmm_error, handle: rmm_resource, call: &'static str) -> Result<AnyResource> {
+    fn answer(
+        &self,
+        status: std::ffi::c_int,
+        err: &rmm_error,
+        handle: rmm_resource,
+        call: &'static str,
+    ) -> Result<AnyResource> {
         if status != RMM_OK {
-            return Err(error_from_c(status, err, "the process's resource registry (librmm)", call));
+            return Err(error_from_c(
+                status,
+                err,
+                "the process's resource registry (librmm)",
+                call,
+            ));
         }
         // SAFETY: on success the owner handed us an owning handle (rmm_c.h), checked here.
         unsafe { AnyResource::try_from_handle(handle) }
@@ -239,21 +272,31 @@ impl Registry for OwnerRegistry {
     fn set(&self, device: DeviceId, resource: AnyResource) -> Result<AnyResource> {
         let (mut previous, mut err) = (rmm_resource::NULL, rmm_error::new());
         // SAFETY: the owner retains the borrowed handle, which `resource` keeps alive during the call.
-        let status =
-            unsafe { (self.table.set_per_device_resource)(device, resource.borrow_handle(), &mut previous, &mut err) };
+        let status = unsafe {
+            (self.table.set_per_device_resource)(
+                device,
+                resource.borrow_handle(),
+                &mut previous,
+                &mut err,
+            )
+        };
         self.answer(status, &err, previous, "rmm_set_per_device_resource")
     }
 
     fn reset(&self, device: DeviceId) -> Result<AnyResource> {
         let (mut previous, mut err) = (rmm_resource::NULL, rmm_error::new());
         // SAFETY: an entry point of the owner; valid out-pointers.
-        let status = unsafe { (self.table.reset_per_device_resource)(device, &mut previous, &mut err) };
+        let status =
+            unsafe { (self.table.reset_per_device_resource)(device, &mut previous, &mut err) };
         self.answer(status, &err, previous, "rmm_reset_per_device_resource")
     }
 
     fn generation(&self) -> Option<u64> {
         // SAFETY: rmm_c.h declares rmm_registry_generation as GenerationFn.
-        let f = (*self.generation.get_or_init(|| unsafe { self.table.symbol::<GenerationFn>(c"rmm_registry_generation") }))?;
+        let f = (*self.generation.get_or_init(|| unsafe {
+            self.table
+                .symbol::<GenerationFn>(c"rmm_registry_generation")
+        }))?;
         // SAFETY: an entry point of the owner, which stays loaded (constructor contract); no arguments.
         let generation = unsafe { f() };
         // 0: the owner cannot tell either.

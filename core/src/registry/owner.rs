@@ -40,7 +40,11 @@ impl From<Counter> for rmm_counter {
 
 impl From<rmm_counter> for Counter {
     fn from(c: rmm_counter) -> Self {
-        Counter { value: c.value, peak: c.peak, total: c.total }
+        Counter {
+            value: c.value,
+            peak: c.peak,
+            total: c.total,
+        }
     }
 }
 
@@ -76,7 +80,11 @@ pub mod serve {
         err: *mut rmm_error,
     ) -> c_int {
         // SAFETY: caller contract on both pointers.
-        unsafe { hand_out(out, err, || crate::registry::per_device_resource(device as DeviceId)) }
+        unsafe {
+            hand_out(out, err, || {
+                crate::registry::per_device_resource(device as DeviceId)
+            })
+        }
     }
 
     /// Sets the resource of `device` (retains the borrowed `resource`); the previous one goes to
@@ -94,7 +102,10 @@ pub mod serve {
         // SAFETY: caller contract; the borrowed handle is retained by the new owner.
         unsafe {
             hand_back(previous_out, err, || {
-                crate::registry::set_per_device_resource(device as DeviceId, AnyResource::from_borrowed_handle(resource)?)
+                crate::registry::set_per_device_resource(
+                    device as DeviceId,
+                    AnyResource::from_borrowed_handle(resource)?,
+                )
             })
         }
     }
@@ -116,7 +127,11 @@ pub mod serve {
         err: *mut rmm_error,
     ) -> c_int {
         // SAFETY: caller contract.
-        unsafe { hand_back(previous_out, err, || crate::registry::reset_per_device_resource(device as DeviceId)) }
+        unsafe {
+            hand_back(previous_out, err, || {
+                crate::registry::reset_per_device_resource(device as DeviceId)
+            })
+        }
     }
 }
 
@@ -124,7 +139,8 @@ pub mod serve {
 pub type GetPerDeviceFn = unsafe extern "C" fn(c_int, *mut rmm_resource, *mut rmm_error) -> c_int;
 
 /// `int rmm_set_per_device_resource(int, rmm_resource, rmm_resource*, rmm_error*)`.
-pub type SetPerDeviceFn = unsafe extern "C" fn(c_int, rmm_resource, *mut rmm_resource, *mut rmm_error) -> c_int;
+pub type SetPerDeviceFn =
+    unsafe extern "C" fn(c_int, rmm_resource, *mut rmm_resource, *mut rmm_error) -> c_int;
 
 /// `int rmm_reset_per_device_resource(int, rmm_resource*, rmm_error*)`.
 pub type ResetPerDeviceFn = unsafe extern "C" fn(c_int, *mut rmm_resource, *mut rmm_error) -> c_int;
@@ -259,11 +275,13 @@ unsafe fn owner_table_from(lib: *mut c_void) -> Option<OwnerTable> {
 // ---------------------------------------------------------------------------------------------
 
 /// `int rmm_resource_kind(rmm_resource, int*, rmm_resource*, rmm_error*)`.
-type KindFn = unsafe extern "C" fn(rmm_resource, *mut c_int, *mut rmm_resource, *mut rmm_error) -> c_int;
+type KindFn =
+    unsafe extern "C" fn(rmm_resource, *mut c_int, *mut rmm_resource, *mut rmm_error) -> c_int;
 /// `int (rmm_resource, rmm_counter*, rmm_error*)`: a statistics counter getter.
 type CounterFn = unsafe extern "C" fn(rmm_resource, *mut rmm_counter, *mut rmm_error) -> c_int;
 /// `int (rmm_resource, rmm_counter*, rmm_counter*, rmm_error*)`: push or pop of the counters.
-type CounterPairFn = unsafe extern "C" fn(rmm_resource, *mut rmm_counter, *mut rmm_counter, *mut rmm_error) -> c_int;
+type CounterPairFn =
+    unsafe extern "C" fn(rmm_resource, *mut rmm_counter, *mut rmm_counter, *mut rmm_error) -> c_int;
 /// `int (rmm_resource, uint64_t*, rmm_error*)`: a size getter.
 type SizeFn = unsafe extern "C" fn(rmm_resource, *mut u64, *mut rmm_error) -> c_int;
 
@@ -288,7 +306,9 @@ unsafe fn ask<F: Copy>(
     let what = name.to_str().unwrap_or("rmm_?");
     // SAFETY: caller contract.
     let f: F = unsafe { table.symbol(name) }.ok_or_else(|| {
-        Error::Unsupported(format!("{what}: this resource belongs to librmm, but librmm does not export {what}"))
+        Error::Unsupported(format!(
+            "{what}: this resource belongs to librmm, but librmm does not export {what}"
+        ))
     })?;
     let mut err = rmm_error::new();
     let status = call(f, &mut err);
@@ -321,10 +341,20 @@ fn kind_and_upstream(resource: &AnyResource) -> Option<(ResourceKind, Option<Any
     };
     let (mut code, mut upstream) = (0 as c_int, rmm_resource::NULL);
     // SAFETY: the declared type of rmm_resource_kind; a live borrowed handle; valid out-pointers.
-    unsafe { ask::<KindFn>(table, c"rmm_resource_kind", |f, err| f(handle, &mut code, &mut upstream, err)) }.ok()?;
+    unsafe {
+        ask::<KindFn>(table, c"rmm_resource_kind", |f, err| {
+            f(handle, &mut code, &mut upstream, err)
+        })
+    }
+    .ok()?;
     // SAFETY: on success the owner wrote an owning handle or {NULL, NULL} (rmm_c.h).
-    let upstream = (!upstream.is_null()).then(|| unsafe { AnyResource::try_from_handle(upstream) }.ok()).flatten();
-    Some((ResourceKind::from_code(code).unwrap_or(ResourceKind::Other), upstream))
+    let upstream = (!upstream.is_null())
+        .then(|| unsafe { AnyResource::try_from_handle(upstream) }.ok())
+        .flatten();
+    Some((
+        ResourceKind::from_code(code).unwrap_or(ResourceKind::Other),
+        upstream,
+    ))
 }
 
 /// A statistics adaptor's counters (bytes, allocations) of the current frame, wherever it was made.
@@ -335,7 +365,8 @@ pub fn statistics_counters(resource: &AnyResource) -> Result<(Counter, Counter)>
     if let Some(stats) = resource.downcast_ref::<StatisticsResourceAdaptor>() {
         return Ok(stats.counters());
     }
-    let (table, handle) = owned_by_loaded_owner(resource).ok_or_else(|| not_a(resource, "statistics_resource_adaptor"))?;
+    let (table, handle) = owned_by_loaded_owner(resource)
+        .ok_or_else(|| not_a(resource, "statistics_resource_adaptor"))?;
     let counter = |name: &'static CStr| -> Result<Counter> {
         let mut out = rmm_counter::default();
         // SAFETY: the getters are declared `int (rmm_resource, rmm_counter*, rmm_error*)`; a live
@@ -373,7 +404,8 @@ pub fn pop_counters(resource: &AnyResource) -> Result<(Counter, Counter)> {
 }
 
 fn counter_pair(resource: &AnyResource, name: &'static CStr) -> Result<(Counter, Counter)> {
-    let (table, handle) = owned_by_loaded_owner(resource).ok_or_else(|| not_a(resource, "statistics_resource_adaptor"))?;
+    let (table, handle) = owned_by_loaded_owner(resource)
+        .ok_or_else(|| not_a(resource, "statistics_resource_adaptor"))?;
     let (mut bytes, mut count) = (rmm_counter::default(), rmm_counter::default());
     // SAFETY: push and pop are declared `int (rmm_resource, rmm_counter*, rmm_counter*, rmm_error*)`;
     // a live borrowed handle; valid out-pointers.
@@ -389,16 +421,25 @@ pub fn pool_size(resource: &AnyResource) -> Result<usize> {
     if let Some(pool) = resource.downcast_ref::<PoolMemoryResource>() {
         return Ok(pool.pool_size());
     }
-    let (table, handle) = owned_by_loaded_owner(resource).ok_or_else(|| not_a(resource, "pool_memory_resource"))?;
+    let (table, handle) =
+        owned_by_loaded_owner(resource).ok_or_else(|| not_a(resource, "pool_memory_resource"))?;
     let mut out = 0u64;
     // SAFETY: declared `int (rmm_resource, uint64_t*, rmm_error*)`; a live borrowed handle; a valid
     // out-pointer.
-    unsafe { ask::<SizeFn>(table, c"rmm_pool_memory_resource_pool_size", |f, err| f(handle, &mut out, err))? };
-    usize::try_from(out).map_err(|_| Error::invalid(format!("pool size {out} does not fit in size_t")))
+    unsafe {
+        ask::<SizeFn>(table, c"rmm_pool_memory_resource_pool_size", |f, err| {
+            f(handle, &mut out, err)
+        })?
+    };
+    usize::try_from(out)
+        .map_err(|_| Error::invalid(format!("pool size {out} does not fit in size_t")))
 }
 
 fn not_a(resource: &AnyResource, what: &str) -> Error {
-    Error::invalid(format!("{} is not a {what} (of this binary or of the loaded librmm)", resource.name()))
+    Error::invalid(format!(
+        "{} is not a {what} (of this binary or of the loaded librmm)",
+        resource.name()
+    ))
 }
 
 #[cfg(test)]
@@ -412,14 +453,23 @@ mod tests {
         let stats = AnyResource::new(StatisticsResourceAdaptor::new(system.clone()));
         assert_eq!(resource_kind(&system), Some(ResourceKind::System));
         assert_eq!(resource_kind(&stats), Some(ResourceKind::Statistics));
-        assert_eq!(resource_upstream(&stats).map(|u| resource_kind(&u)), Some(Some(ResourceKind::System)));
+        assert_eq!(
+            resource_upstream(&stats).map(|u| resource_kind(&u)),
+            Some(Some(ResourceKind::System))
+        );
         assert!(resource_upstream(&system).is_none());
         let (bytes, allocations) = statistics_counters(&stats).unwrap();
         assert_eq!((bytes.value, allocations.value), (0, 0));
         assert_eq!(push_counters(&stats).unwrap().0.value, 0);
         assert!(pop_counters(&stats).is_ok());
-        assert!(matches!(pop_counters(&stats), Err(Error::InvalidArgument(_))));
-        assert!(matches!(statistics_counters(&system), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            pop_counters(&stats),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            statistics_counters(&system),
+            Err(Error::InvalidArgument(_))
+        ));
         assert!(matches!(pool_size(&stats), Err(Error::InvalidArgument(_))));
     }
 
@@ -430,7 +480,13 @@ mod tests {
         let foreign = unsafe { AnyResource::try_from_handle(handle) }.unwrap();
         assert_eq!(resource_kind(&foreign), None);
         assert!(resource_upstream(&foreign).is_none());
-        assert!(matches!(statistics_counters(&foreign), Err(Error::InvalidArgument(_))));
-        assert!(matches!(pool_size(&foreign), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            statistics_counters(&foreign),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            pool_size(&foreign),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 }

@@ -39,7 +39,10 @@ fn set_returns_the_previous_resource_and_get_sees_the_new_one() {
     let a = probe(Access::HOST);
     let b = probe(Access::HOST_DEVICE);
     let previous = registry.set(0, a.clone()).unwrap();
-    assert!(previous.ptr_eq(&registry.initial_resource()), "an unset device's previous is the initial resource");
+    assert!(
+        previous.ptr_eq(&registry.initial_resource()),
+        "an unset device's previous is the initial resource"
+    );
     assert!(registry.get(0).unwrap().ptr_eq(&a));
     assert!(registry.set(0, b.clone()).unwrap().ptr_eq(&a));
     assert!(registry.get(0).unwrap().ptr_eq(&b));
@@ -48,8 +51,15 @@ fn set_returns_the_previous_resource_and_get_sees_the_new_one() {
     let back = registry.reset(0).unwrap();
     assert!(back.ptr_eq(&b));
     drop(back);
-    assert_eq!(b.owner_count(), 1, "reset gave the registry's reference back to the caller");
-    assert!(registry.get(0).unwrap().ptr_eq(&registry.initial_resource()));
+    assert_eq!(
+        b.owner_count(),
+        1,
+        "reset gave the registry's reference back to the caller"
+    );
+    assert!(registry
+        .get(0)
+        .unwrap()
+        .ptr_eq(&registry.initial_resource()));
 }
 
 #[test]
@@ -60,9 +70,15 @@ fn the_previous_resource_stays_alive_while_the_caller_holds_it() {
     registry.set(0, AnyResource::new(p)).unwrap();
     let previous = registry.reset(0).unwrap();
     assert!(!dropped.load(std::sync::atomic::Ordering::SeqCst));
-    let ptr = previous.allocate(crate::cuda::Stream::DEFAULT, 64, 8).unwrap();
+    let ptr = previous
+        .allocate(crate::cuda::Stream::DEFAULT, 64, 8)
+        .unwrap();
     // SAFETY: from `previous` with these arguments.
-    unsafe { previous.deallocate(crate::cuda::Stream::DEFAULT, ptr, 64, 8).unwrap() };
+    unsafe {
+        previous
+            .deallocate(crate::cuda::Stream::DEFAULT, ptr, 64, 8)
+            .unwrap()
+    };
     drop(previous);
     assert!(dropped.load(std::sync::atomic::Ordering::SeqCst));
 }
@@ -70,7 +86,10 @@ fn the_previous_resource_stays_alive_while_the_caller_holds_it() {
 #[test]
 fn reset_of_an_unset_device_returns_the_initial_resource() {
     let registry = LocalRegistry::with_layout(true, 1);
-    assert!(registry.reset(0).unwrap().ptr_eq(&registry.initial_resource()));
+    assert!(registry
+        .reset(0)
+        .unwrap()
+        .ptr_eq(&registry.initial_resource()));
 }
 
 #[test]
@@ -79,8 +98,15 @@ fn host_mode_rejects_a_resource_without_host_access() {
     let err = registry.set(0, probe(Access::DEVICE)).unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, Error::InvalidArgument(_)), "{text}");
-    assert!(text.contains("probe") && text.contains("host-accessible") && text.contains("host mode"), "{text}");
-    assert_eq!(registry.get(0).unwrap().name(), "system_memory_resource", "a rejected set changes nothing");
+    assert!(
+        text.contains("probe") && text.contains("host-accessible") && text.contains("host mode"),
+        "{text}"
+    );
+    assert_eq!(
+        registry.get(0).unwrap().name(),
+        "system_memory_resource",
+        "a rejected set changes nothing"
+    );
 }
 
 #[test]
@@ -88,10 +114,17 @@ fn gpu_layout_requires_device_access_and_valid_ids() {
     // The rules of GPU mode, checked without a GPU (nothing here allocates).
     let registry = LocalRegistry::with_layout(false, 2);
     assert_eq!(registry.get(1).unwrap().name(), "cuda_memory_resource");
-    assert!(registry.get(0).unwrap().ptr_eq(&registry.get(1).unwrap()), "one shared initial resource");
+    assert!(
+        registry.get(0).unwrap().ptr_eq(&registry.get(1).unwrap()),
+        "one shared initial resource"
+    );
     let err = registry.set(1, probe(Access::HOST)).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)));
-    assert!(err.to_string().contains("device-accessible memory is required"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("device-accessible memory is required"),
+        "{err}"
+    );
     assert!(registry.set(1, probe(Access::HOST_DEVICE)).is_ok());
     assert!(registry.set(0, probe(Access::DEVICE)).is_ok());
     let err = registry.get(2).unwrap_err();
@@ -145,17 +178,26 @@ fn concurrent_sets_hand_every_resource_back_exactly_once() {
         }
         all_previous.extend(previous);
     }
-    for r in all_previous.iter().chain(std::iter::once(&registry.get(0).unwrap())) {
+    for r in all_previous
+        .iter()
+        .chain(std::iter::once(&registry.get(0).unwrap()))
+    {
         *counts.entry(key(r)).or_default() -= 1;
     }
     assert_eq!(all_previous.len(), THREADS * PER_THREAD);
-    assert!(counts.values().all(|&c| c == 0), "a resource was lost or handed back twice");
+    assert!(
+        counts.values().all(|&c| c == 0),
+        "a resource was lost or handed back twice"
+    );
 }
 
 #[test]
 fn process_registry_is_local_without_librmm_and_follows_the_current_device() {
     let _lock = process_registry_test_lock();
-    assert!(!routes_to_owner(), "no librmm is loaded in the core test binary");
+    assert!(
+        !routes_to_owner(),
+        "no librmm is loaded in the core test binary"
+    );
     let mine = probe(Access::HOST_DEVICE);
     let previous = set_current_resource(mine.clone()).unwrap();
     assert!(current_resource().unwrap().ptr_eq(&mine));
@@ -169,20 +211,27 @@ fn process_registry_is_local_without_librmm_and_follows_the_current_device() {
 #[test]
 fn process_registry_in_host_mode_defaults_to_system_memory() {
     if !cuda::is_host_mode() {
-        skip("process_registry_in_host_mode_defaults_to_system_memory", "a GPU is present");
+        skip(
+            "process_registry_in_host_mode_defaults_to_system_memory",
+            "a GPU is present",
+        );
         return;
     }
     let _lock = process_registry_test_lock();
     reset_per_device_resource(0).unwrap();
     assert_eq!(current_resource().unwrap().name(), "system_memory_resource");
-    assert!(matches!(per_device_resource(1), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        per_device_resource(1),
+        Err(Error::InvalidArgument(_))
+    ));
     let mr = current_resource().unwrap();
     let p = mr.allocate(crate::cuda::Stream::DEFAULT, 16, 16).unwrap();
     // SAFETY: host memory of 16 bytes from `mr`.
     unsafe {
         std::ptr::write_bytes(p, 7, 16);
         assert_eq!(*p.add(15), 7);
-        mr.deallocate(crate::cuda::Stream::DEFAULT, p, 16, 16).unwrap();
+        mr.deallocate(crate::cuda::Stream::DEFAULT, p, 16, 16)
+            .unwrap();
     }
 }
 
@@ -195,8 +244,14 @@ fn owner_registry_over_the_c_abi_behaves_like_the_local_one() {
     let mine = probe(Access::HOST_DEVICE);
     let previous = remote.set(0, mine.clone()).unwrap();
     let got = remote.get(0).unwrap();
-    assert!(got.ptr_eq(&mine), "our own resource comes back unwrapped, not wrapped");
-    assert!(per_device_resource(0).unwrap().ptr_eq(&mine), "it is the same registry");
+    assert!(
+        got.ptr_eq(&mine),
+        "our own resource comes back unwrapped, not wrapped"
+    );
+    assert!(
+        per_device_resource(0).unwrap().ptr_eq(&mine),
+        "it is the same registry"
+    );
     assert!(remote.reset(0).unwrap().ptr_eq(&mine));
     let err = remote.get(99).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
@@ -215,15 +270,24 @@ fn gpu_registry_defaults_to_cuda_and_rejects_host_only_resources() {
     let device = cuda::current_device().unwrap();
     let initial = registry.get(device).unwrap();
     assert_eq!(initial.name(), "cuda_memory_resource");
-    let p = initial.allocate(crate::cuda::Stream::DEFAULT, 1 << 20, 256).unwrap();
+    let p = initial
+        .allocate(crate::cuda::Stream::DEFAULT, 1 << 20, 256)
+        .unwrap();
     // SAFETY: from `initial` with these arguments.
-    unsafe { initial.deallocate(crate::cuda::Stream::DEFAULT, p, 1 << 20, 256).unwrap() };
+    unsafe {
+        initial
+            .deallocate(crate::cuda::Stream::DEFAULT, p, 1 << 20, 256)
+            .unwrap()
+    };
     let err = registry.set(device, probe(Access::HOST)).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
     assert!(err.to_string().contains("device-accessible"), "{err}");
     let count = cuda::device_count().unwrap();
     assert!(registry.get(count).is_err());
-    assert!(registry.set(device, probe(Access::HOST_DEVICE)).unwrap().ptr_eq(&initial));
+    assert!(registry
+        .set(device, probe(Access::HOST_DEVICE))
+        .unwrap()
+        .ptr_eq(&initial));
 }
 
 #[test]
@@ -250,7 +314,11 @@ fn the_generation_changes_on_every_set_and_reset_and_only_then() {
     let start = registry.generation().unwrap();
     assert_ne!(start, 0, "0 means unknown in the C ABI");
     registry.get(0).unwrap();
-    assert_eq!(registry.generation(), Some(start), "a read (even the lazy first one) changes nothing");
+    assert_eq!(
+        registry.generation(),
+        Some(start),
+        "a read (even the lazy first one) changes nothing"
+    );
     registry.set(0, probe(Access::HOST)).unwrap();
     let after_set = registry.generation().unwrap();
     assert_ne!(after_set, start);

@@ -45,7 +45,11 @@ pub(crate) struct Cell {
 
 impl Cell {
     const fn new() -> Self {
-        Cell { word: AtomicU64::new(0), refs: AtomicUsize::new(0), data: AtomicUsize::new(0) }
+        Cell {
+            word: AtomicU64::new(0),
+            refs: AtomicUsize::new(0),
+            data: AtomicUsize::new(0),
+        }
     }
 
     fn generation(&self) -> u16 {
@@ -71,7 +75,11 @@ impl Cell {
         self.refs
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
             .map(|previous| previous == 1)
-            .map_err(|_| Error::invalid(format!("{what}: the resource handle holds no reference (released twice?)")))
+            .map_err(|_| {
+                Error::invalid(format!(
+                    "{what}: the resource handle holds no reference (released twice?)"
+                ))
+            })
     }
 }
 
@@ -98,7 +106,10 @@ fn token(cell: &'static Cell) -> *mut c_void {
 /// `add_refs` (0 or 1) more handle references.
 pub(crate) fn handle_self(data: *const c_void, add_refs: usize) -> *mut c_void {
     let mut guard = cells();
-    let cells = guard.get_or_insert_with(|| Cells { by_data: HashMap::new(), free: VecDeque::new() });
+    let cells = guard.get_or_insert_with(|| Cells {
+        by_data: HashMap::new(),
+        free: VecDeque::new(),
+    });
     let key = data as usize;
     let cell = match cells.by_data.get(&key) {
         Some(cell) => *cell,
@@ -110,7 +121,8 @@ pub(crate) fn handle_self(data: *const c_void, add_refs: usize) -> *mut c_void {
             cell.refs.store(0, Ordering::Relaxed);
             cell.data.store(key, Ordering::Release);
             let generation = cell.word.load(Ordering::Relaxed) as u16;
-            cell.word.store(MAGIC | u64::from(generation), Ordering::Release);
+            cell.word
+                .store(MAGIC | u64::from(generation), Ordering::Release);
             cells.by_data.insert(key, cell);
             cell
         }
@@ -139,13 +151,17 @@ pub(crate) unsafe fn resolve(this: *mut c_void) -> Result<&'static Cell> {
     let bits = this as usize;
     let address = bits & ADDR_MASK;
     if address == 0 || address % std::mem::align_of::<Cell>() != 0 {
-        return Err(Error::invalid("resource handle: self is not a handle of this library"));
+        return Err(Error::invalid(
+            "resource handle: self is not a handle of this library",
+        ));
     }
     // SAFETY: a token made here points into a chunk that is never freed (caller contract).
     let cell = unsafe { &*(address as *const Cell) };
     let expected = MAGIC | (bits >> GEN_SHIFT) as u64;
     if cell.word.load(Ordering::Acquire) != expected || cell.data.load(Ordering::Acquire) == 0 {
-        return Err(Error::invalid("resource handle used after its last release (the resource is gone)"));
+        return Err(Error::invalid(
+            "resource handle used after its last release (the resource is gone)",
+        ));
     }
     Ok(cell)
 }
@@ -155,7 +171,11 @@ pub(crate) unsafe fn resolve(this: *mut c_void) -> Result<&'static Cell> {
 pub(crate) fn retire(cell: &'static Cell) {
     if let Some(cells) = cells().as_mut() {
         let data = cell.data.load(Ordering::Acquire);
-        if cells.by_data.get(&data).is_some_and(|c| std::ptr::eq(*c, cell)) {
+        if cells
+            .by_data
+            .get(&data)
+            .is_some_and(|c| std::ptr::eq(*c, cell))
+        {
             cells.by_data.remove(&data);
         }
         retire_locked(cells, cell);
@@ -193,7 +213,10 @@ mod tests {
         let cell = unsafe { resolve(a) }.expect("live");
         assert_eq!(cell.data(), data as *mut c_void);
         assert!(cell.drop_ref("test").expect("one reference"));
-        assert!(cell.drop_ref("test").is_err(), "a second release is refused");
+        assert!(
+            cell.drop_ref("test").is_err(),
+            "a second release is refused"
+        );
         retire(cell);
         // SAFETY: a stale token made here.
         let stale = unsafe { resolve(a) };

@@ -5,8 +5,8 @@ use std::ffi::{c_int, c_void, CStr};
 use std::sync::OnceLock;
 
 use super::handle::{
-    owner_tag, rmm_resource, rmm_resource_vtable, AccessFn, AllocateFn, AllocateSyncFn, DeallocateFn,
-    DeallocateSyncFn, IsEqualFn, NameFn, RetainFn, RustVTable, RMM_ABI_VERSION,
+    owner_tag, rmm_resource, rmm_resource_vtable, AccessFn, AllocateFn, AllocateSyncFn,
+    DeallocateFn, DeallocateSyncFn, IsEqualFn, NameFn, RetainFn, RustVTable, RMM_ABI_VERSION,
 };
 use super::status::{error_from_c, rmm_error, RMM_OK};
 use super::{downcast, Access, MemoryResource};
@@ -18,7 +18,10 @@ use crate::error::{Error, Result};
 ///
 /// # Safety
 /// `handle` is live for the duration of the call.
-pub unsafe fn with_borrowed<T>(handle: rmm_resource, f: impl FnOnce(&dyn MemoryResource) -> T) -> Result<T> {
+pub unsafe fn with_borrowed<T>(
+    handle: rmm_resource,
+    f: impl FnOnce(&dyn MemoryResource) -> T,
+) -> Result<T> {
     // SAFETY: caller contract.
     let fns = unsafe { checked_fns(&handle)? };
     // SAFETY: checked non-NULL; live (caller contract).
@@ -88,7 +91,8 @@ pub unsafe fn checked_fns(handle: &rmm_resource) -> Result<Fns> {
     if !handle.vtable.is_null() {
         // SAFETY: non-NULL; the first 8 bytes (version and size) are always present.
         let (version, size) = unsafe { ((*handle.vtable).abi_version, (*handle.vtable).size) };
-        if version == RMM_ABI_VERSION && size as usize >= std::mem::size_of::<rmm_resource_vtable>() {
+        if version == RMM_ABI_VERSION && size as usize >= std::mem::size_of::<rmm_resource_vtable>()
+        {
             // SAFETY: the vtable claims (and the caller guarantees) the full size. On every call
             // through the C ABI: one pass over the entries, no formatting unless one is missing.
             if let Some(fns) = Fns::of(unsafe { &*handle.vtable }) {
@@ -100,7 +104,9 @@ pub unsafe fn checked_fns(handle: &rmm_resource) -> Result<Fns> {
     }
     // SAFETY: caller contract. Only reached for a bad handle: says what is wrong with it.
     unsafe { check_handle(handle)? };
-    Err(Error::invalid("resource vtable has a NULL function pointer"))
+    Err(Error::invalid(
+        "resource vtable has a NULL function pointer",
+    ))
 }
 
 /// The entries of a checked foreign vtable.
@@ -183,7 +189,12 @@ impl ForeignResource {
     pub(crate) unsafe fn adopt(handle: rmm_resource, fns: Fns) -> Self {
         // SAFETY: live handle.
         let bits = unsafe { (fns.access)(handle.self_) };
-        Self { handle, fns, access: Access::from_bits(bits as u8), name: OnceLock::new() }
+        Self {
+            handle,
+            fns,
+            access: Access::from_bits(bits as u8),
+            name: OnceLock::new(),
+        }
     }
 
     /// Retains a borrowed, checked handle and adopts the new reference.
@@ -222,7 +233,13 @@ impl Drop for ForeignResource {
 
 impl std::fmt::Debug for ForeignResource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ForeignResource({}, {}, {:?})", self.name(), self.access, self.handle.self_)
+        write!(
+            f,
+            "ForeignResource({}, {}, {:?})",
+            self.name(),
+            self.access,
+            self.handle.self_
+        )
     }
 }
 
@@ -232,7 +249,14 @@ impl MemoryResource for ForeignResource {
         let mut out = std::ptr::null_mut();
         // SAFETY: live handle; valid out-pointers.
         let status = unsafe {
-            (self.fns.allocate)(self.handle.self_, stream.as_raw() as *mut c_void, bytes, alignment, &mut out, &mut err)
+            (self.fns.allocate)(
+                self.handle.self_,
+                stream.as_raw() as *mut c_void,
+                bytes,
+                alignment,
+                &mut out,
+                &mut err,
+            )
         };
         if status == RMM_OK {
             Ok(out.cast())
@@ -241,7 +265,13 @@ impl MemoryResource for ForeignResource {
         }
     }
 
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         let mut err = rmm_error::new();
         // SAFETY: live handle; the caller's contract on `ptr` is forwarded.
         let status = unsafe {
@@ -265,7 +295,9 @@ impl MemoryResource for ForeignResource {
         let mut err = rmm_error::new();
         let mut out = std::ptr::null_mut();
         // SAFETY: live handle; valid out-pointers.
-        let status = unsafe { (self.fns.allocate_sync)(self.handle.self_, bytes, alignment, &mut out, &mut err) };
+        let status = unsafe {
+            (self.fns.allocate_sync)(self.handle.self_, bytes, alignment, &mut out, &mut err)
+        };
         if status == RMM_OK {
             Ok(out.cast())
         } else {
@@ -276,8 +308,9 @@ impl MemoryResource for ForeignResource {
     unsafe fn deallocate_sync(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
         let mut err = rmm_error::new();
         // SAFETY: live handle; the caller's contract on `ptr` is forwarded.
-        let status =
-            unsafe { (self.fns.deallocate_sync)(self.handle.self_, ptr.cast(), bytes, alignment, &mut err) };
+        let status = unsafe {
+            (self.fns.deallocate_sync)(self.handle.self_, ptr.cast(), bytes, alignment, &mut err)
+        };
         if status == RMM_OK {
             Ok(())
         } else {
@@ -310,7 +343,8 @@ impl MemoryResource for ForeignResource {
             return true;
         }
         // SAFETY: both handles are live while we hold them.
-        unsafe { (self.fns.is_equal)(self.handle.self_, other.handle.self_, other.handle.vtable) != 0 }
+        unsafe {
+            (self.fns.is_equal)(self.handle.self_, other.handle.self_, other.handle.vtable) != 0
+        }
     }
-
 }

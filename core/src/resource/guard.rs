@@ -57,7 +57,10 @@ pub unsafe fn report_panic(err: *mut rmm_error, payload: &(dyn Any + Send)) -> c
     if let Some(d) = unsafe { err.as_mut() } {
         *d = rmm_error::new();
         d.kind = RMM_ERROR_PANIC;
-        d.set_message(&format!("rmm internal error (panic): {}", panic_text(payload)));
+        d.set_message(&format!(
+            "rmm internal error (panic): {}",
+            panic_text(payload)
+        ));
     }
     RMM_ERROR_PANIC
 }
@@ -98,7 +101,11 @@ pub unsafe fn put<T>(out: *mut T, value: T, what: &str) -> Result<()> {
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
-pub unsafe fn hand_out_ptr<T>(out: *mut *mut T, err: *mut rmm_error, f: impl FnOnce() -> Result<*mut T>) -> c_int {
+pub unsafe fn hand_out_ptr<T>(
+    out: *mut *mut T,
+    err: *mut rmm_error,
+    f: impl FnOnce() -> Result<*mut T>,
+) -> c_int {
     // SAFETY: caller contract.
     unsafe {
         if let Some(slot) = out.as_mut() {
@@ -147,8 +154,12 @@ pub unsafe fn own_vtable(resource: &rmm_resource) -> Option<&'static rmm_resourc
     }
     // SAFETY: non-NULL; every vtable starts with its version, size and owner (read as raw fields,
     // without assuming the rest is there).
-    let (version, owner) =
-        unsafe { (std::ptr::addr_of!((*v).abi_version).read(), std::ptr::addr_of!((*v).owner).read()) };
+    let (version, owner) = unsafe {
+        (
+            std::ptr::addr_of!((*v).abi_version).read(),
+            std::ptr::addr_of!((*v).owner).read(),
+        )
+    };
     // SAFETY: our owner tag means one of our static RustVTables, complete and 'static.
     (version == RMM_ABI_VERSION && owner == owner_tag()).then(|| unsafe { &*v })
 }
@@ -181,7 +192,11 @@ pub unsafe fn with_vtable(
 ///
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
-pub unsafe fn hand_out(out: *mut rmm_resource, err: *mut rmm_error, f: impl FnOnce() -> Result<AnyResource>) -> c_int {
+pub unsafe fn hand_out(
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+    f: impl FnOnce() -> Result<AnyResource>,
+) -> c_int {
     // SAFETY: caller contract.
     unsafe {
         clear_out(out);

@@ -112,8 +112,11 @@ pub type AccessFn = unsafe extern "C" fn(this: *mut c_void) -> u32;
 pub type NameFn = unsafe extern "C" fn(this: *mut c_void) -> *const c_char;
 
 /// `int (*)(void* self, void* other_self, const rmm_resource_vtable* other_vtable)`: non-zero if equal.
-pub type IsEqualFn =
-    unsafe extern "C" fn(this: *mut c_void, other_self: *mut c_void, other_vtable: *const rmm_resource_vtable) -> c_int;
+pub type IsEqualFn = unsafe extern "C" fn(
+    this: *mut c_void,
+    other_self: *mut c_void,
+    other_vtable: *const rmm_resource_vtable,
+) -> c_int;
 
 /// The operations of a resource (`rmm_resource_vtable` in C). Every function pointer is required.
 ///
@@ -215,7 +218,11 @@ pub(crate) fn vtable_for<R: MemoryResource>() -> &'static RustVTable {
 pub fn intern(name: &str) -> *const c_char {
     static NAMES: OnceLock<RwLock<HashMap<String, &'static CStr>>> = OnceLock::new();
     let names = NAMES.get_or_init(Default::default);
-    if let Some(c) = names.read().unwrap_or_else(PoisonError::into_inner).get(name) {
+    if let Some(c) = names
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(name)
+    {
         return c.as_ptr();
     }
     let mut map = names.write().unwrap_or_else(PoisonError::into_inner);
@@ -243,7 +250,11 @@ unsafe fn this_ref<'a, R: MemoryResource>(this: *mut c_void) -> Result<&'a R> {
 ///
 /// # Safety
 /// As for [`this_ref`]; `err` is NULL or valid (ABI contract).
-unsafe fn on<R: MemoryResource>(this: *mut c_void, err: *mut rmm_error, f: impl FnOnce(&R) -> Result<()>) -> c_int {
+unsafe fn on<R: MemoryResource>(
+    this: *mut c_void,
+    err: *mut rmm_error,
+    f: impl FnOnce(&R) -> Result<()>,
+) -> c_int {
     // SAFETY: caller contract.
     unsafe { guarded(err, || f(this_ref::<R>(this)?)) }
 }
@@ -253,14 +264,21 @@ unsafe fn on<R: MemoryResource>(this: *mut c_void, err: *mut rmm_error, f: impl 
 /// # Safety
 /// As for [`on`]; `out` is NULL or valid for writes.
 unsafe fn allocate_into<R: MemoryResource>(
-    this: *mut c_void, out: *mut *mut c_void, err: *mut rmm_error, f: impl FnOnce(&R) -> Result<*mut u8>,
+    this: *mut c_void,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
+    f: impl FnOnce(&R) -> Result<*mut u8>,
 ) -> c_int {
     if out.is_null() {
         // SAFETY: caller contract.
         return unsafe { report(err, &null_out("the allocation's out pointer")) };
     }
     // SAFETY: caller contract; `out` is non-NULL and writable.
-    unsafe { on::<R>(this, err, |r| put(out, f(r)?.cast(), "the allocation's out pointer")) }
+    unsafe {
+        on::<R>(this, err, |r| {
+            put(out, f(r)?.cast(), "the allocation's out pointer")
+        })
+    }
 }
 
 /// Counts one more reference of the handle `this` (one more handle reference and `Arc` count).
@@ -324,7 +342,12 @@ unsafe extern "C" fn release_thunk<R: MemoryResource>(this: *mut c_void) {
 }
 
 unsafe extern "C" fn allocate_thunk<R: MemoryResource>(
-    this: *mut c_void, stream: *mut c_void, bytes: usize, alignment: usize, out: *mut *mut c_void, err: *mut rmm_error,
+    this: *mut c_void,
+    stream: *mut c_void,
+    bytes: usize,
+    alignment: usize,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
 ) -> c_int {
     let stream = Stream::from_raw(stream as usize);
     // SAFETY: handle and ABI contract (the caller vouches for the stream).
@@ -332,25 +355,46 @@ unsafe extern "C" fn allocate_thunk<R: MemoryResource>(
 }
 
 unsafe extern "C" fn allocate_sync_thunk<R: MemoryResource>(
-    this: *mut c_void, bytes: usize, alignment: usize, out: *mut *mut c_void, err: *mut rmm_error,
+    this: *mut c_void,
+    bytes: usize,
+    alignment: usize,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: handle and ABI contract.
     unsafe { allocate_into::<R>(this, out, err, |r| r.allocate_sync(bytes, alignment)) }
 }
 
 unsafe extern "C" fn deallocate_thunk<R: MemoryResource>(
-    this: *mut c_void, stream: *mut c_void, ptr: *mut c_void, bytes: usize, alignment: usize, err: *mut rmm_error,
+    this: *mut c_void,
+    stream: *mut c_void,
+    ptr: *mut c_void,
+    bytes: usize,
+    alignment: usize,
+    err: *mut rmm_error,
 ) -> c_int {
     let stream = Stream::from_raw(stream as usize);
     // SAFETY: handle and ABI contract: `ptr` came from this resource with these arguments.
-    unsafe { on::<R>(this, err, |r| r.deallocate(stream, ptr.cast(), bytes, alignment)) }
+    unsafe {
+        on::<R>(this, err, |r| {
+            r.deallocate(stream, ptr.cast(), bytes, alignment)
+        })
+    }
 }
 
 unsafe extern "C" fn deallocate_sync_thunk<R: MemoryResource>(
-    this: *mut c_void, ptr: *mut c_void, bytes: usize, alignment: usize, err: *mut rmm_error,
+    this: *mut c_void,
+    ptr: *mut c_void,
+    bytes: usize,
+    alignment: usize,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: handle and ABI contract: `ptr` came from this resource with these arguments.
-    unsafe { on::<R>(this, err, |r| r.deallocate_sync(ptr.cast(), bytes, alignment)) }
+    unsafe {
+        on::<R>(this, err, |r| {
+            r.deallocate_sync(ptr.cast(), bytes, alignment)
+        })
+    }
 }
 
 unsafe extern "C" fn access_thunk<R: MemoryResource>(this: *mut c_void) -> u32 {
@@ -361,12 +405,17 @@ unsafe extern "C" fn access_thunk<R: MemoryResource>(this: *mut c_void) -> u32 {
 
 unsafe extern "C" fn name_thunk<R: MemoryResource>(this: *mut c_void) -> *const c_char {
     // SAFETY: handle contract.
-    let name = || unsafe { this_ref::<R>(this) }.map_or(c"<released resource handle>".as_ptr(), |r| intern(r.name()));
+    let name = || {
+        unsafe { this_ref::<R>(this) }
+            .map_or(c"<released resource handle>".as_ptr(), |r| intern(r.name()))
+    };
     catch_unwind(name).unwrap_or(c"<name panicked>".as_ptr())
 }
 
 unsafe extern "C" fn is_equal_thunk<R: MemoryResource>(
-    this: *mut c_void, other_self: *mut c_void, other_vtable: *const rmm_resource_vtable,
+    this: *mut c_void,
+    other_self: *mut c_void,
+    other_vtable: *const rmm_resource_vtable,
 ) -> c_int {
     let compare = || -> bool {
         if other_vtable.is_null() {
@@ -383,7 +432,9 @@ unsafe extern "C" fn is_equal_thunk<R: MemoryResource>(
         // SAFETY: the caller passes a live handle (ABI contract); borrowing it for this call.
         unsafe { with_borrowed(other, |o| r.is_equal(o)) }.unwrap_or(false)
     };
-    catch_unwind(AssertUnwindSafe(compare)).map(c_int::from).unwrap_or(0)
+    catch_unwind(AssertUnwindSafe(compare))
+        .map(c_int::from)
+        .unwrap_or(0)
 }
 
 unsafe fn into_arc_thunk<R: MemoryResource>(this: *mut c_void) -> Result<Arc<dyn MemoryResource>> {
@@ -483,10 +534,14 @@ impl AnyResource {
             // SAFETY: as above.
             let inner = unsafe { (rust.into_arc)(handle.self_) }
                 .unwrap_or_else(|e| panic!("AnyResource::from_handle: {e} (see its # Safety)"));
-            AnyResource { inner, vtable: rust }
+            AnyResource {
+                inner,
+                vtable: rust,
+            }
         } else {
             // SAFETY: valid (caller contract), so every entry is present.
-            let fns = Fns::of(vtable).expect("AnyResource::from_handle: invalid handle (see its # Safety)");
+            let fns = Fns::of(vtable)
+                .expect("AnyResource::from_handle: invalid handle (see its # Safety)");
             // SAFETY: valid and owning (caller contract).
             AnyResource::new(unsafe { ForeignResource::adopt(handle, fns) })
         }

@@ -134,7 +134,13 @@ pub trait MemoryResource: Any + Send + Sync {
     /// # Safety
     /// `ptr` must come from `allocate` (or `allocate_sync`) of this resource, or of one equal to it,
     /// with the same `bytes` and `alignment`, and must not be used after the work queued on `stream`.
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()>;
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()>;
 
     /// Allocates memory that is usable on every stream as soon as this returns.
     fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
@@ -217,13 +223,19 @@ impl AnyResource {
             return any.clone();
         }
         crate::debug_log::init_from_env();
-        Self { inner: Arc::new(resource), vtable: handle::vtable_for::<R>() }
+        Self {
+            inner: Arc::new(resource),
+            vtable: handle::vtable_for::<R>(),
+        }
     }
 
     /// Wraps an already shared resource without copying it.
     pub fn from_arc<R: MemoryResource>(resource: Arc<R>) -> Self {
         crate::debug_log::init_from_env();
-        Self { inner: resource, vtable: handle::vtable_for::<R>() }
+        Self {
+            inner: resource,
+            vtable: handle::vtable_for::<R>(),
+        }
     }
 
     /// Wraps `resource` after checking it provides `required` access
@@ -260,7 +272,9 @@ impl AnyResource {
 
     /// A borrowed reference.
     pub fn as_resource_ref(&self) -> ResourceRef<'_> {
-        ResourceRef { inner: self.inner.as_ref() }
+        ResourceRef {
+            inner: self.inner.as_ref(),
+        }
     }
 
     /// True when both handles share one resource object.
@@ -281,7 +295,12 @@ impl AnyResource {
 
 impl fmt::Debug for AnyResource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "AnyResource({}, {})", self.inner.name(), self.inner.access())
+        write!(
+            f,
+            "AnyResource({}, {})",
+            self.inner.name(),
+            self.inner.access()
+        )
     }
 }
 
@@ -295,7 +314,13 @@ impl MemoryResource for AnyResource {
     fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
         self.inner.allocate(stream, bytes, alignment)
     }
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         // SAFETY: forwarded caller contract.
         unsafe { self.inner.deallocate(stream, ptr, bytes, alignment) }
     }
@@ -369,7 +394,12 @@ impl std::ops::Deref for ResourceRef<'_> {
 
 impl fmt::Debug for ResourceRef<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ResourceRef({}, {})", self.inner.name(), self.inner.access())
+        write!(
+            f,
+            "ResourceRef({}, {})",
+            self.inner.name(),
+            self.inner.access()
+        )
     }
 }
 
@@ -403,7 +433,13 @@ mod tests {
             self.live.fetch_add(1, Ordering::SeqCst);
             Ok(p)
         }
-        unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+        unsafe fn deallocate(
+            &self,
+            stream: Stream,
+            ptr: *mut u8,
+            bytes: usize,
+            alignment: usize,
+        ) -> Result<()> {
             self.live.fetch_sub(1, Ordering::SeqCst);
             // SAFETY: forwarded; Probe allocates from the system resource.
             unsafe { SystemMemoryResource::new().deallocate(stream, ptr, bytes, alignment) }
@@ -415,12 +451,18 @@ mod tests {
             "probe"
         }
         fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-            std::ptr::eq(self as *const Self as *const u8, other as *const dyn MemoryResource as *const u8)
+            std::ptr::eq(
+                self as *const Self as *const u8,
+                other as *const dyn MemoryResource as *const u8,
+            )
         }
     }
 
     fn probe(access: Access) -> Probe {
-        Probe { access, live: AtomicUsize::new(0) }
+        Probe {
+            access,
+            live: AtomicUsize::new(0),
+        }
     }
 
     #[test]
@@ -454,10 +496,22 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.owner_count(), 2);
         let p = b.allocate(Stream::DEFAULT, 64, 64).unwrap();
-        assert_eq!(a.downcast_ref::<Probe>().unwrap().live.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            a.downcast_ref::<Probe>()
+                .unwrap()
+                .live
+                .load(Ordering::SeqCst),
+            1
+        );
         // SAFETY: p came from the same shared resource with these arguments.
         unsafe { a.deallocate(Stream::DEFAULT, p, 64, 64).unwrap() };
-        assert_eq!(b.downcast_ref::<Probe>().unwrap().live.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            b.downcast_ref::<Probe>()
+                .unwrap()
+                .live
+                .load(Ordering::SeqCst),
+            0
+        );
         drop(b);
         assert_eq!(a.owner_count(), 1);
     }
@@ -484,7 +538,11 @@ mod tests {
         let sys = SystemMemoryResource::new();
         let r = ResourceRef::new(&sys);
         let any = AnyResource::new(SystemMemoryResource::new());
-        assert_eq!(r, ResourceRef::from(&any), "stateless resources of one type are equal");
+        assert_eq!(
+            r,
+            ResourceRef::from(&any),
+            "stateless resources of one type are equal"
+        );
         assert_eq!(r.name(), "system_memory_resource");
         assert!(r.downcast_ref::<SystemMemoryResource>().is_some());
         assert!(r.downcast_ref::<Probe>().is_none());
@@ -498,6 +556,12 @@ mod tests {
         assert!(!p.is_null());
         // SAFETY: from allocate_sync with these arguments; no pending work.
         unsafe { any.deallocate_sync(p, 100, 8).unwrap() };
-        assert_eq!(any.downcast_ref::<Probe>().unwrap().live.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            any.downcast_ref::<Probe>()
+                .unwrap()
+                .live
+                .load(Ordering::SeqCst),
+            0
+        );
     }
 }

@@ -23,10 +23,16 @@ fn layouts_match_rmm_c_h() {
     assert_eq!(offset_of!(rmm_error, bytes), 8);
     assert_eq!(offset_of!(rmm_error, message), 16);
     assert_eq!(size_of::<rmm_resource>(), 2 * size_of::<usize>());
-    assert_eq!(size_of::<rmm_resource_vtable>(), 8 + 10 * size_of::<usize>());
+    assert_eq!(
+        size_of::<rmm_resource_vtable>(),
+        8 + 10 * size_of::<usize>()
+    );
     assert_eq!(offset_of!(rmm_resource_vtable, owner), 8);
     assert_eq!(offset_of!(rmm_resource_vtable, retain), 16);
-    assert_eq!(offset_of!(rmm_resource_vtable, is_equal), 8 + 9 * size_of::<usize>());
+    assert_eq!(
+        offset_of!(rmm_resource_vtable, is_equal),
+        8 + 9 * size_of::<usize>()
+    );
     assert_eq!(align_of::<rmm_resource_vtable>(), align_of::<usize>());
     assert_eq!(offset_of!(RustVTable, c), 0, "the C part must come first");
 }
@@ -52,10 +58,17 @@ fn foreign_handle_is_wrapped_used_and_released_on_drop() {
     let (h, seen) = c_resource(RMM_OK);
     // SAFETY: an owning handle with a complete vtable.
     let any = unsafe { AnyResource::try_from_handle(h) }.unwrap();
-    assert!(any.downcast_ref::<ForeignResource>().is_some(), "not ours: wrapped");
+    assert!(
+        any.downcast_ref::<ForeignResource>().is_some(),
+        "not ours: wrapped"
+    );
     assert_eq!(any.name(), "c_resource");
     assert_eq!(any.access(), Access::HOST_DEVICE);
-    assert_eq!(c_refs(h), 1, "wrapping took over the reference, it did not add one");
+    assert_eq!(
+        c_refs(h),
+        1,
+        "wrapping took over the reference, it did not add one"
+    );
     let p = any.allocate(Stream::DEFAULT, 100, 64).unwrap();
     assert_eq!(p as usize % 64, 0);
     // SAFETY: from `any` with these arguments.
@@ -67,9 +80,15 @@ fn foreign_handle_is_wrapped_used_and_released_on_drop() {
     assert_eq!(seen.deallocations.load(Ordering::SeqCst), 2);
     let clone = any.clone();
     drop(any);
-    assert!(!seen.released.load(Ordering::SeqCst), "a clone still holds it");
+    assert!(
+        !seen.released.load(Ordering::SeqCst),
+        "a clone still holds it"
+    );
     drop(clone);
-    assert!(seen.released.load(Ordering::SeqCst), "the last Rust owner released the C resource");
+    assert!(
+        seen.released.load(Ordering::SeqCst),
+        "the last Rust owner released the C resource"
+    );
 }
 
 #[test]
@@ -92,17 +111,31 @@ fn re_exporting_a_foreign_resource_gives_back_the_original_handle() {
 #[test]
 fn foreign_errors_come_back_as_values() {
     for (kind, check) in [
-        (RMM_ERROR_OUT_OF_MEMORY, (|e: &Error| matches!(e, Error::OutOfMemory { bytes: 4096, .. })) as fn(&Error) -> bool),
-        (RMM_ERROR_INVALID_ARGUMENT, |e| matches!(e, Error::InvalidArgument(m) if m == "the C resource says no")),
-        (RMM_ERROR_UNSUPPORTED, |e| matches!(e, Error::Unsupported(_))),
-        (RMM_ERROR_PANIC, |e| matches!(e, Error::Unsupported(m) if m.contains("failed internally"))),
+        (
+            RMM_ERROR_OUT_OF_MEMORY,
+            (|e: &Error| matches!(e, Error::OutOfMemory { bytes: 4096, .. })) as fn(&Error) -> bool,
+        ),
+        (
+            RMM_ERROR_INVALID_ARGUMENT,
+            |e| matches!(e, Error::InvalidArgument(m) if m == "the C resource says no"),
+        ),
+        (RMM_ERROR_UNSUPPORTED, |e| {
+            matches!(e, Error::Unsupported(_))
+        }),
+        (
+            RMM_ERROR_PANIC,
+            |e| matches!(e, Error::Unsupported(m) if m.contains("failed internally")),
+        ),
     ] {
         let (h, seen) = c_resource(kind);
         // SAFETY: owning, complete.
         let any = unsafe { AnyResource::from_handle(h) };
         let err = any.allocate(Stream::DEFAULT, 4096, 256).unwrap_err();
         assert!(check(&err), "kind {kind}: {err:?}");
-        assert!(err.to_string().contains("c_resource") || err.to_string().contains("says no"), "{err}");
+        assert!(
+            err.to_string().contains("c_resource") || err.to_string().contains("says no"),
+            "{err}"
+        );
         drop(any);
         assert!(seen.released.load(Ordering::SeqCst));
     }
@@ -110,11 +143,27 @@ fn foreign_errors_come_back_as_values() {
 
 #[test]
 fn incomplete_or_foreign_version_vtables_are_rejected() {
-    static BAD_VERSION: rmm_resource_vtable = rmm_resource_vtable { abi_version: 99, ..c_vtable(std::ptr::null()) };
-    static MISSING: rmm_resource_vtable = rmm_resource_vtable { allocate: None, ..c_vtable(std::ptr::null()) };
-    static SHORT: rmm_resource_vtable = rmm_resource_vtable { size: 16, ..c_vtable(std::ptr::null()) };
-    for (vtable, needle) in [(&BAD_VERSION, "ABI version 99"), (&MISSING, "NULL function"), (&SHORT, "16 bytes")] {
-        let h = rmm_resource { self_: std::ptr::null_mut(), vtable };
+    static BAD_VERSION: rmm_resource_vtable = rmm_resource_vtable {
+        abi_version: 99,
+        ..c_vtable(std::ptr::null())
+    };
+    static MISSING: rmm_resource_vtable = rmm_resource_vtable {
+        allocate: None,
+        ..c_vtable(std::ptr::null())
+    };
+    static SHORT: rmm_resource_vtable = rmm_resource_vtable {
+        size: 16,
+        ..c_vtable(std::ptr::null())
+    };
+    for (vtable, needle) in [
+        (&BAD_VERSION, "ABI version 99"),
+        (&MISSING, "NULL function"),
+        (&SHORT, "16 bytes"),
+    ] {
+        let h = rmm_resource {
+            self_: std::ptr::null_mut(),
+            vtable,
+        };
         // SAFETY: the vtables are complete in memory; only their contents are wrong.
         let err = unsafe { AnyResource::try_from_handle(h) }.unwrap_err();
         assert!(err.to_string().contains(needle), "{err}");
@@ -131,7 +180,12 @@ fn every_error_variant_has_its_kind_and_round_trips() {
     let cases = [
         (Error::out_of_memory(12, "x"), RMM_ERROR_OUT_OF_MEMORY),
         (
-            Error::Cuda { code: 2, name: "CUDA_ERROR_OUT_OF_MEMORY".into(), message: "oom".into(), call: "cuMemAlloc" },
+            Error::Cuda {
+                code: 2,
+                name: "CUDA_ERROR_OUT_OF_MEMORY".into(),
+                message: "oom".into(),
+                call: "cuMemAlloc",
+            },
             RMM_ERROR_CUDA,
         ),
         (Error::invalid("bad"), RMM_ERROR_INVALID_ARGUMENT),
@@ -147,16 +201,30 @@ fn every_error_variant_has_its_kind_and_round_trips() {
         assert_eq!(details.message(), error.to_string());
         let back = error_from_c(kind, &details, "x", "call");
         match (&error, &back) {
-            (Error::Cuda { code, name, .. }, Error::Cuda { code: c2, name: n2, message, .. }) => {
+            (
+                Error::Cuda { code, name, .. },
+                Error::Cuda {
+                    code: c2,
+                    name: n2,
+                    message,
+                    ..
+                },
+            ) => {
                 assert_eq!((code, name), (c2, n2));
-                assert!(message.contains("oom") && message.contains("cuMemAlloc"), "{message}");
+                assert!(
+                    message.contains("oom") && message.contains("cuMemAlloc"),
+                    "{message}"
+                );
                 assert_eq!(details.cuda_code, 2);
             }
             _ => assert_eq!(back, error, "kind {kind}"),
         }
     }
     let unknown = error_from_c(42, &rmm_error::new(), "thing", "call");
-    assert!(matches!(&unknown, Error::Unsupported(m) if m.contains("thing") && m.contains("42")), "{unknown}");
+    assert!(
+        matches!(&unknown, Error::Unsupported(m) if m.contains("thing") && m.contains("42")),
+        "{unknown}"
+    );
 }
 
 #[test]

@@ -54,12 +54,22 @@ pub struct rmm_error {
 impl rmm_error {
     /// A cleared error (`RMM_OK`, empty message).
     pub const fn new() -> Self {
-        Self { kind: RMM_OK, cuda_code: 0, bytes: 0, message: [0; RMM_ERROR_MESSAGE_SIZE] }
+        Self {
+            kind: RMM_OK,
+            cuda_code: 0,
+            bytes: 0,
+            message: [0; RMM_ERROR_MESSAGE_SIZE],
+        }
     }
 
     /// The message as a string (up to the first NUL; invalid UTF-8 replaced).
     pub fn message(&self) -> String {
-        let bytes: Vec<u8> = self.message.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        let bytes: Vec<u8> = self
+            .message
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
@@ -133,7 +143,12 @@ pub fn error_kind(error: &Error) -> c_int {
 /// function that failed (for CUDA errors). Messages written by rmm-core round-trip without the
 /// variant's prefix being repeated. [`RMM_ERROR_PANIC`] and unknown kinds become
 /// [`Error::Unsupported`] saying that the callee failed internally (`Error` has no internal variant).
-pub fn error_from_c(status: c_int, details: &rmm_error, resource: &str, call: &'static str) -> Error {
+pub fn error_from_c(
+    status: c_int,
+    details: &rmm_error,
+    resource: &str,
+    call: &'static str,
+) -> Error {
     let message = details.message();
     let strip = |prefix: &str| -> String {
         let rest = message.strip_prefix(prefix).unwrap_or(&message);
@@ -146,8 +161,16 @@ pub fn error_from_c(status: c_int, details: &rmm_error, resource: &str, call: &'
     match status {
         RMM_ERROR_OUT_OF_MEMORY => {
             let plain = Error::out_of_memory(details.bytes as usize, resource);
-            let detail = if message.is_empty() || message == plain.to_string() { String::new() } else { message };
-            Error::OutOfMemory { bytes: details.bytes as usize, resource: resource.to_owned(), detail }
+            let detail = if message.is_empty() || message == plain.to_string() {
+                String::new()
+            } else {
+                message
+            };
+            Error::OutOfMemory {
+                bytes: details.bytes as usize,
+                resource: resource.to_owned(),
+                detail,
+            }
         }
         RMM_ERROR_CUDA => {
             let code = details.cuda_code;
@@ -155,7 +178,9 @@ pub fn error_from_c(status: c_int, details: &rmm_error, resource: &str, call: &'
             let parsed = message
                 .strip_prefix(&format!("CUDA error {code} ("))
                 .and_then(|rest| rest.split_once(") in "))
-                .and_then(|(name, rest)| rest.split_once(": ").map(|(orig, msg)| (name, orig, msg)));
+                .and_then(|(name, rest)| {
+                    rest.split_once(": ").map(|(orig, msg)| (name, orig, msg))
+                });
             match parsed {
                 Some((name, orig, msg)) => Error::Cuda {
                     code,
@@ -163,7 +188,12 @@ pub fn error_from_c(status: c_int, details: &rmm_error, resource: &str, call: &'
                     message: format!("{msg} (in {orig})"),
                     call,
                 },
-                None => Error::Cuda { code, name: format!("CUresult {code}"), message, call },
+                None => Error::Cuda {
+                    code,
+                    name: format!("CUresult {code}"),
+                    message,
+                    call,
+                },
             }
         }
         RMM_ERROR_INVALID_ARGUMENT => Error::InvalidArgument(strip("invalid argument: ")),
@@ -172,7 +202,11 @@ pub fn error_from_c(status: c_int, details: &rmm_error, resource: &str, call: &'
         RMM_ERROR_UNSUPPORTED => Error::Unsupported(strip("unsupported: ")),
         other => Error::Unsupported(format!(
             "{resource} failed internally in {call} (status {other}): {}",
-            if message.is_empty() { "no message" } else { &message }
+            if message.is_empty() {
+                "no message"
+            } else {
+                &message
+            }
         )),
     }
 }

@@ -26,13 +26,19 @@ static FAKE_OWNER: u8 = 0;
 
 pub unsafe extern "C" fn c_retain(this: *mut c_void) {
     // SAFETY: `this` is a live CState (the fake's handle contract).
-    unsafe { &*(this as *const CState) }.refs.fetch_add(1, Ordering::SeqCst);
+    unsafe { &*(this as *const CState) }
+        .refs
+        .fetch_add(1, Ordering::SeqCst);
 }
 
 pub unsafe extern "C" fn c_release(this: *mut c_void) {
     // SAFETY: `this` is a live CState; the last reference frees it.
     unsafe {
-        if (&*(this as *const CState)).refs.fetch_sub(1, Ordering::SeqCst) == 1 {
+        if (&*(this as *const CState))
+            .refs
+            .fetch_sub(1, Ordering::SeqCst)
+            == 1
+        {
             let state = Box::from_raw(this as *mut CState);
             state.seen.released.store(true, Ordering::SeqCst);
         }
@@ -72,7 +78,10 @@ pub unsafe extern "C" fn c_allocate_sync(
     }
     let mut p = std::ptr::null_mut();
     // SAFETY: valid out-pointer; alignment is a power of two multiple of the pointer size in tests.
-    assert_eq!(unsafe { libc::posix_memalign(&mut p, alignment.max(8), bytes.max(1)) }, 0);
+    assert_eq!(
+        unsafe { libc::posix_memalign(&mut p, alignment.max(8), bytes.max(1)) },
+        0
+    );
     state.seen.allocations.fetch_add(1, Ordering::SeqCst);
     // SAFETY: valid out-pointer (the caller checked).
     unsafe { *out = p };
@@ -100,7 +109,10 @@ pub unsafe extern "C" fn c_deallocate_sync(
 ) -> c_int {
     // SAFETY: live CState; `ptr` came from posix_memalign.
     unsafe {
-        (&*(this as *const CState)).seen.deallocations.fetch_add(1, Ordering::SeqCst);
+        (&*(this as *const CState))
+            .seen
+            .deallocations
+            .fetch_add(1, Ordering::SeqCst);
         libc::free(ptr);
     }
     RMM_OK
@@ -114,7 +126,11 @@ pub unsafe extern "C" fn c_name(_this: *mut c_void) -> *const c_char {
     c"c_resource".as_ptr()
 }
 
-pub unsafe extern "C" fn c_is_equal(this: *mut c_void, other: *mut c_void, _vt: *const rmm_resource_vtable) -> c_int {
+pub unsafe extern "C" fn c_is_equal(
+    this: *mut c_void,
+    other: *mut c_void,
+    _vt: *const rmm_resource_vtable,
+) -> c_int {
     c_int::from(this == other)
 }
 
@@ -141,11 +157,23 @@ static C_VTABLE: rmm_resource_vtable = c_vtable(&FAKE_OWNER as *const u8 as *con
 /// A new C resource: an owning handle (one reference) and what it reports.
 pub fn c_resource(fail_with: c_int) -> (rmm_resource, Arc<Seen>) {
     let seen = Arc::new(Seen::default());
-    let state = Box::new(CState { refs: AtomicUsize::new(1), seen: seen.clone(), fail_with });
-    (rmm_resource { self_: Box::into_raw(state).cast(), vtable: &C_VTABLE }, seen)
+    let state = Box::new(CState {
+        refs: AtomicUsize::new(1),
+        seen: seen.clone(),
+        fail_with,
+    });
+    (
+        rmm_resource {
+            self_: Box::into_raw(state).cast(),
+            vtable: &C_VTABLE,
+        },
+        seen,
+    )
 }
 
 pub fn c_refs(handle: rmm_resource) -> usize {
     // SAFETY: only called while the test holds a reference.
-    unsafe { &*(handle.self_ as *const CState) }.refs.load(Ordering::SeqCst)
+    unsafe { &*(handle.self_ as *const CState) }
+        .refs
+        .load(Ordering::SeqCst)
 }

@@ -15,7 +15,10 @@ pub fn require_gpu() {
 /// The number of cases of a property test: `PROPTEST_CASES` when it is set (so a long run is one
 /// variable away), else `default` (an explicit `cases` in a proptest config overrides the variable).
 pub fn proptest_cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// Records that a GPU test skipped itself for a reason only known at run time (for example
@@ -25,7 +28,11 @@ pub fn skip(test: &str, reason: &str) {
     use std::io::Write;
     eprintln!("SKIPPED {test}: {reason}");
     if let Ok(path) = std::env::var("RMM_TEST_SKIP_LOG") {
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
             let _ = writeln!(f, "{test}: {reason}");
         }
     }
@@ -60,18 +67,31 @@ impl Probe {
 
 impl Drop for Probe {
     fn drop(&mut self) {
-        self.dropped.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.dropped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
 impl crate::MemoryResource for Probe {
-    fn allocate(&self, stream: crate::cuda::Stream, bytes: usize, alignment: usize) -> crate::Result<*mut u8> {
+    fn allocate(
+        &self,
+        stream: crate::cuda::Stream,
+        bytes: usize,
+        alignment: usize,
+    ) -> crate::Result<*mut u8> {
         let p = crate::mr::SystemMemoryResource::new().allocate(stream, bytes, alignment)?;
-        self.allocations.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.allocations
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.live.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(p)
     }
-    unsafe fn deallocate(&self, stream: crate::cuda::Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> crate::Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: crate::cuda::Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> crate::Result<()> {
         self.live.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         // SAFETY: forwarded; the probe allocates from the system resource.
         unsafe { crate::mr::SystemMemoryResource::new().deallocate(stream, ptr, bytes, alignment) }
@@ -94,12 +114,21 @@ pub fn assert_arguments_checked_before_the_driver(mr: &dyn crate::MemoryResource
     use crate::cuda::Stream;
     for align in [0usize, 3, 48, 512] {
         let result = mr.allocate(Stream::DEFAULT, 64, align);
-        assert!(matches!(result, Err(crate::Error::InvalidArgument(_))), "{}: alignment {align}", mr.name());
+        assert!(
+            matches!(result, Err(crate::Error::InvalidArgument(_))),
+            "{}: alignment {align}",
+            mr.name()
+        );
     }
-    assert!(mr.allocate(Stream::DEFAULT, 0, 256).unwrap().is_null(), "{}: 0 bytes", mr.name());
+    assert!(
+        mr.allocate(Stream::DEFAULT, 0, 256).unwrap().is_null(),
+        "{}: 0 bytes",
+        mr.name()
+    );
     // SAFETY: freeing null is a no-op.
     unsafe {
-        mr.deallocate(Stream::DEFAULT, std::ptr::null_mut(), 0, 256).unwrap();
+        mr.deallocate(Stream::DEFAULT, std::ptr::null_mut(), 0, 256)
+            .unwrap();
         mr.deallocate_sync(std::ptr::null_mut(), 0, 256).unwrap();
     }
 }
@@ -111,13 +140,22 @@ pub struct SharedBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 impl SharedBuffer {
     /// Everything written so far, as text.
     pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)).into_owned()
+        String::from_utf8_lossy(
+            &self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+        .into_owned()
     }
 }
 
 impl std::io::Write for SharedBuffer {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend_from_slice(buf);
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(buf);
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {

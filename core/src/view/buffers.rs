@@ -18,13 +18,25 @@ use crate::resource::{Access, MemoryResource};
 pub fn memory_device(ptr: *const u8, access: Access, device: Option<DeviceId>) -> DLDevice {
     let id = device.unwrap_or(0);
     if cuda::is_host_mode() {
-        DLDevice { device_type: dt::CPU, device_id: 0 }
+        DLDevice {
+            device_type: dt::CPU,
+            device_id: 0,
+        }
     } else if cuda::memory::is_managed(ptr) {
-        DLDevice { device_type: dt::CUDA_MANAGED, device_id: id }
+        DLDevice {
+            device_type: dt::CUDA_MANAGED,
+            device_id: id,
+        }
     } else if access.host() {
-        DLDevice { device_type: dt::CUDA_HOST, device_id: 0 }
+        DLDevice {
+            device_type: dt::CUDA_HOST,
+            device_id: 0,
+        }
     } else {
-        DLDevice { device_type: dt::CUDA, device_id: id }
+        DLDevice {
+            device_type: dt::CUDA,
+            device_id: id,
+        }
     }
 }
 
@@ -54,7 +66,11 @@ impl ViewParts {
             shape: vec![buffer.size() as i64],
             strides: None,
             dtype: DLDataType::new(tc::UINT, 8),
-            device: memory_device(buffer.as_ptr(), buffer.memory_resource().access(), buffer.device()),
+            device: memory_device(
+                buffer.as_ptr(),
+                buffer.memory_resource().access(),
+                buffer.device(),
+            ),
             readonly: false,
             subbyte_padded: false,
         }
@@ -104,7 +120,10 @@ mod tests {
         let mr = AnyResource::new(stats.clone());
         let v = DeviceVector::<f32>::from_slice(&[1.0, 2.0, 3.0], Stream::DEFAULT, mr).unwrap();
         let view = StridedMemoryView::of_vector(v).unwrap();
-        assert_eq!((view.shape(), view.format(), view.itemsize()), (&[3i64][..], "<f4", 4));
+        assert_eq!(
+            (view.shape(), view.format(), view.itemsize()),
+            (&[3i64][..], "<f4", 4)
+        );
         if cuda::is_host_mode() {
             assert_eq!(view.device().device_type, dt::CPU);
             // SAFETY: host mode: the vector's memory is host memory kept alive by the view.
@@ -112,7 +131,11 @@ mod tests {
         }
         let export = view.to_dlpack_versioned(0);
         drop(view);
-        assert_eq!(stats.bytes_counter().value, 12, "the export keeps the vector alive");
+        assert_eq!(
+            stats.bytes_counter().value,
+            12,
+            "the export keeps the vector alive"
+        );
         // SAFETY: our own export, deleted once.
         unsafe { ((*export).deleter.unwrap())(export) };
         assert_eq!(stats.bytes_counter().value, 0);

@@ -24,7 +24,10 @@ struct DeviceMeta {
 impl Drop for DeviceMeta {
     fn drop(&mut self) {
         // SAFETY: allocated from `resource` with these arguments in `to_device`, freed once here.
-        let freed = unsafe { self.resource.deallocate(self.stream, self.ptr as *mut u8, self.bytes, ALIGN) };
+        let freed = unsafe {
+            self.resource
+                .deallocate(self.stream, self.ptr as *mut u8, self.bytes, ALIGN)
+        };
         if let Err(e) = freed {
             tracing::error!("rmm: freeing the device copy of a strided view failed: {e}");
         }
@@ -69,7 +72,12 @@ impl StridedMemoryView {
         let format = view.format().as_bytes().to_vec();
         let bytes = head + 24 * n + format.len() + 1;
         let base = resource.allocate(stream, bytes, ALIGN)? as usize;
-        let meta = DeviceMeta { resource, ptr: base, bytes, stream };
+        let meta = DeviceMeta {
+            resource,
+            ptr: base,
+            bytes,
+            stream,
+        };
 
         let mut image = vec![0u8; bytes];
         let mut dev = *view.as_raw();
@@ -83,7 +91,13 @@ impl StridedMemoryView {
         dev.device_copy = base as *const rmm_strided_view;
         // SAFETY: `image` has room for the struct at offset 0 (`head` ≥ its size); plain old data.
         unsafe { std::ptr::write_unaligned(image.as_mut_ptr().cast::<rmm_strided_view>(), dev) };
-        for (i, w) in view.shape().iter().chain(view.strides()).chain(view.byte_strides()).enumerate() {
+        for (i, w) in view
+            .shape()
+            .iter()
+            .chain(view.strides())
+            .chain(view.byte_strides())
+            .enumerate()
+        {
             image[head + 8 * i..head + 8 * i + 8].copy_from_slice(&w.to_ne_bytes());
         }
         image[head + 24 * n..head + 24 * n + format.len()].copy_from_slice(&format);
@@ -113,12 +127,20 @@ mod tests {
             shape: vec![3, 2],
             strides: Some(vec![-2, 1]),
             dtype: DLDataType::new(type_code::COMPLEX, 64),
-            device: DLDevice { device_type: device_type::CPU, device_id: 0 },
+            device: DLDevice {
+                device_type: device_type::CPU,
+                device_id: 0,
+            },
             readonly: true,
             subbyte_padded: false,
         };
         let view = StridedMemoryView::new(parts, None).unwrap();
-        let on_device = view.to_device(AnyResource::new(SystemMemoryResource::new()), Stream::DEFAULT).unwrap();
+        let on_device = view
+            .to_device(
+                AnyResource::new(SystemMemoryResource::new()),
+                Stream::DEFAULT,
+            )
+            .unwrap();
         assert_eq!(on_device.shape(), view.shape(), "host fields stay readable");
         let dev = on_device.as_raw().device_copy;
         assert!(!dev.is_null());
@@ -126,7 +148,10 @@ mod tests {
         unsafe {
             let d = &*dev;
             assert_eq!(d.device_copy, dev);
-            assert_eq!((d.ptr, d.ndim, d.itemsize, d.readonly), (0x2000, 2, 8, true));
+            assert_eq!(
+                (d.ptr, d.ndim, d.itemsize, d.readonly),
+                (0x2000, 2, 8, true)
+            );
             assert_eq!(std::slice::from_raw_parts(d.shape, 2), &[3, 2]);
             assert_eq!(std::slice::from_raw_parts(d.strides, 2), &[-2, 1]);
             assert_eq!(std::slice::from_raw_parts(d.byte_strides, 2), &[-16, 8]);
@@ -144,7 +169,10 @@ mod tests {
             shape: vec![4, 5, 6],
             strides: Some(vec![0, -6, 1]),
             dtype: DLDataType::new(type_code::BFLOAT, 16),
-            device: DLDevice { device_type: device_type::CUDA, device_id: 0 },
+            device: DLDevice {
+                device_type: device_type::CUDA,
+                device_id: 0,
+            },
             readonly: false,
             subbyte_padded: false,
         };
@@ -167,7 +195,15 @@ mod tests {
         assert_eq!((back.ndim, back.itemsize, back.device_copy), (3, 2, dev));
         let mut words = [0i64; 9];
         // SAFETY: the three arrays are contiguous after the struct in the device allocation.
-        unsafe { cuda::copy_sync(words.as_mut_ptr().cast(), back.shape.cast(), 72, Stream::DEFAULT).unwrap() };
+        unsafe {
+            cuda::copy_sync(
+                words.as_mut_ptr().cast(),
+                back.shape.cast(),
+                72,
+                Stream::DEFAULT,
+            )
+            .unwrap()
+        };
         assert_eq!(words, [4, 5, 6, 0, -6, 1, 0, -12, 2]);
     }
 }

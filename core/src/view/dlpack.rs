@@ -138,7 +138,11 @@ pub struct DLDataType {
 impl DLDataType {
     /// A scalar type (one lane).
     pub const fn new(code: u8, bits: u8) -> Self {
-        DLDataType { code, bits, lanes: 1 }
+        DLDataType {
+            code,
+            bits,
+            lanes: 1,
+        }
     }
 }
 

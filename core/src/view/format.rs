@@ -110,15 +110,24 @@ pub fn dtype_of_format(format: &str) -> Result<DLDataType> {
         return Err(unknown());
     }
     let with_lanes = |d: DLDataType| DLDataType { lanes, ..d };
-    if let Some((_, (code, bits, _))) = NAMED.iter().map(|n| (n.2, n)).find(|(name, _)| *name == base) {
+    if let Some((_, (code, bits, _))) = NAMED
+        .iter()
+        .map(|n| (n.2, n))
+        .find(|(name, _)| *name == base)
+    {
         return Ok(with_lanes(DLDataType::new(*code, *bits)));
     }
     let (order, body) = match base.chars().next() {
         Some(c @ ('<' | '>' | '=' | '|' | '@' | '!')) => (Some(c), &base[1..]),
         _ => (None, base),
     };
-    if matches!(order, Some('>' | '!')) && !matches!(body, "b" | "B" | "?" | "c" | "x") && !body.ends_with('1') {
-        return Err(Error::Unsupported(format!("big-endian data ({format:?}) is not supported")));
+    if matches!(order, Some('>' | '!'))
+        && !matches!(body, "b" | "B" | "?" | "c" | "x")
+        && !body.ends_with('1')
+    {
+        return Err(Error::Unsupported(format!(
+            "big-endian data ({format:?}) is not supported"
+        )));
     }
     // NumPy typestr: kind letter + item size in bytes.
     let mut chars = body.chars();
@@ -172,7 +181,9 @@ pub fn dtype_of_format(format: &str) -> Result<DLDataType> {
 pub fn itemsize_of(dtype: DLDataType, padded: bool) -> Result<i64> {
     let bits = u64::from(dtype.bits) * u64::from(dtype.lanes);
     if bits == 0 {
-        return Err(Error::invalid(format!("DLPack dtype {dtype:?} has no bits")));
+        return Err(Error::invalid(format!(
+            "DLPack dtype {dtype:?} has no bits"
+        )));
     }
     if dtype.bits % 8 != 0 {
         if padded && dtype.lanes == 1 {
@@ -199,20 +210,35 @@ mod tests {
         }
         assert_eq!(format_of(DLDataType::new(tc::FLOAT, 32)).unwrap(), "<f4");
         assert_eq!(format_of(DLDataType::new(tc::BOOL, 8)).unwrap(), "|b1");
-        assert_eq!(format_of(DLDataType::new(tc::COMPLEX, 128)).unwrap(), "<c16");
-        assert_eq!(format_of(DLDataType::new(tc::BFLOAT, 16)).unwrap(), "bfloat16");
+        assert_eq!(
+            format_of(DLDataType::new(tc::COMPLEX, 128)).unwrap(),
+            "<c16"
+        );
+        assert_eq!(
+            format_of(DLDataType::new(tc::BFLOAT, 16)).unwrap(),
+            "bfloat16"
+        );
     }
 
     #[test]
     fn buffer_protocol_codes_are_read() {
-        assert_eq!(dtype_of_format("d").unwrap(), DLDataType::new(tc::FLOAT, 64));
+        assert_eq!(
+            dtype_of_format("d").unwrap(),
+            DLDataType::new(tc::FLOAT, 64)
+        );
         assert_eq!(dtype_of_format("<q").unwrap(), DLDataType::new(tc::INT, 64));
         assert_eq!(dtype_of_format("@l").unwrap(), DLDataType::new(tc::INT, 64));
         assert_eq!(dtype_of_format("=l").unwrap(), DLDataType::new(tc::INT, 32));
         assert_eq!(dtype_of_format("?").unwrap(), DLDataType::new(tc::BOOL, 8));
-        assert_eq!(dtype_of_format("Zd").unwrap(), DLDataType::new(tc::COMPLEX, 128));
+        assert_eq!(
+            dtype_of_format("Zd").unwrap(),
+            DLDataType::new(tc::COMPLEX, 128)
+        );
         assert_eq!(dtype_of_format("B").unwrap(), DLDataType::new(tc::UINT, 8));
-        assert_eq!(dtype_of_format(">u1").unwrap(), DLDataType::new(tc::UINT, 8));
+        assert_eq!(
+            dtype_of_format(">u1").unwrap(),
+            DLDataType::new(tc::UINT, 8)
+        );
     }
 
     #[test]
@@ -220,7 +246,10 @@ mod tests {
         assert!(matches!(dtype_of_format(">f4"), Err(Error::Unsupported(_))));
         assert!(matches!(dtype_of_format("!d"), Err(Error::Unsupported(_))));
         for bad in ["", "x", "<f3", "T{i:a:}", "i12", "<f4x0", "float9"] {
-            assert!(matches!(dtype_of_format(bad), Err(Error::InvalidArgument(_))), "{bad}");
+            assert!(
+                matches!(dtype_of_format(bad), Err(Error::InvalidArgument(_))),
+                "{bad}"
+            );
         }
         assert!(format_of(DLDataType::new(tc::INT, 12)).is_err());
         assert!(format_of(DLDataType::new(99, 8)).is_err());
@@ -231,7 +260,20 @@ mod tests {
         let f4 = DLDataType::new(tc::FLOAT4_E2M1FN, 4);
         assert_eq!(itemsize_of(f4, true).unwrap(), 1);
         assert!(matches!(itemsize_of(f4, false), Err(Error::Unsupported(_))));
-        assert_eq!(itemsize_of(DLDataType::new(tc::COMPLEX, 128), false).unwrap(), 16);
-        assert_eq!(itemsize_of(DLDataType { lanes: 4, ..DLDataType::new(tc::FLOAT, 32) }, false).unwrap(), 16);
+        assert_eq!(
+            itemsize_of(DLDataType::new(tc::COMPLEX, 128), false).unwrap(),
+            16
+        );
+        assert_eq!(
+            itemsize_of(
+                DLDataType {
+                    lanes: 4,
+                    ..DLDataType::new(tc::FLOAT, 32)
+                },
+                false
+            )
+            .unwrap(),
+            16
+        );
     }
 }

@@ -29,7 +29,10 @@ pub unsafe fn acquire(view: StridedMemoryView, out: *mut rmm_strided_view) -> Re
         return Err(Error::invalid("the view out-pointer must not be NULL"));
     }
     let raw = *view.as_raw();
-    table().lock().unwrap_or_else(PoisonError::into_inner).insert(raw.generation, view);
+    table()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(raw.generation, view);
     // SAFETY: caller contract.
     unsafe { out.write(raw) };
     Ok(())
@@ -38,7 +41,9 @@ pub unsafe fn acquire(view: StridedMemoryView, out: *mut rmm_strided_view) -> Re
 /// Why `raw` is not a live acquired view, or `None` when it is.
 fn invalid(raw: &rmm_strided_view, live: &HashMap<u64, StridedMemoryView>) -> Option<Error> {
     if raw.generation == 0 {
-        return Some(Error::invalid("the strided view was released (or never acquired)"));
+        return Some(Error::invalid(
+            "the strided view was released (or never acquired)",
+        ));
     }
     match live.get(&raw.generation) {
         None => Some(Error::invalid(format!(
@@ -59,7 +64,10 @@ fn invalid(raw: &rmm_strided_view, live: &HashMap<u64, StridedMemoryView>) -> Op
 ///
 /// # Safety
 /// `raw` is NULL or valid for reads.
-pub unsafe fn with_view<R>(raw: *const rmm_strided_view, f: impl FnOnce(&StridedMemoryView) -> R) -> Result<R> {
+pub unsafe fn with_view<R>(
+    raw: *const rmm_strided_view,
+    f: impl FnOnce(&StridedMemoryView) -> R,
+) -> Result<R> {
     // SAFETY: caller contract.
     let raw = unsafe { raw.as_ref() }.ok_or_else(|| Error::invalid("the view must not be NULL"))?;
     let live = table().lock().unwrap_or_else(PoisonError::into_inner);
@@ -79,7 +87,8 @@ pub unsafe fn with_view<R>(raw: *const rmm_strided_view, f: impl FnOnce(&Strided
 /// `raw` is NULL or valid for reads and writes.
 pub unsafe fn release(raw: *mut rmm_strided_view) -> Result<()> {
     // SAFETY: caller contract.
-    let slot = unsafe { raw.as_mut() }.ok_or_else(|| Error::invalid("the view must not be NULL"))?;
+    let slot =
+        unsafe { raw.as_mut() }.ok_or_else(|| Error::invalid("the view must not be NULL"))?;
     let view = {
         let mut live = table().lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(e) = invalid(slot, &live) {
@@ -120,7 +129,10 @@ mod tests {
             shape: vec![2],
             strides: None,
             dtype: DLDataType::new(type_code::UINT, 8),
-            device: DLDevice { device_type: device_type::CPU, device_id: 0 },
+            device: DLDevice {
+                device_type: device_type::CPU,
+                device_id: 0,
+            },
             readonly: false,
             subbyte_padded: false,
         };
@@ -135,7 +147,10 @@ mod tests {
         unsafe { acquire(view(&released), &mut raw).unwrap() };
         let copy = raw;
         // SAFETY: as above.
-        assert_eq!(unsafe { with_view(&raw, |v| v.shape().to_vec()) }.unwrap(), vec![2]);
+        assert_eq!(
+            unsafe { with_view(&raw, |v| v.shape().to_vec()) }.unwrap(),
+            vec![2]
+        );
         // SAFETY: as above.
         unsafe { release(&mut raw).unwrap() };
         assert_eq!(released.load(Ordering::SeqCst), 1);
@@ -160,7 +175,10 @@ mod tests {
         let mut zero = rmm_strided_view::EMPTY;
         // SAFETY: a valid struct.
         assert!(unsafe { release(&mut zero) }.is_err());
-        let mut forged = rmm_strided_view { generation: u64::MAX - 7, ..rmm_strided_view::EMPTY };
+        let mut forged = rmm_strided_view {
+            generation: u64::MAX - 7,
+            ..rmm_strided_view::EMPTY
+        };
         // SAFETY: a valid struct whose pointers are never read.
         assert!(unsafe { release(&mut forged) }.is_err());
     }

@@ -22,4 +22,6 @@ pub use buffers::{memory_device, DlPackType};
 pub use dlpack::{DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLTensor};
 pub use format::{dtype_of_format, format_of, itemsize_of};
 pub use owner::ViewOwner;
-pub use strided::{c_strides, item_strides, rmm_strided_view, MetaStore, StridedMemoryView, ViewParts};
+pub use strided::{
+    c_strides, item_strides, rmm_strided_view, MetaStore, StridedMemoryView, ViewParts,
+};

@@ -15,9 +15,9 @@ use std::ffi::{c_char, c_int, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::dlpack::{
-    device_type, DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
-    DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
-    DLPACK_MINOR_VERSION,
+    device_type, DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion,
+    DLTensor, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY,
+    DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
 };
 use super::format::{format_of, itemsize_of};
 use super::owner::{ManagedTensor, ManagedTensorVersioned, ViewOwner};
@@ -73,7 +73,11 @@ impl rmm_strided_view {
         strides: std::ptr::null(),
         byte_strides: std::ptr::null(),
         itemsize: 0,
-        dtype: DLDataType { code: 0, bits: 0, lanes: 0 },
+        dtype: DLDataType {
+            code: 0,
+            bits: 0,
+            lanes: 0,
+        },
         format: std::ptr::null(),
         device_type: 0,
         device_id: 0,
@@ -126,7 +130,9 @@ impl rmm_strided_view {
             return "";
         }
         // SAFETY: caller contract: a NUL-terminated ASCII string.
-        unsafe { std::ffi::CStr::from_ptr(self.format) }.to_str().unwrap_or("")
+        unsafe { std::ffi::CStr::from_ptr(self.format) }
+            .to_str()
+            .unwrap_or("")
     }
 }
 
@@ -202,7 +208,9 @@ pub fn item_strides(byte_strides: &[i64], itemsize: i64) -> Result<Vec<i64>> {
             if itemsize > 0 && b % itemsize == 0 {
                 Ok(b / itemsize)
             } else {
-                Err(Error::invalid(format!("byte stride {b} is not a multiple of the item size {itemsize}")))
+                Err(Error::invalid(format!(
+                    "byte stride {b} is not a multiple of the item size {itemsize}"
+                )))
             }
         })
         .collect()
@@ -255,23 +263,40 @@ impl StridedMemoryView {
     ///
     /// # Errors
     /// As [`new`](Self::new), and [`Error::InvalidArgument`] for a store of the wrong length.
-    pub fn with_store(parts: ViewParts, owner: Option<ViewOwner>, mut store: Box<dyn MetaStore>) -> Result<Self> {
+    pub fn with_store(
+        parts: ViewParts,
+        owner: Option<ViewOwner>,
+        mut store: Box<dyn MetaStore>,
+    ) -> Result<Self> {
         let ndim = parts.shape.len();
         if ndim > MAX_NDIM {
-            return Err(Error::invalid(format!("{ndim} dimensions: at most {MAX_NDIM} are supported")));
+            return Err(Error::invalid(format!(
+                "{ndim} dimensions: at most {MAX_NDIM} are supported"
+            )));
         }
         if let Some(&n) = parts.shape.iter().find(|&&n| n < 0) {
-            return Err(Error::invalid(format!("negative extent {n} in shape {:?}", parts.shape)));
+            return Err(Error::invalid(format!(
+                "negative extent {n} in shape {:?}",
+                parts.shape
+            )));
         }
         let strides = match parts.strides {
             Some(s) if s.len() != ndim => {
-                return Err(Error::invalid(format!("{} strides for {ndim} dimensions", s.len())))
+                return Err(Error::invalid(format!(
+                    "{} strides for {ndim} dimensions",
+                    s.len()
+                )))
             }
             Some(s) => s,
             None => c_strides(&parts.shape),
         };
         let itemsize = itemsize_of(parts.dtype, parts.subbyte_padded)?;
-        let overflow = || Error::invalid(format!("shape {:?} with strides {strides:?} overflows", parts.shape));
+        let overflow = || {
+            Error::invalid(format!(
+                "shape {:?} with strides {strides:?} overflows",
+                parts.shape
+            ))
+        };
         let mut items: i64 = 1;
         for &n in &parts.shape {
             items = items.checked_mul(n).ok_or_else(overflow)?;
@@ -283,14 +308,23 @@ impl StridedMemoryView {
         }
         let words = store.words_mut();
         if words.len() != 3 * ndim {
-            return Err(Error::invalid(format!("metadata store of {} words for {ndim} dimensions", words.len())));
+            return Err(Error::invalid(format!(
+                "metadata store of {} words for {ndim} dimensions",
+                words.len()
+            )));
         }
         words[..ndim].copy_from_slice(&parts.shape);
         words[ndim..2 * ndim].copy_from_slice(&strides);
         words[2 * ndim..].copy_from_slice(&byte_strides);
         let format = CString::new(format_of(parts.dtype)?).expect("format strings have no NUL");
         let base = store.words().as_ptr();
-        let at = |i: usize| if ndim == 0 { std::ptr::null() } else { base.wrapping_add(i * ndim) };
+        let at = |i: usize| {
+            if ndim == 0 {
+                std::ptr::null()
+            } else {
+                base.wrapping_add(i * ndim)
+            }
+        };
         let raw = rmm_strided_view {
             ptr: parts.ptr,
             ndim: ndim as c_int,
@@ -308,7 +342,13 @@ impl StridedMemoryView {
             device_copy: std::ptr::null(),
             generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed),
         };
-        Ok(StridedMemoryView { raw: Box::new(raw), meta: store, format, owner, device_meta: None })
+        Ok(StridedMemoryView {
+            raw: Box::new(raw),
+            meta: store,
+            format,
+            owner,
+            device_meta: None,
+        })
     }
 
     /// A view of a DLPack 1.x tensor, which it takes over: the tensor's deleter runs when the view
@@ -322,7 +362,8 @@ impl StridedMemoryView {
     /// [`Error::Unsupported`] for a major version other than 1; the errors of [`new`](Self::new).
     pub unsafe fn from_dlpack_versioned(tensor: *mut DLManagedTensorVersioned) -> Result<Self> {
         // SAFETY: caller contract.
-        let t = unsafe { tensor.as_ref() }.ok_or_else(|| Error::invalid("the DLPack tensor must not be NULL"))?;
+        let t = unsafe { tensor.as_ref() }
+            .ok_or_else(|| Error::invalid("the DLPack tensor must not be NULL"))?;
         if t.version.major != DLPACK_MAJOR_VERSION {
             return Err(Error::Unsupported(format!(
                 "DLPack {}.{} tensor: only major version {DLPACK_MAJOR_VERSION} is supported",
@@ -351,7 +392,8 @@ impl StridedMemoryView {
     /// The errors of [`new`](Self::new).
     pub unsafe fn from_dlpack(tensor: *mut DLManagedTensor) -> Result<Self> {
         // SAFETY: caller contract.
-        let t = unsafe { tensor.as_ref() }.ok_or_else(|| Error::invalid("the DLPack tensor must not be NULL"))?;
+        let t = unsafe { tensor.as_ref() }
+            .ok_or_else(|| Error::invalid("the DLPack tensor must not be NULL"))?;
         // SAFETY: the tensor is live (caller contract).
         let parts = unsafe { parts_of(&t.dl_tensor, false, false)? };
         let view = Self::new(parts, None)?;
@@ -418,7 +460,10 @@ impl StridedMemoryView {
 
     /// Where the memory is.
     pub fn device(&self) -> DLDevice {
-        DLDevice { device_type: self.raw.device_type, device_id: self.raw.device_id }
+        DLDevice {
+            device_type: self.raw.device_type,
+            device_id: self.raw.device_id,
+        }
     }
 
     /// True when CUDA kernels can read the data.
@@ -507,7 +552,10 @@ impl StridedMemoryView {
         }
         let dl_tensor = ctx.view.dl_tensor();
         Box::into_raw(Box::new(DLManagedTensorVersioned {
-            version: DLPackVersion { major: DLPACK_MAJOR_VERSION, minor: DLPACK_MINOR_VERSION },
+            version: DLPackVersion {
+                major: DLPACK_MAJOR_VERSION,
+                minor: DLPACK_MINOR_VERSION,
+            },
             manager_ctx: Box::into_raw(ctx).cast(),
             deleter: Some(delete_versioned),
             flags,
@@ -529,7 +577,8 @@ impl StridedMemoryView {
 
     /// A new view of the same memory sharing the owner (a new generation, its own metadata).
     pub fn share(&self) -> StridedMemoryView {
-        self.share_with_store(Box::new(vec![0; 3 * self.ndim()])).expect("a valid view's parts are valid")
+        self.share_with_store(Box::new(vec![0; 3 * self.ndim()]))
+            .expect("a valid view's parts are valid")
     }
 
     /// As [`share`](Self::share), with the new view's metadata in `store` (`3 × ndim` words).
@@ -591,9 +640,12 @@ unsafe extern "C" fn delete_legacy(t: *mut DLManagedTensor) {
 /// # Safety
 /// `t`'s shape and strides point to `ndim` items (strides may be NULL).
 unsafe fn parts_of(t: &DLTensor, readonly: bool, padded: bool) -> Result<ViewParts> {
-    let ndim = usize::try_from(t.ndim).map_err(|_| Error::invalid(format!("negative ndim {}", t.ndim)))?;
+    let ndim =
+        usize::try_from(t.ndim).map_err(|_| Error::invalid(format!("negative ndim {}", t.ndim)))?;
     if ndim > MAX_NDIM {
-        return Err(Error::invalid(format!("{ndim} dimensions: at most {MAX_NDIM} are supported")));
+        return Err(Error::invalid(format!(
+            "{ndim} dimensions: at most {MAX_NDIM} are supported"
+        )));
     }
     if ndim > 0 && t.shape.is_null() {
         return Err(Error::invalid("the DLPack tensor's shape is NULL"));
@@ -610,7 +662,8 @@ unsafe fn parts_of(t: &DLTensor, readonly: bool, padded: bool) -> Result<ViewPar
         // SAFETY: caller contract.
         Some(unsafe { std::slice::from_raw_parts(t.strides, ndim) }.to_vec())
     };
-    let offset = usize::try_from(t.byte_offset).map_err(|_| Error::invalid("byte_offset too large"))?;
+    let offset =
+        usize::try_from(t.byte_offset).map_err(|_| Error::invalid("byte_offset too large"))?;
     Ok(ViewParts {
         ptr: (t.data as usize).wrapping_add(offset),
         shape,
@@ -628,8 +681,11 @@ fn contiguous(shape: &[i64], strides: &[i64], c: bool) -> bool {
         return true;
     }
     let mut expect: i64 = 1;
-    let dims: Box<dyn Iterator<Item = (&i64, &i64)>> =
-        if c { Box::new(shape.iter().zip(strides).rev()) } else { Box::new(shape.iter().zip(strides)) };
+    let dims: Box<dyn Iterator<Item = (&i64, &i64)>> = if c {
+        Box::new(shape.iter().zip(strides).rev())
+    } else {
+        Box::new(shape.iter().zip(strides))
+    };
     for (&n, &s) in dims {
         if n != 1 && s != expect {
             return false;
@@ -652,7 +708,10 @@ mod tests {
             shape,
             strides,
             dtype: DLDataType::new(tc::FLOAT, 32),
-            device: DLDevice { device_type: device_type::CPU, device_id: 0 },
+            device: DLDevice {
+                device_type: device_type::CPU,
+                device_id: 0,
+            },
             readonly: false,
             subbyte_padded: false,
         }
@@ -677,8 +736,14 @@ mod tests {
         // SAFETY: the view is alive; the pointers have ndim items.
         unsafe {
             assert_eq!(std::slice::from_raw_parts(raw.shape, 3), &[2, 3, 4]);
-            assert_eq!(std::slice::from_raw_parts(raw.byte_strides, 3), &[48, 16, 4]);
-            assert_eq!(std::ffi::CStr::from_ptr(raw.format).to_str().unwrap(), "<f4");
+            assert_eq!(
+                std::slice::from_raw_parts(raw.byte_strides, 3),
+                &[48, 16, 4]
+            );
+            assert_eq!(
+                std::ffi::CStr::from_ptr(raw.format).to_str().unwrap(),
+                "<f4"
+            );
         }
         assert_ne!(raw.generation, 0);
         assert!(!raw.device_accessible);
@@ -702,12 +767,14 @@ mod tests {
         assert!(!reversed.is_c_contiguous());
         assert_eq!(reversed.byte_extent(), (-16, 4));
 
-        let broadcast = StridedMemoryView::new(f32_parts(vec![4, 3], Some(vec![0, 1])), None).unwrap();
+        let broadcast =
+            StridedMemoryView::new(f32_parts(vec![4, 3], Some(vec![0, 1])), None).unwrap();
         assert_eq!(broadcast.byte_strides(), &[0, 4]);
         assert!(!broadcast.is_c_contiguous());
         assert_eq!(broadcast.byte_extent(), (0, 12));
 
-        let fortran = StridedMemoryView::new(f32_parts(vec![2, 3], Some(vec![1, 2])), None).unwrap();
+        let fortran =
+            StridedMemoryView::new(f32_parts(vec![2, 3], Some(vec![1, 2])), None).unwrap();
         assert!(fortran.is_f_contiguous() && !fortran.is_c_contiguous());
     }
 
@@ -719,7 +786,10 @@ mod tests {
         assert!(StridedMemoryView::new(f32_parts(vec![i64::MAX, 2], None), None).is_err());
         let mut bad_type = f32_parts(vec![1], None);
         bad_type.dtype = DLDataType::new(tc::INT, 12);
-        assert!(matches!(StridedMemoryView::new(bad_type, None), Err(Error::Unsupported(_))));
+        assert!(matches!(
+            StridedMemoryView::new(bad_type, None),
+            Err(Error::Unsupported(_))
+        ));
         assert_eq!(item_strides(&[8, 4], 4).unwrap(), vec![2, 1]);
         assert!(item_strides(&[6], 4).is_err());
     }
@@ -740,7 +810,11 @@ mod tests {
         }
     }
 
-    fn produce(deleted: &Arc<AtomicUsize>, version: u32, flags: u64) -> *mut DLManagedTensorVersioned {
+    fn produce(
+        deleted: &Arc<AtomicUsize>,
+        version: u32,
+        flags: u64,
+    ) -> *mut DLManagedTensorVersioned {
         let mut p = Box::new(Producer {
             shape: [2, 3],
             strides: [1, 2],
@@ -749,7 +823,10 @@ mod tests {
         });
         let tensor = DLTensor {
             data: p.data.as_mut_ptr().cast(),
-            device: DLDevice { device_type: device_type::CPU, device_id: 0 },
+            device: DLDevice {
+                device_type: device_type::CPU,
+                device_id: 0,
+            },
             ndim: 2,
             dtype: DLDataType::new(tc::FLOAT, 64),
             shape: p.shape.as_mut_ptr(),
@@ -757,7 +834,10 @@ mod tests {
             byte_offset: 8,
         };
         Box::into_raw(Box::new(DLManagedTensorVersioned {
-            version: DLPackVersion { major: version, minor: 1 },
+            version: DLPackVersion {
+                major: version,
+                minor: 1,
+            },
             manager_ctx: Box::into_raw(p).cast(),
             deleter: Some(producer_deleter),
             flags,
@@ -779,7 +859,11 @@ mod tests {
         assert_eq!(unsafe { *(v.ptr() as *const f64) }, 1.0);
         let export = v.to_dlpack_versioned(0);
         drop(v);
-        assert_eq!(deleted.load(Ordering::SeqCst), 0, "the export keeps the producer alive");
+        assert_eq!(
+            deleted.load(Ordering::SeqCst),
+            0,
+            "the export keeps the producer alive"
+        );
         // SAFETY: our own export, consumed once.
         let again = unsafe { StridedMemoryView::from_dlpack_versioned(export) }.unwrap();
         assert_eq!(again.shape(), &[2, 3]);
@@ -812,8 +896,11 @@ mod tests {
                 self.0.fetch_add(1, Ordering::SeqCst);
             }
         }
-        let v = StridedMemoryView::new(f32_parts(vec![4], None), Some(ViewOwner::new(Flag(owner_dropped.clone()))))
-            .unwrap();
+        let v = StridedMemoryView::new(
+            f32_parts(vec![4], None),
+            Some(ViewOwner::new(Flag(owner_dropped.clone()))),
+        )
+        .unwrap();
         let legacy = v.to_dlpack();
         drop(v);
         // SAFETY: our own export, consumed once.

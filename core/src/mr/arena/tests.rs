@@ -62,7 +62,10 @@ fn assert_all_returned(mr: &ArenaMemoryResource) {
     assert_eq!(s.used_bytes, 0, "{s:?}");
     assert_eq!(s.superblocks, 0, "{s:?}");
     assert_eq!(s.global_free_bytes, s.arena_size, "{s:?}");
-    assert_eq!(s.largest_global_free_block, s.arena_size, "free space coalesced into one range: {s:?}");
+    assert_eq!(
+        s.largest_global_free_block, s.arena_size,
+        "free space coalesced into one range: {s:?}"
+    );
     mr.check_invariants();
 }
 
@@ -70,25 +73,42 @@ fn assert_all_returned(mr: &ArenaMemoryResource) {
 fn requests_are_rounded_to_256_and_accounted_exactly() {
     let gpu = simulated(64 * MIB);
     let mr = arena_over(&gpu, 16 * MIB);
-    assert_eq!(gpu.usage().allocated_bytes, 16 * MIB, "the whole arena is taken from upstream at once");
+    assert_eq!(
+        gpu.usage().allocated_bytes,
+        16 * MIB,
+        "the whole arena is taken from upstream at once"
+    );
     let (base, size) = mr.range();
     assert_eq!(size, 16 * MIB);
     let sizes = [1, 255, 256, 257, 4 * KIB, MIB, MIB + 1, 3 * MIB];
-    let ptrs: Vec<usize> = sizes.iter().map(|&b| alloc(&mr, Stream::DEFAULT, b)).collect();
+    let ptrs: Vec<usize> = sizes
+        .iter()
+        .map(|&b| alloc(&mr, Stream::DEFAULT, b))
+        .collect();
     for (&p, &b) in ptrs.iter().zip(&sizes) {
         assert_eq!(p % DEFAULT_ALIGNMENT, 0);
         assert!(p >= base && p + b <= base + size);
     }
     let expected: usize = sizes.iter().map(|&b| rounded(b)).sum();
     let s = mr.stats();
-    assert_eq!((s.used_bytes, s.free_bytes), (expected, 16 * MIB - expected));
-    assert_eq!(s.large_allocations, 2, "only requests above 1 MiB go to the global arena");
+    assert_eq!(
+        (s.used_bytes, s.free_bytes),
+        (expected, 16 * MIB - expected)
+    );
+    assert_eq!(
+        s.large_allocations, 2,
+        "only requests above 1 MiB go to the global arena"
+    );
     assert_eq!(mr.used_bytes(), expected);
     assert_eq!(mr.free_bytes(), 16 * MIB - expected);
     for (&p, &b) in ptrs.iter().zip(&sizes) {
         free(&mr, Stream::DEFAULT, p, b);
     }
-    assert_eq!(gpu.usage().allocated_bytes, 16 * MIB, "frees stay in the arena");
+    assert_eq!(
+        gpu.usage().allocated_bytes,
+        16 * MIB,
+        "frees stay in the arena"
+    );
     assert_all_returned(&mr);
 }
 
@@ -98,7 +118,10 @@ fn arguments_are_checked() {
     let mr = arena_over(&gpu, 4 * MIB);
     for align in [0usize, 3, 48, 512] {
         let err = mr.allocate(Stream::DEFAULT, 64, align).unwrap_err();
-        assert!(matches!(err, Error::InvalidArgument(_)), "alignment {align}: {err}");
+        assert!(
+            matches!(err, Error::InvalidArgument(_)),
+            "alignment {align}: {err}"
+        );
     }
     for align in [1usize, 8, 256] {
         let p = alloc(&mr, Stream::DEFAULT, 64);
@@ -108,11 +131,19 @@ fn arguments_are_checked() {
     assert!(mr.allocate(Stream::DEFAULT, 0, 256).unwrap().is_null());
     assert_eq!(mr.used_bytes(), 0);
     // SAFETY: freeing null is a no-op.
-    unsafe { mr.deallocate(Stream::DEFAULT, std::ptr::null_mut(), 0, 256).unwrap() };
-    let tiny = ArenaMemoryResource::new(AnyResource::new(gpu.clone()), Some(MIB - 256), false).unwrap_err();
+    unsafe {
+        mr.deallocate(Stream::DEFAULT, std::ptr::null_mut(), 0, 256)
+            .unwrap()
+    };
+    let tiny = ArenaMemoryResource::new(AnyResource::new(gpu.clone()), Some(MIB - 256), false)
+        .unwrap_err();
     assert!(matches!(tiny, Error::InvalidArgument(_)), "{tiny}");
-    let too_big = ArenaMemoryResource::new(AnyResource::new(gpu.clone()), Some(16 * MIB), false).unwrap_err();
-    assert!(too_big.is_out_of_memory(), "the upstream cannot hold the arena: {too_big}");
+    let too_big =
+        ArenaMemoryResource::new(AnyResource::new(gpu.clone()), Some(16 * MIB), false).unwrap_err();
+    assert!(
+        too_big.is_out_of_memory(),
+        "the upstream cannot hold the arena: {too_big}"
+    );
 }
 
 #[test]
@@ -120,7 +151,8 @@ fn default_size_is_half_of_a_simulated_device() {
     let gpu = simulated(64 * MIB);
     let mr = ArenaMemoryResource::new(AnyResource::new(gpu.clone()), None, false).unwrap();
     assert_eq!(mr.arena_size(), 32 * MIB);
-    let odd = ArenaMemoryResource::new(AnyResource::new(gpu.clone()), Some(2 * MIB + 100), false).unwrap();
+    let odd = ArenaMemoryResource::new(AnyResource::new(gpu.clone()), Some(2 * MIB + 100), false)
+        .unwrap();
     assert_eq!(odd.arena_size(), 2 * MIB, "sizes are rounded down to 256");
 }
 
@@ -129,9 +161,14 @@ fn host_mode_default_size_is_modest() {
     if !cuda::is_host_mode() {
         return; // With a GPU the default is half the device's free memory (GPU tests).
     }
-    let mr = ArenaMemoryResource::new(AnyResource::new(SystemMemoryResource::new()), None, false).unwrap();
+    let mr = ArenaMemoryResource::new(AnyResource::new(SystemMemoryResource::new()), None, false)
+        .unwrap();
     let host = crate::mr::detail::size_guard::host_physical_memory();
-    let expected = if host == 0 { HOST_MODE_DEFAULT_SIZE } else { HOST_MODE_DEFAULT_SIZE.min(host / 2) };
+    let expected = if host == 0 {
+        HOST_MODE_DEFAULT_SIZE
+    } else {
+        HOST_MODE_DEFAULT_SIZE.min(host / 2)
+    };
     assert_eq!(mr.arena_size(), align_down(expected.max(MIB), 256));
 }
 
@@ -151,11 +188,19 @@ fn clones_share_the_arena_and_the_last_one_returns_the_upstream_block() {
     let _leaked_small = alloc(&mr, fake_stream(1), 100);
     assert_eq!(gpu.usage().allocated_bytes, 16 * MIB);
     drop(mr);
-    assert_eq!(gpu.usage().allocated_bytes, 16 * MIB, "a clone keeps the arena alive");
+    assert_eq!(
+        gpu.usage().allocated_bytes,
+        16 * MIB,
+        "a clone keeps the arena alive"
+    );
     drop(clone);
     drop(other);
     let usage = gpu.usage();
-    assert_eq!((usage.allocated_bytes, usage.live_allocations), (0, 0), "dropping returns the block, live blocks or not");
+    assert_eq!(
+        (usage.allocated_bytes, usage.live_allocations),
+        (0, 0),
+        "dropping returns the block, live blocks or not"
+    );
 }
 
 #[test]
@@ -164,7 +209,11 @@ fn frees_on_another_stream_work() {
     let mr = arena_over(&gpu, 8 * MIB);
     let a = alloc(&mr, fake_stream(0), 10 * KIB);
     let b = alloc(&mr, fake_stream(1), 10 * KIB);
-    assert_eq!(mr.stats().superblocks, 2, "each stream has its own arena and superblock");
+    assert_eq!(
+        mr.stats().superblocks,
+        2,
+        "each stream has its own arena and superblock"
+    );
     free(&mr, fake_stream(1), a, 10 * KIB);
     free(&mr, Stream::DEFAULT, b, 10 * KIB);
     let s = mr.stats();
@@ -216,12 +265,23 @@ fn a_thread_arena_returns_to_the_global_arena_when_the_thread_exits() {
         .unwrap();
     });
     let s = mr.stats();
-    assert_eq!((s.arenas, s.superblocks, s.global_free_bytes), (0, 0, 8 * MIB), "{s:?}");
+    assert_eq!(
+        (s.arenas, s.superblocks, s.global_free_bytes),
+        (0, 0, 8 * MIB),
+        "{s:?}"
+    );
 
     // With a block still live, the superblock waits as an orphan for its last free.
-    let live = std::thread::scope(|s| s.spawn(|| alloc(&mr, Stream::PER_THREAD, 300 * KIB)).join().unwrap());
+    let live = std::thread::scope(|s| {
+        s.spawn(|| alloc(&mr, Stream::PER_THREAD, 300 * KIB))
+            .join()
+            .unwrap()
+    });
     let s = mr.stats();
-    assert_eq!((s.arenas, s.superblocks, s.orphan_superblocks, s.used_bytes), (0, 1, 1, 300 * KIB));
+    assert_eq!(
+        (s.arenas, s.superblocks, s.orphan_superblocks, s.used_bytes),
+        (0, 1, 1, 300 * KIB)
+    );
     mr.check_invariants();
     // An orphan's free space serves the next arena that needs a superblock.
     let again = alloc(&mr, fake_stream(0), 100 * KIB);
@@ -230,10 +290,18 @@ fn a_thread_arena_returns_to_the_global_arena_when_the_thread_exits() {
     free(&mr, fake_stream(0), again, 100 * KIB);
     assert_all_returned(&mr);
 
-    let live = std::thread::scope(|s| s.spawn(|| alloc(&mr, Stream::PER_THREAD, 300 * KIB)).join().unwrap());
+    let live = std::thread::scope(|s| {
+        s.spawn(|| alloc(&mr, Stream::PER_THREAD, 300 * KIB))
+            .join()
+            .unwrap()
+    });
     free(&mr, fake_stream(2), live, 300 * KIB);
     let s = mr.stats();
-    assert_eq!((s.orphan_superblocks, s.global_free_bytes), (0, 8 * MIB), "an emptied orphan rejoins the free space");
+    assert_eq!(
+        (s.orphan_superblocks, s.global_free_bytes),
+        (0, 8 * MIB),
+        "an emptied orphan rejoins the free space"
+    );
 }
 
 #[test]
@@ -244,18 +312,39 @@ fn bad_frees_are_errors_not_corruption() {
     let large = alloc(&mr, fake_stream(0), 2 * MIB);
     // SAFETY: the arena checks these frees against its state and rejects them; nothing is touched.
     unsafe {
-        let outside = mr.deallocate(fake_stream(0), 0x1000 as *mut u8, 256, 256).unwrap_err();
+        let outside = mr
+            .deallocate(fake_stream(0), 0x1000 as *mut u8, 256, 256)
+            .unwrap_err();
         assert!(matches!(outside, Error::InvalidArgument(_)), "{outside}");
-        let wrong_size = mr.deallocate(fake_stream(0), large as *mut u8, 3 * MIB, 256).unwrap_err();
-        assert!(matches!(wrong_size, Error::InvalidArgument(_)), "{wrong_size}");
-        mr.deallocate(fake_stream(0), small as *mut u8, 1000, 256).unwrap();
-        let double = mr.deallocate(fake_stream(0), small as *mut u8, 1000, 256).unwrap_err();
+        let wrong_size = mr
+            .deallocate(fake_stream(0), large as *mut u8, 3 * MIB, 256)
+            .unwrap_err();
+        assert!(
+            matches!(wrong_size, Error::InvalidArgument(_)),
+            "{wrong_size}"
+        );
+        mr.deallocate(fake_stream(0), small as *mut u8, 1000, 256)
+            .unwrap();
+        let double = mr
+            .deallocate(fake_stream(0), small as *mut u8, 1000, 256)
+            .unwrap_err();
         assert!(matches!(double, Error::InvalidArgument(_)), "{double}");
-        let double_elsewhere = mr.deallocate(fake_stream(5), small as *mut u8, 1000, 256).unwrap_err();
-        assert!(matches!(double_elsewhere, Error::InvalidArgument(_)), "{double_elsewhere}");
-        mr.deallocate(fake_stream(0), large as *mut u8, 2 * MIB, 256).unwrap();
-        let double_large = mr.deallocate(fake_stream(0), large as *mut u8, 2 * MIB, 256).unwrap_err();
-        assert!(matches!(double_large, Error::InvalidArgument(_)), "{double_large}");
+        let double_elsewhere = mr
+            .deallocate(fake_stream(5), small as *mut u8, 1000, 256)
+            .unwrap_err();
+        assert!(
+            matches!(double_elsewhere, Error::InvalidArgument(_)),
+            "{double_elsewhere}"
+        );
+        mr.deallocate(fake_stream(0), large as *mut u8, 2 * MIB, 256)
+            .unwrap();
+        let double_large = mr
+            .deallocate(fake_stream(0), large as *mut u8, 2 * MIB, 256)
+            .unwrap_err();
+        assert!(
+            matches!(double_large, Error::InvalidArgument(_)),
+            "{double_large}"
+        );
     }
     assert_all_returned(&mr);
 }
@@ -270,11 +359,17 @@ fn defragment_and_retry_gathers_memory_stranded_in_other_arenas() {
         free(&mr, fake_stream(0), p, MIB);
     }
     let s = mr.stats();
-    assert_eq!((s.superblocks, s.global_free_bytes, s.used_bytes), (8, 0, 0));
+    assert_eq!(
+        (s.superblocks, s.global_free_bytes, s.used_bytes),
+        (8, 0, 0)
+    );
     // Another stream finds no free space in the global arena: defragmentation gathers it.
     let small = alloc(&mr, fake_stream(1), 4 * KIB);
     let s = mr.stats();
-    assert_eq!(s.superblocks, 1, "stream 0's empty superblocks went back: {s:?}");
+    assert_eq!(
+        s.superblocks, 1,
+        "stream 0's empty superblocks went back: {s:?}"
+    );
     assert_eq!(s.global_free_bytes, 7 * MIB);
     // The returned superblocks coalesced: a large request fits.
     let large = alloc(&mr, fake_stream(2), 6 * MIB);
@@ -282,10 +377,17 @@ fn defragment_and_retry_gathers_memory_stranded_in_other_arenas() {
     free(&mr, fake_stream(1), small, 4 * KIB);
 
     // Partly used superblocks: stream 0 holds all of them, each with room for 512 bytes.
-    let almost: Vec<usize> = (0..8).map(|_| alloc(&mr, fake_stream(0), MIB - 512)).collect();
+    let almost: Vec<usize> = (0..8)
+        .map(|_| alloc(&mr, fake_stream(0), MIB - 512))
+        .collect();
     assert_eq!(mr.stats().superblocks, 8);
     let stolen = alloc(&mr, fake_stream(3), 512);
-    assert!(mr.allocate(fake_stream(3), 1024, 256).unwrap_err().is_out_of_memory(), "nothing holds 1 KiB");
+    assert!(
+        mr.allocate(fake_stream(3), 1024, 256)
+            .unwrap_err()
+            .is_out_of_memory(),
+        "nothing holds 1 KiB"
+    );
     free(&mr, fake_stream(3), stolen, 512);
     for &p in &almost {
         free(&mr, fake_stream(0), p, MIB - 512);
@@ -298,12 +400,20 @@ fn full_arena_fails_with_no_room_and_still_works_after() {
     let gpu = simulated(64 * MIB);
     let mr = arena_over(&gpu, 4 * MIB);
     let err = mr.allocate(Stream::DEFAULT, 5 * MIB, 256).unwrap_err();
-    assert!(err.is_out_of_memory() && err.to_string().contains("No room in arena."), "{err}");
+    assert!(
+        err.is_out_of_memory() && err.to_string().contains("No room in arena."),
+        "{err}"
+    );
     let err = mr.allocate(Stream::DEFAULT, 1 << 50, 256).unwrap_err();
     assert!(err.is_out_of_memory(), "{err}");
-    let blocks: Vec<usize> = (0..4).map(|_| alloc(&mr, fake_stream(0), 1000 * KIB)).collect();
+    let blocks: Vec<usize> = (0..4)
+        .map(|_| alloc(&mr, fake_stream(0), 1000 * KIB))
+        .collect();
     let err = mr.allocate(fake_stream(1), 100 * KIB, 256).unwrap_err();
-    assert!(err.is_out_of_memory() && err.to_string().contains("No room in arena."), "{err}");
+    assert!(
+        err.is_out_of_memory() && err.to_string().contains("No room in arena."),
+        "{err}"
+    );
     let err = mr.allocate(fake_stream(1), 2 * MIB, 256).unwrap_err();
     assert!(err.is_out_of_memory(), "{err}");
     free(&mr, fake_stream(0), blocks[1], 1000 * KIB);
@@ -318,38 +428,74 @@ fn full_arena_fails_with_no_room_and_still_works_after() {
 #[test]
 fn the_state_is_dumped_on_failure_only_when_asked() {
     let gpu = simulated(64 * MIB);
-    let fill = |mr: &ArenaMemoryResource| -> Vec<usize> { (0..4).map(|_| alloc(mr, fake_stream(0), 900 * KIB)).collect() };
+    let fill = |mr: &ArenaMemoryResource| -> Vec<usize> {
+        (0..4)
+            .map(|_| alloc(mr, fake_stream(0), 900 * KIB))
+            .collect()
+    };
 
     let quiet_path = temp_path("quiet.log");
     let quiet = ArenaMemoryResource::with_options(
         AnyResource::new(gpu.clone()),
-        ArenaOptions::default().arena_size(4 * MIB).dump_path(&quiet_path),
+        ArenaOptions::default()
+            .arena_size(4 * MIB)
+            .dump_path(&quiet_path),
     )
     .unwrap();
     let _held = fill(&quiet);
-    assert!(quiet.allocate(fake_stream(1), 200 * KIB, 256).unwrap_err().is_out_of_memory());
+    assert!(quiet
+        .allocate(fake_stream(1), 200 * KIB, 256)
+        .unwrap_err()
+        .is_out_of_memory());
     assert!(!quiet_path.exists(), "no dump without dump_log_on_failure");
 
     let path = temp_path("dump.log");
     let loud = ArenaMemoryResource::with_options(
         AnyResource::new(gpu.clone()),
-        ArenaOptions::default().arena_size(4 * MIB).dump_log_on_failure(true).dump_path(&path),
+        ArenaOptions::default()
+            .arena_size(4 * MIB)
+            .dump_log_on_failure(true)
+            .dump_path(&path),
     )
     .unwrap();
     let _ok = alloc(&loud, Stream::DEFAULT, 1000);
     assert!(!path.exists(), "nothing is written before a failure");
     let _held = fill(&loud);
-    assert!(loud.allocate(fake_stream(1), 200 * KIB, 256).unwrap_err().is_out_of_memory());
+    assert!(loud
+        .allocate(fake_stream(1), 200 * KIB, 256)
+        .unwrap_err()
+        .is_out_of_memory());
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains("Ran out of memory trying to allocate 204800 bytes"), "{text}");
-    assert!(text.contains("Global arena") && text.contains("Stream arena 0x1000") && text.contains("superblock ["), "{text}");
+    assert!(
+        text.contains("Ran out of memory trying to allocate 204800 bytes"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Global arena")
+            && text.contains("Stream arena 0x1000")
+            && text.contains("superblock ["),
+        "{text}"
+    );
     assert!(text.contains("free ["), "free blocks are listed: {text}");
-    assert!(loud.allocate(fake_stream(1), 300 * KIB, 256).unwrap_err().is_out_of_memory());
+    assert!(loud
+        .allocate(fake_stream(1), 300 * KIB, 256)
+        .unwrap_err()
+        .is_out_of_memory());
     let again = std::fs::read_to_string(&path).unwrap();
-    assert_eq!(again.matches("Ran out of memory").count(), 2, "later failures append");
-    assert_eq!(loud.dump_state(), again[again.rfind("Global arena").unwrap()..]);
+    assert_eq!(
+        again.matches("Ran out of memory").count(),
+        2,
+        "later failures append"
+    );
+    assert_eq!(
+        loud.dump_state(),
+        again[again.rfind("Global arena").unwrap()..]
+    );
     let _ = std::fs::remove_file(&path);
-    assert_eq!(ArenaOptions::default().dump_path, PathBuf::from(DEFAULT_DUMP_FILE));
+    assert_eq!(
+        ArenaOptions::default().dump_path,
+        PathBuf::from(DEFAULT_DUMP_FILE)
+    );
 }
 
 /// 16 threads on host memory (the per-thread default stream and the shared default stream),
@@ -359,68 +505,80 @@ fn the_state_is_dumped_on_failure_only_when_asked() {
 fn sixteen_threads_on_host_memory() {
     const THREADS: usize = 16;
     const OPS: usize = 2_000;
-    let mr = ArenaMemoryResource::new(AnyResource::new(SystemMemoryResource::new()), Some(64 * MIB), false).unwrap();
+    let mr = ArenaMemoryResource::new(
+        AnyResource::new(SystemMemoryResource::new()),
+        Some(64 * MIB),
+        false,
+    )
+    .unwrap();
     let exchange = std::sync::Mutex::new(Vec::<(usize, usize, u8)>::new());
     std::thread::scope(|s| {
-        let threads: Vec<_> = (0..THREADS).map(|t| {
-            let (mr, exchange) = (&mr, &exchange);
-            s.spawn(move || {
-                let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ (t as u64 + 1);
-                let mut next = move || {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
-                    rng
-                };
-                let mut live: Vec<(usize, usize, u8)> = Vec::new();
-                let check_and_free = |(p, bytes, tag): (usize, usize, u8), stream: Stream| {
-                    // SAFETY: host memory of `bytes` bytes this thread owns now.
-                    let block = unsafe { std::slice::from_raw_parts(p as *const u8, bytes) };
-                    // Blocks start 256-aligned and span multiples of 256, so any overlapping block
-                    // starts at (and writes) one of these offsets.
-                    let intact = block.iter().step_by(256).all(|&b| b == tag) && block[bytes - 1] == tag;
-                    assert!(intact, "block {p:#x} (+{bytes}) was overwritten");
-                    free(mr, stream, p, bytes);
-                };
-                for k in 0..OPS {
-                    let r = next();
-                    let stream = if r & 1 == 0 { Stream::PER_THREAD } else { Stream::DEFAULT };
-                    if live.len() < 32 && r % 3 != 0 {
-                        let bytes = match (r >> 8) % 16 {
-                            0 => MIB + (r >> 20) as usize % (2 * MIB),
-                            1..=3 => 64 * KIB + (r >> 20) as usize % (900 * KIB),
-                            _ => 1 + (r >> 20) as usize % (16 * KIB),
-                        };
-                        let p = match mr.allocate(stream, bytes, 256) {
-                            Ok(p) => p as usize,
-                            Err(e) if e.is_out_of_memory() => continue,
-                            Err(e) => panic!("{e}"),
-                        };
-                        assert_eq!(p % 256, 0);
-                        let tag = (t * 16 + k) as u8;
-                        // SAFETY: fresh host memory of `bytes` bytes.
-                        unsafe { std::ptr::write_bytes(p as *mut u8, tag, bytes) };
-                        live.push((p, bytes, tag));
-                    } else if !live.is_empty() {
-                        let block = live.swap_remove((r >> 32) as usize % live.len());
-                        if r % 5 == 0 {
-                            exchange.lock().unwrap().push(block);
+        let threads: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (mr, exchange) = (&mr, &exchange);
+                s.spawn(move || {
+                    let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ (t as u64 + 1);
+                    let mut next = move || {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        rng
+                    };
+                    let mut live: Vec<(usize, usize, u8)> = Vec::new();
+                    let check_and_free = |(p, bytes, tag): (usize, usize, u8), stream: Stream| {
+                        // SAFETY: host memory of `bytes` bytes this thread owns now.
+                        let block = unsafe { std::slice::from_raw_parts(p as *const u8, bytes) };
+                        // Blocks start 256-aligned and span multiples of 256, so any overlapping block
+                        // starts at (and writes) one of these offsets.
+                        let intact =
+                            block.iter().step_by(256).all(|&b| b == tag) && block[bytes - 1] == tag;
+                        assert!(intact, "block {p:#x} (+{bytes}) was overwritten");
+                        free(mr, stream, p, bytes);
+                    };
+                    for k in 0..OPS {
+                        let r = next();
+                        let stream = if r & 1 == 0 {
+                            Stream::PER_THREAD
                         } else {
-                            check_and_free(block, stream);
+                            Stream::DEFAULT
+                        };
+                        if live.len() < 32 && r % 3 != 0 {
+                            let bytes = match (r >> 8) % 16 {
+                                0 => MIB + (r >> 20) as usize % (2 * MIB),
+                                1..=3 => 64 * KIB + (r >> 20) as usize % (900 * KIB),
+                                _ => 1 + (r >> 20) as usize % (16 * KIB),
+                            };
+                            let p = match mr.allocate(stream, bytes, 256) {
+                                Ok(p) => p as usize,
+                                Err(e) if e.is_out_of_memory() => continue,
+                                Err(e) => panic!("{e}"),
+                            };
+                            assert_eq!(p % 256, 0);
+                            let tag = (t * 16 + k) as u8;
+                            // SAFETY: fresh host memory of `bytes` bytes.
+                            unsafe { std::ptr::write_bytes(p as *mut u8, tag, bytes) };
+                            live.push((p, bytes, tag));
+                        } else if !live.is_empty() {
+                            let block = live.swap_remove((r >> 32) as usize % live.len());
+                            if r % 5 == 0 {
+                                exchange.lock().unwrap().push(block);
+                            } else {
+                                check_and_free(block, stream);
+                            }
+                        }
+                        if r % 7 == 0 {
+                            let theirs = exchange.lock().unwrap().pop();
+                            if let Some(block) = theirs {
+                                check_and_free(block, stream);
+                            }
                         }
                     }
-                    if r % 7 == 0 {
-                        let theirs = exchange.lock().unwrap().pop();
-                        if let Some(block) = theirs {
-                            check_and_free(block, stream);
-                        }
+                    for block in live {
+                        check_and_free(block, Stream::PER_THREAD);
                     }
-                }
-                for block in live {
-                    check_and_free(block, Stream::PER_THREAD);
-                }
+                })
             })
-        }).collect();
+            .collect();
         // Joined explicitly: a scope alone does not wait for the thread-local destructors.
         for thread in threads {
             thread.join().unwrap();
@@ -430,7 +588,11 @@ fn sixteen_threads_on_host_memory() {
         free(&mr, Stream::DEFAULT, p, bytes);
     }
     let s = mr.stats();
-    assert_eq!((s.used_bytes, s.arenas), (0, 1), "every thread arena went back: {s:?}");
+    assert_eq!(
+        (s.used_bytes, s.arenas),
+        (0, 1),
+        "every thread arena went back: {s:?}"
+    );
     assert_all_returned(&mr);
 }
 
@@ -480,16 +642,33 @@ struct Model {
 impl Model {
     fn new(mr: &ArenaMemoryResource) -> Self {
         let (base, size) = mr.range();
-        Self { base, size, live: BTreeMap::new(), used: 0 }
+        Self {
+            base,
+            size,
+            live: BTreeMap::new(),
+            used: 0,
+        }
     }
 
     /// Checks a successful allocation and records it.
     fn allocated(&mut self, p: usize, bytes: usize) -> std::result::Result<(), TestCaseError> {
         let size = rounded(bytes);
         prop_assert_eq!(p % DEFAULT_ALIGNMENT, 0, "misaligned {:#x}", p);
-        prop_assert!(p >= self.base && p + size <= self.base + self.size, "{:#x} (+{}) outside the arena", p, size);
+        prop_assert!(
+            p >= self.base && p + size <= self.base + self.size,
+            "{:#x} (+{}) outside the arena",
+            p,
+            size
+        );
         if let Some((&q, &qs)) = self.live.range(..=p).next_back() {
-            prop_assert!(q + rounded(qs) <= p, "{:#x} (+{}) overlaps live {:#x} (+{})", p, size, q, qs);
+            prop_assert!(
+                q + rounded(qs) <= p,
+                "{:#x} (+{}) overlaps live {:#x} (+{})",
+                p,
+                size,
+                q,
+                qs
+            );
         }
         if let Some((&q, _)) = self.live.range(p..).next() {
             prop_assert!(p + size <= q, "{:#x} (+{}) overlaps live {:#x}", p, size, q);
@@ -501,14 +680,29 @@ impl Model {
 
     /// Checks a failed allocation: only when nothing anywhere could hold it, even after the
     /// defragmentation.
-    fn failed(&self, mr: &ArenaMemoryResource, bytes: usize, err: &Error) -> std::result::Result<(), TestCaseError> {
+    fn failed(
+        &self,
+        mr: &ArenaMemoryResource,
+        bytes: usize,
+        err: &Error,
+    ) -> std::result::Result<(), TestCaseError> {
         prop_assert!(err.is_out_of_memory(), "{}", err);
         prop_assert!(err.to_string().contains("No room in arena."), "{}", err);
         let size = rounded(bytes);
         let s = mr.stats();
-        prop_assert!(s.largest_global_free_block < size, "{} bytes failed with {:?}", size, s);
+        prop_assert!(
+            s.largest_global_free_block < size,
+            "{} bytes failed with {:?}",
+            size,
+            s
+        );
         if size <= MIB {
-            prop_assert!(s.largest_superblock_free_block < size, "{} bytes failed with {:?}", size, s);
+            prop_assert!(
+                s.largest_superblock_free_block < size,
+                "{} bytes failed with {:?}",
+                size,
+                s
+            );
         }
         Ok(())
     }
@@ -535,25 +729,36 @@ impl Model {
 
 /// Runs `ops` on `mr` from one thread, checking every answer; then frees everything and checks
 /// that it all went back and that dropping returns the upstream block.
-fn run_single_thread(gpu: &SimulatedMemoryResource, mr: ArenaMemoryResource, ops: &[Op]) -> std::result::Result<(), TestCaseError> {
+fn run_single_thread(
+    gpu: &SimulatedMemoryResource,
+    mr: ArenaMemoryResource,
+    ops: &[Op],
+) -> std::result::Result<(), TestCaseError> {
     let mut model = Model::new(&mr);
     for (i, op) in ops.iter().enumerate() {
         match *op {
-            Op::Alloc { bytes, stream } => match mr.allocate(stream_of(stream), bytes, DEFAULT_ALIGNMENT) {
-                Ok(p) => model.allocated(p as usize, bytes)?,
-                Err(e) => model.failed(&mr, bytes, &e)?,
-            },
+            Op::Alloc { bytes, stream } => {
+                match mr.allocate(stream_of(stream), bytes, DEFAULT_ALIGNMENT) {
+                    Ok(p) => model.allocated(p as usize, bytes)?,
+                    Err(e) => model.failed(&mr, bytes, &e)?,
+                }
+            }
             Op::Free { index, stream } => {
                 if let Some((p, bytes)) = model.take(index) {
                     // SAFETY: `p` is live, from `mr`, with these arguments.
-                    let freed = unsafe { mr.deallocate(stream_of(stream), p as *mut u8, bytes, DEFAULT_ALIGNMENT) };
+                    let freed = unsafe {
+                        mr.deallocate(stream_of(stream), p as *mut u8, bytes, DEFAULT_ALIGNMENT)
+                    };
                     prop_assert!(freed.is_ok(), "{:?}", freed);
                 }
             }
             Op::Defragment => {
                 mr.defragment().unwrap();
                 let s = mr.stats();
-                prop_assert_eq!(s.superblock_free_bytes + s.used_bytes, s.arena_size - s.global_free_bytes);
+                prop_assert_eq!(
+                    s.superblock_free_bytes + s.used_bytes,
+                    s.arena_size - s.global_free_bytes
+                );
             }
         }
         model.check_accounting(&mr)?;
@@ -567,7 +772,11 @@ fn run_single_thread(gpu: &SimulatedMemoryResource, mr: ArenaMemoryResource, ops
     }
     assert_all_returned(&mr);
     drop(mr);
-    prop_assert_eq!(gpu.usage().allocated_bytes, 0, "the upstream block went back");
+    prop_assert_eq!(
+        gpu.usage().allocated_bytes,
+        0,
+        "the upstream block went back"
+    );
     Ok(())
 }
 
@@ -597,8 +806,15 @@ proptest! {
 
 /// A command for a worker thread.
 enum Command {
-    Alloc { bytes: usize, stream: usize },
-    Free { ptr: usize, bytes: usize, stream: usize },
+    Alloc {
+        bytes: usize,
+        stream: usize,
+    },
+    Free {
+        ptr: usize,
+        bytes: usize,
+        stream: usize,
+    },
 }
 
 /// A worker thread that runs commands on the arena, so that a sequence of operations spread over
@@ -617,10 +833,13 @@ impl Worker {
         let thread = std::thread::spawn(move || {
             for command in inbox {
                 let answer = match command {
-                    Command::Alloc { bytes, stream } => mr.allocate(stream_of(stream), bytes, DEFAULT_ALIGNMENT).map(|p| p as usize),
+                    Command::Alloc { bytes, stream } => mr
+                        .allocate(stream_of(stream), bytes, DEFAULT_ALIGNMENT)
+                        .map(|p| p as usize),
                     // SAFETY: the driver only sends live blocks of `mr` with their sizes.
                     Command::Free { ptr, bytes, stream } => unsafe {
-                        mr.deallocate(stream_of(stream), ptr as *mut u8, bytes, DEFAULT_ALIGNMENT).map(|()| 0)
+                        mr.deallocate(stream_of(stream), ptr as *mut u8, bytes, DEFAULT_ALIGNMENT)
+                            .map(|()| 0)
                     },
                 };
                 if outbox.send(answer).is_err() {
@@ -628,7 +847,11 @@ impl Worker {
                 }
             }
         });
-        Self { commands, answers, thread }
+        Self {
+            commands,
+            answers,
+            thread,
+        }
     }
 
     fn run(&self, command: Command) -> Result<usize> {
@@ -730,11 +953,20 @@ mod gpu {
     const HARNESS_ARENA: usize = GIB + 512 * MIB;
 
     resource_tests!(over_cuda, || {
-        ArenaMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), Some(HARNESS_ARENA), false).map(AnyResource::new)
+        ArenaMemoryResource::new(
+            AnyResource::new(CudaMemoryResource::new()),
+            Some(HARNESS_ARENA),
+            false,
+        )
+        .map(AnyResource::new)
     });
     resource_tests!(over_managed, || {
-        ArenaMemoryResource::new(AnyResource::new(ManagedMemoryResource::new()), Some(HARNESS_ARENA), false)
-            .map(AnyResource::new)
+        ArenaMemoryResource::new(
+            AnyResource::new(ManagedMemoryResource::new()),
+            Some(HARNESS_ARENA),
+            false,
+        )
+        .map(AnyResource::new)
     });
     resource_tests!(over_cuda_async, || {
         let upstream = AnyResource::new(CudaAsyncMemoryResource::new()?);
@@ -742,19 +974,31 @@ mod gpu {
     });
 
     fn device_arena(size: usize) -> ArenaMemoryResource {
-        ArenaMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), Some(size), false).unwrap()
+        ArenaMemoryResource::new(
+            AnyResource::new(CudaMemoryResource::new()),
+            Some(size),
+            false,
+        )
+        .unwrap()
     }
 
     #[test]
     #[ignore = "needs a CUDA GPU"]
     fn default_size_is_half_the_free_device_memory() {
         crate::testing::require_gpu();
-        let _exclusive = crate::mr::test_harness::DEVICE_MEMORY.write().unwrap_or_else(|e| e.into_inner());
+        let _exclusive = crate::mr::test_harness::DEVICE_MEMORY
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
         let (free_before, _) = cuda::mem_info(cuda::current_device().unwrap()).unwrap();
-        let mr = ArenaMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), None, false).unwrap();
+        let mr = ArenaMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), None, false)
+            .unwrap();
         let expected = free_before / 2;
         // Other processes may move the free memory a little.
-        assert!(mr.arena_size().abs_diff(expected) < 256 * MIB, "{} vs {expected}", mr.arena_size());
+        assert!(
+            mr.arena_size().abs_diff(expected) < 256 * MIB,
+            "{} vs {expected}",
+            mr.arena_size()
+        );
     }
 
     #[test]
@@ -763,7 +1007,10 @@ mod gpu {
         crate::testing::require_gpu();
         let mr = device_arena(256 * MIB);
         let any = AnyResource::new(mr.clone());
-        let (a, b) = (OwnedStream::new(StreamFlags::NonBlocking).unwrap(), OwnedStream::new(StreamFlags::NonBlocking).unwrap());
+        let (a, b) = (
+            OwnedStream::new(StreamFlags::NonBlocking).unwrap(),
+            OwnedStream::new(StreamFlags::NonBlocking).unwrap(),
+        );
         for bytes in [4 * KIB, 512 * KIB, 8 * MIB] {
             let p = mr.allocate(a.stream(), bytes, 256).unwrap();
             check_usable(&any, p, bytes, 0x5a, a.stream());
@@ -796,7 +1043,10 @@ mod gpu {
                         let bytes = SIZES[(t + k) % SIZES.len()];
                         let p = mr.allocate(stream.stream(), bytes, 256).unwrap();
                         // SAFETY: `p` is valid for `bytes` bytes; the free is ordered after the fill.
-                        unsafe { crate::cuda::set_async(p, k as u8, bytes.min(4096), stream.stream()).unwrap() };
+                        unsafe {
+                            crate::cuda::set_async(p, k as u8, bytes.min(4096), stream.stream())
+                                .unwrap()
+                        };
                         if k % 4 == 0 {
                             stream.synchronize().unwrap();
                             exchange.lock().unwrap().push((p as usize, bytes));
@@ -809,7 +1059,10 @@ mod gpu {
                             if let Some((q, qb)) = theirs {
                                 check_usable(any, q as *mut u8, qb, 0x33, stream.stream());
                                 // SAFETY: a live block of `mr`; its owner synchronized before sharing it.
-                                unsafe { mr.deallocate(stream.stream(), q as *mut u8, qb, 256).unwrap() };
+                                unsafe {
+                                    mr.deallocate(stream.stream(), q as *mut u8, qb, 256)
+                                        .unwrap()
+                                };
                             }
                         }
                     }
@@ -834,7 +1087,10 @@ mod gpu {
                 let p = mr.allocate(Stream::PER_THREAD, 100 * KIB, 256).unwrap();
                 check_usable(&any, p, 100 * KIB, 0x71, Stream::PER_THREAD);
                 // SAFETY: from allocate above, freed in stream order.
-                unsafe { mr.deallocate(Stream::PER_THREAD, p, 100 * KIB, 256).unwrap() };
+                unsafe {
+                    mr.deallocate(Stream::PER_THREAD, p, 100 * KIB, 256)
+                        .unwrap()
+                };
             })
             .join()
             .unwrap();
@@ -857,10 +1113,15 @@ mod gpu {
                     let p = mr.allocate(Stream::PER_THREAD, 512 * KIB, 256).unwrap();
                     for _ in 0..16 {
                         // SAFETY: a live 512 KiB block of `mr`; queued on this thread's stream.
-                        unsafe { crate::cuda::set_async(p, round, 512 * KIB, Stream::PER_THREAD).unwrap() };
+                        unsafe {
+                            crate::cuda::set_async(p, round, 512 * KIB, Stream::PER_THREAD).unwrap()
+                        };
                     }
                     // SAFETY: from allocate above, freed in stream order (the memsets may still run).
-                    unsafe { mr.deallocate(Stream::PER_THREAD, p, 512 * KIB, 256).unwrap() };
+                    unsafe {
+                        mr.deallocate(Stream::PER_THREAD, p, 512 * KIB, 256)
+                            .unwrap()
+                    };
                 })
                 .join()
                 .unwrap();
@@ -873,7 +1134,10 @@ mod gpu {
                 assert_eq!((st.superblocks, st.used_bytes), (0, 0), "{st:?}");
                 break;
             }
-            assert!(std::time::Instant::now() < deadline, "exited threads' arenas never returned: {st:?}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "exited threads' arenas never returned: {st:?}"
+            );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         assert_all_returned(&mr);
@@ -895,7 +1159,10 @@ mod gpu {
             assert!(held.len() <= 64, "the arena handed out more than its cap");
         };
         assert_eq!(held.len(), 64);
-        assert!(err.is_out_of_memory() && err.to_string().contains("No room in arena."), "{err}");
+        assert!(
+            err.is_out_of_memory() && err.to_string().contains("No room in arena."),
+            "{err}"
+        );
         let big = mr.allocate(Stream::DEFAULT, 2 * MIB, 256).unwrap_err();
         assert!(big.is_out_of_memory(), "{big}");
         let p = held.pop().unwrap();
@@ -924,7 +1191,10 @@ fn pair_churn_on_one_stream_keeps_one_superblock_per_arena() {
         for _ in 0..n {
             let p = alloc(&mr, stream, 256);
             // SAFETY: allocated just above with these arguments.
-            unsafe { mr.deallocate(stream, p as *mut u8, 256, DEFAULT_ALIGNMENT).unwrap() };
+            unsafe {
+                mr.deallocate(stream, p as *mut u8, 256, DEFAULT_ALIGNMENT)
+                    .unwrap()
+            };
         }
     };
     for stream in [Stream::DEFAULT, Stream::PER_THREAD, fake_stream(3)] {
@@ -946,6 +1216,9 @@ fn pair_churn_on_one_stream_keeps_one_superblock_per_arena() {
         n *= 2;
     }
     let s = mr.stats();
-    assert_eq!(s.superblocks, 3, "the legacy stream's arena kept one superblock: {s:?}");
+    assert_eq!(
+        s.superblocks, 3,
+        "the legacy stream's arena kept one superblock: {s:?}"
+    );
     assert_eq!(s.used_bytes, 0);
 }

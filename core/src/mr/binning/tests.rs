@@ -2,27 +2,45 @@ use super::*;
 use crate::mr::detail::stream_ordered::model::{
     drive, fake_stream, stress_threads, ModelUpstream, Op, RecordingSyncer, Subject,
 };
-use crate::mr::{PoolMemoryResource, PoolStatistics, SimulatedMemoryResource, SystemMemoryResource};
+use crate::mr::{
+    PoolMemoryResource, PoolStatistics, SimulatedMemoryResource, SystemMemoryResource,
+};
 use proptest::prelude::*;
 
 const KIB: usize = 1 << 10;
 const MIB: usize = 1 << 20;
 
-fn simulated(min: u32, max: u32) -> (BinningMemoryResource, RecordingSyncer, SimulatedMemoryResource) {
+fn simulated(
+    min: u32,
+    max: u32,
+) -> (
+    BinningMemoryResource,
+    RecordingSyncer,
+    SimulatedMemoryResource,
+) {
     let syncer = RecordingSyncer::new(20, 0xb1b1);
     let device = SimulatedMemoryResource::new(96 * MIB).unwrap();
-    let upstream = AnyResource::new(ModelUpstream::new(AnyResource::new(device.clone()), &syncer));
-    let mr = BinningMemoryResource::build_with_exponents(upstream, min, max, Arc::new(syncer.clone())).unwrap();
+    let upstream = AnyResource::new(ModelUpstream::new(
+        AnyResource::new(device.clone()),
+        &syncer,
+    ));
+    let mr =
+        BinningMemoryResource::build_with_exponents(upstream, min, max, Arc::new(syncer.clone()))
+            .unwrap();
     (mr, syncer, device)
 }
 
 fn fixed(r: &AnyResource) -> &FixedSizeMemoryResource {
-    r.downcast_ref::<FixedSizeMemoryResource>().expect("an owned bin is fixed-size")
+    r.downcast_ref::<FixedSizeMemoryResource>()
+        .expect("an owned bin is fixed-size")
 }
 
 /// Bytes used in each bin, smallest first.
 fn used_per_bin(mr: &BinningMemoryResource) -> Vec<usize> {
-    mr.bin_resources().iter().map(|(_, r)| fixed(r).statistics().bytes_used).collect()
+    mr.bin_resources()
+        .iter()
+        .map(|(_, r)| fixed(r).statistics().bytes_used)
+        .collect()
 }
 
 #[test]
@@ -32,7 +50,11 @@ fn requests_go_to_the_smallest_bin_that_holds_them() {
     assert_eq!(sizes, [KIB, 2 * KIB, 4 * KIB]);
     let s = fake_stream(1);
     let before = device.usage().allocated_bytes;
-    assert_eq!(before, 128 * (KIB + 2 * KIB + 4 * KIB), "each bin preallocates 128 blocks");
+    assert_eq!(
+        before,
+        128 * (KIB + 2 * KIB + 4 * KIB),
+        "each bin preallocates 128 blocks"
+    );
     let cases = [(1, 0), (KIB, 0), (KIB + 1, 1), (4 * KIB, 2)];
     for (bytes, bin) in cases {
         let p = mr.allocate(s, bytes, 256).unwrap();
@@ -44,12 +66,19 @@ fn requests_go_to_the_smallest_bin_that_holds_them() {
     }
     let big = mr.allocate(s, 4 * KIB + 1, 256).unwrap();
     assert_eq!(used_per_bin(&mr), [0, 0, 0]);
-    assert_eq!(device.usage().allocated_bytes, before + 4 * KIB + 256, "the upstream served it");
+    assert_eq!(
+        device.usage().allocated_bytes,
+        before + 4 * KIB + 256,
+        "the upstream served it"
+    );
     // SAFETY: from allocate above with these arguments.
     unsafe { mr.deallocate(s, big, 4 * KIB + 1, 256).unwrap() };
     assert_eq!(device.usage().allocated_bytes, before);
     assert!(mr.allocate(s, 0, 256).unwrap().is_null());
-    assert!(matches!(mr.allocate(s, 1, 3), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        mr.allocate(s, 1, 3),
+        Err(Error::InvalidArgument(_))
+    ));
 }
 
 #[test]
@@ -69,29 +98,68 @@ fn alignment_padding_picks_a_bin_with_room() {
 fn bins_are_added_before_use_only() {
     let syncer = RecordingSyncer::default();
     let device = SimulatedMemoryResource::new(64 * MIB).unwrap();
-    let mr = BinningMemoryResource::build(AnyResource::new(device.clone()), Arc::new(syncer.clone()));
+    let mr =
+        BinningMemoryResource::build(AnyResource::new(device.clone()), Arc::new(syncer.clone()));
     assert!(mr.bin_resources().is_empty());
     mr.add_bin(100, None).unwrap();
     mr.add_bin(256, None).unwrap();
     assert_eq!(mr.bin_resources().len(), 1, "100 rounds to 256: one bin");
-    let pool = PoolMemoryResource::build(AnyResource::new(device), Some(MIB), None, Arc::new(syncer), CacheLimits::OFF)
+    let pool = PoolMemoryResource::build(
+        AnyResource::new(device),
+        Some(MIB),
+        None,
+        Arc::new(syncer),
+        CacheLimits::OFF,
+    )
+    .unwrap();
+    mr.add_bin(256, Some(AnyResource::new(pool.clone())))
         .unwrap();
-    mr.add_bin(256, Some(AnyResource::new(pool.clone()))).unwrap();
     assert!(
-        !mr.bin_resources()[0].1.is_equal(&AnyResource::new(pool.clone())),
+        !mr.bin_resources()[0]
+            .1
+            .is_equal(&AnyResource::new(pool.clone())),
         "as in RMM, the first bin of a size stays"
     );
-    mr.add_bin(64 * KIB, Some(AnyResource::new(pool.clone()))).unwrap();
-    assert!(matches!(mr.add_bin(0, None), Err(Error::InvalidArgument(_))));
+    mr.add_bin(64 * KIB, Some(AnyResource::new(pool.clone())))
+        .unwrap();
+    assert!(matches!(
+        mr.add_bin(0, None),
+        Err(Error::InvalidArgument(_))
+    ));
     let p = mr.allocate(fake_stream(1), 10 * KIB, 256).unwrap();
-    assert_eq!(pool.statistics().bytes_used, 10 * KIB, "the explicit bin served it");
+    assert_eq!(
+        pool.statistics().bytes_used,
+        10 * KIB,
+        "the explicit bin served it"
+    );
     let err = mr.add_bin(8 * KIB, None).unwrap_err();
-    assert!(err.to_string().contains("before the first allocation"), "{err}");
+    assert!(
+        err.to_string().contains("before the first allocation"),
+        "{err}"
+    );
     // SAFETY: from allocate above with these arguments.
     unsafe { mr.deallocate(fake_stream(1), p, 10 * KIB, 256).unwrap() };
-    assert_eq!(pool.statistics(), PoolStatistics { bytes_used: 0, ..pool.statistics() });
-    assert!(BinningMemoryResource::build_with_exponents(mr.upstream_resource().clone(), 12, 10, Arc::new(RecordingSyncer::default())).is_err());
-    assert!(BinningMemoryResource::build_with_exponents(mr.upstream_resource().clone(), 1, 70, Arc::new(RecordingSyncer::default())).is_err());
+    assert_eq!(
+        pool.statistics(),
+        PoolStatistics {
+            bytes_used: 0,
+            ..pool.statistics()
+        }
+    );
+    assert!(BinningMemoryResource::build_with_exponents(
+        mr.upstream_resource().clone(),
+        12,
+        10,
+        Arc::new(RecordingSyncer::default())
+    )
+    .is_err());
+    assert!(BinningMemoryResource::build_with_exponents(
+        mr.upstream_resource().clone(),
+        1,
+        70,
+        Arc::new(RecordingSyncer::default())
+    )
+    .is_err());
 }
 
 #[test]
@@ -110,9 +178,11 @@ fn clones_share_and_compare() {
 
 impl Subject for BinningMemoryResource {
     fn footprint(&self, ptr: usize, bytes: usize, alignment: usize) -> (usize, usize) {
-        self.route(bytes, alignment, |r| match r.downcast_ref::<FixedSizeMemoryResource>() {
-            Some(bin) => (bin.block_of(ptr).unwrap(), bin.block_size()),
-            None => (ptr, align_up(bytes, DEFAULT_ALIGNMENT).unwrap()),
+        self.route(bytes, alignment, |r| {
+            match r.downcast_ref::<FixedSizeMemoryResource>() {
+                Some(bin) => (bin.block_of(ptr).unwrap(), bin.block_size()),
+                None => (ptr, align_up(bytes, DEFAULT_ALIGNMENT).unwrap()),
+            }
         })
     }
     fn must_fail(&self, _bytes: usize, _alignment: usize) -> Option<fn(&Error) -> bool> {
@@ -128,7 +198,10 @@ impl Subject for BinningMemoryResource {
         assert!(in_bins <= held, "bins hold {in_bins} of {held} bytes");
     }
     fn release(&self) -> Result<usize> {
-        self.bin_resources().iter().map(|(_, r)| fixed(r).release_unused()).sum()
+        self.bin_resources()
+            .iter()
+            .map(|(_, r)| fixed(r).release_unused())
+            .sum()
     }
     fn check_books(&self) {
         for (_, r) in self.bin_resources() {
@@ -167,8 +240,12 @@ proptest! {
 #[test]
 fn sixteen_threads_on_host_memory() {
     let syncer = RecordingSyncer::new(10, 44);
-    let upstream = AnyResource::new(ModelUpstream::new(AnyResource::new(SystemMemoryResource::new()), &syncer));
-    let mr = BinningMemoryResource::build_with_exponents(upstream, 8, 12, Arc::new(syncer.clone())).unwrap();
+    let upstream = AnyResource::new(ModelUpstream::new(
+        AnyResource::new(SystemMemoryResource::new()),
+        &syncer,
+    ));
+    let mr = BinningMemoryResource::build_with_exponents(upstream, 8, 12, Arc::new(syncer.clone()))
+        .unwrap();
     stress_threads(&mr, &syncer, 16, 2000, 16 * KIB);
     assert!(used_per_bin(&mr).iter().all(|&u| u == 0));
 }
@@ -180,14 +257,16 @@ mod gpu {
 
     // RMM's benchmark configuration: bins of 256 KiB to 4 MiB, larger requests to the upstream.
     resource_tests!(over_cuda, || {
-        BinningMemoryResource::with_exponents(AnyResource::new(CudaMemoryResource::new()), 18, 22).map(AnyResource::new)
+        BinningMemoryResource::with_exponents(AnyResource::new(CudaMemoryResource::new()), 18, 22)
+            .map(AnyResource::new)
     });
     resource_tests!(over_cuda_async, || {
         let upstream = AnyResource::new(CudaAsyncMemoryResource::new()?);
         BinningMemoryResource::with_exponents(upstream, 18, 22).map(AnyResource::new)
     });
     resource_tests!(over_pool, || {
-        let pool = PoolMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), None, None)?;
+        let pool =
+            PoolMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), None, None)?;
         BinningMemoryResource::with_exponents(AnyResource::new(pool), 18, 22).map(AnyResource::new)
     });
 }

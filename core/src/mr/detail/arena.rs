@@ -52,7 +52,12 @@ impl Superblock {
     pub(crate) fn new(start: usize, size: usize) -> Self {
         let mut free = FreeList::new();
         free.insert(start, size, start, ());
-        Self { start, size, largest: size, free }
+        Self {
+            start,
+            size,
+            largest: size,
+            free,
+        }
     }
 
     /// Start address.
@@ -114,7 +119,9 @@ impl Superblock {
             )));
         }
         if self.free.overlaps(addr, size) {
-            return Err(Error::invalid(format!("{addr:#x} (+{size}) is not allocated (double free?)")));
+            return Err(Error::invalid(format!(
+                "{addr:#x} (+{size}) is not allocated (double free?)"
+            )));
         }
         self.free.insert(addr, size, self.start, ());
         self.largest = self.free.largest();
@@ -181,7 +188,10 @@ impl Superblocks {
     }
 
     fn index_of(&self, addr: usize) -> Option<usize> {
-        let i = self.list.partition_point(|sb| sb.start <= addr).checked_sub(1)?;
+        let i = self
+            .list
+            .partition_point(|sb| sb.start <= addr)
+            .checked_sub(1)?;
         self.list[i].contains(addr).then_some(i)
     }
 
@@ -200,7 +210,10 @@ impl Superblocks {
 
     /// First fit over the superblocks in address order, then inside the first that can hold it.
     pub(crate) fn first_fit(&mut self, size: usize) -> Option<usize> {
-        self.list.iter_mut().find(|sb| sb.largest >= size)?.first_fit(size)
+        self.list
+            .iter_mut()
+            .find(|sb| sb.largest >= size)?
+            .first_fit(size)
     }
 
     /// The lowest-addressed superblock whose largest free block holds `size` bytes, removed.
@@ -214,15 +227,22 @@ impl Superblocks {
     /// # Errors
     /// As [`Superblock::free`].
     pub(crate) fn free(&mut self, addr: usize, size: usize) -> Result<Freed> {
-        let Some(i) = self.index_of(addr) else { return Ok(Freed::NotHere) };
+        let Some(i) = self.index_of(addr) else {
+            return Ok(Freed::NotHere);
+        };
         let sb = &mut self.list[i];
         sb.free(addr, size)?;
-        Ok(Freed::Done { now_empty: sb.is_empty(), superblock: sb.start })
+        Ok(Freed::Done {
+            now_empty: sb.is_empty(),
+            superblock: sb.start,
+        })
     }
 
     /// Removes and returns every empty superblock.
     pub(crate) fn take_empty(&mut self) -> Vec<Superblock> {
-        let (empty, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.list).into_iter().partition(Superblock::is_empty);
+        let (empty, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.list)
+            .into_iter()
+            .partition(Superblock::is_empty);
         self.list = kept;
         empty
     }
@@ -242,12 +262,24 @@ impl Superblocks {
     #[cfg(test)]
     pub(crate) fn check_invariants(&self) {
         for w in self.list.windows(2) {
-            assert!(w[0].start + w[0].size <= w[1].start, "superblocks {:#x} and {:#x} overlap", w[0].start, w[1].start);
+            assert!(
+                w[0].start + w[0].size <= w[1].start,
+                "superblocks {:#x} and {:#x} overlap",
+                w[0].start,
+                w[1].start
+            );
         }
         for sb in &self.list {
             sb.free.check_invariants();
-            assert_eq!(sb.largest, sb.free.largest(), "stale largest in superblock {:#x}", sb.start);
-            assert!(sb.start % crate::DEFAULT_ALIGNMENT == 0 && sb.size % crate::DEFAULT_ALIGNMENT == 0);
+            assert_eq!(
+                sb.largest,
+                sb.free.largest(),
+                "stale largest in superblock {:#x}",
+                sb.start
+            );
+            assert!(
+                sb.start % crate::DEFAULT_ALIGNMENT == 0 && sb.size % crate::DEFAULT_ALIGNMENT == 0
+            );
         }
     }
 }
@@ -272,13 +304,18 @@ pub(crate) struct Arena {
 impl Arena {
     /// An empty arena.
     pub(crate) fn new(kind: ArenaKind) -> Self {
-        Self { kind, superblocks: Mutex::new(Superblocks::default()) }
+        Self {
+            kind,
+            superblocks: Mutex::new(Superblocks::default()),
+        }
     }
 
     /// Locks the arena (a poisoned lock is recovered: every operation leaves the data consistent
     /// before it can fail).
     pub(crate) fn lock(&self) -> MutexGuard<'_, Superblocks> {
-        self.superblocks.lock().unwrap_or_else(PoisonError::into_inner)
+        self.superblocks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn describe(&self, superblocks: &Superblocks, out: &mut String) {
@@ -355,7 +392,12 @@ impl Global {
 
     /// Every arena: streams, then live threads, then exited threads' arenas still waiting.
     pub(crate) fn arenas(&self) -> Vec<Arc<Arena>> {
-        self.streams.values().chain(self.threads.iter()).chain(self.retired.iter().map(|(a, _)| a)).cloned().collect()
+        self.streams
+            .values()
+            .chain(self.threads.iter())
+            .chain(self.retired.iter().map(|(a, _)| a))
+            .cloned()
+            .collect()
     }
 
     /// A large allocation of `size` bytes (a multiple of 256, above [`SUPERBLOCK_SIZE`]): best fit
@@ -379,8 +421,12 @@ impl Global {
                 self.free.insert(addr, size, self.base, ());
                 Ok(())
             }
-            Some(&s) => Err(Error::invalid(format!("{addr:#x} was allocated with {s} bytes (rounded) but freed with {size}"))),
-            None => Err(Error::invalid(format!("{addr:#x} (+{size}) is not a live allocation of this arena"))),
+            Some(&s) => Err(Error::invalid(format!(
+                "{addr:#x} was allocated with {s} bytes (rounded) but freed with {size}"
+            ))),
+            None => Err(Error::invalid(format!(
+                "{addr:#x} (+{size}) is not a live allocation of this arena"
+            ))),
         }
     }
 
@@ -420,7 +466,11 @@ impl Global {
     /// As [`Superblock::free`].
     pub(crate) fn free_in_orphan(&mut self, addr: usize, size: usize) -> Result<Freed> {
         let freed = self.orphans.free(addr, size)?;
-        if let Freed::Done { now_empty: true, superblock } = freed {
+        if let Freed::Done {
+            now_empty: true,
+            superblock,
+        } = freed
+        {
             if let Some(sb) = self.orphans.remove(superblock) {
                 self.release(sb);
             }
@@ -458,10 +508,16 @@ impl Global {
     pub(crate) fn check_invariants(&self) {
         self.free.check_invariants();
         self.orphans.check_invariants();
-        assert!(self.orphans.iter().all(|sb| !sb.is_empty()), "an empty orphan was not returned to the free space");
+        assert!(
+            self.orphans.iter().all(|sb| !sb.is_empty()),
+            "an empty orphan was not returned to the free space"
+        );
         assert_eq!(self.large.values().sum::<usize>(), self.large_bytes);
         for (&addr, &size) in &self.large {
-            assert!(!self.free.overlaps(addr, size), "large allocation {addr:#x} is also free");
+            assert!(
+                !self.free.overlaps(addr, size),
+                "large allocation {addr:#x} is also free"
+            );
             assert!(addr >= self.base && addr + size <= self.base + self.size);
         }
     }
@@ -484,13 +540,27 @@ mod tests {
         let mut sb = Superblock::new(MIB, MIB);
         let a = sb.first_fit(256).unwrap();
         let b = sb.first_fit(512).unwrap();
-        assert_eq!((a, b), (MIB, MIB + 256), "first fit takes the lowest addresses");
+        assert_eq!(
+            (a, b),
+            (MIB, MIB + 256),
+            "first fit takes the lowest addresses"
+        );
         assert_eq!(sb.used(), 768);
         sb.free(a, 256).unwrap();
-        assert_eq!(sb.first_fit(256), Some(a), "the hole at the start is reused first");
+        assert_eq!(
+            sb.first_fit(256),
+            Some(a),
+            "the hole at the start is reused first"
+        );
         assert!(sb.free(b, 512).is_ok());
-        assert!(sb.free(b, 512).is_err(), "a double free is an error, not a corruption");
-        assert!(sb.free(MIB + MIB - 256, 512).is_err(), "a range past the end is an error");
+        assert!(
+            sb.free(b, 512).is_err(),
+            "a double free is an error, not a corruption"
+        );
+        assert!(
+            sb.free(MIB + MIB - 256, 512).is_err(),
+            "a range past the end is an error"
+        );
         sb.free(a, 256).unwrap();
         assert!(sb.is_empty());
         assert_eq!(sb.largest(), MIB, "everything coalesced");
@@ -514,7 +584,10 @@ mod tests {
         assert!(g.free_large(big, 2 * MIB).is_err(), "wrong size");
         g.free_large(big, 3 * MIB).unwrap();
         assert!(g.free_large(big, 3 * MIB).is_err(), "double free");
-        assert_eq!((g.free_bytes(), g.largest_free()), (5 * MIB + MIB / 2, 5 * MIB + MIB / 2));
+        assert_eq!(
+            (g.free_bytes(), g.largest_free()),
+            (5 * MIB + MIB / 2, 5 * MIB + MIB / 2)
+        );
         g.check_invariants();
     }
 
@@ -541,9 +614,17 @@ mod tests {
         let mut sb = g.acquire(256).unwrap();
         let p = sb.first_fit(1024).unwrap();
         g.release(sb);
-        assert_eq!(g.orphans.len(), 1, "a superblock with a live block becomes an orphan");
+        assert_eq!(
+            g.orphans.len(),
+            1,
+            "a superblock with a live block becomes an orphan"
+        );
         let mut again = g.acquire(256).unwrap();
-        assert_eq!(again.start(), base, "the orphan is handed out before new space");
+        assert_eq!(
+            again.start(),
+            base,
+            "the orphan is handed out before new space"
+        );
         assert_eq!(again.used(), 1024);
         again.free(p, 1024).unwrap();
         g.release(again);
@@ -552,7 +633,13 @@ mod tests {
         let mut sb = g.acquire(256).unwrap();
         let p = sb.first_fit(1024).unwrap();
         g.release(sb);
-        assert_eq!(g.free_in_orphan(p, 1024).unwrap(), Freed::Done { now_empty: true, superblock: base });
+        assert_eq!(
+            g.free_in_orphan(p, 1024).unwrap(),
+            Freed::Done {
+                now_empty: true,
+                superblock: base
+            }
+        );
         assert_eq!((g.orphans.len(), g.free_bytes()), (0, 4 * MIB));
         assert_eq!(g.free_in_orphan(p, 1024).unwrap(), Freed::NotHere);
         g.check_invariants();

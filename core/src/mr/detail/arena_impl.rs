@@ -96,7 +96,12 @@ impl Shared {
     ///
     /// # Errors
     /// The upstream's allocation error.
-    pub(crate) fn new(upstream: AnyResource, size: usize, gpu: Option<DeviceId>, dump_path: Option<PathBuf>) -> Result<Arc<Self>> {
+    pub(crate) fn new(
+        upstream: AnyResource,
+        size: usize,
+        gpu: Option<DeviceId>,
+        dump_path: Option<PathBuf>,
+    ) -> Result<Arc<Self>> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         let ptr = upstream.allocate_sync(size, DEFAULT_ALIGNMENT)?;
         let block = ptr as usize;
@@ -137,7 +142,11 @@ impl Shared {
     }
 
     fn oom(&self, bytes: usize, detail: String) -> Error {
-        Error::OutOfMemory { bytes, resource: "arena_memory_resource".to_owned(), detail }
+        Error::OutOfMemory {
+            bytes,
+            resource: "arena_memory_resource".to_owned(),
+            detail,
+        }
     }
 
     // ---- arenas -------------------------------------------------------------------------------
@@ -160,13 +169,19 @@ impl Shared {
     /// The arena of stream `key`, created on first use.
     fn stream_arena(&self, key: usize) -> Arc<Arena> {
         let mut global = self.lock_global();
-        global.streams.entry(key).or_insert_with(|| Arc::new(Arena::new(ArenaKind::Stream(key)))).clone()
+        global
+            .streams
+            .entry(key)
+            .or_insert_with(|| Arc::new(Arena::new(ArenaKind::Stream(key))))
+            .clone()
     }
 
     /// A new arena for the calling thread.
     fn new_thread_arena(&self) -> Arc<Arena> {
         static THREAD_ARENAS: AtomicU64 = AtomicU64::new(1);
-        let arena = Arc::new(Arena::new(ArenaKind::Thread(THREAD_ARENAS.fetch_add(1, Ordering::Relaxed))));
+        let arena = Arc::new(Arena::new(ArenaKind::Thread(
+            THREAD_ARENAS.fetch_add(1, Ordering::Relaxed),
+        )));
         let mut global = self.lock_global();
         self.reap_retired(&mut global, false);
         global.threads.push(arena.clone());
@@ -221,7 +236,10 @@ impl Shared {
         let _device = self.gpu.and_then(|device| DeviceGuard::new(device).ok());
         let retired = std::mem::take(&mut global.retired);
         for (arena, event) in retired {
-            let done = synchronized || event.as_ref().is_some_and(|e| e.is_complete().unwrap_or(false));
+            let done = synchronized
+                || event
+                    .as_ref()
+                    .is_some_and(|e| e.is_complete().unwrap_or(false));
             if done {
                 let superblocks = arena.lock().take_all();
                 for sb in superblocks {
@@ -259,7 +277,10 @@ impl Shared {
         let size = match align_up(bytes, DEFAULT_ALIGNMENT) {
             Some(size) if size <= self.size => size,
             _ => {
-                return Err(self.oom(bytes, format!("the arena holds {} bytes in all. {NO_ROOM}", self.size)));
+                return Err(self.oom(
+                    bytes,
+                    format!("the arena holds {} bytes in all. {NO_ROOM}", self.size),
+                ));
             }
         };
         let found = if size > SUPERBLOCK_SIZE {
@@ -299,13 +320,22 @@ impl Shared {
     /// empty superblock to the global arena, where neighbours coalesce.
     /// Exited threads' arenas (`arenas` are every arena, `guards` their locks, in one order) give
     /// back every superblock: the synchronization completed their streams' work.
-    fn defragment_locked(&self, global: &mut Global, arenas: &[Arc<Arena>], guards: &mut [MutexGuard<'_, Superblocks>]) -> Result<()> {
+    fn defragment_locked(
+        &self,
+        global: &mut Global,
+        arenas: &[Arc<Arena>],
+        guards: &mut [MutexGuard<'_, Superblocks>],
+    ) -> Result<()> {
         // With every arena locked, no free can land between the synchronization and the move.
         self.synchronize_device()?;
         let retired = std::mem::take(&mut global.retired);
         for (arena, guard) in arenas.iter().zip(guards.iter_mut()) {
             let exited = retired.iter().any(|(r, _)| Arc::ptr_eq(r, arena));
-            let superblocks = if exited { guard.take_all() } else { guard.take_empty() };
+            let superblocks = if exited {
+                guard.take_all()
+            } else {
+                guard.take_empty()
+            };
             for sb in superblocks {
                 global.release(sb);
             }
@@ -326,7 +356,12 @@ impl Shared {
 
     /// The slow path after a failed allocation: defragment, retry once (still holding every lock,
     /// so the memory just gathered cannot be taken by others first), then dump and fail.
-    fn defragment_and_retry(self: &Arc<Self>, stream: Stream, bytes: usize, size: usize) -> Result<*mut u8> {
+    fn defragment_and_retry(
+        self: &Arc<Self>,
+        stream: Stream,
+        bytes: usize,
+        size: usize,
+    ) -> Result<*mut u8> {
         let own = (size <= SUPERBLOCK_SIZE).then(|| self.arena_for(stream));
         let mut global = self.lock_global();
         let arenas = global.arenas();
@@ -350,11 +385,18 @@ impl Shared {
     // ---- deallocation -------------------------------------------------------------------------
 
     /// Frees `[ptr, ptr + bytes)` on `stream`.
-    pub(crate) fn deallocate(self: &Arc<Self>, stream: Stream, ptr: *mut u8, bytes: usize) -> Result<()> {
+    pub(crate) fn deallocate(
+        self: &Arc<Self>,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+    ) -> Result<()> {
         let addr = ptr as usize;
         let size = align_up(bytes, DEFAULT_ALIGNMENT).unwrap_or(usize::MAX);
         if addr < self.base || addr - self.base >= self.size || size > self.size {
-            return Err(Error::invalid(format!("{ptr:p} (+{bytes}) was not allocated by this arena")));
+            return Err(Error::invalid(format!(
+                "{ptr:p} (+{bytes}) was not allocated by this arena"
+            )));
         }
         if size > SUPERBLOCK_SIZE {
             // The global arena serves every stream: wait for the work that may use the block.
@@ -379,7 +421,9 @@ impl Shared {
         }
         match global.free_in_orphan(addr, size)? {
             Freed::Done { .. } => synced,
-            Freed::NotHere => Err(Error::invalid(format!("{ptr:p} (+{bytes}) is not a live allocation of this arena"))),
+            Freed::NotHere => Err(Error::invalid(format!(
+                "{ptr:p} (+{bytes}) is not a live allocation of this arena"
+            ))),
         }
     }
 
@@ -422,17 +466,35 @@ impl Shared {
     }
 
     /// Writes the state to the dump file, when the resource was asked to.
-    fn dump(&self, global: &Global, arenas: &[Arc<Arena>], guards: &[MutexGuard<'_, Superblocks>], bytes: usize, stream: Stream) {
+    fn dump(
+        &self,
+        global: &Global,
+        arenas: &[Arc<Arena>],
+        guards: &[MutexGuard<'_, Superblocks>],
+        bytes: usize,
+        stream: Stream,
+    ) {
         let Some(path) = &self.dump_path else { return };
         let mut text = String::new();
         let _ = writeln!(text, "**************************************************");
-        let _ = writeln!(text, "Ran out of memory trying to allocate {bytes} bytes on stream {stream}.");
+        let _ = writeln!(
+            text,
+            "Ran out of memory trying to allocate {bytes} bytes on stream {stream}."
+        );
         let _ = writeln!(text, "**************************************************");
         text.push_str(&describe(global, arenas, guards));
         let first = !self.dumped.swap(true, Ordering::Relaxed);
-        let file = std::fs::OpenOptions::new().create(true).write(true).append(!first).truncate(first).open(path);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(!first)
+            .truncate(first)
+            .open(path);
         if let Err(e) = file.and_then(|mut f| f.write_all(text.as_bytes())) {
-            tracing::warn!("arena_memory_resource: could not write the memory dump to {}: {e}", path.display());
+            tracing::warn!(
+                "arena_memory_resource: could not write the memory dump to {}: {e}",
+                path.display()
+            );
         }
     }
 
@@ -447,7 +509,11 @@ impl Shared {
         let global = self.lock_global();
         global.check_invariants();
         let arenas = global.arenas();
-        let mut all: Vec<(usize, usize)> = global.orphans.iter().map(|sb| (sb.start(), sb.size())).collect();
+        let mut all: Vec<(usize, usize)> = global
+            .orphans
+            .iter()
+            .map(|sb| (sb.start(), sb.size()))
+            .collect();
         for arena in &arenas {
             let sbs = arena.lock();
             sbs.check_invariants();
@@ -455,11 +521,22 @@ impl Shared {
         }
         all.sort_unstable();
         for w in all.windows(2) {
-            assert!(w[0].0 + w[0].1 <= w[1].0, "superblocks {:#x} and {:#x} of different arenas overlap", w[0].0, w[1].0);
+            assert!(
+                w[0].0 + w[0].1 <= w[1].0,
+                "superblocks {:#x} and {:#x} of different arenas overlap",
+                w[0].0,
+                w[1].0
+            );
         }
         for &(start, size) in &all {
-            assert!(start >= self.base && start + size <= self.base + self.size, "superblock {start:#x} outside the arena");
-            assert!(!global.free_overlaps(start, size), "superblock {start:#x} is also free space");
+            assert!(
+                start >= self.base && start + size <= self.base + self.size,
+                "superblock {start:#x} outside the arena"
+            );
+            assert!(
+                !global.free_overlaps(start, size),
+                "superblock {start:#x} is also free space"
+            );
         }
     }
 }
@@ -468,18 +545,31 @@ impl Shared {
 /// held (`own` indexes the requesting arena): first fit in the own arena, then a superblock from
 /// the global arena, then a partly used superblock of another arena with a free block that fits
 /// (safe to move: the device was just synchronized).
-fn retry_small(global: &mut Global, guards: &mut [MutexGuard<'_, Superblocks>], own: usize, size: usize) -> Option<usize> {
+fn retry_small(
+    global: &mut Global,
+    guards: &mut [MutexGuard<'_, Superblocks>],
+    own: usize,
+    size: usize,
+) -> Option<usize> {
     if let Some(addr) = guards[own].first_fit(size) {
         return Some(addr);
     }
     let sb = global.acquire(size).or_else(|| {
-        guards.iter_mut().enumerate().filter(|(i, _)| *i != own).find_map(|(_, g)| g.take_first_that_fits(size))
+        guards
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| *i != own)
+            .find_map(|(_, g)| g.take_first_that_fits(size))
     })?;
     guards[own].insert(sb);
     guards[own].first_fit(size)
 }
 
-fn describe(global: &Global, arenas: &[Arc<Arena>], guards: &[MutexGuard<'_, Superblocks>]) -> String {
+fn describe(
+    global: &Global,
+    arenas: &[Arc<Arena>],
+    guards: &[MutexGuard<'_, Superblocks>],
+) -> String {
     let mut text = String::new();
     global.describe(&mut text);
     for (arena, sbs) in arenas.iter().zip(guards) {
@@ -492,9 +582,19 @@ impl Drop for Shared {
     fn drop(&mut self) {
         // SAFETY: the block came from `upstream.allocate_sync` with these arguments in `new`, and
         // the arena is gone: nothing can hand out its memory any more.
-        let freed = unsafe { self.upstream.deallocate_sync(self.block as *mut u8, self.block_bytes, DEFAULT_ALIGNMENT) };
+        let freed = unsafe {
+            self.upstream.deallocate_sync(
+                self.block as *mut u8,
+                self.block_bytes,
+                DEFAULT_ALIGNMENT,
+            )
+        };
         if let Err(e) = freed {
-            tracing::error!("arena_memory_resource: returning {} bytes to {}: {e}", self.block_bytes, self.upstream.name());
+            tracing::error!(
+                "arena_memory_resource: returning {} bytes to {}: {e}",
+                self.block_bytes,
+                self.upstream.name()
+            );
         }
     }
 }
@@ -538,7 +638,10 @@ impl Local {
         };
         let entry = &mut self.entries[i];
         match key {
-            None => entry.thread_arena.get_or_insert_with(|| shared.new_thread_arena()).clone(),
+            None => entry
+                .thread_arena
+                .get_or_insert_with(|| shared.new_thread_arena())
+                .clone(),
             Some(key) => {
                 if let Some((_, arena)) = entry.streams.iter().rev().find(|(k, _)| *k == key) {
                     return arena.clone();

@@ -11,7 +11,12 @@ use crate::mr::detail::size_guard::{check_managed_size, check_pinned_size};
 /// Allocates `bytes` of `memory` for `resource`: the alignment is checked, 0 bytes gives null, a
 /// context is made current, and requests that can never be satisfied are refused before the driver
 /// sees them (managed: more than device plus host memory; pinned: more than host memory).
-pub(crate) fn allocate(memory: DriverMemory, bytes: usize, alignment: usize, resource: &str) -> Result<*mut u8> {
+pub(crate) fn allocate(
+    memory: DriverMemory,
+    bytes: usize,
+    alignment: usize,
+    resource: &str,
+) -> Result<*mut u8> {
     check_base_alignment(alignment, resource)?;
     if bytes == 0 {
         return Ok(std::ptr::null_mut());
@@ -65,7 +70,11 @@ macro_rules! stateless_driver_resource {
                 unsafe { $crate::mr::detail::driver::deallocate($memory, ptr) }
             }
 
-            fn allocate_sync(&self, bytes: usize, alignment: usize) -> $crate::error::Result<*mut u8> {
+            fn allocate_sync(
+                &self,
+                bytes: usize,
+                alignment: usize,
+            ) -> $crate::error::Result<*mut u8> {
                 $crate::mr::detail::driver::allocate($memory, bytes, alignment, $name)
             }
 

@@ -39,7 +39,12 @@ pub(crate) struct FixedList<T: BlockTag> {
 impl<T: BlockTag> FixedList<T> {
     /// An empty list of `unit`-byte blocks (`unit` > 0).
     pub(crate) fn new(unit: usize) -> Self {
-        Self { unit: unit.max(1), blocks: HashMap::new(), stacks: BTreeMap::new(), region_free: HashMap::new() }
+        Self {
+            unit: unit.max(1),
+            blocks: HashMap::new(),
+            stacks: BTreeMap::new(),
+            region_free: HashMap::new(),
+        }
     }
 
     /// The block size.
@@ -76,13 +81,28 @@ impl<T: BlockTag> FixedList<T> {
     /// Adds `[addr, addr + size)` of `region` (whole blocks: `size` a multiple of the unit, `addr`
     /// on a block boundary), each block tagged `tag`, the last one on top.
     pub(crate) fn insert(&mut self, addr: usize, size: usize, region: usize, tag: T) {
-        debug_assert!(size % self.unit == 0, "{size} bytes are not whole blocks of {}", self.unit);
+        debug_assert!(
+            size % self.unit == 0,
+            "{size} bytes are not whole blocks of {}",
+            self.unit
+        );
         let class = tag.class();
         let stack = self.stacks.entry(class).or_default();
         for k in 0..size / self.unit {
             let block = addr + k * self.unit;
-            debug_assert!(!self.blocks.contains_key(&block), "double free of {block:#x}");
-            self.blocks.insert(block, Slot { region, tag: tag.clone(), class, pos: stack.len() });
+            debug_assert!(
+                !self.blocks.contains_key(&block),
+                "double free of {block:#x}"
+            );
+            self.blocks.insert(
+                block,
+                Slot {
+                    region,
+                    tag: tag.clone(),
+                    class,
+                    pos: stack.len(),
+                },
+            );
             stack.push(block);
         }
         *self.region_free.entry(region).or_default() += size / self.unit;
@@ -99,27 +119,47 @@ impl<T: BlockTag> FixedList<T> {
 
     /// The topmost block of `class` whose address is a multiple of `alignment`.
     pub(crate) fn aligned_in(&self, class: T::Class, alignment: usize) -> Option<(usize, &T)> {
-        let addr = self.stacks.get(&class)?.iter().rev().copied().find(|a| a % alignment == 0)?;
+        let addr = self
+            .stacks
+            .get(&class)?
+            .iter()
+            .rev()
+            .copied()
+            .find(|a| a % alignment == 0)?;
         Some((addr, &self.blocks[&addr].tag))
     }
 
     /// Takes the free block at `addr` out of the list.
     pub(crate) fn remove(&mut self, addr: usize) -> Option<FreeBlock<T>> {
         let slot = self.blocks.remove(&addr)?;
-        let stack = self.stacks.get_mut(&slot.class).expect("a free block's class has a stack");
+        let stack = self
+            .stacks
+            .get_mut(&slot.class)
+            .expect("a free block's class has a stack");
         stack.swap_remove(slot.pos);
         if let Some(&moved) = stack.get(slot.pos) {
-            self.blocks.get_mut(&moved).expect("stacked blocks are free").pos = slot.pos;
+            self.blocks
+                .get_mut(&moved)
+                .expect("stacked blocks are free")
+                .pos = slot.pos;
         }
         if stack.is_empty() {
             self.stacks.remove(&slot.class);
         }
-        let count = self.region_free.get_mut(&slot.region).expect("a free block's region is counted");
+        let count = self
+            .region_free
+            .get_mut(&slot.region)
+            .expect("a free block's region is counted");
         *count -= 1;
         if *count == 0 {
             self.region_free.remove(&slot.region);
         }
-        Some(FreeBlock { addr, size: self.unit, region: slot.region, tag: slot.tag })
+        Some(FreeBlock {
+            addr,
+            size: self.unit,
+            region: slot.region,
+            tag: slot.tag,
+        })
     }
 
     /// Takes every block of `region` (of `size` bytes) when all of them are free; their tags
@@ -130,7 +170,9 @@ impl<T: BlockTag> FixedList<T> {
         }
         let mut tag: Option<T> = None;
         for k in 0..size / self.unit {
-            let b = self.remove(region + k * self.unit).expect("every block of a wholly free region is free");
+            let b = self
+                .remove(region + k * self.unit)
+                .expect("every block of a wholly free region is free");
             match tag.as_mut() {
                 None => tag = Some(b.tag),
                 Some(t) => t.merge(&b.tag),
@@ -140,9 +182,12 @@ impl<T: BlockTag> FixedList<T> {
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = FreeBlock<T>> + '_ {
-        self.blocks
-            .iter()
-            .map(|(&addr, s)| FreeBlock { addr, size: self.unit, region: s.region, tag: s.tag.clone() })
+        self.blocks.iter().map(|(&addr, s)| FreeBlock {
+            addr,
+            size: self.unit,
+            region: s.region,
+            tag: s.tag.clone(),
+        })
     }
 
     /// Applies `f` to every tag and restacks the blocks by their new classes (address order: the
@@ -165,12 +210,26 @@ impl<T: BlockTag> FixedList<T> {
     pub(crate) fn check_invariants(&self) {
         let stacked: usize = self.stacks.values().map(Vec::len).sum();
         assert_eq!(stacked, self.blocks.len(), "stacks and blocks disagree");
-        assert!(self.stacks.values().all(|s| !s.is_empty()), "an empty stack is kept");
+        assert!(
+            self.stacks.values().all(|s| !s.is_empty()),
+            "an empty stack is kept"
+        );
         let mut per_region: HashMap<usize, usize> = HashMap::new();
         for (&addr, slot) in &self.blocks {
-            assert_eq!(slot.class, slot.tag.class(), "block {addr:#x} filed under a stale class");
-            assert_eq!(self.stacks[&slot.class].get(slot.pos), Some(&addr), "block {addr:#x} misplaced");
-            assert!(addr >= slot.region && (addr - slot.region) % self.unit == 0, "block {addr:#x} off its boundary");
+            assert_eq!(
+                slot.class,
+                slot.tag.class(),
+                "block {addr:#x} filed under a stale class"
+            );
+            assert_eq!(
+                self.stacks[&slot.class].get(slot.pos),
+                Some(&addr),
+                "block {addr:#x} misplaced"
+            );
+            assert!(
+                addr >= slot.region && (addr - slot.region) % self.unit == 0,
+                "block {addr:#x} off its boundary"
+            );
             *per_region.entry(slot.region).or_default() += 1;
         }
         assert_eq!(per_region, self.region_free, "region counts drifted");
@@ -202,11 +261,18 @@ mod tests {
         fl.insert(1000, 300, 1000, Owner(None));
         assert_eq!((fl.len(), fl.free_bytes(), fl.largest()), (3, 300, 100));
         let top: Vec<usize> = fl.top(None, 8).map(|(a, _)| a).collect();
-        assert_eq!(top, vec![1200, 1100, 1000], "the last block of an insert is on top");
+        assert_eq!(
+            top,
+            vec![1200, 1100, 1000],
+            "the last block of an insert is on top"
+        );
         let b = fl.remove(1100).unwrap();
         assert_eq!((b.addr, b.size, b.region), (1100, 100, 1000));
         fl.insert(1100, 100, 1000, Owner(Some(7)));
-        assert_eq!(fl.top(Some(7), 8).map(|(a, _)| a).collect::<Vec<_>>(), vec![1100]);
+        assert_eq!(
+            fl.top(Some(7), 8).map(|(a, _)| a).collect::<Vec<_>>(),
+            vec![1100]
+        );
         assert!(fl.overlaps(1100, 100) && !fl.overlaps(1300, 100));
         assert_eq!(fl.aligned_in(None, 400).map(|(a, _)| a), Some(1200));
         assert_eq!(fl.aligned_in(None, 1 << 20), None);
@@ -219,9 +285,17 @@ mod tests {
         fl.insert(0, 200, 0, Owner(Some(1)));
         fl.insert(500, 100, 500, Owner(Some(1)));
         let taken = fl.remove(100).unwrap();
-        assert_eq!(fl.remove_whole_region(0, 200), None, "one block of it is handed out");
+        assert_eq!(
+            fl.remove_whole_region(0, 200),
+            None,
+            "one block of it is handed out"
+        );
         fl.insert(taken.addr, 100, 0, Owner(Some(2)));
-        assert_eq!(fl.remove_whole_region(0, 200), Some(Owner(None)), "tags of two streams merge");
+        assert_eq!(
+            fl.remove_whole_region(0, 200),
+            Some(Owner(None)),
+            "tags of two streams merge"
+        );
         assert_eq!(fl.len(), 1);
         fl.check_invariants();
         fl.retag(|t| t.0 = None);

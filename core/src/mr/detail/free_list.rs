@@ -87,7 +87,11 @@ pub(crate) struct FreeList<T: BlockTag = ()> {
 
 impl<T: BlockTag> Default for FreeList<T> {
     fn default() -> Self {
-        Self { by_addr: BTreeMap::new(), by_size: BTreeMap::new(), free_bytes: 0 }
+        Self {
+            by_addr: BTreeMap::new(),
+            by_size: BTreeMap::new(),
+            free_bytes: 0,
+        }
     }
 }
 
@@ -115,7 +119,12 @@ impl<T: BlockTag> FreeList<T> {
 
     /// The size of the largest free block (0 when empty).
     pub(crate) fn largest(&self) -> usize {
-        self.by_size.values().filter_map(|index| index.last()).map(|&(size, _)| size).max().unwrap_or(0)
+        self.by_size
+            .values()
+            .filter_map(|index| index.last())
+            .map(|&(size, _)| size)
+            .max()
+            .unwrap_or(0)
     }
 
     /// The classes that have free blocks, in order.
@@ -126,13 +135,22 @@ impl<T: BlockTag> FreeList<T> {
     /// The smallest `(size, addr)` of all classes at or after `from` (the lowest address among
     /// equal sizes).
     fn smallest_from(&self, from: (usize, usize)) -> Option<(usize, usize)> {
-        self.by_size.values().filter_map(|index| index.range(from..).next().copied()).min()
+        self.by_size
+            .values()
+            .filter_map(|index| index.range(from..).next().copied())
+            .min()
     }
 
     fn unlink(&mut self, addr: usize) -> Entry<T> {
-        let entry = self.by_addr.remove(&addr).expect("unlink of a block that is not free");
+        let entry = self
+            .by_addr
+            .remove(&addr)
+            .expect("unlink of a block that is not free");
         let class = entry.tag.class();
-        let index = self.by_size.get_mut(&class).expect("a free block's class is indexed");
+        let index = self
+            .by_size
+            .get_mut(&class)
+            .expect("a free block's class is indexed");
         index.remove(&(entry.size, addr));
         if index.is_empty() {
             self.by_size.remove(&class);
@@ -142,7 +160,10 @@ impl<T: BlockTag> FreeList<T> {
     }
 
     fn link(&mut self, addr: usize, entry: Entry<T>) {
-        self.by_size.entry(entry.tag.class()).or_default().insert((entry.size, addr));
+        self.by_size
+            .entry(entry.tag.class())
+            .or_default()
+            .insert((entry.size, addr));
         self.free_bytes += entry.size;
         self.by_addr.insert(addr, entry);
     }
@@ -156,7 +177,10 @@ impl<T: BlockTag> FreeList<T> {
         if size == 0 {
             return;
         }
-        debug_assert!(!self.overlaps(addr, size), "double free of [{addr:#x}, +{size})");
+        debug_assert!(
+            !self.overlaps(addr, size),
+            "double free of [{addr:#x}, +{size})"
+        );
         let mut start = addr;
         let mut entry = Entry { size, region, tag };
         if let Some((&prev_addr, prev)) = self.by_addr.range(..addr).next_back() {
@@ -165,7 +189,11 @@ impl<T: BlockTag> FreeList<T> {
                 start = prev_addr;
                 let mut tag = prev.tag;
                 tag.merge(&entry.tag);
-                entry = Entry { size: prev.size + entry.size, region, tag };
+                entry = Entry {
+                    size: prev.size + entry.size,
+                    region,
+                    tag,
+                };
             }
         }
         let end = start + entry.size;
@@ -188,7 +216,8 @@ impl<T: BlockTag> FreeList<T> {
 
     /// The smallest free block of at least `size` bytes, as `(addr, block size)`, left in place.
     pub(crate) fn peek_best_fit(&self, size: usize) -> Option<(usize, usize)> {
-        self.smallest_from((size, 0)).map(|(block_size, addr)| (addr, block_size))
+        self.smallest_from((size, 0))
+            .map(|(block_size, addr)| (addr, block_size))
     }
 
     /// Removes and returns `[addr, addr + size)` from the free block that starts at `addr` (the rest
@@ -202,21 +231,39 @@ impl<T: BlockTag> FreeList<T> {
 
     /// Removes and returns `size` bytes from the lowest-addressed block that holds them.
     pub(crate) fn take_first_fit(&mut self, size: usize) -> Option<FreeBlock<T>> {
-        let addr = self.by_addr.iter().find(|(_, e)| e.size >= size).map(|(&a, _)| a)?;
+        let addr = self
+            .by_addr
+            .iter()
+            .find(|(_, e)| e.size >= size)
+            .map(|(&a, _)| a)?;
         Some(self.take_at(addr, size))
     }
 
     /// The free blocks of class `class` that can hold `size` bytes starting at an
     /// `alignment`-aligned address (`alignment` a power of two), smallest block first: the best fit
     /// of the class comes first.
-    pub(crate) fn fits_in(&self, class: T::Class, size: usize, alignment: usize) -> impl Iterator<Item = Fit<'_, T>> + '_ {
-        self.by_size.get(&class).into_iter().flat_map(move |index| index.range((size, 0)..)).filter_map(move |&(block_size, block)| {
-            let start = align_up(block, alignment)?;
-            if start.checked_add(size)? > block + block_size {
-                return None;
-            }
-            Some(Fit { block, start, len: block_size, tag: &self.by_addr[&block].tag })
-        })
+    pub(crate) fn fits_in(
+        &self,
+        class: T::Class,
+        size: usize,
+        alignment: usize,
+    ) -> impl Iterator<Item = Fit<'_, T>> + '_ {
+        self.by_size
+            .get(&class)
+            .into_iter()
+            .flat_map(move |index| index.range((size, 0)..))
+            .filter_map(move |&(block_size, block)| {
+                let start = align_up(block, alignment)?;
+                if start.checked_add(size)? > block + block_size {
+                    return None;
+                }
+                Some(Fit {
+                    block,
+                    start,
+                    len: block_size,
+                    tag: &self.by_addr[&block].tag,
+                })
+            })
     }
 
     /// Takes `[start, start + size)` out of the free block that begins at `block` (as listed by
@@ -224,29 +271,66 @@ impl<T: BlockTag> FreeList<T> {
     /// block's own tag when that is `None`. Returns the taken range with the block's tag.
     ///
     /// The caller guarantees `block` is a free block containing the range (debug builds assert it).
-    pub(crate) fn take_range(&mut self, block: usize, start: usize, size: usize, rest_tag: Option<T>) -> FreeBlock<T> {
+    pub(crate) fn take_range(
+        &mut self,
+        block: usize,
+        start: usize,
+        size: usize,
+        rest_tag: Option<T>,
+    ) -> FreeBlock<T> {
         let entry = self.unlink(block);
         let end = block + entry.size;
-        debug_assert!(start >= block && start + size <= end, "[{start:#x}, +{size}) is not inside the block");
+        debug_assert!(
+            start >= block && start + size <= end,
+            "[{start:#x}, +{size}) is not inside the block"
+        );
         let rest = rest_tag.unwrap_or_else(|| entry.tag.clone());
         // The block was maximal, so its pieces have no free neighbours to coalesce with.
         if start > block {
-            self.link(block, Entry { size: start - block, region: entry.region, tag: rest.clone() });
+            self.link(
+                block,
+                Entry {
+                    size: start - block,
+                    region: entry.region,
+                    tag: rest.clone(),
+                },
+            );
         }
         if end > start + size {
-            self.link(start + size, Entry { size: end - start - size, region: entry.region, tag: rest });
+            self.link(
+                start + size,
+                Entry {
+                    size: end - start - size,
+                    region: entry.region,
+                    tag: rest,
+                },
+            );
         }
-        FreeBlock { addr: start, size, region: entry.region, tag: entry.tag }
+        FreeBlock {
+            addr: start,
+            size,
+            region: entry.region,
+            tag: entry.tag,
+        }
     }
 
     fn take_at(&mut self, addr: usize, size: usize) -> FreeBlock<T> {
         let entry = self.unlink(addr);
         debug_assert!(entry.size >= size);
         if entry.size > size {
-            let rest = Entry { size: entry.size - size, region: entry.region, tag: entry.tag.clone() };
+            let rest = Entry {
+                size: entry.size - size,
+                region: entry.region,
+                tag: entry.tag.clone(),
+            };
             self.link(addr + size, rest);
         }
-        FreeBlock { addr, size, region: entry.region, tag: entry.tag }
+        FreeBlock {
+            addr,
+            size,
+            region: entry.region,
+            tag: entry.tag,
+        }
     }
 
     /// Removes the region `[region, region + size)` if it is wholly free (one block), returning its
@@ -266,14 +350,22 @@ impl<T: BlockTag> FreeList<T> {
 
     /// Empties the list, yielding its blocks in address order.
     pub(crate) fn into_blocks(self) -> impl Iterator<Item = FreeBlock<T>> {
-        self.by_addr.into_iter().map(|(addr, e)| FreeBlock { addr, size: e.size, region: e.region, tag: e.tag })
+        self.by_addr.into_iter().map(|(addr, e)| FreeBlock {
+            addr,
+            size: e.size,
+            region: e.region,
+            tag: e.tag,
+        })
     }
 
     /// Iterates over the free blocks in address order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = FreeBlock<T>> + '_ {
-        self.by_addr
-            .iter()
-            .map(|(&addr, e)| FreeBlock { addr, size: e.size, region: e.region, tag: e.tag.clone() })
+        self.by_addr.iter().map(|(&addr, e)| FreeBlock {
+            addr,
+            size: e.size,
+            region: e.region,
+            tag: e.tag.clone(),
+        })
     }
 
     /// Replaces every tag with `f(tag)` (for example to drop streams known to be idle), and
@@ -282,7 +374,10 @@ impl<T: BlockTag> FreeList<T> {
         self.by_size.clear();
         for (&addr, e) in self.by_addr.iter_mut() {
             f(&mut e.tag);
-            self.by_size.entry(e.tag.class()).or_default().insert((e.size, addr));
+            self.by_size
+                .entry(e.tag.class())
+                .or_default()
+                .insert((e.size, addr));
         }
     }
 
@@ -302,10 +397,20 @@ impl<T: BlockTag> FreeList<T> {
         let mut prev: Option<(usize, &Entry<T>)> = None;
         for (&addr, e) in &self.by_addr {
             assert!(e.size > 0, "empty block at {addr:#x}");
-            let indexed = self.by_size.get(&e.tag.class()).is_some_and(|index| index.contains(&(e.size, addr)));
-            assert!(indexed, "block {addr:#x} missing from its class's size index");
+            let indexed = self
+                .by_size
+                .get(&e.tag.class())
+                .is_some_and(|index| index.contains(&(e.size, addr)));
+            assert!(
+                indexed,
+                "block {addr:#x} missing from its class's size index"
+            );
             if let Some((pa, pe)) = prev {
-                assert!(pa + pe.size <= addr, "blocks {pa:#x}+{} and {addr:#x} overlap", pe.size);
+                assert!(
+                    pa + pe.size <= addr,
+                    "blocks {pa:#x}+{} and {addr:#x} overlap",
+                    pe.size
+                );
                 assert!(
                     !(pa + pe.size == addr && pe.region == e.region),
                     "adjacent blocks {pa:#x} and {addr:#x} of one region were not coalesced"
@@ -314,7 +419,10 @@ impl<T: BlockTag> FreeList<T> {
             total += e.size;
             prev = Some((addr, e));
         }
-        assert!(self.by_size.values().all(|index| !index.is_empty()), "an empty class is kept");
+        assert!(
+            self.by_size.values().all(|index| !index.is_empty()),
+            "an empty class is kept"
+        );
         let indexed: usize = self.by_size.values().map(BTreeSet::len).sum();
         assert_eq!(indexed, self.by_addr.len(), "size index has stale entries");
         assert_eq!(total, self.free_bytes, "free byte count drifted");
@@ -350,13 +458,21 @@ mod tests {
         fl.insert(0, 100, 0, ());
         fl.insert(200, 100, 0, ());
         fl.insert(100, 100, 0, ());
-        assert_eq!(fl.len(), 1, "three contiguous blocks of one region become one");
+        assert_eq!(
+            fl.len(),
+            1,
+            "three contiguous blocks of one region become one"
+        );
         fl.insert(300, 50, 300, ());
         assert_eq!(fl.len(), 2, "a block of the next region stays apart");
         fl.check_invariants();
         assert_eq!(fl.free_bytes(), 350);
         assert_eq!(fl.remove_whole_region(0, 300), Some(()));
-        assert_eq!(fl.remove_whole_region(300, 100), None, "only part of that region is free");
+        assert_eq!(
+            fl.remove_whole_region(300, 100),
+            None,
+            "only part of that region is free"
+        );
     }
 
     #[test]
@@ -387,7 +503,11 @@ mod tests {
         assert!(fl.take_prefix(2000, 301).is_none(), "too small");
         let b = fl.take_prefix(0, 600).unwrap();
         assert_eq!((b.addr, b.size, b.region), (0, 600, 0));
-        assert_eq!(fl.peek_best_fit(400), Some((600, 400)), "the rest stays free");
+        assert_eq!(
+            fl.peek_best_fit(400),
+            Some((600, 400)),
+            "the rest stays free"
+        );
         fl.check_invariants();
     }
 
@@ -398,9 +518,16 @@ mod tests {
         fl.insert(256, 256, 0, Streams(vec![2]));
         let b = fl.take_best_fit(128).unwrap();
         assert_eq!(b.tag, Streams(vec![1, 2]));
-        assert_eq!(fl.iter().next().unwrap().tag, Streams(vec![1, 2]), "the remainder keeps the tag");
+        assert_eq!(
+            fl.iter().next().unwrap().tag,
+            Streams(vec![1, 2]),
+            "the remainder keeps the tag"
+        );
         fl.retag(|t| t.0.clear());
-        assert!(fl.iter().all(|blk| blk.tag.0.is_empty()), "retag reaches every block");
+        assert!(
+            fl.iter().all(|blk| blk.tag.0.is_empty()),
+            "retag reaches every block"
+        );
     }
 
     #[test]
@@ -408,17 +535,42 @@ mod tests {
         let mut fl = FreeList::<Streams>::new();
         fl.insert(0x1100, 0x300, 0x1000, Streams(vec![1]));
         fl.insert(0x4000, 0x2000, 0x4000, Streams(vec![2]));
-        let fits: Vec<(usize, usize)> = fl.fits_in(false, 0x100, 0x1000).map(|f| (f.block, f.start)).collect();
-        assert_eq!(fits, [(0x4000, 0x4000)], "the small block holds no 4 KiB-aligned range");
-        let fits: Vec<(usize, usize)> = fl.fits_in(false, 0x100, 0x200).map(|f| (f.block, f.start)).collect();
+        let fits: Vec<(usize, usize)> = fl
+            .fits_in(false, 0x100, 0x1000)
+            .map(|f| (f.block, f.start))
+            .collect();
+        assert_eq!(
+            fits,
+            [(0x4000, 0x4000)],
+            "the small block holds no 4 KiB-aligned range"
+        );
+        let fits: Vec<(usize, usize)> = fl
+            .fits_in(false, 0x100, 0x200)
+            .map(|f| (f.block, f.start))
+            .collect();
         assert_eq!(fits, [(0x1100, 0x1200), (0x4000, 0x4000)], "best fit first");
         let b = fl.take_range(0x1100, 0x1200, 0x100, Some(Streams(vec![9])));
-        assert_eq!((b.addr, b.size, b.region, b.tag), (0x1200, 0x100, 0x1000, Streams(vec![1])));
-        let rest: Vec<(usize, usize, Vec<u32>)> = fl.iter().map(|f| (f.addr, f.size, f.tag.0)).collect();
-        assert_eq!(rest, [(0x1100, 0x100, vec![9]), (0x1300, 0x100, vec![9]), (0x4000, 0x2000, vec![2])]);
+        assert_eq!(
+            (b.addr, b.size, b.region, b.tag),
+            (0x1200, 0x100, 0x1000, Streams(vec![1]))
+        );
+        let rest: Vec<(usize, usize, Vec<u32>)> =
+            fl.iter().map(|f| (f.addr, f.size, f.tag.0)).collect();
+        assert_eq!(
+            rest,
+            [
+                (0x1100, 0x100, vec![9]),
+                (0x1300, 0x100, vec![9]),
+                (0x4000, 0x2000, vec![2])
+            ]
+        );
         fl.check_invariants();
         fl.insert(0x1200, 0x100, 0x1000, Streams(vec![3]));
-        assert_eq!(fl.iter().next().map(|f| (f.size, f.tag.0)), Some((0x300, vec![9, 3])), "coalesced again");
+        assert_eq!(
+            fl.iter().next().map(|f| (f.size, f.tag.0)),
+            Some((0x300, vec![9, 3])),
+            "coalesced again"
+        );
     }
 
     #[test]
@@ -427,9 +579,21 @@ mod tests {
         fl.insert(0, 0x100, 0, Streams(vec![1]));
         fl.insert(0x1000, 0x200, 0x1000, Streams::default());
         fl.insert(0x2000, 0x400, 0x2000, Streams(vec![2]));
-        let fits = |fl: &FreeList<Streams>, class| fl.fits_in(class, 0x100, 1).map(|f| f.block).collect::<Vec<_>>();
-        assert_eq!(fits(&fl, true), [0x1000], "the untagged class holds only the untagged block");
-        assert_eq!(fits(&fl, false), [0, 0x2000], "best fit first within a class");
+        let fits = |fl: &FreeList<Streams>, class| {
+            fl.fits_in(class, 0x100, 1)
+                .map(|f| f.block)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            fits(&fl, true),
+            [0x1000],
+            "the untagged class holds only the untagged block"
+        );
+        assert_eq!(
+            fits(&fl, false),
+            [0, 0x2000],
+            "best fit first within a class"
+        );
         assert_eq!(fl.classes().collect::<Vec<_>>(), [false, true]);
         // Global queries still see every class.
         assert_eq!(fl.peek_best_fit(0x180), Some((0x1000, 0x200)));
@@ -437,8 +601,16 @@ mod tests {
         assert_eq!(fl.pop_smallest().map(|b| b.addr), Some(0));
         // Coalescing moves a block to the class of the merged tag.
         fl.insert(0x1200, 0x100, 0x1000, Streams(vec![3]));
-        assert_eq!(fits(&fl, true), Vec::<usize>::new(), "the merged block names stream 3");
-        assert_eq!(fl.classes().collect::<Vec<_>>(), [false], "an empty class is dropped");
+        assert_eq!(
+            fits(&fl, true),
+            Vec::<usize>::new(),
+            "the merged block names stream 3"
+        );
+        assert_eq!(
+            fl.classes().collect::<Vec<_>>(),
+            [false],
+            "an empty class is dropped"
+        );
         fl.retag(|t| t.0.clear());
         assert_eq!(fits(&fl, true), [0x1000, 0x2000], "retag re-indexes");
         fl.check_invariants();

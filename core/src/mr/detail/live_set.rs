@@ -74,7 +74,10 @@ struct Map {
 
 impl Default for Map {
     fn default() -> Self {
-        Self { slots: vec![(0, 0); 16], len: 0 }
+        Self {
+            slots: vec![(0, 0); 16],
+            len: 0,
+        }
     }
 }
 
@@ -128,7 +131,9 @@ impl Map {
         if addr == 0 {
             return Err(None);
         }
-        let Some(mut hole) = self.find(addr) else { return Err(None) };
+        let Some(mut hole) = self.find(addr) else {
+            return Err(None);
+        };
         if self.slots[hole].1 != value {
             return Err(Some(self.slots[hole].1));
         }
@@ -143,7 +148,11 @@ impl Map {
                 break;
             }
             let h = self.home(k);
-            let stays = if hole < j { hole < h && h <= j } else { h > hole || h <= j };
+            let stays = if hole < j {
+                hole < h && h <= j
+            } else {
+                h > hole || h <= j
+            };
             if !stays {
                 self.slots[hole] = self.slots[j];
                 hole = j;
@@ -212,7 +221,9 @@ pub(crate) struct LiveSet {
 
 impl std::fmt::Debug for LiveSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LiveSet").field("live", &self.len()).finish()
+        f.debug_struct("LiveSet")
+            .field("live", &self.len())
+            .finish()
     }
 }
 
@@ -225,7 +236,12 @@ impl Default for LiveSet {
 impl LiveSet {
     /// An empty index.
     pub(crate) fn new() -> Self {
-        let shards = (0..SHARDS).map(|_| Shard { locked: AtomicBool::new(false), map: UnsafeCell::default() }).collect();
+        let shards = (0..SHARDS)
+            .map(|_| Shard {
+                locked: AtomicBool::new(false),
+                map: UnsafeCell::default(),
+            })
+            .collect();
         Self { shards }
     }
 
@@ -246,7 +262,9 @@ impl LiveSet {
     /// with [`Error::InvalidArgument`] and leaves the index unchanged.
     #[inline]
     pub(crate) fn remove(&self, name: &str, addr: usize, size: usize) -> Result<()> {
-        self.shard(addr).with(|m| m.remove_if(addr, size)).map_err(|live| refusal(name, addr, size, live))
+        self.shard(addr)
+            .with(|m| m.remove_if(addr, size))
+            .map_err(|live| refusal(name, addr, size, live))
     }
 
     /// Puts back an allocation that [`LiveSet::remove`] took out when the free failed after all.
@@ -264,7 +282,9 @@ impl LiveSet {
 #[cold]
 #[inline(never)]
 fn handed_out_twice(name: &str, addr: usize, size: usize, old: usize) {
-    tracing::error!("{name}: {addr:#x} (+{size}) was handed out while still live (+{old}): this is a bug");
+    tracing::error!(
+        "{name}: {addr:#x} (+{size}) was handed out while still live (+{old}): this is a bug"
+    );
 }
 
 /// Why a free was refused: `live` is the granule `addr` was allocated with, if it is live.
@@ -304,7 +324,12 @@ impl FreeCheck {
     }
 
     /// Records a successful allocation (a null pointer is not recorded) and passes it on.
-    pub(crate) fn allocated(&self, name: &str, result: Result<*mut u8>, size: usize) -> Result<*mut u8> {
+    pub(crate) fn allocated(
+        &self,
+        name: &str,
+        result: Result<*mut u8>,
+        size: usize,
+    ) -> Result<*mut u8> {
         if let (Some(set), Ok(ptr)) = (&self.0, &result) {
             if !ptr.is_null() {
                 set.insert(name, *ptr as usize, size);
@@ -315,7 +340,13 @@ impl FreeCheck {
 
     /// Checks a free of `ptr` with `size` and runs `free` when it names a live allocation; the
     /// allocation stays live when `free` fails.
-    pub(crate) fn free(&self, name: &str, ptr: *mut u8, size: usize, free: impl FnOnce() -> Result<()>) -> Result<()> {
+    pub(crate) fn free(
+        &self,
+        name: &str,
+        ptr: *mut u8,
+        size: usize,
+        free: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
         let Some(set) = &self.0 else {
             return free();
         };
@@ -339,12 +370,23 @@ mod tests {
         let set = LiveSet::new();
         set.insert("t", 0x1000, 4096);
         let wrong_size = set.remove("t", 0x1000, 256).unwrap_err();
-        assert!(wrong_size.to_string().contains("allocated with 4096 bytes but freed with 256 bytes"), "{wrong_size}");
+        assert!(
+            wrong_size
+                .to_string()
+                .contains("allocated with 4096 bytes but freed with 256 bytes"),
+            "{wrong_size}"
+        );
         let interior = set.remove("t", 0x1100, 256).unwrap_err();
-        assert!(interior.to_string().contains("not a live allocation"), "{interior}");
+        assert!(
+            interior.to_string().contains("not a live allocation"),
+            "{interior}"
+        );
         assert_eq!(set.len(), 1, "refusals change nothing");
         set.remove("t", 0x1000, 4096).unwrap();
-        assert!(set.remove("t", 0x1000, 4096).is_err(), "a double free is refused");
+        assert!(
+            set.remove("t", 0x1000, 4096).is_err(),
+            "a double free is refused"
+        );
         assert_eq!(set.len(), 0);
     }
 
@@ -352,10 +394,20 @@ mod tests {
     fn granules_round_sizes_and_keep_alignments_apart() {
         assert_eq!(granule(1000, None), granule(1024, None));
         assert_ne!(granule(1000, None), granule(1025, None));
-        assert_eq!(granule(1000, Some(64)), granule(1000, Some(256)), "alignments up to 256 are one class");
+        assert_eq!(
+            granule(1000, Some(64)),
+            granule(1000, Some(256)),
+            "alignments up to 256 are one class"
+        );
         assert_ne!(granule(1000, Some(256)), granule(1000, Some(4096)));
-        assert_eq!(describe(granule(1000, Some(4096))), "1024 bytes aligned to 4096");
-        assert_eq!(describe(granule(usize::MAX, None)), format!("{} bytes", usize::MAX & !255));
+        assert_eq!(
+            describe(granule(1000, Some(4096))),
+            "1024 bytes aligned to 4096"
+        );
+        assert_eq!(
+            describe(granule(usize::MAX, None)),
+            format!("{} bytes", usize::MAX & !255)
+        );
     }
 
     #[test]
@@ -371,7 +423,11 @@ mod tests {
             let addr = (1 + (x >> 40) as usize % 600) << 8;
             let value = 256 * (1 + (x as usize >> 20) % 3);
             if x % 3 == 0 {
-                assert_eq!(map.insert(addr, value), reference.insert(addr, value), "step {step}");
+                assert_eq!(
+                    map.insert(addr, value),
+                    reference.insert(addr, value),
+                    "step {step}"
+                );
             } else {
                 let expected = match reference.get(&addr) {
                     Some(&v) if v == value => {
@@ -395,7 +451,9 @@ mod tests {
         let check = FreeCheck::new(FreeChecks::Checked);
         let p = 0x4000 as *mut u8;
         check.allocated("t", Ok(p), 256).unwrap();
-        assert!(check.free("t", p, 256, || Err(Error::invalid("upstream said no"))).is_err());
+        assert!(check
+            .free("t", p, 256, || Err(Error::invalid("upstream said no")))
+            .is_err());
         assert_eq!(check.live(), 1);
         check.free("t", p, 256, || Ok(())).unwrap();
         assert_eq!(check.live(), 0);
@@ -439,7 +497,8 @@ mod tests {
                     // Each thread frees another thread's allocations.
                     let owner = (t + 1) % 8;
                     for i in 0..10_000usize {
-                        set.remove("t", ((owner * 10_000 + i) + 1) << 8, 256).unwrap();
+                        set.remove("t", ((owner * 10_000 + i) + 1) << 8, 256)
+                            .unwrap();
                     }
                 })
             })

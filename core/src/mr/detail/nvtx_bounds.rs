@@ -25,7 +25,12 @@ extern "C" {
     fn rmm_nvtx_domain_create(name: *const c_char) -> *mut c_void;
     fn rmm_nvtx_heap_register(domain: *mut c_void, ptr: *mut c_void, size: usize) -> *mut c_void;
     fn rmm_nvtx_heap_unregister(domain: *mut c_void, heap: *mut c_void);
-    fn rmm_nvtx_region_register(domain: *mut c_void, heap: *mut c_void, ptr: *mut c_void, size: usize);
+    fn rmm_nvtx_region_register(
+        domain: *mut c_void,
+        heap: *mut c_void,
+        ptr: *mut c_void,
+        size: usize,
+    );
     fn rmm_nvtx_region_unregister(domain: *mut c_void, ptr: *mut c_void);
 }
 
@@ -34,7 +39,12 @@ pub(crate) fn enabled_by_env() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| {
         std::env::var("RMM_NVTX_BOUNDS")
-            .map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+            .map(|v| {
+                matches!(
+                    v.trim().to_ascii_lowercase().as_str(),
+                    "1" | "true" | "yes" | "on"
+                )
+            })
             .unwrap_or(false)
     })
 }
@@ -65,7 +75,12 @@ pub(crate) struct NvtxBounds {
 impl NvtxBounds {
     /// Nothing registered yet.
     pub(crate) fn new() -> Self {
-        Self { state: Mutex::new(State { seen: u64::MAX, ..State::default() }) }
+        Self {
+            state: Mutex::new(State {
+                seen: u64::MAX,
+                ..State::default()
+            }),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -82,7 +97,12 @@ impl NvtxBounds {
         }
         s.seen = gen;
         let now: BTreeMap<usize, usize> = regions().into_iter().collect();
-        let gone: Vec<usize> = s.heaps.iter().filter(|(a, (size, _))| now.get(a) != Some(size)).map(|(a, _)| *a).collect();
+        let gone: Vec<usize> = s
+            .heaps
+            .iter()
+            .filter(|(a, (size, _))| now.get(a) != Some(size))
+            .map(|(a, _)| *a)
+            .collect();
         for addr in gone {
             if let Some((size, heap)) = s.heaps.remove(&addr) {
                 s.regions.retain(|&r, _| !(addr <= r && r < addr + size));
@@ -93,7 +113,15 @@ impl NvtxBounds {
         for (addr, size) in now {
             s.heaps.entry(addr).or_insert_with(|| {
                 // SAFETY: plain values; NVTX only records the range.
-                let heap = unsafe { rmm_nvtx_heap_register(domain() as *mut c_void, addr as *mut c_void, size) };
+                let heap = unsafe {
+                    rmm_nvtx_heap_register(domain() as *mut c_void, addr as *mut c_void, size)
+                };
+                // A null handle is NVTX_MEM_HEAP_HANDLE_NO_TOOL: no tool took the registration.
+                tracing::debug!("NVTX bounds: heap {addr:#x} + {size} registered as {heap:p}");
+                #[cfg(test)]
+                if std::env::var_os("RMM_NVTX_PROBE").is_some() {
+                    println!("nvtx: heap {addr:#x} + {size} -> handle {heap:p}");
+                }
                 (size, heap as usize)
             });
         }
@@ -103,13 +131,28 @@ impl NvtxBounds {
     pub(crate) fn allocated(&self, ptr: *mut u8, bytes: usize) {
         let addr = ptr as usize;
         let mut s = self.lock();
-        let Some((_, &(_, heap))) = s.heaps.range(..=addr).next_back().filter(|(&a, &(size, _))| addr < a + size)
+        let Some((_, &(_, heap))) = s
+            .heaps
+            .range(..=addr)
+            .next_back()
+            .filter(|(&a, &(size, _))| addr < a + size)
         else {
             tracing::warn!("NVTX bounds: {ptr:p} is in no registered heap; not registered");
             return;
         };
         // SAFETY: plain values; NVTX only records the range.
-        unsafe { rmm_nvtx_region_register(domain() as *mut c_void, heap as *mut c_void, ptr.cast(), bytes) };
+        unsafe {
+            rmm_nvtx_region_register(
+                domain() as *mut c_void,
+                heap as *mut c_void,
+                ptr.cast(),
+                bytes,
+            )
+        };
+        #[cfg(test)]
+        if std::env::var_os("RMM_NVTX_PROBE").is_some() {
+            println!("nvtx: region {addr:#x} + {bytes} in heap {heap:#x}");
+        }
         s.regions.insert(addr, bytes);
     }
 
@@ -147,7 +190,9 @@ impl Drop for NvtxBounds {
 #[cfg(test)]
 mod tests {
     use crate::cuda::Stream;
-    use crate::mr::{ArenaMemoryResource, ArenaOptions, PoolMemoryResource, SimulatedMemoryResource};
+    use crate::mr::{
+        ArenaMemoryResource, ArenaOptions, PoolMemoryResource, SimulatedMemoryResource,
+    };
     use crate::{AnyResource, MemoryResource};
 
     const KIB: usize = 1 << 10;
@@ -168,7 +213,11 @@ mod tests {
         }
         let pool = pool.with_nvtx_bounds(false);
         assert!(!pool.nvtx_bounds());
-        let arena = ArenaMemoryResource::with_options(device(), ArenaOptions::default().arena_size(4 * MIB)).unwrap();
+        let arena = ArenaMemoryResource::with_options(
+            device(),
+            ArenaOptions::default().arena_size(4 * MIB),
+        )
+        .unwrap();
         assert_eq!(arena.nvtx_bounds(), super::enabled_by_env());
     }
 
@@ -177,7 +226,9 @@ mod tests {
     /// leaves the allocation registered.
     #[test]
     fn the_pool_registers_a_heap_per_region_and_a_region_per_allocation() {
-        let pool = PoolMemoryResource::new(device(), Some(MIB), None).unwrap().with_nvtx_bounds(true);
+        let pool = PoolMemoryResource::new(device(), Some(MIB), None)
+            .unwrap()
+            .with_nvtx_bounds(true);
         assert!(pool.nvtx_bounds());
         let s = Stream::DEFAULT;
         let a = pool.allocate(s, 100, 256).unwrap();
@@ -186,7 +237,11 @@ mod tests {
         assert_eq!(pool.nvtx_counts(), Some((2, 2)), "growth added a heap");
         // SAFETY: a wrong size: refused, nothing freed.
         assert!(unsafe { pool.deallocate(s, a, 4 * KIB, 256) }.is_err());
-        assert_eq!(pool.nvtx_counts(), Some((2, 2)), "a refused free stays registered");
+        assert_eq!(
+            pool.nvtx_counts(),
+            Some((2, 2)),
+            "a refused free stays registered"
+        );
         // SAFETY: from allocate above with these arguments.
         unsafe { pool.deallocate(s, a, 100, 256).unwrap() };
         assert_eq!(pool.nvtx_counts(), Some((2, 1)));
@@ -194,7 +249,11 @@ mod tests {
         unsafe { pool.deallocate(s, b, 2 * MIB, 256).unwrap() };
         assert_eq!(pool.nvtx_counts(), Some((2, 0)));
         assert_eq!(pool.release_unused().unwrap(), 3 * MIB);
-        assert_eq!(pool.nvtx_counts(), Some((0, 0)), "regions given back are no heaps any more");
+        assert_eq!(
+            pool.nvtx_counts(),
+            Some((0, 0)),
+            "regions given back are no heaps any more"
+        );
         let c = pool.allocate(s, KIB, 256).unwrap();
         assert_eq!(pool.nvtx_counts(), Some((1, 1)));
         let clone = pool.clone();
@@ -205,9 +264,13 @@ mod tests {
 
     #[test]
     fn the_arena_registers_its_block_and_each_allocation() {
-        let arena =
-            ArenaMemoryResource::with_options(device(), ArenaOptions::default().arena_size(8 * MIB).nvtx_bounds(true))
-                .unwrap();
+        let arena = ArenaMemoryResource::with_options(
+            device(),
+            ArenaOptions::default()
+                .arena_size(8 * MIB)
+                .nvtx_bounds(true),
+        )
+        .unwrap();
         assert_eq!(arena.nvtx_counts(), Some((1, 0)));
         let s = Stream::DEFAULT;
         let small = arena.allocate(s, 100, 256).unwrap();
@@ -226,7 +289,9 @@ mod tests {
     /// Many threads allocating and freeing with bounds on: every registration is undone.
     #[test]
     fn registrations_stay_exact_under_threads() {
-        let pool = PoolMemoryResource::new(device(), Some(MIB), None).unwrap().with_nvtx_bounds(true);
+        let pool = PoolMemoryResource::new(device(), Some(MIB), None)
+            .unwrap()
+            .with_nvtx_bounds(true);
         std::thread::scope(|scope| {
             for t in 0..4usize {
                 let pool = &pool;
@@ -300,26 +365,57 @@ mod tests {
             let loaded = unsafe { sys::cuModuleLoadData(&mut module, PTX.as_ptr().cast()) };
             assert_eq!(loaded, sys::CUresult::CUDA_SUCCESS, "cuModuleLoadData");
             // SAFETY: a loaded module and a NUL-terminated name.
-            let found = unsafe { sys::cuModuleGetFunction(&mut function, module, c"probe".as_ptr()) };
+            let found =
+                unsafe { sys::cuModuleGetFunction(&mut function, module, c"probe".as_ptr()) };
             assert_eq!(found, sys::CUresult::CUDA_SUCCESS, "cuModuleGetFunction");
             let (mut src, mut dst) = (src as u64, dst as u64);
-            let mut params = [(&mut src as *mut u64).cast::<std::ffi::c_void>(), (&mut dst as *mut u64).cast()];
+            let mut params = [
+                (&mut src as *mut u64).cast::<std::ffi::c_void>(),
+                (&mut dst as *mut u64).cast(),
+            ];
             // SAFETY: the kernel takes two u64 parameters, given by pointer; one block of one thread.
             let launched = unsafe {
-                sys::cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, std::ptr::null_mut(), params.as_mut_ptr(), std::ptr::null_mut())
+                sys::cuLaunchKernel(
+                    function,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    0,
+                    std::ptr::null_mut(),
+                    params.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
             };
             let synced = Stream::DEFAULT.synchronize();
+            println!(
+                "probe: read {src:#x}; NVTX_INJECTION64_PATH={:?}",
+                std::env::var("NVTX_INJECTION64_PATH")
+            );
             println!("probe: launch {launched:?}, synchronize {synced:?}");
         }
 
         fn pool(on: bool) -> AnyResource {
-            let pool = PoolMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), Some(4 * MIB), None).unwrap();
+            let pool = PoolMemoryResource::new(
+                AnyResource::new(CudaMemoryResource::new()),
+                Some(4 * MIB),
+                None,
+            )
+            .unwrap();
             AnyResource::new(pool.with_nvtx_bounds(on))
         }
 
         fn arena(on: bool) -> AnyResource {
             let upstream = AnyResource::new(CudaMemoryResource::new());
-            AnyResource::new(ArenaMemoryResource::with_options(upstream, ArenaOptions::default().arena_size(8 * MIB).nvtx_bounds(on)).unwrap())
+            AnyResource::new(
+                ArenaMemoryResource::with_options(
+                    upstream,
+                    ArenaOptions::default().arena_size(8 * MIB).nvtx_bounds(on),
+                )
+                .unwrap(),
+            )
         }
 
         fn overrun(test: &str, make: fn(bool) -> AnyResource) {

@@ -18,7 +18,12 @@ pub(crate) fn host_physical_memory() -> usize {
     static PHYS: OnceLock<usize> = OnceLock::new();
     *PHYS.get_or_init(|| {
         // SAFETY: sysconf only reads system configuration; it has no memory-safety preconditions.
-        let (pages, page_size) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGE_SIZE)) };
+        let (pages, page_size) = unsafe {
+            (
+                libc::sysconf(libc::_SC_PHYS_PAGES),
+                libc::sysconf(libc::_SC_PAGE_SIZE),
+            )
+        };
         if pages <= 0 || page_size <= 0 {
             0
         } else {
@@ -95,7 +100,10 @@ mod tests {
     fn pinned_requests_beyond_host_memory_are_refused() {
         let err = check_pinned_size(usize::MAX, "pinned_host_memory_resource").unwrap_err();
         assert!(err.is_out_of_memory());
-        assert!(err.to_string().contains("refused before asking the driver"), "{err}");
+        assert!(
+            err.to_string().contains("refused before asking the driver"),
+            "{err}"
+        );
         assert!(check_pinned_size(4096, "pinned_host_memory_resource").is_ok());
     }
 
@@ -111,7 +119,10 @@ mod tests {
         // request never reaches cuMemAllocManaged.
         let err = check_managed_size(usize::MAX, 0, "managed_memory_resource").unwrap_err();
         if cuda::is_host_mode() {
-            assert!(matches!(err, Error::NoDriver(_) | Error::NoDevice(_)), "{err}");
+            assert!(
+                matches!(err, Error::NoDriver(_) | Error::NoDevice(_)),
+                "{err}"
+            );
         } else {
             assert!(err.is_out_of_memory(), "{err}");
         }

@@ -13,11 +13,25 @@ fn simulated(
     block_size: usize,
     blocks: usize,
     cache: CacheLimits,
-) -> (FixedSizeMemoryResource, RecordingSyncer, SimulatedMemoryResource) {
+) -> (
+    FixedSizeMemoryResource,
+    RecordingSyncer,
+    SimulatedMemoryResource,
+) {
     let syncer = RecordingSyncer::new(30, 0x51ed);
     let device = SimulatedMemoryResource::new(capacity).unwrap();
-    let upstream = AnyResource::new(ModelUpstream::new(AnyResource::new(device.clone()), &syncer));
-    let mr = FixedSizeMemoryResource::build(upstream, block_size, blocks, Arc::new(syncer.clone()), cache).unwrap();
+    let upstream = AnyResource::new(ModelUpstream::new(
+        AnyResource::new(device.clone()),
+        &syncer,
+    ));
+    let mr = FixedSizeMemoryResource::build(
+        upstream,
+        block_size,
+        blocks,
+        Arc::new(syncer.clone()),
+        cache,
+    )
+    .unwrap();
     (mr, syncer, device)
 }
 
@@ -28,12 +42,22 @@ fn arguments_are_checked_and_the_block_size_rounded() {
     let build = |bs, n| FixedSizeMemoryResource::build(up(), bs, n, syncer(), CacheLimits::DEFAULT);
     assert!(matches!(build(0, 1), Err(Error::InvalidArgument(_))));
     assert!(matches!(build(KIB, 0), Err(Error::InvalidArgument(_))));
-    assert!(matches!(build(usize::MAX / 2, 4), Err(Error::InvalidArgument(_))));
-    assert!(build(MIB, 128).unwrap_err().is_out_of_memory(), "128 MiB from a 64 MiB device");
+    assert!(matches!(
+        build(usize::MAX / 2, 4),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(
+        build(MIB, 128).unwrap_err().is_out_of_memory(),
+        "128 MiB from a 64 MiB device"
+    );
     let mr = build(1000, 8).unwrap();
     assert_eq!(mr.block_size(), 1024);
     assert_eq!(mr.blocks_to_preallocate(), 8);
-    assert_eq!(mr.statistics().pool_size, 8 * 1024, "the first chunk is preallocated");
+    assert_eq!(
+        mr.statistics().pool_size,
+        8 * 1024,
+        "the first chunk is preallocated"
+    );
     assert_eq!(FixedSizeMemoryResource::DEFAULT_BLOCK_SIZE, MIB);
     assert_eq!(FixedSizeMemoryResource::DEFAULT_BLOCKS_TO_PREALLOCATE, 128);
 }
@@ -42,14 +66,27 @@ fn arguments_are_checked_and_the_block_size_rounded() {
 fn every_request_takes_one_block_and_chunks_follow() {
     let (mr, _syncer, device) = simulated(MIB, 4 * KIB, 4, CacheLimits::DEFAULT);
     let s = fake_stream(1);
-    let blocks: Vec<*mut u8> = (0..4).map(|i| mr.allocate(s, 1 + i * 1000, 256).unwrap()).collect();
+    let blocks: Vec<*mut u8> = (0..4)
+        .map(|i| mr.allocate(s, 1 + i * 1000, 256).unwrap())
+        .collect();
     let st = mr.statistics();
-    assert_eq!((st.pool_size, st.bytes_used, st.upstream_blocks), (16 * KIB, 16 * KIB, 1));
+    assert_eq!(
+        (st.pool_size, st.bytes_used, st.upstream_blocks),
+        (16 * KIB, 16 * KIB, 1)
+    );
     let fifth = mr.allocate(s, 10, 8).unwrap();
-    assert_eq!(mr.statistics().pool_size, 32 * KIB, "one more chunk of 4 blocks");
+    assert_eq!(
+        mr.statistics().pool_size,
+        32 * KIB,
+        "one more chunk of 4 blocks"
+    );
     assert_eq!(device.usage().allocated_bytes, 32 * KIB);
     for (i, &p) in blocks.iter().enumerate() {
-        assert_eq!(p as usize % (4 * KIB), 0, "blocks of one chunk are a block apart");
+        assert_eq!(
+            p as usize % (4 * KIB),
+            0,
+            "blocks of one chunk are a block apart"
+        );
         // SAFETY: from allocate above with these arguments.
         unsafe { mr.deallocate(s, p, 1 + i * 1000, 256).unwrap() };
     }
@@ -67,7 +104,10 @@ fn larger_requests_fail_clearly_and_the_resource_survives() {
     assert!(err.is_out_of_memory());
     assert!(err.to_string().contains("block size, 4096 bytes"), "{err}");
     assert!(mr.allocate(s, 0, 256).unwrap().is_null());
-    assert!(matches!(mr.allocate(s, 16, 3), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        mr.allocate(s, 16, 3),
+        Err(Error::InvalidArgument(_))
+    ));
     let p = mr.allocate(s, 4 * KIB, 256).unwrap();
     // SAFETY: from allocate above with these arguments.
     unsafe { mr.deallocate(s, p, 4 * KIB, 256).unwrap() };
@@ -87,9 +127,19 @@ fn large_alignments_are_honoured_when_the_block_has_room() {
         unsafe { mr.deallocate(s, p, bytes, align).unwrap() };
     }
     let err = mr.allocate(s, 64 * KIB - 256, 1024).unwrap_err();
-    assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("do not fit")), "{err}");
-    assert!(matches!(mr.allocate(s, 16, 128 * KIB), Err(Error::InvalidArgument(_))));
-    assert_eq!(mr.statistics().bytes_used, 64 * KIB, "only the skew is left");
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("do not fit")),
+        "{err}"
+    );
+    assert!(matches!(
+        mr.allocate(s, 16, 128 * KIB),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(
+        mr.statistics().bytes_used,
+        64 * KIB,
+        "only the skew is left"
+    );
 }
 
 #[test]
@@ -100,7 +150,11 @@ fn blocks_move_between_streams_with_one_wait() {
     // SAFETY: from allocate above with these arguments.
     unsafe { mr.deallocate(a, p, 100, 256).unwrap() };
     let again = mr.allocate(a, 100, 256).unwrap();
-    assert_eq!((again, syncer.counts().stream_waits), (p, 0), "same stream: no wait");
+    assert_eq!(
+        (again, syncer.counts().stream_waits),
+        (p, 0),
+        "same stream: no wait"
+    );
     // SAFETY: as above.
     unsafe { mr.deallocate(a, again, 100, 256).unwrap() };
     let q = mr.allocate(b, 100, 256).unwrap();
@@ -113,7 +167,9 @@ fn blocks_move_between_streams_with_one_wait() {
 fn clones_share_and_drop_returns_everything() {
     let (mr, _syncer, device) = simulated(MIB, 4 * KIB, 4, CacheLimits::DEFAULT);
     let twin = mr.clone();
-    assert!(mr.is_equal(&twin) && !mr.is_equal(&simulated(MIB, 4 * KIB, 4, CacheLimits::DEFAULT).0));
+    assert!(
+        mr.is_equal(&twin) && !mr.is_equal(&simulated(MIB, 4 * KIB, 4, CacheLimits::DEFAULT).0)
+    );
     let p = twin.allocate(fake_stream(1), 64, 256).unwrap();
     assert_eq!(mr.statistics().bytes_used, 4 * KIB);
     assert_eq!(mr.name(), "fixed_size_memory_resource");
@@ -121,7 +177,11 @@ fn clones_share_and_drop_returns_everything() {
     // SAFETY: from the shared resource with these arguments.
     unsafe { mr.deallocate(fake_stream(1), p, 64, 256).unwrap() };
     drop(mr);
-    assert_eq!(device.usage().allocated_bytes, 16 * KIB, "the twin still holds the chunk");
+    assert_eq!(
+        device.usage().allocated_bytes,
+        16 * KIB,
+        "the twin still holds the chunk"
+    );
     drop(twin);
     assert_eq!(device.usage().allocated_bytes, 0);
 }
@@ -200,8 +260,13 @@ fn sixteen_threads_on_host_memory_with_tight_shards() {
 
 fn sixteen_threads_with(cache: CacheLimits) {
     let syncer = RecordingSyncer::new(10, 43);
-    let upstream = AnyResource::new(ModelUpstream::new(AnyResource::new(SystemMemoryResource::new()), &syncer));
-    let mr = FixedSizeMemoryResource::build(upstream, 16 * KIB, 64, Arc::new(syncer.clone()), cache).unwrap();
+    let upstream = AnyResource::new(ModelUpstream::new(
+        AnyResource::new(SystemMemoryResource::new()),
+        &syncer,
+    ));
+    let mr =
+        FixedSizeMemoryResource::build(upstream, 16 * KIB, 64, Arc::new(syncer.clone()), cache)
+            .unwrap();
     stress_threads(&mr, &syncer, 16, 2000, 16 * KIB);
     mr.core.check_invariants();
     let size = mr.statistics().pool_size;
@@ -218,10 +283,12 @@ mod gpu {
 
     // The harness asks for up to 1 GiB at once: blocks of 1 GiB, two per chunk.
     resource_tests!(over_cuda, || {
-        FixedSizeMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), GIB, 2).map(AnyResource::new)
+        FixedSizeMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), GIB, 2)
+            .map(AnyResource::new)
     });
     resource_tests!(over_managed, || {
-        FixedSizeMemoryResource::new(AnyResource::new(ManagedMemoryResource::new()), GIB, 2).map(AnyResource::new)
+        FixedSizeMemoryResource::new(AnyResource::new(ManagedMemoryResource::new()), GIB, 2)
+            .map(AnyResource::new)
     });
     resource_tests!(over_cuda_async, || {
         let upstream = AnyResource::new(CudaAsyncMemoryResource::new()?);
@@ -229,7 +296,12 @@ mod gpu {
     });
 
     fn cuda_blocks(block_size: usize, blocks: usize) -> FixedSizeMemoryResource {
-        FixedSizeMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), block_size, blocks).unwrap()
+        FixedSizeMemoryResource::new(
+            AnyResource::new(CudaMemoryResource::new()),
+            block_size,
+            blocks,
+        )
+        .unwrap()
     }
 
     /// Fill on A, free on A, allocate the same block on B: B sees A's last write, in order.
@@ -275,7 +347,9 @@ mod gpu {
                     let mut live = Vec::new();
                     for k in 0..400usize {
                         if k % 3 != 2 {
-                            let p = mr.allocate(s.stream(), 1 + (k * 7919 + t) % MIB, 256).unwrap();
+                            let p = mr
+                                .allocate(s.stream(), 1 + (k * 7919 + t) % MIB, 256)
+                                .unwrap();
                             // SAFETY: `p` holds at least 64 bytes, used on `s` only.
                             unsafe { cu::set_async(p, t as u8, 64, s.stream()).unwrap() };
                             live.push((p, 1 + (k * 7919 + t) % MIB));

@@ -12,7 +12,12 @@ use crate::mr::CudaMemoryResource;
 const MIB: usize = 1 << 20;
 
 fn cuda_pool(initial: usize, maximum: Option<usize>) -> PoolMemoryResource {
-    PoolMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), Some(initial), maximum).unwrap()
+    PoolMemoryResource::new(
+        AnyResource::new(CudaMemoryResource::new()),
+        Some(initial),
+        maximum,
+    )
+    .unwrap()
 }
 
 /// A stream made the way CuPy, PyTorch or the CUDA runtime make them: straight from the driver,
@@ -21,7 +26,9 @@ fn foreign() -> Stream {
     cu::set_current_device(cu::current_device().unwrap()).unwrap();
     let mut raw: sys::CUstream = std::ptr::null_mut();
     // SAFETY: a context is current (set above); `raw` is a valid out-pointer.
-    let status = unsafe { sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) };
+    let status = unsafe {
+        sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+    };
     assert_eq!(status, sys::CUresult::CUDA_SUCCESS, "cuStreamCreate");
     // SAFETY: a live stream until `destroy`, after its last use by the caller.
     unsafe { Stream::from_raw(raw as usize) }
@@ -88,7 +95,11 @@ fn a_reused_handle_comes_with_a_new_stream_id() {
             if g == f {
                 reused += 1;
                 reused_while_busy += usize::from(!done.is_complete().unwrap());
-                assert_ne!(g.id().unwrap(), old_id, "a new stream came back with a destroyed stream's id");
+                assert_ne!(
+                    g.id().unwrap(),
+                    old_id,
+                    "a new stream came back with a destroyed stream's id"
+                );
                 break;
             }
         }
@@ -123,14 +134,22 @@ fn a_foreign_stream_destroyed_after_a_free_and_its_handle_reused() {
         same_handle += usize::from(g == f);
         let q = pool.allocate(g, bytes, 256).unwrap();
         assert_eq!(q, p, "the pool holds only this block");
-        assert_eq!(read_ends(q, bytes, g), [0x40 + round; 32], "round {round}: the new stream overtook the old one");
+        assert_eq!(
+            read_ends(q, bytes, g),
+            [0x40 + round; 32],
+            "round {round}: the new stream overtook the old one"
+        );
         // SAFETY: from allocate above; `g`'s work on it is finished.
         unsafe { pool.deallocate(g, q, bytes, 256).unwrap() };
         destroy(g);
     }
     eprintln!("the new stream had the old handle in {same_handle}/10 rounds");
     pool.core.check_invariants();
-    assert_eq!(pool.release_unused().unwrap(), bytes, "trimming names no dead stream");
+    assert_eq!(
+        pool.release_unused().unwrap(),
+        bytes,
+        "trimming names no dead stream"
+    );
 }
 
 /// Blocks freed on one stream made elsewhere are allocated on another (both alive): the second is
@@ -143,7 +162,10 @@ fn blocks_move_between_two_foreign_streams_in_order() {
     let pool = cuda_pool(bytes, Some(bytes));
     let streams = [foreign(), foreign()];
     for round in 0..6u8 {
-        let (from, to) = (streams[usize::from(round % 2)], streams[usize::from(1 - round % 2)]);
+        let (from, to) = (
+            streams[usize::from(round % 2)],
+            streams[usize::from(1 - round % 2)],
+        );
         let p = pool.allocate(from, bytes, 256).unwrap();
         // SAFETY: `p` holds `bytes`; the free is ordered after the fills on `from`.
         unsafe {
@@ -152,7 +174,11 @@ fn blocks_move_between_two_foreign_streams_in_order() {
         }
         let q = pool.allocate(to, bytes, 256).unwrap();
         assert_eq!(q, p, "the pool holds only this block");
-        assert_eq!(read_ends(q, bytes, to), [0x60 + round; 32], "round {round}: read before the other stream's write");
+        assert_eq!(
+            read_ends(q, bytes, to),
+            [0x60 + round; 32],
+            "round {round}: read before the other stream's write"
+        );
         // SAFETY: from allocate above; `to`'s work on it is finished.
         unsafe { pool.deallocate(to, q, bytes, 256).unwrap() };
     }
@@ -201,7 +227,11 @@ fn per_thread_default_streams_of_sixteen_threads() {
                     let mine = t.wrapping_mul(16).wrapping_add(i);
                     // SAFETY: `p` holds 1 MiB, used on this thread's PTDS only.
                     unsafe { backlog(p, MIB, Stream::PER_THREAD, 4, mine) };
-                    assert_eq!(read_ends(p, MIB, Stream::PER_THREAD), [mine; 32], "thread {t}, step {i}");
+                    assert_eq!(
+                        read_ends(p, MIB, Stream::PER_THREAD),
+                        [mine; 32],
+                        "thread {t}, step {i}"
+                    );
                     // SAFETY: `p` holds 1 MiB; then freed in PTDS order after the fill.
                     unsafe {
                         cu::set_async(p, 0xee, MIB, Stream::PER_THREAD).unwrap();
@@ -232,7 +262,12 @@ fn allocation_inside_a_graph_capture_on_a_foreign_stream() {
     unsafe { pool.deallocate(f, warm, MIB, 256).unwrap() };
     let raw = f.as_raw() as sys::CUstream;
     // SAFETY: `raw` is a live stream; relaxed mode lets other threads keep calling the driver.
-    let begun = unsafe { sys::cuStreamBeginCapture_v2(raw, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED) };
+    let begun = unsafe {
+        sys::cuStreamBeginCapture_v2(
+            raw,
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+        )
+    };
     assert_eq!(begun, sys::CUresult::CUDA_SUCCESS);
     let mut outcome = Vec::new();
     for _ in 0..4 {
@@ -249,7 +284,10 @@ fn allocation_inside_a_graph_capture_on_a_foreign_stream() {
                 outcome.push(format!("free: {freed:?}"));
             }
             Err(e) => {
-                assert!(!e.to_string().is_empty(), "a failure inside a capture says why");
+                assert!(
+                    !e.to_string().is_empty(),
+                    "a failure inside a capture says why"
+                );
                 outcome.push(format!("allocate: {e}"));
             }
         }
@@ -262,7 +300,10 @@ fn allocation_inside_a_graph_capture_on_a_foreign_stream() {
         let mut exec: sys::CUgraphExec = std::ptr::null_mut();
         // SAFETY: `graph` is the captured graph; `exec` a valid out-pointer.
         unsafe {
-            assert_eq!(sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0), sys::CUresult::CUDA_SUCCESS);
+            assert_eq!(
+                sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0),
+                sys::CUresult::CUDA_SUCCESS
+            );
             assert_eq!(sys::cuGraphLaunch(exec, raw), sys::CUresult::CUDA_SUCCESS);
         }
         f.synchronize().unwrap();
@@ -305,17 +346,30 @@ fn driver_calls_per_pair_on_each_kind_of_stream() {
     let single_device = cu::device_count().unwrap() == 1;
     let own = OwnedStream::new(StreamFlags::NonBlocking).unwrap();
     let f = foreign();
-    let arena = crate::mr::ArenaMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), Some(64 * MIB), false)
-        .unwrap();
+    let arena = crate::mr::ArenaMemoryResource::new(
+        AnyResource::new(CudaMemoryResource::new()),
+        Some(64 * MIB),
+        false,
+    )
+    .unwrap();
     let pool = cuda_pool(64 * MIB, None);
     // Test builds close a batch every 3 frees (to exercise closing often); count with the size
     // users get, or every third free pays a closing (the first GPU run saw 1,710 calls per 1,024
     // PTDS pairs for that reason alone).
-    pool.core.set_close_frees(crate::mr::detail::stream_ordered::CLOSE_FREES);
-    let resources: [(&str, AnyResource); 2] = [("pool", AnyResource::new(pool)), ("arena", AnyResource::new(arena))];
+    pool.core
+        .set_close_frees(crate::mr::detail::stream_ordered::CLOSE_FREES);
+    let resources: [(&str, AnyResource); 2] = [
+        ("pool", AnyResource::new(pool)),
+        ("arena", AnyResource::new(arena)),
+    ];
     let mut report = Vec::new();
     for (name, mr) in &resources {
-        for (kind, stream) in [("own", own.stream()), ("legacy", Stream::DEFAULT), ("ptds", Stream::PER_THREAD), ("foreign", f)] {
+        for (kind, stream) in [
+            ("own", own.stream()),
+            ("legacy", Stream::DEFAULT),
+            ("ptds", Stream::PER_THREAD),
+            ("foreign", f),
+        ] {
             let pair = || {
                 let p = mr.allocate(stream, 256, 256).unwrap();
                 // SAFETY: from allocate above with these arguments; nothing used it.
@@ -323,7 +377,9 @@ fn driver_calls_per_pair_on_each_kind_of_stream() {
             };
             (0..512).for_each(|_| pair());
             let ((), calls) = cu::calls::during(|| (0..PAIRS).for_each(|_| pair()));
-            report.push(format!("{name}.{kind}: {calls} driver calls per {PAIRS} pairs"));
+            report.push(format!(
+                "{name}.{kind}: {calls} driver calls per {PAIRS} pairs"
+            ));
             let (low, high) = match (*name, kind) {
                 ("pool", "own") => (0, 0),
                 ("pool", "legacy") if single_device => (0, 0),
@@ -332,7 +388,10 @@ fn driver_calls_per_pair_on_each_kind_of_stream() {
                 ("pool", "foreign") => (2 * PAIRS, 2 * PAIRS + PER_CLOSE * closes),
                 _ => (0, 0),
             };
-            assert!((low..=high).contains(&calls), "{name}.{kind}: {calls} driver calls for {PAIRS} pairs, expected {low}..={high}");
+            assert!(
+                (low..=high).contains(&calls),
+                "{name}.{kind}: {calls} driver calls for {PAIRS} pairs, expected {low}..={high}"
+            );
         }
     }
     eprintln!("{}", report.join("\n"));
@@ -368,12 +427,15 @@ fn multistream_on_foreign_streams_reads_back_and_counts_driver_calls() {
         done.record(a).unwrap();
         b.wait_event(&done).unwrap();
         // SAFETY: from allocate above, freed once, in `b` order after its use on `a`.
-        let ((), calls) = cu::calls::during(|| unsafe { pool.deallocate(b, p, 4096, 256).unwrap() });
+        let ((), calls) =
+            cu::calls::during(|| unsafe { pool.deallocate(b, p, 4096, 256).unwrap() });
         pool_calls += calls;
     };
     (0..PAIRS).for_each(&mut pair);
     let per_pair = pool_calls as f64 / PAIRS as f64;
-    eprintln!("multistream on foreign streams, 256-block pool: {per_pair:.2} pool driver calls per pair");
+    eprintln!(
+        "multistream on foreign streams, 256-block pool: {per_pair:.2} pool driver calls per pair"
+    );
     assert!(per_pair >= 2.0, "each call asks the stream's id");
     assert!(per_pair < 6.0, "{per_pair} pool driver calls per pair");
     a.synchronize().unwrap();

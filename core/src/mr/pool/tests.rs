@@ -17,8 +17,18 @@ fn simulated_pool(
 ) -> (PoolMemoryResource, RecordingSyncer, SimulatedMemoryResource) {
     let syncer = RecordingSyncer::new(30, 0x9e37_79b9);
     let device = SimulatedMemoryResource::new(capacity).unwrap();
-    let upstream = AnyResource::new(ModelUpstream::new(AnyResource::new(device.clone()), &syncer));
-    let pool = PoolMemoryResource::build(upstream, Some(initial), maximum, Arc::new(syncer.clone()), cache).unwrap();
+    let upstream = AnyResource::new(ModelUpstream::new(
+        AnyResource::new(device.clone()),
+        &syncer,
+    ));
+    let pool = PoolMemoryResource::build(
+        upstream,
+        Some(initial),
+        maximum,
+        Arc::new(syncer.clone()),
+        cache,
+    )
+    .unwrap();
     (pool, syncer, device)
 }
 
@@ -33,13 +43,28 @@ fn sizes_are_checked_like_rmm() {
     let syncer = || -> Arc<dyn Syncer> { Arc::new(RecordingSyncer::default()) };
     let build = |i, m| PoolMemoryResource::build(up(), i, m, syncer(), CacheLimits::DEFAULT);
     let err = build(Some(1000), None).unwrap_err();
-    assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("multiple of 256")), "{err}");
-    assert!(matches!(build(Some(0), Some(1000)), Err(Error::InvalidArgument(_))));
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("multiple of 256")),
+        "{err}"
+    );
+    assert!(matches!(
+        build(Some(0), Some(1000)),
+        Err(Error::InvalidArgument(_))
+    ));
     let err = build(Some(2 * KIB), Some(KIB)).unwrap_err();
-    assert_eq!(err, Error::InvalidArgument("Initial pool size exceeds the maximum pool size!".into()));
+    assert_eq!(
+        err,
+        Error::InvalidArgument("Initial pool size exceeds the maximum pool size!".into())
+    );
     let pool = build(Some(KIB), Some(KIB)).unwrap();
-    assert_eq!((pool.pool_size(), pool.maximum_pool_size()), (KIB, Some(KIB)));
-    assert!(build(Some(2 * MIB), None).unwrap_err().is_out_of_memory(), "the upstream's error");
+    assert_eq!(
+        (pool.pool_size(), pool.maximum_pool_size()),
+        (KIB, Some(KIB))
+    );
+    assert!(
+        build(Some(2 * MIB), None).unwrap_err().is_out_of_memory(),
+        "the upstream's error"
+    );
 }
 
 #[test]
@@ -47,7 +72,8 @@ fn host_mode_default_grows_on_demand() {
     if !cuda::is_host_mode() {
         return; // with a GPU the default is half the free device memory (GPU tests cover it)
     }
-    let pool = PoolMemoryResource::new(AnyResource::new(SystemMemoryResource::new()), None, None).unwrap();
+    let pool =
+        PoolMemoryResource::new(AnyResource::new(SystemMemoryResource::new()), None, None).unwrap();
     assert_eq!(pool.pool_size(), 0);
     let p = pool.allocate(Stream::DEFAULT, 100, 8).unwrap();
     assert_eq!(pool.pool_size(), 256);
@@ -60,7 +86,10 @@ fn requests_are_rounded_and_checked() {
     let pool = plain_pool(64 * KIB, None);
     assert!(pool.allocate(fake_stream(1), 0, 256).unwrap().is_null());
     for align in [0, 3, 48] {
-        assert!(matches!(pool.allocate(fake_stream(1), 8, align), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            pool.allocate(fake_stream(1), 8, align),
+            Err(Error::InvalidArgument(_))
+        ));
     }
     let p = pool.allocate(fake_stream(1), 1, 1).unwrap();
     assert_eq!(p as usize % 256, 0);
@@ -68,7 +97,8 @@ fn requests_are_rounded_and_checked() {
     // SAFETY: from allocate above; null is a no-op.
     unsafe {
         pool.deallocate(fake_stream(1), p, 1, 1).unwrap();
-        pool.deallocate(fake_stream(1), std::ptr::null_mut(), 0, 256).unwrap();
+        pool.deallocate(fake_stream(1), std::ptr::null_mut(), 0, 256)
+            .unwrap();
     }
     assert_eq!(pool.statistics().bytes_used, 0);
 }
@@ -85,7 +115,11 @@ fn large_alignments_are_honoured() {
         // SAFETY: from allocate above with these arguments.
         unsafe { pool.deallocate(s, p, 3000, align).unwrap() };
     }
-    assert_eq!(pool.statistics().bytes_used, 256, "padding went back to the free list");
+    assert_eq!(
+        pool.statistics().bytes_used,
+        256,
+        "padding went back to the free list"
+    );
 }
 
 #[test]
@@ -93,10 +127,16 @@ fn the_maximum_is_enforced_and_the_pool_survives() {
     let pool = plain_pool(0, Some(MIB));
     let s = fake_stream(1);
     let err = pool.allocate(s, 2 * MIB, 256).unwrap_err();
-    assert!(err.is_out_of_memory() && err.to_string().contains("Maximum pool size exceeded"), "{err}");
+    assert!(
+        err.is_out_of_memory() && err.to_string().contains("Maximum pool size exceeded"),
+        "{err}"
+    );
     let a = pool.allocate(s, 768 * KIB, 256).unwrap();
     let err = pool.allocate(s, 512 * KIB, 256).unwrap_err();
-    assert!(err.to_string().contains("Maximum pool size exceeded"), "{err}");
+    assert!(
+        err.to_string().contains("Maximum pool size exceeded"),
+        "{err}"
+    );
     let b = pool.allocate(s, 256 * KIB, 256).unwrap();
     assert_eq!(pool.pool_size(), MIB);
     // SAFETY: from allocate above with these arguments.
@@ -114,7 +154,10 @@ fn clones_share_one_pool() {
     assert_eq!(pool.statistics().bytes_used, KIB);
     assert!(pool.is_equal(&twin));
     assert!(!pool.is_equal(&plain_pool(64 * KIB, None)));
-    assert_eq!(AnyResource::new(pool.clone()), AnyResource::new(twin.clone()));
+    assert_eq!(
+        AnyResource::new(pool.clone()),
+        AnyResource::new(twin.clone())
+    );
     // SAFETY: from the shared pool with these arguments.
     unsafe { pool.deallocate(fake_stream(1), p, KIB, 256).unwrap() };
     assert_eq!(pool.name(), "pool_memory_resource");
@@ -129,7 +172,11 @@ fn statistics_are_exact_and_drop_returns_everything() {
     let a = pool.allocate(s, 1000, 256).unwrap();
     let b = pool.allocate(s, 2 * MIB, 256).unwrap();
     let st = pool.statistics();
-    assert_eq!(st.pool_size, 3 * MIB, "grew by the larger of the request and the pool");
+    assert_eq!(
+        st.pool_size,
+        3 * MIB,
+        "grew by the larger of the request and the pool"
+    );
     assert_eq!(st.bytes_used, 1024 + 2 * MIB);
     assert_eq!(st.bytes_free, st.pool_size - st.bytes_used);
     assert_eq!((st.upstream_blocks, st.upstream_allocations), (2, 2));
@@ -138,7 +185,11 @@ fn statistics_are_exact_and_drop_returns_everything() {
         pool.deallocate(s, a, 1000, 256).unwrap();
         pool.deallocate(s, b, 2 * MIB, 256).unwrap();
     }
-    assert_eq!(pool.statistics().cached_bytes, 1024 + 2 * MIB, "blocks up to 4 MiB sit in this thread's cache");
+    assert_eq!(
+        pool.statistics().cached_bytes,
+        1024 + 2 * MIB,
+        "blocks up to 4 MiB sit in this thread's cache"
+    );
     assert_eq!(device.usage().allocated_bytes, 3 * MIB);
     drop(pool);
     assert_eq!(device.usage().allocated_bytes, 0);
@@ -151,7 +202,9 @@ impl Subject for PoolMemoryResource {
     }
     fn must_fail(&self, bytes: usize, _alignment: usize) -> Option<fn(&Error) -> bool> {
         let size = align_up(bytes, DEFAULT_ALIGNMENT).unwrap();
-        self.maximum.is_some_and(|m| size > m).then_some(Error::is_out_of_memory as fn(&Error) -> bool)
+        self.maximum
+            .is_some_and(|m| size > m)
+            .then_some(Error::is_out_of_memory as fn(&Error) -> bool)
     }
     fn check_accounting(&self, held: usize) {
         let s = self.statistics();
@@ -231,19 +284,32 @@ fn sixteen_threads_on_host_memory_with_tight_shards() {
 
 fn sixteen_threads_with(cache: CacheLimits) {
     let syncer = RecordingSyncer::new(10, 42);
-    let upstream = AnyResource::new(ModelUpstream::new(AnyResource::new(SystemMemoryResource::new()), &syncer));
-    let pool = PoolMemoryResource::build(upstream, Some(4 * MIB), None, Arc::new(syncer.clone()), cache).unwrap();
+    let upstream = AnyResource::new(ModelUpstream::new(
+        AnyResource::new(SystemMemoryResource::new()),
+        &syncer,
+    ));
+    let pool = PoolMemoryResource::build(
+        upstream,
+        Some(4 * MIB),
+        None,
+        Arc::new(syncer.clone()),
+        cache,
+    )
+    .unwrap();
     stress_threads(&pool, &syncer, 16, 2000, 256 * KIB);
     let s = pool.statistics();
     assert_eq!(s.bytes_free, s.pool_size);
     pool.core.check_invariants();
     let size = pool.pool_size();
     assert_eq!(pool.release_unused().unwrap(), size);
-    assert_eq!(pool.statistics(), PoolStatistics {
-        upstream_allocations: s.upstream_allocations,
-        upstream_releases: s.upstream_allocations,
-        ..Default::default()
-    });
+    assert_eq!(
+        pool.statistics(),
+        PoolStatistics {
+            upstream_allocations: s.upstream_allocations,
+            upstream_releases: s.upstream_allocations,
+            ..Default::default()
+        }
+    );
 }
 
 mod gpu {
@@ -253,11 +319,16 @@ mod gpu {
     use crate::mr::{CudaAsyncMemoryResource, CudaMemoryResource, ManagedMemoryResource};
 
     resource_tests!(over_cuda, || {
-        PoolMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), None, None).map(AnyResource::new)
+        PoolMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), None, None)
+            .map(AnyResource::new)
     });
     resource_tests!(over_managed, || {
-        PoolMemoryResource::new(AnyResource::new(ManagedMemoryResource::new()), Some(1 << 30), None)
-            .map(AnyResource::new)
+        PoolMemoryResource::new(
+            AnyResource::new(ManagedMemoryResource::new()),
+            Some(1 << 30),
+            None,
+        )
+        .map(AnyResource::new)
     });
     resource_tests!(over_cuda_async, || {
         let upstream = AnyResource::new(CudaAsyncMemoryResource::new()?);
@@ -265,7 +336,12 @@ mod gpu {
     });
 
     fn cuda_pool(initial: usize, maximum: Option<usize>) -> PoolMemoryResource {
-        PoolMemoryResource::new(AnyResource::new(CudaMemoryResource::new()), Some(initial), maximum).unwrap()
+        PoolMemoryResource::new(
+            AnyResource::new(CudaMemoryResource::new()),
+            Some(initial),
+            maximum,
+        )
+        .unwrap()
     }
 
     /// Fill on A, free on A, allocate the same memory on B: B sees A's last write, in order.
@@ -296,7 +372,10 @@ mod gpu {
                 cu::copy_async(back.as_mut_ptr(), q, 32, b.stream()).unwrap();
             }
             b.synchronize().unwrap();
-            assert!(back.iter().all(|&x| x == 0x5a ^ round), "round {round}: B read {back:?}");
+            assert!(
+                back.iter().all(|&x| x == 0x5a ^ round),
+                "round {round}: B read {back:?}"
+            );
             // SAFETY: from allocate above; B's work on it is finished.
             unsafe { pool.deallocate(b.stream(), q, SIZE, 256).unwrap() };
         }
@@ -362,10 +441,17 @@ mod gpu {
         // SAFETY: `r` holds 1 MiB; `back` lives until the stream is synchronized.
         unsafe { cu::copy_async(back.as_mut_ptr(), r, 16, other.stream()).unwrap() };
         other.synchronize().unwrap();
-        assert!(back == [0x3c; 16] || back == [0x3d; 16], "the fills on the dead stream came first: {back:?}");
+        assert!(
+            back == [0x3c; 16] || back == [0x3d; 16],
+            "the fills on the dead stream came first: {back:?}"
+        );
         // SAFETY: from allocate above; the stream's work on it is finished.
         unsafe { pool.deallocate(other.stream(), r, MIB, 256).unwrap() };
-        assert_eq!(pool.release_unused().unwrap(), 2 * MIB, "trim waits on markers, not on the dead stream");
+        assert_eq!(
+            pool.release_unused().unwrap(),
+            2 * MIB,
+            "trim waits on markers, not on the dead stream"
+        );
         drop(pool);
     }
 
@@ -377,7 +463,10 @@ mod gpu {
         let pool = cuda_pool(0, Some(64 * MIB));
         let a = pool.allocate(Stream::DEFAULT, 48 * MIB, 256).unwrap();
         let err = pool.allocate(Stream::DEFAULT, 32 * MIB, 256).unwrap_err();
-        assert!(err.is_out_of_memory() && err.to_string().contains("Maximum pool size exceeded"), "{err}");
+        assert!(
+            err.is_out_of_memory() && err.to_string().contains("Maximum pool size exceeded"),
+            "{err}"
+        );
         let b = pool.allocate(Stream::DEFAULT, 8 * MIB, 256).unwrap();
         // SAFETY: both from allocate above with these arguments; nothing uses them.
         unsafe {
@@ -398,7 +487,9 @@ mod gpu {
         crate::testing::require_gpu();
         let _shared = DEVICE_MEMORY.read().unwrap_or_else(|e| e.into_inner());
         let pool = cuda_pool(256 * MIB, None);
-        let streams: Vec<OwnedStream> = (0..16).map(|_| OwnedStream::new(StreamFlags::NonBlocking).unwrap()).collect();
+        let streams: Vec<OwnedStream> = (0..16)
+            .map(|_| OwnedStream::new(StreamFlags::NonBlocking).unwrap())
+            .collect();
         std::thread::scope(|scope| {
             for t in 0..16usize {
                 let (pool, streams) = (&pool, &streams);
@@ -454,7 +545,10 @@ mod gpu {
         let (before, _) = cu::mem_info(device).unwrap();
         assert_eq!(pool.release_unused().unwrap(), GIB);
         let (after, _) = cu::mem_info(device).unwrap();
-        assert!(after >= before + GIB - 64 * MIB, "free memory {before} -> {after}");
+        assert!(
+            after >= before + GIB - 64 * MIB,
+            "free memory {before} -> {after}"
+        );
         assert_eq!(pool.pool_size(), 0);
         // Still usable: it grows again.
         let q = pool.allocate(Stream::DEFAULT, MIB, 256).unwrap();

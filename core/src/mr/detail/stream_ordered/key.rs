@@ -40,14 +40,36 @@ pub(crate) struct StreamKey {
 impl StreamKey {
     /// The key of `stream` on the calling thread; `device` is asked only for the special handles,
     /// `id` (the stream's id, and whether its lifetime is tracked) only for the others.
-    pub(crate) fn of(stream: Stream, device: impl FnOnce() -> DeviceId, id: impl FnOnce() -> (u64, bool)) -> Self {
+    pub(crate) fn of(
+        stream: Stream,
+        device: impl FnOnce() -> DeviceId,
+        id: impl FnOnce() -> (u64, bool),
+    ) -> Self {
         match stream.as_raw() {
             // Handle 0 is the legacy default stream in the driver API.
-            0 | LEGACY => Self { raw: LEGACY, device: device(), thread: 0, id: 0, tracked: true },
-            PER_THREAD => Self { raw: PER_THREAD, device: device(), thread: thread_number(), id: 0, tracked: true },
+            0 | LEGACY => Self {
+                raw: LEGACY,
+                device: device(),
+                thread: 0,
+                id: 0,
+                tracked: true,
+            },
+            PER_THREAD => Self {
+                raw: PER_THREAD,
+                device: device(),
+                thread: thread_number(),
+                id: 0,
+                tracked: true,
+            },
             raw => {
                 let (id, tracked) = id();
-                Self { raw, device: UNKNOWN_DEVICE, thread: 0, id, tracked }
+                Self {
+                    raw,
+                    device: UNKNOWN_DEVICE,
+                    thread: 0,
+                    id,
+                    tracked,
+                }
             }
         }
     }
@@ -142,12 +164,22 @@ impl Marker {
 
     /// A marker recorded now.
     pub(super) fn new(owner: StreamKey, token: MarkerToken) -> Arc<Self> {
-        Arc::new(Self { owner, seq: AtomicU64::new(Self::next_seq()), token: OnceLock::from(token), waiters: Mutex::default() })
+        Arc::new(Self {
+            owner,
+            seq: AtomicU64::new(Self::next_seq()),
+            token: OnceLock::from(token),
+            waiters: Mutex::default(),
+        })
     }
 
     /// An open marker: a batch of frees not yet captured by an event.
     pub(crate) fn open(owner: StreamKey) -> Arc<Self> {
-        Arc::new(Self { owner, seq: AtomicU64::new(0), token: OnceLock::new(), waiters: Mutex::default() })
+        Arc::new(Self {
+            owner,
+            seq: AtomicU64::new(0),
+            token: OnceLock::new(),
+            waiters: Mutex::default(),
+        })
     }
 
     /// Closes an open marker with what the syncer recorded (after the last free of its batch).
@@ -171,7 +203,12 @@ impl Marker {
 
     /// True when `waiter` was made to wait for this marker already (see [`Marker::waited_by`]).
     pub(crate) fn has_waited(&self, waiter: StreamKey) -> bool {
-        waiter.is_unique() && self.waiters.lock().unwrap_or_else(PoisonError::into_inner).contains(&Some(waiter))
+        waiter.is_unique()
+            && self
+                .waiters
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(&Some(waiter))
     }
 
     /// Remembers that `waiter` now waits for this marker (forgetting the oldest of [`WAITERS`]).
@@ -275,7 +312,9 @@ impl Pending {
     /// True when `key` can be ordered after every other stream's entry now (no open batch of
     /// another stream).
     pub(crate) fn orderable(&self, key: StreamKey) -> bool {
-        self.entries().iter().all(|e| e.owner() == key || e.orderable())
+        self.entries()
+            .iter()
+            .all(|e| e.owner() == key || e.orderable())
     }
 
     /// True when some entry is a batch not yet closed.

@@ -64,16 +64,15 @@ mod shard;
 mod syncer;
 
 pub(crate) use key::MarkerToken;
-use key::{LEGACY, PER_THREAD};
 pub(crate) use key::{Marker, Pending, PendingOn, StreamKey, TagClass};
+use key::{LEGACY, PER_THREAD};
 pub(crate) use shard::CacheLimits;
-pub(crate) use syncer::{default_syncer, Syncer};
 use shard::{best_unordered, region_in, Batch, Cached, Padded, Regions, Shard};
+pub(crate) use syncer::{default_syncer, Syncer};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
-
 
 /// How a [`Core`] grows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -298,9 +297,15 @@ impl Core {
         if let Growth::Chunks { unit, .. } = growth {
             // One block size: the LIFO serves every request (refills go there too), so it holds
             // more.
-            cache.recent = cache.recent.max(FIXED_RECENT.min(cache.max_bytes / unit.max(1)));
+            cache.recent = cache
+                .recent
+                .max(FIXED_RECENT.min(cache.max_bytes / unit.max(1)));
         }
-        let shards = if cache.enabled() { threads.clamp(8, 64).next_power_of_two() } else { 1 };
+        let shards = if cache.enabled() {
+            threads.clamp(8, 64).next_power_of_two()
+        } else {
+            1
+        };
         let core = Arc::new(Self {
             name,
             upstream,
@@ -319,13 +324,22 @@ impl Core {
             shard_budget: AtomicUsize::new(cache.budget(0, shards)),
             orphans: Mutex::new(Vec::new()),
             // The CPU tests close batches often, so that every path around closing runs.
-            close_frees: std::sync::atomic::AtomicU32::new(if cfg!(test) { 3 } else { CLOSE_FREES }),
+            close_frees: std::sync::atomic::AtomicU32::new(if cfg!(test) {
+                3
+            } else {
+                CLOSE_FREES
+            }),
             #[cfg(test)]
             shared_locks: AtomicU64::new(0),
         });
         if initial > 0 {
             let ptr = core.upstream.allocate_sync(initial, DEFAULT_ALIGNMENT)?;
-            core.add_region(&mut lock(&core.global), ptr as usize, initial, Pending::default());
+            core.add_region(
+                &mut lock(&core.global),
+                ptr as usize,
+                initial,
+                Pending::default(),
+            );
         }
         if core.syncer.tracks_stream_lifetimes() {
             registry::register(&core);
@@ -359,7 +373,10 @@ impl Core {
     fn regions_changed(&self, g: &mut Global) {
         g.snapshot = g.regions.iter().map(|(&a, &s)| (a, s)).collect();
         self.regions_gen.fetch_add(1, Ordering::Release);
-        self.shard_budget.store(self.cache.budget(g.pool_size, self.shards.len()), Ordering::Relaxed);
+        self.shard_budget.store(
+            self.cache.budget(g.pool_size, self.shards.len()),
+            Ordering::Relaxed,
+        );
     }
 
     fn shard(&self) -> &Mutex<Shard> {
@@ -433,7 +450,9 @@ impl Core {
                 }
                 match self.grow(&mut g, stream, key, size, alignment, false) {
                     Ok(Grown::Addr(addr)) => Ok(addr),
-                    Ok(Grown::GiveBack(_)) => unreachable!("grow without give-back detaches nothing"),
+                    Ok(Grown::GiveBack(_)) => {
+                        unreachable!("grow without give-back detaches nothing")
+                    }
                     Err(e) => Err(e),
                 }
             }
@@ -488,7 +507,11 @@ impl Core {
                 if s.open.len() >= MAX_OPEN {
                     lock(&self.orphans).push(s.open.remove(0).marker);
                 }
-                s.open.push(Batch { marker: Marker::open(key), frees: 0, bytes: 0 });
+                s.open.push(Batch {
+                    marker: Marker::open(key),
+                    frees: 0,
+                    bytes: 0,
+                });
                 s.open.len() - 1
             }
         };
@@ -503,7 +526,11 @@ impl Core {
             // of two shards), the higher number is then the later event, which covers the other.
             static RECORD_ORDER: Mutex<()> = Mutex::new(());
             let order = lock(&RECORD_ORDER);
-            let recorded = if self.syncer.is_capturing(key) { None } else { Some(self.syncer.record_marker(key)) };
+            let recorded = if self.syncer.is_capturing(key) {
+                None
+            } else {
+                Some(self.syncer.record_marker(key))
+            };
             match recorded {
                 Some(Ok(token)) => {
                     s.open.remove(i).marker.close(token);
@@ -511,7 +538,10 @@ impl Core {
                 }
                 other => {
                     if let Some(Err(e)) = other {
-                        tracing::warn!("{}: recording a marker on {key:?}: {e}; the batch stays open", self.name);
+                        tracing::warn!(
+                            "{}: recording a marker on {key:?}: {e}; the batch stays open",
+                            self.name
+                        );
                     }
                     let b = &mut s.open[i];
                     (b.frees, b.bytes) = (0, 0);
@@ -537,7 +567,14 @@ impl Core {
     /// With `refill`, when the block needs no ordering, up to [`CacheLimits::refill`] bytes (whole
     /// multiples of `size`, within the shard's budget) are taken at once and the part after the
     /// request goes to the calling thread's shard: its next requests need no shared lock.
-    fn take(&self, g: &mut Global, key: StreamKey, size: usize, alignment: usize, refill: bool) -> Result<Option<usize>> {
+    fn take(
+        &self,
+        g: &mut Global,
+        key: StreamKey,
+        size: usize,
+        alignment: usize,
+        refill: bool,
+    ) -> Result<Option<usize>> {
         let list = match &mut g.free {
             Blocks::Fixed(_) => return self.take_fixed(g, key, size, alignment, refill),
             Blocks::Coalescing(list) => list,
@@ -568,7 +605,9 @@ impl Core {
                     }
                 }
                 g.blocked |= blocked;
-                let Some((_, len, block, start, tag)) = best else { return Ok(None) };
+                let Some((_, len, block, start, tag)) = best else {
+                    return Ok(None);
+                };
                 (block, start, block + len, Some(tag.clone()))
             }
         };
@@ -577,12 +616,24 @@ impl Core {
         if refill && tag.is_none() && end - start >= 2 * self.cache.refill {
             // Lock order: `global` (held), then the shard.
             let mut shard = lock(self.shard());
-            let room = self.shard_budget.load(Ordering::Relaxed).saturating_sub(shard.bytes());
+            let room = self
+                .shard_budget
+                .load(Ordering::Relaxed)
+                .saturating_sub(shard.bytes());
             // Whole multiples of `size`: fixed-size blocks stay on their block boundaries.
-            let extra = (self.cache.refill.saturating_sub(size).min(room).min(end - start - size)) / size * size;
+            let extra = (self
+                .cache
+                .refill
+                .saturating_sub(size)
+                .min(room)
+                .min(end - start - size))
+                / size
+                * size;
             if extra > 0 {
                 let taken = list.take_range(block, start, size + extra, None);
-                shard.free.insert(start + size, extra, taken.region, taken.tag);
+                shard
+                    .free
+                    .insert(start + size, extra, taken.region, taken.tag);
                 g.used = g.used.wrapping_add(size);
                 return Ok(Some(start));
             }
@@ -607,13 +658,29 @@ impl Core {
     /// of every other class, the one that needs the fewest waits. With `refill`, up to
     /// [`CacheLimits::refill`] bytes of further blocks that need no ordering go to the calling
     /// thread's shard (within its budget), wherever they lie: equal blocks need no contiguity.
-    fn take_fixed(&self, g: &mut Global, key: StreamKey, size: usize, alignment: usize, refill: bool) -> Result<Option<usize>> {
-        let Blocks::Fixed(list) = &mut g.free else { return Ok(None) };
+    fn take_fixed(
+        &self,
+        g: &mut Global,
+        key: StreamKey,
+        size: usize,
+        alignment: usize,
+        refill: bool,
+    ) -> Result<Option<usize>> {
+        let Blocks::Fixed(list) = &mut g.free else {
+            return Ok(None);
+        };
         if size != list.unit() {
-            return Err(Error::invalid(format!("{}: {size} bytes are not its block size {}", self.name, list.unit())));
+            return Err(Error::invalid(format!(
+                "{}: {size} bytes are not its block size {}",
+                self.name,
+                list.unit()
+            )));
         }
         let unordered = [TagClass::Owner(key), TagClass::Empty];
-        let found = unordered.into_iter().find_map(|class| list.aligned_in(class, alignment)).map(|(a, _)| a);
+        let found = unordered
+            .into_iter()
+            .find_map(|class| list.aligned_in(class, alignment))
+            .map(|(a, _)| a);
         let (addr, tag) = match found {
             Some(addr) => (addr, None),
             None => {
@@ -648,7 +715,9 @@ impl Core {
                         .map(|(a, tag)| (0, a, tag));
                 }
                 g.blocked |= blocked;
-                let Some((_, a, tag)) = best else { return Ok(None) };
+                let Some((_, a, tag)) = best else {
+                    return Ok(None);
+                };
                 (a, Some(tag.clone()))
             }
         };
@@ -658,19 +727,29 @@ impl Core {
         } else if refill {
             // Lock order: `global` (held), then the shard.
             let mut shard = lock(self.shard());
-            let room = self.shard_budget.load(Ordering::Relaxed).saturating_sub(shard.bytes());
+            let room = self
+                .shard_budget
+                .load(Ordering::Relaxed)
+                .saturating_sub(shard.bytes());
             let want = self.cache.refill.saturating_sub(size).min(room) / size;
             let mut moved = Vec::new();
             for class in unordered {
                 while moved.len() < want {
-                    let Some((a, _)) = list.top(class, 1).next() else { break };
+                    let Some((a, _)) = list.top(class, 1).next() else {
+                        break;
+                    };
                     moved.push(list.remove(a).expect("on top of its stack"));
                 }
             }
             // The latest free ends on top of the shard's LIFO too.
             for b in moved.into_iter().rev() {
                 shard.recent_bytes += b.size;
-                shard.recent.push(Cached { addr: b.addr, size: b.size, region: b.region, tag: b.tag });
+                shard.recent.push(Cached {
+                    addr: b.addr,
+                    size: b.size,
+                    region: b.region,
+                    tag: b.tag,
+                });
             }
         }
         drop(taken);
@@ -682,7 +761,9 @@ impl Core {
     fn order_after(&self, key: StreamKey, tag: &Pending) -> Result<()> {
         for on in tag.entries() {
             match on {
-                PendingOn::Stream(other) if *other != key => self.syncer.wait_stream(key, *other)?,
+                PendingOn::Stream(other) if *other != key => {
+                    self.syncer.wait_stream(key, *other)?
+                }
                 // Once per stream and marker: `key` stays ordered after a wait it made. Not a wait
                 // made while `key` is captured into a graph: that orders the graph, not the
                 // stream's later work.
@@ -750,7 +831,14 @@ impl Core {
     /// cannot take it (its copy of the regions is out of date, or the block is in none of them).
     /// `tag` is `None` for a stream that only its own calls may name: the block joins the shard's
     /// batch of that stream.
-    fn cache_free(&self, key: StreamKey, addr: usize, size: usize, tag: Option<Pending>, verified: bool) -> Result<Option<Pending>> {
+    fn cache_free(
+        &self,
+        key: StreamKey,
+        addr: usize,
+        size: usize,
+        tag: Option<Pending>,
+        verified: bool,
+    ) -> Result<Option<Pending>> {
         let shard = self.shard();
         let mut s = lock(shard);
         if s.regions_gen != self.regions_gen.load(Ordering::Acquire) {
@@ -776,18 +864,37 @@ impl Core {
         if s.regions_gen != self.regions_gen.load(Ordering::Acquire) {
             return Ok(Some(tag));
         }
-        let Some(region) = region_in(&s.regions, addr, size) else { return Ok(Some(tag)) };
+        let Some(region) = region_in(&s.regions, addr, size) else {
+            return Ok(Some(tag));
+        };
         if !self.on_boundary(addr, size, region) {
             return Err(self.not_a_block(addr, size));
         }
         // A verified free cannot be a double free: the scan of the LIFO and the list's range query
         // were most of a free's work in the 256-byte pair (see docs/benchmarks.md).
-        let overlaps = |s: &Shard| s.recent.iter().any(|b| b.addr < addr + size && addr < b.addr + b.size) || s.free.overlaps(addr, size);
+        let overlaps = |s: &Shard| {
+            s.recent
+                .iter()
+                .any(|b| b.addr < addr + size && addr < b.addr + b.size)
+                || s.free.overlaps(addr, size)
+        };
         if !verified && overlaps(&s) {
-            return Err(Error::invalid(format!("{}: [{addr:#x}, +{size}) is already free", self.name)));
+            return Err(Error::invalid(format!(
+                "{}: [{addr:#x}, +{size}) is already free",
+                self.name
+            )));
         }
-        debug_assert!(!overlaps(&s), "{}: a verified free of a free range", self.name);
-        s.recent.push(Cached { addr, size, region, tag });
+        debug_assert!(
+            !overlaps(&s),
+            "{}: a verified free of a free range",
+            self.name
+        );
+        s.recent.push(Cached {
+            addr,
+            size,
+            region,
+            tag,
+        });
         s.recent_bytes += size;
         s.used = s.used.wrapping_sub(size);
         let budget = self.shard_budget.load(Ordering::Relaxed);
@@ -816,24 +923,35 @@ impl Core {
     /// boundary of `region`): its list holds equal blocks only, so such a free must not reach it.
     fn on_boundary(&self, addr: usize, size: usize, region: usize) -> bool {
         match self.growth {
-            Growth::Chunks { unit, .. } => size == unit && addr >= region && (addr - region) % unit == 0,
+            Growth::Chunks { unit, .. } => {
+                size == unit && addr >= region && (addr - region) % unit == 0
+            }
             Growth::Pool { .. } => true,
         }
     }
 
     fn not_a_block(&self, addr: usize, size: usize) -> Error {
-        Error::invalid(format!("{}: [{addr:#x}, +{size}) is not one of its blocks", self.name))
+        Error::invalid(format!(
+            "{}: [{addr:#x}, +{size}) is not one of its blocks",
+            self.name
+        ))
     }
 
     /// Returns a block from a shard to the shared list. A block freed twice into two shards is
     /// found here at the latest (dropped, with an error logged, rather than handed out twice).
     fn insert_free(&self, g: &mut Global, addr: usize, size: usize, region: usize, tag: Pending) {
-        let in_region = g.regions.get(&region).is_some_and(|&len| region <= addr && addr + size <= region + len)
+        let in_region = g
+            .regions
+            .get(&region)
+            .is_some_and(|&len| region <= addr && addr + size <= region + len)
             && self.on_boundary(addr, size, region);
         if in_region && !g.free.overlaps(addr, size) {
             g.free.insert(addr, size, region, tag);
         } else {
-            tracing::error!("{}: dropping a bad cached block [{addr:#x}, +{size})", self.name);
+            tracing::error!(
+                "{}: dropping a bad cached block [{addr:#x}, +{size})",
+                self.name
+            );
         }
     }
 
@@ -852,7 +970,11 @@ impl Core {
         alignment: usize,
         may_give_back: bool,
     ) -> Result<Grown> {
-        let exceeded = |detail: String| Error::OutOfMemory { bytes: size, resource: self.name.into(), detail };
+        let exceeded = |detail: String| Error::OutOfMemory {
+            bytes: size,
+            resource: self.name.into(),
+            detail,
+        };
         // Regions start 256-aligned: this much always holds an aligned `size`.
         let need = size
             .checked_add(alignment - DEFAULT_ALIGNMENT)
@@ -866,11 +988,16 @@ impl Core {
                         g.pool_size
                     )));
                 }
-                (need.max(align_up(remaining / 2, DEFAULT_ALIGNMENT).unwrap_or(remaining)).min(remaining), need)
+                (
+                    need.max(align_up(remaining / 2, DEFAULT_ALIGNMENT).unwrap_or(remaining))
+                        .min(remaining),
+                    need,
+                )
             }
             Growth::Pool { maximum: None } => (need.max(g.pool_size), need),
             Growth::Chunks { chunk, unit } => {
-                let need = align_up(need, unit).ok_or_else(|| exceeded("request too large".into()))?;
+                let need =
+                    align_up(need, unit).ok_or_else(|| exceeded("request too large".into()))?;
                 (chunk.max(need), need)
             }
         };
@@ -889,13 +1016,17 @@ impl Core {
                     return self
                         .take(g, key, size, alignment, size <= self.cache.max_block)?
                         .map(Grown::Addr)
-                        .ok_or_else(|| exceeded("a new upstream block did not fit the request".into()));
+                        .ok_or_else(|| {
+                            exceeded("a new upstream block did not fit the request".into())
+                        });
                 }
                 Err(e) if e.is_out_of_memory() => {
                     if try_size > min {
                         try_size = match self.growth {
                             Growth::Chunks { unit, .. } => align_down(try_size / 2, unit),
-                            Growth::Pool { .. } => align_up(try_size / 2, DEFAULT_ALIGNMENT).unwrap_or(min),
+                            Growth::Pool { .. } => {
+                                align_up(try_size / 2, DEFAULT_ALIGNMENT).unwrap_or(min)
+                            }
                         }
                         .max(min);
                     } else if may_give_back {
@@ -914,7 +1045,9 @@ impl Core {
                 Err(e) => return Err(e),
             }
         };
-        Err(exceeded(format!("Maximum pool size exceeded (the upstream failed: {cause})")))
+        Err(exceeded(format!(
+            "Maximum pool size exceeded (the upstream failed: {cause})"
+        )))
     }
 
     /// Takes every wholly free region out of the pool's books (the caller holds `global` and has
@@ -938,7 +1071,10 @@ impl Core {
     /// Synchronizes each detached region's streams and returns it upstream; returns the bytes
     /// released and the regions that could not be synchronized (still the pool's memory), with the
     /// first error.
-    fn give_back(&self, regions: Vec<(usize, usize, Pending)>) -> (usize, Vec<(usize, usize, Pending)>, Option<Error>) {
+    fn give_back(
+        &self,
+        regions: Vec<(usize, usize, Pending)>,
+    ) -> (usize, Vec<(usize, usize, Pending)>, Option<Error>) {
         let mut released = 0;
         let mut kept = Vec::new();
         let mut error = None;
@@ -950,10 +1086,16 @@ impl Core {
             }
             // SAFETY: the region came from `upstream.allocate` with this size and alignment, is
             // wholly free and out of the books, and the work that might still use it has finished.
-            match unsafe { self.upstream.deallocate_sync(addr as *mut u8, size, DEFAULT_ALIGNMENT) } {
+            match unsafe {
+                self.upstream
+                    .deallocate_sync(addr as *mut u8, size, DEFAULT_ALIGNMENT)
+            } {
                 Ok(()) => released += size,
                 Err(e) => {
-                    tracing::error!("{}: returning [{addr:#x}, +{size}) upstream: {e}", self.name);
+                    tracing::error!(
+                        "{}: returning [{addr:#x}, +{size}) upstream: {e}",
+                        self.name
+                    );
                     error.get_or_insert(e);
                 }
             }
@@ -979,7 +1121,13 @@ impl Core {
     /// `verified`: the caller checked this free against its live allocations (checked frees: the
     /// range was handed out with this size and not freed since), so it cannot overlap a free block
     /// and the scans for a double free are skipped (in release builds; debug builds still assert).
-    pub(crate) fn deallocate(&self, stream: Stream, addr: usize, size: usize, verified: bool) -> Result<()> {
+    pub(crate) fn deallocate(
+        &self,
+        stream: Stream,
+        addr: usize,
+        size: usize,
+        verified: bool,
+    ) -> Result<()> {
         let key = self.key(stream);
         // A stream nobody may name later (a PTDS, a stream made elsewhere): the block joins the
         // stream's open batch, which a later free closes with one event (no driver call here).
@@ -996,15 +1144,25 @@ impl Core {
         };
         let mut g = self.lock_shared();
         let region = g.region_of(addr, size).ok_or_else(|| {
-            Error::invalid(format!("{}: [{addr:#x}, +{size}) was not allocated from this resource", self.name))
+            Error::invalid(format!(
+                "{}: [{addr:#x}, +{size}) was not allocated from this resource",
+                self.name
+            ))
         })?;
         if !self.on_boundary(addr, size, region) {
             return Err(self.not_a_block(addr, size));
         }
         if !verified && g.free.overlaps(addr, size) {
-            return Err(Error::invalid(format!("{}: [{addr:#x}, +{size}) is already free", self.name)));
+            return Err(Error::invalid(format!(
+                "{}: [{addr:#x}, +{size}) is already free",
+                self.name
+            )));
         }
-        debug_assert!(!g.free.overlaps(addr, size), "{}: a verified free of a free range", self.name);
+        debug_assert!(
+            !g.free.overlaps(addr, size),
+            "{}: a verified free of a free range",
+            self.name
+        );
         g.free.insert(addr, size, region, tag);
         g.used = g.used.wrapping_sub(size);
         Ok(())
@@ -1017,7 +1175,11 @@ impl Core {
 
     /// Every upstream region: (start, size).
     pub(crate) fn regions(&self) -> Vec<(usize, usize)> {
-        lock(&self.global).regions.iter().map(|(&a, &s)| (a, s)).collect()
+        lock(&self.global)
+            .regions
+            .iter()
+            .map(|(&a, &s)| (a, s))
+            .collect()
     }
 
     /// The start and size of the upstream block holding `addr`.
@@ -1055,9 +1217,16 @@ impl Core {
                 }
             }
         }
-        let idle: Vec<StreamKey> = keys.into_iter().filter(|k| self.syncer.is_idle(*k).unwrap_or(false)).collect();
+        let idle: Vec<StreamKey> = keys
+            .into_iter()
+            .filter(|k| self.syncer.is_idle(*k).unwrap_or(false))
+            .collect();
         if !idle.is_empty() {
-            g.free.retag(|t| t.rewrite(|on| matches!(on, PendingOn::Stream(k) if idle.contains(k)).then_some(None)));
+            g.free.retag(|t| {
+                t.rewrite(|on| {
+                    matches!(on, PendingOn::Stream(k) if idle.contains(k)).then_some(None)
+                })
+            });
         }
         Ok(released)
     }
@@ -1071,14 +1240,21 @@ impl Core {
         let key = self.key(stream);
         let mut g = lock(&self.global);
         self.flush_caches(&mut g);
-        let names = |t: &Pending| t.entries().iter().any(|on| matches!(on, PendingOn::Stream(k) if *k == key));
+        let names = |t: &Pending| {
+            t.entries()
+                .iter()
+                .any(|on| matches!(on, PendingOn::Stream(k) if *k == key))
+        };
         if !g.free.iter().any(|b| names(&b.tag)) {
             return;
         }
         let replacement = match self.syncer.record_marker(key) {
             Ok(token) => Some(PendingOn::Marker(Marker::new(key, token))),
             Err(e) => {
-                tracing::warn!("{}: recording on {key:?} before it is destroyed: {e}; synchronizing it", self.name);
+                tracing::warn!(
+                    "{}: recording on {key:?} before it is destroyed: {e}; synchronizing it",
+                    self.name
+                );
                 if let Err(e) = self.syncer.sync_stream(key) {
                     tracing::error!("{}: synchronizing {key:?}: {e}", self.name);
                 }
@@ -1087,7 +1263,9 @@ impl Core {
         };
         g.free.retag(|t| {
             if names(t) {
-                t.rewrite(|on| matches!(on, PendingOn::Stream(k) if *k == key).then(|| replacement.clone()));
+                t.rewrite(|on| {
+                    matches!(on, PendingOn::Stream(k) if *k == key).then(|| replacement.clone())
+                });
             }
         });
     }
@@ -1128,21 +1306,48 @@ impl Core {
             let s = lock(&shard.0);
             used = used.wrapping_add(s.used);
             s.free.check_invariants();
-            assert_eq!(s.recent.iter().map(|b| b.size).sum::<usize>(), s.recent_bytes, "recent bytes drifted");
-            for b in s.recent.iter().map(|b| (b.addr, b.size, b.region)).chain(s.free.iter().map(|b| (b.addr, b.size, b.region))) {
-                assert_eq!(g.region_of(b.0, b.1), Some(b.2), "cached block {:#x}+{} is not in its region", b.0, b.1);
-                assert!(!g.free.overlaps(b.0, b.1), "cached block {:#x}+{} is also in the shared list", b.0, b.1);
+            assert_eq!(
+                s.recent.iter().map(|b| b.size).sum::<usize>(),
+                s.recent_bytes,
+                "recent bytes drifted"
+            );
+            for b in s
+                .recent
+                .iter()
+                .map(|b| (b.addr, b.size, b.region))
+                .chain(s.free.iter().map(|b| (b.addr, b.size, b.region)))
+            {
+                assert_eq!(
+                    g.region_of(b.0, b.1),
+                    Some(b.2),
+                    "cached block {:#x}+{} is not in its region",
+                    b.0,
+                    b.1
+                );
+                assert!(
+                    !g.free.overlaps(b.0, b.1),
+                    "cached block {:#x}+{} is also in the shared list",
+                    b.0,
+                    b.1
+                );
             }
             stats_free += s.bytes();
         }
-        assert_eq!(g.regions.values().sum::<usize>(), g.pool_size, "regions and pool size disagree");
+        assert_eq!(
+            g.regions.values().sum::<usize>(),
+            g.pool_size,
+            "regions and pool size disagree"
+        );
         assert_eq!(stats_free + used, g.pool_size, "free + used != pool size");
     }
 }
 
 impl Drop for Core {
     fn drop(&mut self) {
-        let g = self.global.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let g = self
+            .global
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
         let mut tags: Vec<Pending> = g.free.iter().map(|b| b.tag).collect();
         let mut used = g.used;
         for shard in self.shards.iter_mut() {
@@ -1152,13 +1357,19 @@ impl Drop for Core {
             tags.extend(std::mem::take(&mut s.free).into_blocks().map(|b| b.tag));
         }
         if used > 0 {
-            tracing::warn!("{} dropped with {used} bytes still allocated; they are freed too", self.name);
+            tracing::warn!(
+                "{} dropped with {used} bytes still allocated; they are freed too",
+                self.name
+            );
         }
         // Open batches: their streams may be gone; one device-wide synchronization covers them.
         let open = tags.iter().any(Pending::has_open);
         if open {
             if let Err(e) = self.syncer.sync_device() {
-                tracing::error!("{}: synchronizing the device before release: {e}", self.name);
+                tracing::error!(
+                    "{}: synchronizing the device before release: {e}",
+                    self.name
+                );
             }
         }
         // Each stream once: everything queued on it so far.
@@ -1180,14 +1391,23 @@ impl Drop for Core {
             }
         }
         drop(tags);
-        let g = self.global.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let g = self
+            .global
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
         g.free = Blocks::default();
         for (addr, size) in std::mem::take(&mut g.regions) {
             // SAFETY: every region came from `upstream.allocate` with this size and alignment; its
             // free blocks' streams were synchronized above, and allocations still live at drop are
             // the caller's breach of contract (RMM frees them too).
-            if let Err(e) = unsafe { self.upstream.deallocate_sync(addr as *mut u8, size, DEFAULT_ALIGNMENT) } {
-                tracing::error!("{}: returning [{addr:#x}, +{size}) upstream: {e}", self.name);
+            if let Err(e) = unsafe {
+                self.upstream
+                    .deallocate_sync(addr as *mut u8, size, DEFAULT_ALIGNMENT)
+            } {
+                tracing::error!(
+                    "{}: returning [{addr:#x}, +{size}) upstream: {e}",
+                    self.name
+                );
             }
         }
     }
@@ -1214,7 +1434,6 @@ mod registry {
         }
     }
 }
-
 
 #[cfg(test)]
 pub(crate) mod model;

@@ -99,7 +99,12 @@ impl Model {
         *c
     }
 
-    fn add_obligation(&mut self, key: StreamKey, addr: usize, len: usize) -> std::result::Result<(), String> {
+    fn add_obligation(
+        &mut self,
+        key: StreamKey,
+        addr: usize,
+        len: usize,
+    ) -> std::result::Result<(), String> {
         let point = self.tick(key);
         if len == 0 {
             return Ok(());
@@ -107,7 +112,9 @@ impl Model {
         let end = addr + len;
         if let Some((&a, &(e, _, _))) = self.pending.range(..end).next_back() {
             if e > addr {
-                return Err(format!("[{addr:#x}, {end:#x}) is freed while [{a:#x}, {e:#x}) is already free"));
+                return Err(format!(
+                    "[{addr:#x}, {end:#x}) is freed while [{a:#x}, {e:#x}) is already free"
+                ));
             }
         }
         self.pending.insert(addr, (end, key, point));
@@ -160,9 +167,19 @@ impl Model {
     }
 
     /// The resource handed `[addr, addr + len)` to `key`: checks it was safe.
-    pub(crate) fn allocated(&mut self, key: StreamKey, addr: usize, len: usize) -> std::result::Result<(), String> {
+    pub(crate) fn allocated(
+        &mut self,
+        key: StreamKey,
+        addr: usize,
+        len: usize,
+    ) -> std::result::Result<(), String> {
         self.clear(addr, addr + len, |m, t, point| {
-            t == key || m.know.get(&key).and_then(|v| v.get(&t)).is_some_and(|&c| c >= point) || m.completed(t, point)
+            t == key
+                || m.know
+                    .get(&key)
+                    .and_then(|v| v.get(&t))
+                    .is_some_and(|&c| c >= point)
+                || m.completed(t, point)
         })
     }
 
@@ -186,8 +203,14 @@ pub(crate) struct RecordingSyncer {
 impl RecordingSyncer {
     /// A syncer that answers `idle_percent`% of idle queries with "idle" (seeded by `seed`).
     pub(crate) fn new(idle_percent: u64, seed: u64) -> Self {
-        let model = Model { idle_percent, rng: seed, ..Default::default() };
-        Self { model: Arc::new(Mutex::new(model)) }
+        let model = Model {
+            idle_percent,
+            rng: seed,
+            ..Default::default()
+        };
+        Self {
+            model: Arc::new(Mutex::new(model)),
+        }
     }
 
     /// The model (lock it briefly; the syncer locks it too).
@@ -247,7 +270,10 @@ impl Syncer for RecordingSyncer {
         Self::id_of(stream)
     }
     fn wait_stream(&self, waiter: StreamKey, on: StreamKey) -> Result<()> {
-        assert!(!on.needs_marker(), "{on:?} cannot be recorded on by name later (a PTDS, or a stream that may be gone)");
+        assert!(
+            !on.needs_marker(),
+            "{on:?} cannot be recorded on by name later (a PTDS, or a stream that may be gone)"
+        );
         let mut m = self.model();
         m.counts.stream_waits += 1;
         m.waits.push((waiter, on));
@@ -264,11 +290,18 @@ impl Syncer for RecordingSyncer {
                 "{key:?} recorded on outside a call that names it (the call named {named:#x})"
             );
             if key.is_per_thread() {
-                assert_eq!(key.thread, super::key::thread_number(), "another thread's PTDS recorded on");
+                assert_eq!(
+                    key.thread,
+                    super::key::thread_number(),
+                    "another thread's PTDS recorded on"
+                );
             }
         }
         let mut m = self.model();
-        assert!(!m.capturing.contains(&key), "{key:?} recorded on while captured into a graph");
+        assert!(
+            !m.capturing.contains(&key),
+            "{key:?} recorded on while captured into a graph"
+        );
         m.counts.markers += 1;
         m.next_marker += 1;
         let id = m.next_marker;
@@ -286,7 +319,10 @@ impl Syncer for RecordingSyncer {
         Ok(())
     }
     fn is_idle(&self, key: StreamKey) -> Result<bool> {
-        assert!(!key.needs_marker(), "{key:?} cannot be queried by name later");
+        assert!(
+            !key.needs_marker(),
+            "{key:?} cannot be queried by name later"
+        );
         let mut m = self.model();
         m.counts.idle_queries += 1;
         let idle = m.next() % 100 < m.idle_percent;
@@ -297,7 +333,10 @@ impl Syncer for RecordingSyncer {
         Ok(idle)
     }
     fn sync_stream(&self, key: StreamKey) -> Result<()> {
-        assert!(!key.needs_marker(), "{key:?} cannot be synchronized by name later");
+        assert!(
+            !key.needs_marker(),
+            "{key:?} cannot be synchronized by name later"
+        );
         let mut m = self.model();
         m.counts.syncs += 1;
         let snap = m.snapshot(key);
@@ -337,7 +376,10 @@ pub(crate) struct ModelUpstream {
 impl ModelUpstream {
     /// `inner` (for example a simulated device) watched by `syncer`'s model.
     pub(crate) fn new(inner: AnyResource, syncer: &RecordingSyncer) -> Self {
-        Self { inner, syncer: syncer.clone() }
+        Self {
+            inner,
+            syncer: syncer.clone(),
+        }
     }
 
     /// Memory comes back: on `stream` (stream-ordered: that stream's pending work is fine), or
@@ -346,8 +388,10 @@ impl ModelUpstream {
         let len = align_up(bytes, DEFAULT_ALIGNMENT).unwrap_or(bytes);
         let on = stream.map(|s| self.syncer.key(s));
         let mut m = self.syncer.model();
-        m.clear(ptr as usize, ptr as usize + len, |m, t, point| Some(t) == on || m.completed(t, point))
-            .map_err(Error::invalid)
+        m.clear(ptr as usize, ptr as usize + len, |m, t, point| {
+            Some(t) == on || m.completed(t, point)
+        })
+        .map_err(Error::invalid)
     }
 }
 
@@ -358,17 +402,29 @@ impl MemoryResource for ModelUpstream {
         let p = self.inner.allocate(Stream::DEFAULT, bytes, alignment)?;
         let len = align_up(bytes, DEFAULT_ALIGNMENT).unwrap_or(bytes);
         let key = self.syncer.key(stream);
-        self.syncer.model().add_obligation(key, p as usize, len).map_err(Error::invalid)?;
+        self.syncer
+            .model()
+            .add_obligation(key, p as usize, len)
+            .map_err(Error::invalid)?;
         Ok(p)
     }
     fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
         self.inner.allocate_sync(bytes, alignment)
     }
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         self.released(Some(stream), ptr, bytes)?;
         // SAFETY: forwarded caller contract; the model checked the stream order above, so the real
         // upstream frees in default-stream order (a fake handle must never reach CUDA).
-        unsafe { self.inner.deallocate(Stream::DEFAULT, ptr, bytes, alignment) }
+        unsafe {
+            self.inner
+                .deallocate(Stream::DEFAULT, ptr, bytes, alignment)
+        }
     }
     unsafe fn deallocate_sync(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
         self.released(None, ptr, bytes)?;
@@ -466,7 +522,11 @@ struct Live {
 /// Runs `ops` against `mr`, checking after every step that live blocks never overlap, are aligned
 /// as asked, are handed out in stream order (the model), and that the accounting is exact. Frees
 /// everything at the end and gives it back. Returns the number of operations run.
-pub(crate) fn drive<R: Subject>(mr: &R, syncer: &RecordingSyncer, ops: &[Op]) -> std::result::Result<usize, String> {
+pub(crate) fn drive<R: Subject>(
+    mr: &R,
+    syncer: &RecordingSyncer,
+    ops: &[Op],
+) -> std::result::Result<usize, String> {
     let streams = test_streams();
     let mut live: Vec<Live> = Vec::new();
     let mut by_addr: BTreeMap<usize, usize> = BTreeMap::new();
@@ -481,7 +541,9 @@ pub(crate) fn drive<R: Subject>(mr: &R, syncer: &RecordingSyncer, ops: &[Op]) ->
             match naming(stream, || mr.allocate(stream, bytes, alignment)) {
                 Ok(p) => {
                     if expected.is_some() {
-                        return Err(format!("{bytes} bytes aligned to {alignment} should have failed"));
+                        return Err(format!(
+                            "{bytes} bytes aligned to {alignment} should have failed"
+                        ));
                     }
                     let ptr = p as usize;
                     if ptr % alignment != 0 {
@@ -489,21 +551,35 @@ pub(crate) fn drive<R: Subject>(mr: &R, syncer: &RecordingSyncer, ops: &[Op]) ->
                     }
                     let (start, len) = mr.footprint(ptr, bytes, alignment);
                     if ptr < start || ptr + bytes > start + len {
-                        return Err(format!("{ptr:#x}+{bytes} outside its footprint {start:#x}+{len}"));
+                        return Err(format!(
+                            "{ptr:#x}+{bytes} outside its footprint {start:#x}+{len}"
+                        ));
                     }
                     if let Some((&a, &e)) = by_addr.range(..start + len).next_back() {
                         if e > start {
-                            return Err(format!("[{start:#x}, +{len}) overlaps live [{a:#x}, {e:#x})"));
+                            return Err(format!(
+                                "[{start:#x}, +{len}) overlaps live [{a:#x}, {e:#x})"
+                            ));
                         }
                     }
                     syncer.model().allocated(key, start, len)?;
                     by_addr.insert(start, start + len);
                     held += len;
-                    live.push(Live { ptr, bytes, alignment, start, len });
+                    live.push(Live {
+                        ptr,
+                        bytes,
+                        alignment,
+                        start,
+                        len,
+                    });
                 }
                 Err(e) => match expected {
                     Some(ok) if ok(&e) => {}
-                    Some(_) => return Err(format!("{bytes} bytes aligned to {alignment}: wrong error {e}")),
+                    Some(_) => {
+                        return Err(format!(
+                            "{bytes} bytes aligned to {alignment}: wrong error {e}"
+                        ))
+                    }
                     None if e.is_out_of_memory() => {}
                     None => return Err(format!("{bytes} bytes aligned to {alignment}: {e}")),
                 },
@@ -515,17 +591,22 @@ pub(crate) fn drive<R: Subject>(mr: &R, syncer: &RecordingSyncer, ops: &[Op]) ->
             held -= b.len;
             // SAFETY: `b.ptr` came from `mr.allocate` with these arguments; the fake streams have
             // no work queued, and the model tracks the order of its reuse.
-            naming(stream, || unsafe { mr.deallocate(stream, b.ptr as *mut u8, b.bytes, b.alignment) })
-                .map_err(|e| e.to_string())?;
+            naming(stream, || unsafe {
+                mr.deallocate(stream, b.ptr as *mut u8, b.bytes, b.alignment)
+            })
+            .map_err(|e| e.to_string())?;
         } else if kind >= 98 {
             mr.release().map_err(|e| format!("release: {e}"))?;
         }
         mr.check_accounting(held);
     }
     for b in live.drain(..) {
-        syncer.model().freed(syncer.key(Stream::DEFAULT), b.start, b.len);
+        syncer
+            .model()
+            .freed(syncer.key(Stream::DEFAULT), b.start, b.len);
         // SAFETY: as above.
-        unsafe { mr.deallocate(Stream::DEFAULT, b.ptr as *mut u8, b.bytes, b.alignment) }.map_err(|e| e.to_string())?;
+        unsafe { mr.deallocate(Stream::DEFAULT, b.ptr as *mut u8, b.bytes, b.alignment) }
+            .map_err(|e| e.to_string())?;
     }
     mr.check_accounting(0);
     Ok(ops.len())
@@ -545,7 +626,13 @@ impl Drop for Done<'_> {
 /// is filled with its thread's byte and checked before it is freed, the model checks stream order,
 /// and at the end nothing is held; meanwhile an observer checks the books stay balanced. `mr`
 /// must hand out host memory.
-pub(crate) fn stress_threads<R: Subject>(mr: &R, syncer: &RecordingSyncer, threads: usize, ops: usize, max_bytes: usize) {
+pub(crate) fn stress_threads<R: Subject>(
+    mr: &R,
+    syncer: &RecordingSyncer,
+    threads: usize,
+    ops: usize,
+    max_bytes: usize,
+) {
     let running = std::sync::atomic::AtomicUsize::new(threads);
     std::thread::scope(|scope| {
         let running = &running;
@@ -558,7 +645,13 @@ pub(crate) fn stress_threads<R: Subject>(mr: &R, syncer: &RecordingSyncer, threa
         for t in 0..threads {
             scope.spawn(move || {
                 let _done = Done(running);
-                let streams = [fake_stream(100 + t), fake_stream(1), fake_stream(2), fake_foreign_stream(t), Stream::PER_THREAD];
+                let streams = [
+                    fake_stream(100 + t),
+                    fake_stream(1),
+                    fake_stream(2),
+                    fake_foreign_stream(t),
+                    Stream::PER_THREAD,
+                ];
                 let mut live: Vec<(*mut u8, usize, usize, usize, usize)> = Vec::new();
                 let mut x = 0x1234_5678_u64 + t as u64;
                 for _ in 0..ops {
@@ -567,7 +660,13 @@ pub(crate) fn stress_threads<R: Subject>(mr: &R, syncer: &RecordingSyncer, threa
                     x ^= x << 17;
                     let stream = streams[(x >> 8) as usize % streams.len()];
                     if x % 5 < 3 || live.is_empty() {
-                        let bytes = 1 + (x >> 20) as usize % if x % 7 == 0 { max_bytes } else { max_bytes.min(4096) };
+                        let bytes = 1
+                            + (x >> 20) as usize
+                                % if x % 7 == 0 {
+                                    max_bytes
+                                } else {
+                                    max_bytes.min(4096)
+                                };
                         let alignment = if x % 11 == 0 { 4096 } else { 256 };
                         if mr.must_fail(bytes, alignment).is_some() {
                             continue;
@@ -579,25 +678,38 @@ pub(crate) fn stress_threads<R: Subject>(mr: &R, syncer: &RecordingSyncer, threa
                         };
                         assert_eq!(p as usize % alignment, 0);
                         let (start, len) = mr.footprint(p as usize, bytes, alignment);
-                        syncer.model().allocated(syncer.key(stream), start, len).unwrap();
+                        syncer
+                            .model()
+                            .allocated(syncer.key(stream), start, len)
+                            .unwrap();
                         // SAFETY: host memory, `bytes` bytes, handed to this thread alone.
                         unsafe { std::ptr::write_bytes(p, t as u8, bytes) };
                         live.push((p, bytes, alignment, start, len));
                     } else {
-                        let (p, bytes, alignment, start, len) = live.swap_remove((x >> 3) as usize % live.len());
+                        let (p, bytes, alignment, start, len) =
+                            live.swap_remove((x >> 3) as usize % live.len());
                         // SAFETY: as above; nobody else may have written to it.
-                        let intact = unsafe { std::slice::from_raw_parts(p, bytes) }.iter().all(|&b| b == t as u8);
+                        let intact = unsafe { std::slice::from_raw_parts(p, bytes) }
+                            .iter()
+                            .all(|&b| b == t as u8);
                         assert!(intact, "thread {t}: a block was handed to someone else too");
                         syncer.model().freed(syncer.key(stream), start, len);
                         // SAFETY: from allocate above with these arguments.
-                        naming(stream, || unsafe { mr.deallocate(stream, p, bytes, alignment) }).unwrap();
+                        naming(stream, || unsafe {
+                            mr.deallocate(stream, p, bytes, alignment)
+                        })
+                        .unwrap();
                     }
                 }
                 for (p, bytes, alignment, start, len) in live {
-                    syncer.model().freed(syncer.key(Stream::PER_THREAD), start, len);
+                    syncer
+                        .model()
+                        .freed(syncer.key(Stream::PER_THREAD), start, len);
                     // SAFETY: as above.
-                    naming(Stream::PER_THREAD, || unsafe { mr.deallocate(Stream::PER_THREAD, p, bytes, alignment) })
-                        .unwrap();
+                    naming(Stream::PER_THREAD, || unsafe {
+                        mr.deallocate(Stream::PER_THREAD, p, bytes, alignment)
+                    })
+                    .unwrap();
                 }
             });
         }

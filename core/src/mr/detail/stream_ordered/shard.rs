@@ -28,19 +28,36 @@ pub(crate) struct CacheLimits {
 impl CacheLimits {
     /// What the resources use: blocks up to 4 MiB (the largest default bin), 16 recent blocks,
     /// 8 to 64 MiB per shard, 16 MiB refills.
-    pub(crate) const DEFAULT: CacheLimits =
-        CacheLimits { max_block: 4 << 20, recent: 16, min_bytes: 8 << 20, max_bytes: 64 << 20, refill: 16 << 20 };
+    pub(crate) const DEFAULT: CacheLimits = CacheLimits {
+        max_block: 4 << 20,
+        recent: 16,
+        min_bytes: 8 << 20,
+        max_bytes: 64 << 20,
+        refill: 16 << 20,
+    };
     /// No caching: every call goes to the shared list (for comparisons and some tests).
     #[cfg(test)]
-    pub(crate) const OFF: CacheLimits = CacheLimits { max_block: 0, recent: 0, min_bytes: 0, max_bytes: 0, refill: 0 };
+    pub(crate) const OFF: CacheLimits = CacheLimits {
+        max_block: 0,
+        recent: 0,
+        min_bytes: 0,
+        max_bytes: 0,
+        refill: 0,
+    };
     /// Small limits, so the tests' small pools exercise every shard path (refills, the list,
     /// evictions to the shared list, budgets that follow the pool's size).
     #[cfg(test)]
-    pub(crate) const TIGHT: CacheLimits =
-        CacheLimits { max_block: 64 << 10, recent: 2, min_bytes: 16 << 10, max_bytes: 256 << 10, refill: 32 << 10 };
+    pub(crate) const TIGHT: CacheLimits = CacheLimits {
+        max_block: 64 << 10,
+        recent: 2,
+        min_bytes: 16 << 10,
+        max_bytes: 256 << 10,
+        refill: 32 << 10,
+    };
     /// The three configurations the property tests pick from.
     #[cfg(test)]
-    pub(crate) const ALL: [CacheLimits; 3] = [CacheLimits::OFF, CacheLimits::DEFAULT, CacheLimits::TIGHT];
+    pub(crate) const ALL: [CacheLimits; 3] =
+        [CacheLimits::OFF, CacheLimits::DEFAULT, CacheLimits::TIGHT];
 
     pub(super) fn enabled(&self) -> bool {
         self.max_block > 0
@@ -65,7 +82,9 @@ pub(super) type Regions = Arc<[(usize, usize)]>;
 
 /// The start of the region of `regions` that holds `[addr, addr + size)`.
 pub(super) fn region_in(regions: &[(usize, usize)], addr: usize, size: usize) -> Option<usize> {
-    let i = regions.partition_point(|&(start, _)| start <= addr).checked_sub(1)?;
+    let i = regions
+        .partition_point(|&(start, _)| start <= addr)
+        .checked_sub(1)?;
     let (start, len) = regions[i];
     (addr.checked_add(size)? <= start + len).then_some(start)
 }
@@ -117,9 +136,17 @@ impl Shard {
     /// and when a thread allocates on one stream and frees on another (RMM's multi-stream shape)
     /// none of them is usable, so a scan of all of them cost every allocation a few hundred
     /// instructions for nothing.
-    pub(super) fn take(&mut self, key: StreamKey, size: usize, alignment: usize, depth: usize) -> Option<usize> {
+    pub(super) fn take(
+        &mut self,
+        key: StreamKey,
+        size: usize,
+        alignment: usize,
+        depth: usize,
+    ) -> Option<usize> {
         let from = self.recent.len().saturating_sub(depth);
-        let latest = self.recent[from..].iter().rposition(|b| b.size == size && b.addr % alignment == 0 && b.tag.only(key));
+        let latest = self.recent[from..]
+            .iter()
+            .rposition(|b| b.size == size && b.addr % alignment == 0 && b.tag.only(key));
         if let Some(i) = latest.map(|i| from + i) {
             let b = self.recent.remove(i);
             self.recent_bytes -= size;
@@ -137,8 +164,15 @@ impl Shard {
         let mut out: Vec<Cached> = self.recent.drain(..k).collect();
         self.recent_bytes -= out.iter().map(|b| b.size).sum::<usize>();
         while self.bytes() > target {
-            let Some(b) = self.free.pop_smallest() else { break };
-            out.push(Cached { addr: b.addr, size: b.size, region: b.region, tag: b.tag });
+            let Some(b) = self.free.pop_smallest() else {
+                break;
+            };
+            out.push(Cached {
+                addr: b.addr,
+                size: b.size,
+                region: b.region,
+                tag: b.tag,
+            });
         }
         k = 0;
         while self.bytes() > target && k < self.recent.len() {
@@ -153,7 +187,12 @@ impl Shard {
 /// The best fit in `list` for `size` bytes at an `alignment`-aligned address among the blocks
 /// `key` may use without any ordering (untagged, or pending on `key` alone), as `(block, start, end
 /// of the block)`.
-pub(super) fn best_unordered(list: &FreeList<Pending>, key: StreamKey, size: usize, alignment: usize) -> Option<(usize, usize, usize)> {
+pub(super) fn best_unordered(
+    list: &FreeList<Pending>,
+    key: StreamKey,
+    size: usize,
+    alignment: usize,
+) -> Option<(usize, usize, usize)> {
     [TagClass::Empty, TagClass::Owner(key)]
         .into_iter()
         .filter_map(|class| list.fits_in(class, size, alignment).next())

@@ -11,7 +11,6 @@ use crate::error::{Error, Result};
 use super::key::{Marker, MarkerToken, StreamKey};
 use super::lock;
 
-
 /// The driver work stream ordering needs, behind one small interface so that host mode makes no
 /// CUDA call at all and the tests can count (and check) every wait.
 pub(crate) trait Syncer: Send + Sync + fmt::Debug {
@@ -108,7 +107,10 @@ impl EventPool {
     }
 
     pub(super) fn put(&self, event: Event) {
-        lock(&self.free).entry(event.device()).or_default().push(event);
+        lock(&self.free)
+            .entry(event.device())
+            .or_default()
+            .push(event);
     }
 }
 
@@ -120,7 +122,9 @@ pub(crate) struct PooledEvent {
 
 impl PooledEvent {
     pub(super) fn event(&self) -> &Event {
-        self.event.as_ref().expect("a pooled event is present until dropped")
+        self.event
+            .as_ref()
+            .expect("a pooled event is present until dropped")
     }
 }
 
@@ -164,7 +168,10 @@ impl CudaSyncer {
         }
         let device = self.device_of(key)?;
         let _guard = DeviceGuard::new(device)?;
-        let event = PooledEvent { event: Some(self.events.get(device)?), pool: self.events.clone() };
+        let event = PooledEvent {
+            event: Some(self.events.get(device)?),
+            pool: self.events.clone(),
+        };
         event.event().record(key.stream())?;
         Ok(Some(event))
     }
@@ -172,7 +179,9 @@ impl CudaSyncer {
     /// For a stream that is gone: its remaining work still runs, and only a device-wide
     /// synchronization (of every device: we no longer know its own) waits for it.
     pub(super) fn synchronize_everything(key: StreamKey) -> Result<()> {
-        tracing::debug!("{key:?} was destroyed with blocks still tagged: synchronizing every device");
+        tracing::debug!(
+            "{key:?} was destroyed with blocks still tagged: synchronizing every device"
+        );
         for device in 0..cuda::device_count()? {
             let _guard = DeviceGuard::new(device)?;
             cuda::memory::device_synchronize()?;

@@ -17,9 +17,24 @@ struct Rig {
 fn rig(initial: usize, growth: Growth, cache: CacheLimits) -> Rig {
     let syncer = RecordingSyncer::new(0, 1);
     let device = SimulatedMemoryResource::new(64 << 20).unwrap();
-    let upstream = AnyResource::new(ModelUpstream::new(AnyResource::new(device.clone()), &syncer));
-    let core = Core::new("test_core", upstream, Arc::new(syncer.clone()), growth, cache, initial).unwrap();
-    Rig { core, syncer, device }
+    let upstream = AnyResource::new(ModelUpstream::new(
+        AnyResource::new(device.clone()),
+        &syncer,
+    ));
+    let core = Core::new(
+        "test_core",
+        upstream,
+        Arc::new(syncer.clone()),
+        growth,
+        cache,
+        initial,
+    )
+    .unwrap();
+    Rig {
+        core,
+        syncer,
+        device,
+    }
 }
 
 impl Rig {
@@ -38,7 +53,12 @@ impl Rig {
 
     /// Open batches in the shards and orphans.
     fn open_batches(&self) -> usize {
-        self.core.shards.iter().map(|s| lock(&s.0).open.len()).sum::<usize>() + lock(&self.core.orphans).len()
+        self.core
+            .shards
+            .iter()
+            .map(|s| lock(&s.0).open.len())
+            .sum::<usize>()
+            + lock(&self.core.orphans).len()
     }
 }
 
@@ -56,7 +76,11 @@ fn same_stream_reuse_needs_no_wait() {
             r.free(a, q, 3 * KIB);
         }
         assert_eq!(r.syncer.counts().stream_waits, 0);
-        assert_eq!(r.syncer.counts().markers, 0, "no event is recorded on a free");
+        assert_eq!(
+            r.syncer.counts().markers,
+            0,
+            "no event is recorded on a free"
+        );
         assert_eq!(r.core.stats().pool_size, 4 * KIB, "no growth");
     }
 }
@@ -80,7 +104,11 @@ fn cross_stream_reuse_waits_once_then_the_rest_belongs_to_the_new_stream() {
         r.free(b, q, KIB);
         r.free(b, q2, KIB);
         r.free(a, p2, KIB);
-        assert_eq!(r.core.stats().pool_size, 4 * KIB, "reuse across streams, no growth");
+        assert_eq!(
+            r.core.stats().pool_size,
+            4 * KIB,
+            "reuse across streams, no growth"
+        );
     }
 }
 
@@ -93,7 +121,11 @@ fn coalesced_blocks_remember_every_stream() {
     r.free(a, p, KIB);
     r.free(b, q, KIB);
     let x = r.alloc(c, 2 * KIB);
-    assert_eq!(r.syncer.counts().stream_waits, 2, "C waits for both A and B");
+    assert_eq!(
+        r.syncer.counts().stream_waits,
+        2,
+        "C waits for both A and B"
+    );
     r.free(c, x, 2 * KIB);
 }
 
@@ -119,7 +151,9 @@ fn a_block_of_the_own_stream_is_preferred_whatever_its_size_rank() {
     let (a, b) = (fake_stream(1), fake_stream(2));
     // 20 separate 1 KiB holes freed on A (more than the 16 best fits looked at before), then a
     // 4 KiB block freed on B: B's 1 KiB request takes its own block and waits for nobody.
-    let holes: Vec<usize> = (0..20).map(|_| (r.alloc(a, KIB), r.alloc(a, KIB)).0).collect();
+    let holes: Vec<usize> = (0..20)
+        .map(|_| (r.alloc(a, KIB), r.alloc(a, KIB)).0)
+        .collect();
     let pb = r.alloc(b, 4 * KIB);
     let _fence = r.alloc(a, KIB);
     let _tail = r.alloc(a, 64 * KIB - 45 * KIB);
@@ -138,7 +172,12 @@ fn a_block_of_the_own_stream_is_preferred_whatever_its_size_rank() {
 #[test]
 fn when_no_block_is_free_of_waits_the_fewest_waits_win_then_the_best_fit() {
     let r = rig(16 * KIB, POOL, CacheLimits::OFF);
-    let (a, b, c, d) = (fake_stream(1), fake_stream(2), fake_stream(3), fake_stream(4));
+    let (a, b, c, d) = (
+        fake_stream(1),
+        fake_stream(2),
+        fake_stream(3),
+        fake_stream(4),
+    );
     // A 2 KiB block pending on A and B (coalesced), a 3 KiB block pending on C alone.
     let pa = r.alloc(a, KIB);
     let pb = r.alloc(b, KIB);
@@ -169,7 +208,11 @@ fn the_default_handles_are_one_stream() {
     r.free(Stream::DEFAULT, p, KIB);
     let q = r.alloc(Stream::LEGACY, KIB);
     assert_eq!(q, p);
-    assert_eq!(r.syncer.counts().stream_waits, 0, "0 and cudaStreamLegacy are the same stream");
+    assert_eq!(
+        r.syncer.counts().stream_waits,
+        0,
+        "0 and cudaStreamLegacy are the same stream"
+    );
     r.free(Stream::LEGACY, q, KIB);
 }
 
@@ -196,7 +239,11 @@ fn per_thread_default_streams_are_per_thread() {
     let c = r.syncer.counts();
     assert_eq!((c.marker_waits, c.stream_waits), (1, 0));
     let _ = r.alloc(fake_stream(1), KIB);
-    assert_eq!(r.syncer.counts().marker_waits, 2, "an ordinary stream waits for the other thread's marker");
+    assert_eq!(
+        r.syncer.counts().marker_waits,
+        2,
+        "an ordinary stream waits for the other thread's marker"
+    );
 }
 
 #[test]
@@ -206,13 +253,21 @@ fn a_retired_stream_is_never_recorded_on_again() {
     let p = r.alloc(a, KIB);
     r.free(a, p, KIB);
     r.core.retire(a);
-    assert_eq!(r.syncer.counts().markers, 1, "one marker replaces the stream in the tags");
+    assert_eq!(
+        r.syncer.counts().markers,
+        1,
+        "one marker replaces the stream in the tags"
+    );
     let q = r.alloc(b, KIB);
     let c = r.syncer.counts();
     assert_eq!((c.stream_waits, c.marker_waits), (0, 1));
     r.free(b, q, KIB);
     r.core.retire(fake_stream(9));
-    assert_eq!(r.syncer.counts().markers, 1, "retiring an unknown stream records nothing");
+    assert_eq!(
+        r.syncer.counts().markers,
+        1,
+        "retiring an unknown stream records nothing"
+    );
 }
 
 #[test]
@@ -227,19 +282,36 @@ fn release_unused_synchronizes_then_returns_whole_regions() {
     assert_eq!(r.core.release_unused().unwrap(), 4 * KIB);
     assert!(r.syncer.counts().syncs >= 1);
     let s = r.core.stats();
-    assert_eq!((s.pool_size, s.used, s.upstream_blocks), (4 * KIB, 4 * KIB, 1));
+    assert_eq!(
+        (s.pool_size, s.used, s.upstream_blocks),
+        (4 * KIB, 4 * KIB, 1)
+    );
     r.free(a, q, 4 * KIB);
     assert_eq!(r.core.release_unused().unwrap(), 4 * KIB);
     assert_eq!(r.device.usage().allocated_bytes, 0);
-    assert_eq!(r.core.stats(), CoreStats { upstream_allocations: 2, upstream_releases: 2, ..Default::default() });
+    assert_eq!(
+        r.core.stats(),
+        CoreStats {
+            upstream_allocations: 2,
+            upstream_releases: 2,
+            ..Default::default()
+        }
+    );
 }
 
 #[test]
 fn idle_streams_are_dropped_from_tags_on_release() {
     let syncer = RecordingSyncer::new(100, 7);
     let device = SimulatedMemoryResource::new(1 << 20).unwrap();
-    let core = Core::new("t", AnyResource::new(device), Arc::new(syncer.clone()), POOL, CacheLimits::OFF, 2 * KIB)
-        .unwrap();
+    let core = Core::new(
+        "t",
+        AnyResource::new(device),
+        Arc::new(syncer.clone()),
+        POOL,
+        CacheLimits::OFF,
+        2 * KIB,
+    )
+    .unwrap();
     let (a, b) = (fake_stream(1), fake_stream(2));
     let p = core.allocate(a, KIB, 256).unwrap();
     let _keep = core.allocate(a, KIB, 256).unwrap();
@@ -247,15 +319,26 @@ fn idle_streams_are_dropped_from_tags_on_release() {
     core.release_unused().unwrap();
     assert_eq!(syncer.counts().idle_queries, 1);
     let _ = core.allocate(b, KIB, 256).unwrap();
-    assert_eq!(syncer.counts().stream_waits, 0, "A was idle: B needs no wait");
+    assert_eq!(
+        syncer.counts().stream_waits,
+        0,
+        "A was idle: B needs no wait"
+    );
 }
 
 #[test]
 fn growth_follows_rmm_and_halves_on_upstream_exhaustion() {
     let syncer = RecordingSyncer::new(0, 1);
     let device = SimulatedMemoryResource::new(10 * KIB).unwrap();
-    let core =
-        Core::new("t", AnyResource::new(device.clone()), Arc::new(syncer), POOL, CacheLimits::OFF, 0).unwrap();
+    let core = Core::new(
+        "t",
+        AnyResource::new(device.clone()),
+        Arc::new(syncer),
+        POOL,
+        CacheLimits::OFF,
+        0,
+    )
+    .unwrap();
     let s = fake_stream(1);
     let _a = core.allocate(s, KIB, 256).unwrap();
     assert_eq!(core.pool_size(), KIB, "from empty: the request");
@@ -269,7 +352,10 @@ fn growth_follows_rmm_and_halves_on_upstream_exhaustion() {
     // 2 KiB of that region is left and the device is full.
     let err = core.allocate(s, 3 * KIB, 256).unwrap_err();
     assert!(err.is_out_of_memory());
-    assert!(err.to_string().contains("Maximum pool size exceeded"), "{err}");
+    assert!(
+        err.to_string().contains("Maximum pool size exceeded"),
+        "{err}"
+    );
     assert!(core.allocate(s, 2 * KIB, 256).is_ok());
     assert_eq!(device.usage().allocated_bytes, 10 * KIB);
 }
@@ -278,24 +364,51 @@ fn growth_follows_rmm_and_halves_on_upstream_exhaustion() {
 fn a_maximum_grows_by_half_the_remainder() {
     let syncer = RecordingSyncer::new(0, 1);
     let device = SimulatedMemoryResource::new(1 << 20).unwrap();
-    let growth = Growth::Pool { maximum: Some(64 * KIB) };
-    let core = Core::new("t", AnyResource::new(device), Arc::new(syncer), growth, CacheLimits::OFF, 0).unwrap();
+    let growth = Growth::Pool {
+        maximum: Some(64 * KIB),
+    };
+    let core = Core::new(
+        "t",
+        AnyResource::new(device),
+        Arc::new(syncer),
+        growth,
+        CacheLimits::OFF,
+        0,
+    )
+    .unwrap();
     let s = fake_stream(1);
     let _a = core.allocate(s, KIB, 256).unwrap();
     assert_eq!(core.pool_size(), 32 * KIB);
     let _b = core.allocate(s, 32 * KIB, 256).unwrap();
-    assert_eq!(core.pool_size(), 64 * KIB, "the request is more than half the remainder");
+    assert_eq!(
+        core.pool_size(),
+        64 * KIB,
+        "the request is more than half the remainder"
+    );
     let err = core.allocate(s, 31 * KIB + 512, 256).unwrap_err();
-    assert!(err.to_string().contains("Maximum pool size exceeded"), "{err}");
-    assert!(core.allocate(s, 31 * KIB, 256).is_ok(), "still usable after the failure");
+    assert!(
+        err.to_string().contains("Maximum pool size exceeded"),
+        "{err}"
+    );
+    assert!(
+        core.allocate(s, 31 * KIB, 256).is_ok(),
+        "still usable after the failure"
+    );
 }
 
 #[test]
 fn out_of_memory_gives_back_free_regions_and_retries() {
     let syncer = RecordingSyncer::new(0, 1);
     let device = SimulatedMemoryResource::new(8 * KIB).unwrap();
-    let core =
-        Core::new("t", AnyResource::new(device.clone()), Arc::new(syncer), POOL, CacheLimits::DEFAULT, 0).unwrap();
+    let core = Core::new(
+        "t",
+        AnyResource::new(device.clone()),
+        Arc::new(syncer),
+        POOL,
+        CacheLimits::DEFAULT,
+        0,
+    )
+    .unwrap();
     let s = fake_stream(1);
     let a = core.allocate(s, 2 * KIB, 256).unwrap();
     let b = core.allocate(s, 2 * KIB, 256).unwrap();
@@ -312,12 +425,28 @@ fn out_of_memory_gives_back_free_regions_and_retries() {
 fn fixed_chunks_are_carved_in_whole_blocks() {
     let syncer = RecordingSyncer::new(0, 1);
     let device = SimulatedMemoryResource::new(10 * KIB).unwrap();
-    let growth = Growth::Chunks { chunk: 8 * KIB, unit: KIB };
-    let core =
-        Core::new("t", AnyResource::new(device.clone()), Arc::new(syncer), growth, CacheLimits::OFF, 0).unwrap();
+    let growth = Growth::Chunks {
+        chunk: 8 * KIB,
+        unit: KIB,
+    };
+    let core = Core::new(
+        "t",
+        AnyResource::new(device.clone()),
+        Arc::new(syncer),
+        growth,
+        CacheLimits::OFF,
+        0,
+    )
+    .unwrap();
     let s = fake_stream(1);
-    let blocks: Vec<usize> = (0..10).map(|_| core.allocate(s, KIB, 256).unwrap()).collect();
-    assert_eq!(core.pool_size(), 10 * KIB, "8 KiB, then halved to the 2 KiB that was left");
+    let blocks: Vec<usize> = (0..10)
+        .map(|_| core.allocate(s, KIB, 256).unwrap())
+        .collect();
+    assert_eq!(
+        core.pool_size(),
+        10 * KIB,
+        "8 KiB, then halved to the 2 KiB that was left"
+    );
     assert!(core.allocate(s, KIB, 256).unwrap_err().is_out_of_memory());
     for b in blocks {
         core.deallocate(s, b, KIB, false).unwrap();
@@ -332,19 +461,49 @@ fn fixed_lists_refuse_what_is_not_a_free_block() {
     for cache in [CacheLimits::OFF, CacheLimits::DEFAULT] {
         let syncer = RecordingSyncer::new(0, 1);
         let device = SimulatedMemoryResource::new(64 * KIB).unwrap();
-        let growth = Growth::Chunks { chunk: 4 * KIB, unit: KIB };
-        let core = Core::new("t", AnyResource::new(device.clone()), Arc::new(syncer), growth, cache, 4 * KIB).unwrap();
+        let growth = Growth::Chunks {
+            chunk: 4 * KIB,
+            unit: KIB,
+        };
+        let core = Core::new(
+            "t",
+            AnyResource::new(device.clone()),
+            Arc::new(syncer),
+            growth,
+            cache,
+            4 * KIB,
+        )
+        .unwrap();
         let s = fake_stream(1);
         let a = core.allocate(s, KIB, 256).unwrap();
         let b = core.allocate(s, KIB, 256).unwrap();
-        assert!(matches!(core.deallocate(s, a + 256, KIB, false), Err(Error::InvalidArgument(_))), "inside a block");
-        assert!(matches!(core.deallocate(s, a, 2 * KIB, false), Err(Error::InvalidArgument(_))), "two blocks at once");
-        assert!(matches!(core.allocate(s, 512, 256), Err(Error::InvalidArgument(_))), "not the block size");
+        assert!(
+            matches!(
+                core.deallocate(s, a + 256, KIB, false),
+                Err(Error::InvalidArgument(_))
+            ),
+            "inside a block"
+        );
+        assert!(
+            matches!(
+                core.deallocate(s, a, 2 * KIB, false),
+                Err(Error::InvalidArgument(_))
+            ),
+            "two blocks at once"
+        );
+        assert!(
+            matches!(core.allocate(s, 512, 256), Err(Error::InvalidArgument(_))),
+            "not the block size"
+        );
         core.deallocate(s, a, KIB, false).unwrap();
         assert!(core.deallocate(s, a, KIB, false).is_err(), "double free");
         core.deallocate(s, b, KIB, false).unwrap();
         core.check_invariants();
-        assert_eq!(core.release_unused().unwrap(), 4 * KIB, "the chunk is wholly free again");
+        assert_eq!(
+            core.release_unused().unwrap(),
+            4 * KIB,
+            "the chunk is wholly free again"
+        );
         assert_eq!(device.usage().allocated_bytes, 0);
     }
 }
@@ -355,12 +514,27 @@ fn bad_frees_are_errors() {
     let s = fake_stream(1);
     let p = r.core.allocate(s, KIB, 256).unwrap();
     r.core.deallocate(s, p, KIB, false).unwrap();
-    assert!(matches!(r.core.deallocate(s, p, KIB, false), Err(Error::InvalidArgument(_))), "double free");
-    assert!(matches!(r.core.deallocate(s, 0x100, KIB, false), Err(Error::InvalidArgument(_))), "foreign pointer");
+    assert!(
+        matches!(
+            r.core.deallocate(s, p, KIB, false),
+            Err(Error::InvalidArgument(_))
+        ),
+        "double free"
+    );
+    assert!(
+        matches!(
+            r.core.deallocate(s, 0x100, KIB, false),
+            Err(Error::InvalidArgument(_))
+        ),
+        "foreign pointer"
+    );
     let cached = rig(4 * KIB, POOL, CacheLimits::DEFAULT);
     let p = cached.core.allocate(s, KIB, 256).unwrap();
     cached.core.deallocate(s, p, KIB, false).unwrap();
-    assert!(cached.core.deallocate(s, p, KIB, false).is_err(), "double free into the cache");
+    assert!(
+        cached.core.deallocate(s, p, KIB, false).is_err(),
+        "double free into the cache"
+    );
 }
 
 #[test]
@@ -371,10 +545,17 @@ fn drop_synchronizes_and_returns_everything() {
     let q = r.alloc(b, 8 * KIB);
     r.free(a, p, 2 * KIB);
     r.free(b, q, 8 * KIB);
-    let Rig { core, syncer, device } = r;
+    let Rig {
+        core,
+        syncer,
+        device,
+    } = r;
     drop(core);
     assert_eq!(device.usage().allocated_bytes, 0);
-    assert!(syncer.counts().syncs >= 2, "A and B were synchronized before release");
+    assert!(
+        syncer.counts().syncs >= 2,
+        "A and B were synchronized before release"
+    );
 }
 
 #[test]
@@ -406,7 +587,10 @@ fn a_shard_miss_refills_and_the_next_requests_stay_in_the_shard() {
     let q = r.alloc(s, 3 * KIB);
     let t = r.alloc(s, 5 * KIB);
     let st = r.core.stats();
-    assert_eq!((st.used, st.cached_bytes, st.free - st.cached_bytes), (9 * KIB, 23 * KIB, (4 << 20) - 32 * KIB));
+    assert_eq!(
+        (st.used, st.cached_bytes, st.free - st.cached_bytes),
+        (9 * KIB, 23 * KIB, (4 << 20) - 32 * KIB)
+    );
     r.free(s, t, 5 * KIB);
     r.free(s, q, 3 * KIB);
     r.free(s, p, KIB);
@@ -434,7 +618,11 @@ fn a_shard_over_budget_gives_half_back_in_one_batch() {
     for b in blocks {
         r.free(s, b, 16 * KIB);
         let st = r.core.stats();
-        assert!(st.cached_bytes <= budget, "{} bytes cached", st.cached_bytes);
+        assert!(
+            st.cached_bytes <= budget,
+            "{} bytes cached",
+            st.cached_bytes
+        );
         r.core.check_invariants();
     }
     // Nothing was lost on the way: it all coalesced back into whole regions.
@@ -468,9 +656,19 @@ fn frees_after_the_regions_changed_find_their_new_region() {
         r.core.check_invariants();
         let size = r.core.pool_size();
         assert_eq!(r.core.release_unused().unwrap(), size, "round {round}");
-        assert_eq!(r.core.stats().cached_bytes, 0, "release_unused flushes the shards");
+        assert_eq!(
+            r.core.stats().cached_bytes,
+            0,
+            "release_unused flushes the shards"
+        );
     }
-    assert!(matches!(r.core.deallocate(s, 0x100, KIB, false), Err(Error::InvalidArgument(_))), "foreign pointer");
+    assert!(
+        matches!(
+            r.core.deallocate(s, 0x100, KIB, false),
+            Err(Error::InvalidArgument(_))
+        ),
+        "foreign pointer"
+    );
 }
 
 #[test]
@@ -486,11 +684,18 @@ fn pending_tags_merge_and_subsume() {
     let m2 = Marker::new(k(3), MarkerToken::Id(2));
     t.merge(&Pending::one(PendingOn::Marker(m1)));
     t.merge(&Pending::one(PendingOn::Marker(m2.clone())));
-    assert_eq!(t.entries().len(), 3, "the later marker of a stream replaces the earlier");
+    assert_eq!(
+        t.entries().len(),
+        3,
+        "the later marker of a stream replaces the earlier"
+    );
     assert!(matches!(&t.entries()[2], PendingOn::Marker(m) if Arc::ptr_eq(m, &m2)));
     t.merge(&Pending::one(PendingOn::Stream(k(3))));
     assert_eq!(t.entries().len(), 3, "the live stream subsumes its markers");
-    assert!(t.entries().iter().all(|e| matches!(e, PendingOn::Stream(_))));
+    assert!(t
+        .entries()
+        .iter()
+        .all(|e| matches!(e, PendingOn::Stream(_))));
     assert!(Pending::default().only(k(1)));
 
     // Open batches: only themselves cover themselves, and nobody else can be ordered after them.
@@ -500,16 +705,33 @@ fn pending_tags_merge_and_subsume() {
     u.merge(&Pending::one(PendingOn::Marker(open1.clone())));
     assert_eq!(u.entries().len(), 1, "the same batch once");
     u.merge(&Pending::one(PendingOn::Marker(open2.clone())));
-    u.merge(&Pending::one(PendingOn::Marker(Marker::new(f, MarkerToken::Id(9)))));
-    assert_eq!(u.entries().len(), 3, "a closed marker covers no open batch, an open batch no other");
-    assert!(u.orderable(f) && u.only(f), "its own stream needs no ordering");
+    u.merge(&Pending::one(PendingOn::Marker(Marker::new(
+        f,
+        MarkerToken::Id(9),
+    ))));
+    assert_eq!(
+        u.entries().len(),
+        3,
+        "a closed marker covers no open batch, an open batch no other"
+    );
+    assert!(
+        u.orderable(f) && u.only(f),
+        "its own stream needs no ordering"
+    );
     assert!(!u.orderable(k(1)) && u.has_open());
     open1.close(MarkerToken::Id(10));
     open2.close(MarkerToken::Id(11));
-    assert!(u.orderable(k(1)) && !u.has_open(), "closed batches are ordinary markers");
+    assert!(
+        u.orderable(k(1)) && !u.has_open(),
+        "closed batches are ordinary markers"
+    );
     let mut w = Pending::default();
     w.merge(&u);
-    assert_eq!(w.entries().len(), 1, "of closed markers of one stream, the last closed is kept");
+    assert_eq!(
+        w.entries().len(),
+        1,
+        "of closed markers of one stream, the last closed is kept"
+    );
     assert!(matches!(&w.entries()[0], PendingOn::Marker(m) if Arc::ptr_eq(m, &open2)));
 }
 
@@ -529,8 +751,16 @@ fn frees_on_streams_nobody_may_name_later_record_one_marker_per_batch() {
                 r.free(stream, p, 256);
             }
             let c = r.syncer.counts();
-            assert_eq!(c.markers, 100 / 8, "{stream:?}, {cache:?}: one event per 8 frees");
-            assert_eq!(c.stream_waits + c.marker_waits + c.device_syncs, 0, "{stream:?}: reuse on the same stream waits for nothing");
+            assert_eq!(
+                c.markers,
+                100 / 8,
+                "{stream:?}, {cache:?}: one event per 8 frees"
+            );
+            assert_eq!(
+                c.stream_waits + c.marker_waits + c.device_syncs,
+                0,
+                "{stream:?}: reuse on the same stream waits for nothing"
+            );
             r.core.check_invariants();
         }
     }
@@ -540,7 +770,13 @@ fn frees_on_streams_nobody_may_name_later_record_one_marker_per_batch() {
 fn an_open_batch_goes_to_its_own_stream_only_then_one_device_sync_covers_it() {
     for cache in CacheLimits::ALL {
         for stream in unnamed_streams() {
-            let r = rig(64 * KIB, Growth::Pool { maximum: Some(64 * KIB) }, cache);
+            let r = rig(
+                64 * KIB,
+                Growth::Pool {
+                    maximum: Some(64 * KIB),
+                },
+                cache,
+            );
             let p = r.alloc(stream, 64 * KIB);
             r.free(stream, p, 64 * KIB);
             assert_eq!(r.syncer.counts().markers, 0, "the batch is open");
@@ -554,8 +790,16 @@ fn an_open_batch_goes_to_its_own_stream_only_then_one_device_sync_covers_it() {
             let q = r.alloc(ours, 64 * KIB);
             assert_eq!(q, p);
             let c = r.syncer.counts();
-            assert_eq!((c.device_syncs, c.markers, c.stream_waits), (1, 0, 0), "{stream:?}, {cache:?}");
-            assert_eq!(r.open_batches(), 0, "every open batch was covered and closed");
+            assert_eq!(
+                (c.device_syncs, c.markers, c.stream_waits),
+                (1, 0, 0),
+                "{stream:?}, {cache:?}"
+            );
+            assert_eq!(
+                r.open_batches(),
+                0,
+                "every open batch was covered and closed"
+            );
             r.free(ours, q, 64 * KIB);
             r.core.check_invariants();
         }
@@ -565,17 +809,31 @@ fn an_open_batch_goes_to_its_own_stream_only_then_one_device_sync_covers_it() {
 #[test]
 fn a_closed_batch_is_waited_on_by_another_stream() {
     for stream in unnamed_streams() {
-        let r = rig(64 * KIB, Growth::Pool { maximum: Some(64 * KIB) }, CacheLimits::DEFAULT);
+        let r = rig(
+            64 * KIB,
+            Growth::Pool {
+                maximum: Some(64 * KIB),
+            },
+            CacheLimits::DEFAULT,
+        );
         r.core.set_close_frees(2);
         let a = r.alloc(stream, 32 * KIB);
         let b = r.alloc(stream, 32 * KIB);
         r.free(stream, a, 32 * KIB);
         r.free(stream, b, 32 * KIB);
-        assert_eq!(r.syncer.counts().markers, 1, "the second free closed the batch of both");
+        assert_eq!(
+            r.syncer.counts().markers,
+            1,
+            "the second free closed the batch of both"
+        );
         let ours = fake_stream(2);
         let q = r.alloc(ours, 64 * KIB);
         let c = r.syncer.counts();
-        assert_eq!((c.marker_waits, c.device_syncs), (1, 0), "{stream:?}: one wait on the closing event");
+        assert_eq!(
+            (c.marker_waits, c.device_syncs),
+            (1, 0),
+            "{stream:?}: one wait on the closing event"
+        );
         r.free(ours, q, 64 * KIB);
     }
 }
@@ -598,25 +856,50 @@ fn no_event_is_recorded_into_a_graph_capture() {
         let p = r.alloc(f, 4 * KIB);
         r.free(f, p, 4 * KIB);
     }
-    assert_eq!(r.syncer.counts().markers, 1, "closed once the capture ended");
+    assert_eq!(
+        r.syncer.counts().markers,
+        1,
+        "closed once the capture ended"
+    );
     assert_eq!(r.open_batches(), 0);
 }
 
 #[test]
 fn batches_of_streams_gone_quiet_become_orphans_and_are_covered_together() {
-    let r = rig(64 * KIB, Growth::Pool { maximum: Some(64 * KIB) }, CacheLimits::DEFAULT);
+    let r = rig(
+        64 * KIB,
+        Growth::Pool {
+            maximum: Some(64 * KIB),
+        },
+        CacheLimits::DEFAULT,
+    );
     // More streams made elsewhere than a shard keeps batches of, each freeing one block and then
     // never seen again (destroyed).
     let n = MAX_OPEN + 3;
     let size = 64 * KIB / n / 256 * 256;
-    let blocks: Vec<(Stream, usize)> = (0..n).map(|i| (fake_foreign_stream(20 + i), r.alloc(fake_foreign_stream(20 + i), size))).collect();
+    let blocks: Vec<(Stream, usize)> = (0..n)
+        .map(|i| {
+            (
+                fake_foreign_stream(20 + i),
+                r.alloc(fake_foreign_stream(20 + i), size),
+            )
+        })
+        .collect();
     for &(s, p) in &blocks {
         r.free(s, p, size);
     }
-    assert_eq!(lock(&r.core.orphans).len(), n - MAX_OPEN, "the oldest batches became orphans");
+    assert_eq!(
+        lock(&r.core.orphans).len(),
+        n - MAX_OPEN,
+        "the oldest batches became orphans"
+    );
     let ours = fake_stream(4);
     let q = r.alloc(ours, 64 * KIB);
-    assert_eq!(r.syncer.counts().device_syncs, 1, "one synchronization for all of them");
+    assert_eq!(
+        r.syncer.counts().device_syncs,
+        1,
+        "one synchronization for all of them"
+    );
     assert_eq!(r.open_batches(), 0);
     r.free(ours, q, 64 * KIB);
     r.core.check_invariants();
@@ -634,9 +917,17 @@ fn trimming_and_dropping_cover_open_batches() {
         let p = r.alloc(stream, 256 * KIB);
         r.free(stream, p, 256 * KIB);
         let syncs = r.syncer.counts().device_syncs;
-        let Rig { core, syncer, device } = r;
+        let Rig {
+            core,
+            syncer,
+            device,
+        } = r;
         drop(core);
-        assert_eq!(syncer.counts().device_syncs, syncs + 1, "drop synchronized the device once");
+        assert_eq!(
+            syncer.counts().device_syncs,
+            syncs + 1,
+            "drop synchronized the device once"
+        );
         assert_eq!(device.usage().allocated_bytes, 0);
     }
 }
@@ -653,12 +944,23 @@ fn a_stream_made_elsewhere_is_captured_at_the_free_and_never_named_again() {
         let (foreign, ours) = (fake_foreign_stream(1), fake_stream(1));
         let p = r.alloc(foreign, KIB);
         r.free(foreign, p, KIB);
-        assert_eq!(r.syncer.counts().markers, 1, "the free recorded a marker on the foreign stream");
+        assert_eq!(
+            r.syncer.counts().markers,
+            1,
+            "the free recorded a marker on the foreign stream"
+        );
         let q = r.alloc(foreign, KIB);
-        assert_eq!(r.syncer.counts().marker_waits, 0, "its own marker: no wait to reuse on the same stream");
+        assert_eq!(
+            r.syncer.counts().marker_waits,
+            0,
+            "its own marker: no wait to reuse on the same stream"
+        );
         r.free(foreign, q, KIB);
         let q = r.alloc(ours, 4 * KIB);
-        assert!(r.syncer.counts().marker_waits >= 1, "another stream waits on the marker, not on the stream");
+        assert!(
+            r.syncer.counts().marker_waits >= 1,
+            "another stream waits on the marker, not on the stream"
+        );
         r.free(ours, q, 4 * KIB);
         r.core.check_invariants();
         assert_eq!(r.core.release_unused().unwrap(), 4 * KIB);
@@ -671,13 +973,25 @@ fn a_stream_made_elsewhere_is_captured_at_the_free_and_never_named_again() {
 /// GPU benchmark's pool of half the device). The model checks every hand-out; returns the
 /// operations run and what the syncer was asked to do. Cross-stream waits are the GPU cost this
 /// proxies: each is an event recorded on another stream and a `cuStreamWaitEvent`.
-fn random_churn(threads: usize, allocations: usize, cache: CacheLimits) -> (u64, super::model::Counts, u64) {
+fn random_churn(
+    threads: usize,
+    allocations: usize,
+    cache: CacheLimits,
+) -> (u64, super::model::Counts, u64) {
     const MAX_SIZE: u64 = 1 << 20;
     const MAX_USAGE: usize = 16_000 << 20;
     let syncer = RecordingSyncer::new(0, 1);
     let device = SimulatedMemoryResource::new(64 << 30).unwrap();
     let upstream = AnyResource::new(ModelUpstream::new(AnyResource::new(device), &syncer));
-    let core = Core::new("churn", upstream, Arc::new(syncer.clone()), POOL, cache, 32 << 30).unwrap();
+    let core = Core::new(
+        "churn",
+        upstream,
+        Arc::new(syncer.clone()),
+        POOL,
+        cache,
+        32 << 30,
+    )
+    .unwrap();
     let cap = MAX_USAGE / threads;
     let ops = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|scope| {
@@ -702,7 +1016,8 @@ fn random_churn(threads: usize, allocations: usize, cache: CacheLimits) -> (u64,
                     core.deallocate(stream, addr, len, false).unwrap();
                 };
                 for _ in 0..2 * allocations {
-                    let size = align_up(1 + (next() % MAX_SIZE) as usize, DEFAULT_ALIGNMENT).unwrap();
+                    let size =
+                        align_up(1 + (next() % MAX_SIZE) as usize, DEFAULT_ALIGNMENT).unwrap();
                     let heads = ((next() >> 11) as f64 / (1u64 << 53) as f64) < 0.73;
                     if made < allocations && usage + size <= cap && (live.is_empty() || heads) {
                         let addr = core.allocate(stream, size, DEFAULT_ALIGNMENT).unwrap();
@@ -762,7 +1077,11 @@ fn random_churn_on_own_streams_rarely_crosses_streams() {
                 cache.enabled(),
                 per_k(c.stream_waits)
             );
-            assert_eq!(c.markers + c.marker_waits, 0, "tracked streams record no marker");
+            assert_eq!(
+                c.markers + c.marker_waits,
+                0,
+                "tracked streams record no marker"
+            );
         }
     }
 }
@@ -782,7 +1101,10 @@ fn memory_freed_on_streams_that_are_gone_is_reused_not_stranded() {
         }
         assert_eq!(r.core.pool_size(), MIB, "{cache:?}: the pool never grew");
         let c = r.syncer.counts();
-        assert_eq!(c.device_syncs, 19, "{cache:?}: one synchronization per new stream");
+        assert_eq!(
+            c.device_syncs, 19,
+            "{cache:?}: one synchronization per new stream"
+        );
         assert_eq!(c.markers, 0);
         r.core.check_invariants();
     }
@@ -801,8 +1123,12 @@ fn driver_calls_of_the_pair_per_kind_of_stream() {
     let kinds: [Kind; 4] = [
         ("own", fake_stream(1), |_| 0),
         ("legacy", Stream::DEFAULT, |_| 0),
-        ("ptds", Stream::PER_THREAD, |pairs| 2 * pairs / u64::from(CLOSE)),
-        ("foreign", fake_foreign_stream(1), |pairs| 2 * pairs + 2 * pairs / u64::from(CLOSE)),
+        ("ptds", Stream::PER_THREAD, |pairs| {
+            2 * pairs / u64::from(CLOSE)
+        }),
+        ("foreign", fake_foreign_stream(1), |pairs| {
+            2 * pairs + 2 * pairs / u64::from(CLOSE)
+        }),
     ];
     for (name, stream, expected) in kinds {
         let r = rig(1 << 20, POOL, CacheLimits::DEFAULT);
@@ -818,8 +1144,16 @@ fn driver_calls_of_the_pair_per_kind_of_stream() {
         let after = r.syncer.counts();
         let calls = after.driver_calls() - before.driver_calls();
         assert_eq!(calls, expected(PAIRS), "{name}: {before:?} then {after:?}");
-        assert_eq!(after.stream_waits + after.marker_waits + after.syncs + after.device_syncs, 0, "{name}: no wait");
-        assert_eq!(r.core.shared_locks(), 1, "{name}: only the first allocation took the shared lock");
+        assert_eq!(
+            after.stream_waits + after.marker_waits + after.syncs + after.device_syncs,
+            0,
+            "{name}: no wait"
+        );
+        assert_eq!(
+            r.core.shared_locks(),
+            1,
+            "{name}: only the first allocation took the shared lock"
+        );
     }
 }
 
@@ -828,21 +1162,38 @@ fn driver_calls_of_the_pair_per_kind_of_stream() {
 /// once per allocation), and the model checks every hand-out.
 #[test]
 fn a_stream_waits_once_per_batch_of_another_stream() {
-    let waiters = [fake_stream(1), fake_foreign_stream(1), Stream::PER_THREAD, Stream::DEFAULT];
+    let waiters = [
+        fake_stream(1),
+        fake_foreign_stream(1),
+        Stream::PER_THREAD,
+        Stream::DEFAULT,
+    ];
     for a in waiters {
         for b in [fake_foreign_stream(2), Stream::PER_THREAD] {
             if a == b {
                 continue;
             }
-            let r = rig(64 * KIB, Growth::Pool { maximum: Some(64 * KIB) }, CacheLimits::TIGHT);
+            let r = rig(
+                64 * KIB,
+                Growth::Pool {
+                    maximum: Some(64 * KIB),
+                },
+                CacheLimits::TIGHT,
+            );
             r.core.set_close_frees(16);
             for _ in 0..2000 {
                 let p = r.alloc(a, KIB);
                 r.free(b, p, KIB);
             }
             let c = r.syncer.counts();
-            assert!(c.marker_waits <= c.markers, "{a:?} → {b:?}: {c:?}: at most one wait per batch");
-            assert!(c.markers + c.device_syncs >= 2000 / 16 / 2, "{a:?} → {b:?}: {c:?}: batches were closed");
+            assert!(
+                c.marker_waits <= c.markers,
+                "{a:?} → {b:?}: {c:?}: at most one wait per batch"
+            );
+            assert!(
+                c.markers + c.device_syncs >= 2000 / 16 / 2,
+                "{a:?} → {b:?}: {c:?}: batches were closed"
+            );
             r.core.check_invariants();
         }
     }
@@ -852,7 +1203,13 @@ fn a_stream_waits_once_per_batch_of_another_stream() {
 /// stream: after the capture the stream waits again.
 #[test]
 fn a_wait_inside_a_capture_is_not_remembered() {
-    let r = rig(64 * KIB, Growth::Pool { maximum: Some(64 * KIB) }, CacheLimits::OFF);
+    let r = rig(
+        64 * KIB,
+        Growth::Pool {
+            maximum: Some(64 * KIB),
+        },
+        CacheLimits::OFF,
+    );
     r.core.set_close_frees(2);
     // A stream made elsewhere: the rest of a block it takes keeps the block's tag (see `take`),
     // so each of its allocations below meets the same marker.
@@ -868,9 +1225,17 @@ fn a_wait_inside_a_capture_is_not_remembered() {
     assert_eq!(r.syncer.counts().marker_waits, 1);
     r.syncer.model().capturing.clear();
     let q = r.alloc(a, KIB);
-    assert_eq!(r.syncer.counts().marker_waits, 2, "the capture's wait did not order the stream");
+    assert_eq!(
+        r.syncer.counts().marker_waits,
+        2,
+        "the capture's wait did not order the stream"
+    );
     let s = r.alloc(a, KIB);
-    assert_eq!(r.syncer.counts().marker_waits, 2, "the stream's own wait is remembered");
+    assert_eq!(
+        r.syncer.counts().marker_waits,
+        2,
+        "the stream's own wait is remembered"
+    );
     for z in [p, q, s] {
         r.free(a, z, KIB);
     }
@@ -891,11 +1256,24 @@ fn a_block_absorbing_one_streams_frees_keeps_a_small_tag() {
         r.free(b, p, 256);
         if i % 1000 == 999 {
             let g = lock(&r.core.global);
-            largest_tag = largest_tag.max(g.free.iter().map(|b| b.tag.entries().len()).max().unwrap_or(0));
+            largest_tag = largest_tag.max(
+                g.free
+                    .iter()
+                    .map(|b| b.tag.entries().len())
+                    .max()
+                    .unwrap_or(0),
+            );
         }
     }
-    assert!(r.syncer.counts().markers >= 20_000 / 256 - 1, "{:?}", r.syncer.counts());
-    assert!(largest_tag <= 2, "a free block's tag grew to {largest_tag} entries");
+    assert!(
+        r.syncer.counts().markers >= 20_000 / 256 - 1,
+        "{:?}",
+        r.syncer.counts()
+    );
+    assert!(
+        largest_tag <= 2,
+        "a free block's tag grew to {largest_tag} entries"
+    );
     r.core.check_invariants();
 }
 
@@ -905,9 +1283,22 @@ fn a_block_absorbing_one_streams_frees_keeps_a_small_tag() {
 fn random_churn_from_sixteen_threads(together: bool) -> (u64, u64) {
     let syncer = RecordingSyncer::new(0, 1);
     let device = SimulatedMemoryResource::new(8 << 30).unwrap();
-    let upstream = AnyResource::new(ModelUpstream::new(AnyResource::new(device.clone()), &syncer));
-    let growth = Growth::Pool { maximum: Some(4 << 30) };
-    let core = Core::new("churn", upstream, Arc::new(syncer.clone()), growth, CacheLimits::DEFAULT, 1 << 30).unwrap();
+    let upstream = AnyResource::new(ModelUpstream::new(
+        AnyResource::new(device.clone()),
+        &syncer,
+    ));
+    let growth = Growth::Pool {
+        maximum: Some(4 << 30),
+    };
+    let core = Core::new(
+        "churn",
+        upstream,
+        Arc::new(syncer.clone()),
+        growth,
+        CacheLimits::DEFAULT,
+        1 << 30,
+    )
+    .unwrap();
     core.set_close_frees(256);
     const OPS: usize = 3000;
     let work = |t: usize| {
@@ -961,7 +1352,10 @@ fn random_churn_from_sixteen_threads(together: bool) -> (u64, u64) {
 #[test]
 fn random_churn_from_sixteen_threads_in_turn_mostly_stays_in_the_shards() {
     let (locks, ops) = random_churn_from_sixteen_threads(false);
-    assert!(locks < ops / 4, "{locks} of {ops} operations took the shared lock");
+    assert!(
+        locks < ops / 4,
+        "{locks} of {ops} operations took the shared lock"
+    );
 }
 
 /// The same 16 threads at once: correct hand-outs and no growth. How often they take the shared
@@ -991,7 +1385,13 @@ impl MemoryResource for LockProbe {
     fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
         self.inner.allocate_sync(bytes, alignment)
     }
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         // SAFETY: forwarded caller contract.
         unsafe { self.inner.deallocate(stream, ptr, bytes, alignment) }
     }
@@ -1025,12 +1425,23 @@ fn out_of_memory_give_back_runs_outside_the_shared_lock() {
         let syncer = RecordingSyncer::new(0, 1);
         let device = SimulatedMemoryResource::new(8 * KIB).unwrap();
         let probe = LockProbe {
-            inner: AnyResource::new(ModelUpstream::new(AnyResource::new(device.clone()), &syncer)),
+            inner: AnyResource::new(ModelUpstream::new(
+                AnyResource::new(device.clone()),
+                &syncer,
+            )),
             core: Arc::new(std::sync::OnceLock::new()),
             under_lock: Arc::new(AtomicUsize::new(0)),
             given_back: Arc::new(AtomicUsize::new(0)),
         };
-        let core = Core::new("t", AnyResource::new(probe.clone()), Arc::new(syncer.clone()), POOL, cache, 0).unwrap();
+        let core = Core::new(
+            "t",
+            AnyResource::new(probe.clone()),
+            Arc::new(syncer.clone()),
+            POOL,
+            cache,
+            0,
+        )
+        .unwrap();
         probe.core.set(Arc::downgrade(&core)).unwrap();
         let (a, b) = (fake_stream(1), fake_stream(2));
         let model_alloc = |s: Stream, size: usize| {
@@ -1051,8 +1462,15 @@ fn out_of_memory_give_back_runs_outside_the_shared_lock() {
         let s = core.stats();
         assert_eq!((s.pool_size, s.upstream_releases), (6 * KIB, 2), "{s:?}");
         assert_eq!(probe.given_back.load(Ordering::Relaxed), 2);
-        assert_eq!(probe.under_lock.load(Ordering::Relaxed), 0, "a region was given back under the shared lock");
-        assert!(syncer.counts().syncs >= 1, "the regions' streams were synchronized before the give-back");
+        assert_eq!(
+            probe.under_lock.load(Ordering::Relaxed),
+            0,
+            "a region was given back under the shared lock"
+        );
+        assert!(
+            syncer.counts().syncs >= 1,
+            "the regions' streams were synchronized before the give-back"
+        );
         model_free(a, big, 6 * KIB);
         assert_eq!(core.release_unused().unwrap(), 6 * KIB);
         assert_eq!(probe.under_lock.load(Ordering::Relaxed), 0);
@@ -1078,16 +1496,28 @@ fn other_threads_use_the_pool_during_a_give_back() {
         fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
             self.inner.allocate_sync(bytes, alignment)
         }
-        unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+        unsafe fn deallocate(
+            &self,
+            stream: Stream,
+            ptr: *mut u8,
+            bytes: usize,
+            alignment: usize,
+        ) -> Result<()> {
             // SAFETY: forwarded caller contract.
             unsafe { self.inner.deallocate(stream, ptr, bytes, alignment) }
         }
-        unsafe fn deallocate_sync(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+        unsafe fn deallocate_sync(
+            &self,
+            ptr: *mut u8,
+            bytes: usize,
+            alignment: usize,
+        ) -> Result<()> {
             // The first give-back waits (like a long cuEventSynchronize) until the test lets it go.
             if let Some(tx) = lock(&self.entered).take() {
                 tx.send(()).unwrap();
                 let rx = lock(&self.release).take().unwrap();
-                rx.recv_timeout(std::time::Duration::from_secs(20)).expect("the other thread finished");
+                rx.recv_timeout(std::time::Duration::from_secs(20))
+                    .expect("the other thread finished");
             }
             // SAFETY: forwarded caller contract.
             unsafe { self.inner.deallocate_sync(ptr, bytes, alignment) }
@@ -1111,7 +1541,15 @@ fn other_threads_use_the_pool_during_a_give_back() {
         release: Mutex::new(Some(release_rx)),
     };
     let syncer = RecordingSyncer::new(0, 1);
-    let core = Core::new("t", AnyResource::new(gate), Arc::new(syncer), POOL, CacheLimits::OFF, 0).unwrap();
+    let core = Core::new(
+        "t",
+        AnyResource::new(gate),
+        Arc::new(syncer),
+        POOL,
+        CacheLimits::OFF,
+        0,
+    )
+    .unwrap();
     let s = fake_stream(1);
     let keep = core.allocate(s, 2 * KIB, 256).unwrap();
     let a = core.allocate(s, 2 * KIB, 256).unwrap();
@@ -1122,7 +1560,9 @@ fn other_threads_use_the_pool_during_a_give_back() {
     // has 2 KiB left; 6 KiB needs the two free regions (2 + 4 KiB) given back first.
     std::thread::scope(|scope| {
         let big = scope.spawn(|| core.allocate(s, 6 * KIB, 256));
-        entered_rx.recv_timeout(std::time::Duration::from_secs(20)).expect("a give-back started");
+        entered_rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("a give-back started");
         // The give-back is in progress: this thread still frees and allocates (the live block).
         core.deallocate(s, keep, 2 * KIB, false).unwrap();
         let again = core.allocate(s, 2 * KIB, 256).unwrap();
