@@ -191,3 +191,109 @@ def test_dask_cuda_with_two_workers(two_devices):
     assert "workers 2" in lines
     assert "sums True" in lines
     assert "tracked [0, 0]" in lines, done.stdout
+
+
+# The driver calls of CUDA's stream-ordered IPC (what UCX does for Dask between workers), through
+# ctypes so the test depends on libcuda's C signatures only.
+IPC_DRIVER = """
+import ctypes
+
+cuda = ctypes.CDLL("libcuda.so.1")
+POSIX_FD, MEMPOOL_HANDLE, LOCATION_DEVICE, READWRITE = 1, 17, 1, 3
+
+
+class ExportData(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]
+
+
+class AccessDesc(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int), ("flags", ctypes.c_int)]
+
+
+def check(result, what):
+    if result != 0:
+        raise RuntimeError(f"{what}: CUresult {result}")
+"""
+
+IPC_CHILD = """
+import os, sys
+import numpy as np
+import rmm
+from rmm._cuda import gpu
+
+fd, size, device = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+data = ExportData.from_buffer_copy(bytes.fromhex(sys.argv[4]))
+expected = np.arange(size, dtype=np.uint64).astype(np.uint8)
+
+gpu.setDevice(device)
+pool = ctypes.c_void_p()
+check(cuda.cuMemPoolImportFromShareableHandle(ctypes.byref(pool), ctypes.c_void_p(fd), POSIX_FD, ctypes.c_ulonglong(0)), "import pool")
+if device != 0:
+    # The imported pool lives on device 0; the device this process works on must be granted access.
+    access = AccessDesc(LOCATION_DEVICE, device, READWRITE)
+    check(cuda.cuMemPoolSetAccess(pool, ctypes.byref(access), ctypes.c_size_t(1)), "pool access")
+ptr = ctypes.c_uint64()
+check(cuda.cuMemPoolImportPointer(ctypes.byref(ptr), pool, ctypes.byref(data)), "import pointer")
+
+host = np.empty(size, dtype=np.uint8)
+check(cuda.cuMemcpyDtoH_v2(host.ctypes.data_as(ctypes.c_void_p), ctypes.c_uint64(ptr.value), ctypes.c_size_t(size)), "read")
+assert np.array_equal(host, expected), "bytes read through the import differ"
+
+local = rmm.DeviceBuffer(size=size)  # on `device`, from this process's own resource
+check(cuda.cuMemcpyDtoD_v2(ctypes.c_uint64(local.ptr), ctypes.c_uint64(ptr.value), ctypes.c_size_t(size)), "copy")
+assert np.array_equal(np.frombuffer(local.tobytes(), dtype=np.uint8), expected), "device copy differs"
+check(cuda.cuMemFree_v2(ctypes.c_uint64(ptr.value)), "free import")
+print("ipc ok on device", device)
+"""
+
+
+@pytest.mark.gpu
+def test_cuda_async_ipc_export_to_another_process():
+    """`CudaAsyncMemoryResource(enable_ipc=True)` on device 0: a buffer's pool and pointer are exported
+    (POSIX file descriptor + pointer export data) and imported by a second process, which reads the
+    bytes and copies them into its own rmm buffer on device 1 (device 0 when only one GPU is
+    visible). The exporter's tracked bytes return to 0 after the buffer is freed."""
+    if gpu.getDeviceCount() < 1:
+        pytest.skip("needs a CUDA GPU")
+    exec_globals = {}
+    exec(IPC_DRIVER, exec_globals)
+    cuda, check = exec_globals["cuda"], exec_globals["check"]
+    ExportData = exec_globals["ExportData"]
+    previous = gpu.getDevice()
+    gpu.setDevice(0)
+    try:
+        try:
+            pool_mr = rmm.mr.CudaAsyncMemoryResource(enable_ipc=True)
+        except RuntimeError as e:
+            pytest.skip(f"IPC handles unsupported here: {e}")
+        mr = rmm.mr.TrackingResourceAdaptor(pool_mr)
+        size = 3 * MIB + 17
+        expected = np.arange(size, dtype=np.uint64).astype(np.uint8)
+        buf = rmm.DeviceBuffer.to_device(expected.tobytes(), mr=mr)
+        import ctypes
+
+        check(cuda.cuCtxSynchronize(), "synchronize")  # the allocation and copy done before export
+
+        pool = ctypes.c_void_p()
+        check(cuda.cuPointerGetAttribute(ctypes.byref(pool), 17, ctypes.c_uint64(buf.ptr)), "pool of pointer")
+        fd = ctypes.c_int(-1)
+        check(cuda.cuMemPoolExportToShareableHandle(ctypes.byref(fd), pool, 1, ctypes.c_ulonglong(0)), "export pool")
+        data = ExportData()
+        check(cuda.cuMemPoolExportPointer(ctypes.byref(data), ctypes.c_uint64(buf.ptr)), "export pointer")
+        device = 1 if gpu.getDeviceCount() >= 2 else 0
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", IPC_DRIVER + textwrap.dedent(IPC_CHILD), str(fd.value), str(size), str(device),
+                 bytes(data).hex()],
+                pass_fds=(fd.value,), capture_output=True, text=True, timeout=120,
+                env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+            )
+        finally:
+            os.close(fd.value)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"ipc ok on device {device}" in done.stdout
+        assert mr.get_allocated_bytes() == size
+        del buf
+        assert mr.get_allocated_bytes() == 0
+    finally:
+        gpu.setDevice(previous)
