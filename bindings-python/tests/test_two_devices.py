@@ -42,13 +42,28 @@ def two_devices():
     gpu.setDevice(previous)
 
 
-def device_of(ptr: int) -> int:
-    """The device ordinal the driver says owns `ptr`."""
-    from cuda.bindings import driver
+def _libcuda():
+    import ctypes
 
-    err, ordinal = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
-    assert err == driver.CUresult.CUDA_SUCCESS, err
-    return int(ordinal)
+    return ctypes, ctypes.CDLL("libcuda.so.1")
+
+
+def device_of(ptr: int) -> int:
+    """The device ordinal the driver says owns `ptr` (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)."""
+    ctypes, cuda = _libcuda()
+    ordinal = ctypes.c_int(-1)
+    result = cuda.cuPointerGetAttribute(ctypes.byref(ordinal), 9, ctypes.c_uint64(ptr))
+    assert result == 0, f"cuPointerGetAttribute: CUresult {result}"
+    return ordinal.value
+
+
+def context_device() -> int:
+    """The device of the driver's current context on this thread (what rmm-rs allocates on)."""
+    ctypes, cuda = _libcuda()
+    device = ctypes.c_int(-1)
+    result = cuda.cuCtxGetDevice(ctypes.byref(device))
+    assert result == 0, f"cuCtxGetDevice: CUresult {result}"
+    return device.value
 
 
 @pytest.mark.gpu
@@ -65,8 +80,9 @@ def test_per_device_resources_differ_and_follow_the_current_device(two_devices):
     assert rmm.mr.get_current_device_resource() is pool0
     gpu.setDevice(1)
     assert rmm.mr.get_current_device_resource() is pool1
+    assert context_device() == 1, "cudaSetDevice(1) made device 1's context current"
     buf = rmm.DeviceBuffer(size=MIB)
-    assert device_of(buf.ptr) == 1
+    assert device_of(buf.ptr) == 1, f"current context's device {context_device()}"
 
 
 @pytest.mark.gpu
@@ -77,7 +93,7 @@ def test_reinitialize_puts_a_pool_on_both_devices(two_devices):
         assert isinstance(mr, rmm.mr.PoolMemoryResource)
         gpu.setDevice(device)
         buf = rmm.DeviceBuffer(size=MIB)
-        assert device_of(buf.ptr) == device
+        assert device_of(buf.ptr) == device, f"current context's device {context_device()}"
         del buf
         assert mr.pool_size() >= 32 * MIB
 
@@ -87,7 +103,8 @@ def test_a_buffer_made_on_device_1_stays_there_with_device_0_current(two_devices
     gpu.setDevice(1)
     mr1 = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size="16MiB")
     data = np.arange(MIB, dtype=np.uint8)
-    buf = rmm.DeviceBuffer.to_device(data.tobytes(), mr=mr1)
+    buf = rmm.DeviceBuffer(size=MIB, mr=mr1)
+    buf.copy_from_host(data)
     gpu.setDevice(0)
     assert device_of(buf.ptr) == 1
     buf.resize(2 * MIB)
@@ -107,7 +124,7 @@ def test_peer_copy_between_devices(two_devices):
     src = rmm.DeviceBuffer.to_device(data.tobytes())
     gpu.setDevice(1)
     dst = rmm.DeviceBuffer(size=MIB)
-    assert device_of(src.ptr) == 0 and device_of(dst.ptr) == 1
+    assert (device_of(src.ptr), device_of(dst.ptr)) == (0, 1), f"current context's device {context_device()}"
     dst.copy_from_device(src)
     assert np.array_equal(np.frombuffer(dst.tobytes(), dtype=np.uint8), data)
 
@@ -269,7 +286,8 @@ def test_cuda_async_ipc_export_to_another_process():
         mr = rmm.mr.TrackingResourceAdaptor(pool_mr)
         size = 3 * MIB + 17
         expected = np.arange(size, dtype=np.uint64).astype(np.uint8)
-        buf = rmm.DeviceBuffer.to_device(expected.tobytes(), mr=mr)
+        buf = rmm.DeviceBuffer(size=size, mr=mr)
+        buf.copy_from_host(expected)
         import ctypes
 
         check(cuda.cuCtxSynchronize(), "synchronize")  # the allocation and copy done before export

@@ -235,6 +235,9 @@ impl DeviceBuffer {
     /// # Ok::<(), rmm_core::Error>(())
     /// ```
     ///
+    /// The copy belongs to the current device, as RMM's `device_buffer` does: with several
+    /// devices, make the device of `mr` current first (the copy between devices is a peer copy).
+    ///
     /// # Errors
     /// The allocation's or the copy's error.
     pub fn try_clone_on(&self, stream: Stream, mr: AnyResource) -> Result<Self> {
@@ -263,6 +266,13 @@ impl DeviceBuffer {
     /// # Errors
     /// As [`DeviceBuffer::try_clone_on`].
     pub fn try_clone(&self) -> Result<Self> {
+        // The copy comes from this buffer's resource, which belongs to this buffer's device: made
+        // with that device current, the copy is labelled (and later freed) there, whichever device
+        // the caller has current.
+        let _guard = match self.device {
+            Some(device) => Some(DeviceGuard::new(device)?),
+            None => None,
+        };
         self.try_clone_on(self.stream, self.mr.clone())
     }
 

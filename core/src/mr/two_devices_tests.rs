@@ -127,10 +127,18 @@ fn a_buffer_copied_from_device_0_to_device_1_keeps_its_bytes() {
         DeviceBuffer::from_host(&data, Stream::DEFAULT, pool_on(0)).unwrap()
     });
     let pool1 = pool_on(1);
-    cuda::set_current_device(0).unwrap();
-    let dst = src.try_clone_on(Stream::DEFAULT, pool1).unwrap();
+    // RMM's rule: a buffer belongs to the device current when it is made, so device 1 is made
+    // current to copy into device 1's pool (a peer copy from device 0's memory).
+    let dst = on_device(1, 0, || src.try_clone_on(Stream::DEFAULT, pool1).unwrap());
     assert_eq!((src.device(), dst.device()), (Some(0), Some(1)));
     assert_eq!(dst.to_vec().unwrap(), data);
+    assert_eq!(cuda::current_device().unwrap(), 0);
+    drop(dst);
+    assert_eq!(
+        cuda::current_device().unwrap(),
+        0,
+        "freeing on device 1 restores device 0"
+    );
 }
 
 #[test]
@@ -232,10 +240,17 @@ fn a_stream_of_device_1_with_device_0_current_allocates_from_the_resource_named(
     let _gpu = DEVICE_MEMORY.read().unwrap_or_else(|e| e.into_inner());
     let pool0 = pool_on(0);
     let stream1 = on_device(1, 0, || OwnedStream::new(StreamFlags::NonBlocking).unwrap());
-    // RMM does not check that a stream belongs to the resource's device; the driver orders the work
-    // across devices. The memory comes from the resource named (device 0's pool), and is usable.
+    // RMM does not check that a stream belongs to the resource's device: the memory comes from the
+    // resource named (device 0's pool) and the buffer belongs to device 0. Work queued on the other
+    // device's stream with device 0 current is refused by the driver with a typed error (as
+    // cudaMemsetAsync refuses it under RMM), never a crash; the buffer stays usable and frees.
     let mut buf = DeviceBuffer::new(MIB, stream1.stream(), pool0).unwrap();
     assert_eq!(buf.device(), Some(0));
-    buf.fill(3).unwrap();
-    assert!(buf.to_vec().unwrap().iter().all(|&b| b == 3));
+    let refused = buf.fill(3).unwrap_err();
+    assert!(matches!(refused, crate::Error::Cuda { .. }), "{refused:?}");
+    let mut on_current = DeviceBuffer::new(MIB, Stream::DEFAULT, pool_on(0)).unwrap();
+    on_current.fill(3).unwrap();
+    assert!(on_current.to_vec().unwrap().iter().all(|&b| b == 3));
+    drop(buf);
+    stream1.synchronize().unwrap();
 }
