@@ -61,8 +61,8 @@ impl DriverMemory {
                     "cuMemFree",
                 )
             }
-            // SAFETY: caller contract (memory of cuMemHostAlloc).
             DriverMemory::PinnedHost => {
+                // SAFETY: caller contract (memory of cuMemHostAlloc).
                 check(unsafe { sys::cuMemFreeHost(ptr.cast()) }, "cuMemFreeHost")
             }
         }

@@ -27,8 +27,8 @@ pub fn device_count() -> Result<i32> {
         .get_or_init(|| {
             driver()?;
             let mut count = 0;
-            // SAFETY: the driver is initialised; `count` is a valid out-pointer.
             check(
+                // SAFETY: the driver is initialised; `count` is a valid out-pointer.
                 unsafe { sys::cuDeviceGetCount(&mut count) },
                 "cuDeviceGetCount",
             )?;
@@ -45,8 +45,8 @@ fn check_device(device: DeviceId) -> Result<sys::CUdevice> {
         )));
     }
     let mut handle: sys::CUdevice = 0;
-    // SAFETY: the ordinal is in range; `handle` is a valid out-pointer.
     check(
+        // SAFETY: the ordinal is in range; `handle` is a valid out-pointer.
         unsafe { sys::cuDeviceGet(&mut handle, device) },
         "cuDeviceGet",
     )?;
@@ -68,9 +68,9 @@ pub(crate) fn primary_context(device: DeviceId) -> Result<sys::CUcontext> {
         return Ok(*ctx as sys::CUcontext);
     }
     let mut ctx: sys::CUcontext = std::ptr::null_mut();
-    // SAFETY: `handle` is a valid device; `ctx` is a valid out-pointer. A lost race retains twice,
-    // which only keeps the context alive (it is never released).
     check(
+        // SAFETY: `handle` is a valid device; `ctx` is a valid out-pointer. A lost race retains twice,
+        // which only keeps the context alive (it is never released).
         unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, handle) },
         "cuDevicePrimaryCtxRetain",
     )?;
@@ -162,8 +162,8 @@ pub(crate) fn stream_device() -> Result<DeviceId> {
 pub fn mem_info(device: DeviceId) -> Result<(usize, usize)> {
     let _guard = DeviceGuard::new(device)?;
     let (mut free, mut total) = (0usize, 0usize);
-    // SAFETY: the device's primary context is current; both are valid out-pointers.
     check(
+        // SAFETY: the device's primary context is current; both are valid out-pointers.
         unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) },
         "cuMemGetInfo",
     )?;

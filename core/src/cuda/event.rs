@@ -34,8 +34,8 @@ impl Event {
             EventFlags::Timing => sys::CUevent_flags::CU_EVENT_DEFAULT as u32,
         };
         let mut raw: sys::CUevent = std::ptr::null_mut();
-        // SAFETY: a context is current; `raw` is a valid out-pointer.
         check(
+            // SAFETY: a context is current; `raw` is a valid out-pointer.
             unsafe { sys::cuEventCreate(&mut raw, raw_flags) },
             "cuEventCreate",
         )?;
@@ -82,8 +82,8 @@ impl Event {
     /// Milliseconds between `start` and this event (both created with [`EventFlags::Timing`]).
     pub fn elapsed_ms(&self, start: &Event) -> Result<f32> {
         let mut ms = 0.0f32;
-        // SAFETY: both handles are valid; `ms` is a valid out-pointer.
         check(
+            // SAFETY: both handles are valid; `ms` is a valid out-pointer.
             unsafe { sys::cuEventElapsedTime_v2(&mut ms, start.raw, self.raw) },
             "cuEventElapsedTime",
         )?;
@@ -100,8 +100,8 @@ impl std::fmt::Debug for Event {
 impl Drop for Event {
     fn drop(&mut self) {
         let _guard = DeviceGuard::new(self.device);
-        // SAFETY: created by us, destroyed exactly once.
         if let Err(e) = check(
+            // SAFETY: created by us, destroyed exactly once.
             unsafe { sys::cuEventDestroy_v2(self.raw) },
             "cuEventDestroy",
         ) {

@@ -182,8 +182,8 @@ mod tests {
         let e = unsafe { set_async(std::ptr::null_mut(), 0, 1, Stream::DEFAULT) };
         assert!(matches!(e, Err(Error::InvalidArgument(_))));
         // Zero bytes is always fine, even with null.
-        // SAFETY: zero-length copies touch nothing.
         assert!(
+            // SAFETY: zero-length copies touch nothing.
             unsafe { copy_async(std::ptr::null_mut(), std::ptr::null(), 0, Stream::DEFAULT) }
                 .is_ok()
         );

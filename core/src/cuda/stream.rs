@@ -118,9 +118,9 @@ impl Stream {
         static HAS_GET_DEVICE: OnceLock<bool> = OnceLock::new();
         if *HAS_GET_DEVICE.get_or_init(|| super::has_entry_point("cuStreamGetDevice")) {
             let mut device: sys::CUdevice = 0;
-            // SAFETY: a context is current, the handle is valid (constructor contract) and `device`
-            // is a valid out-pointer.
             check(
+                // SAFETY: a context is current, the handle is valid (constructor contract) and `device`
+                // is a valid out-pointer.
                 unsafe { sys::cuStreamGetDevice(self.as_cu(), &mut device) },
                 "cuStreamGetDevice",
             )?;
@@ -128,8 +128,8 @@ impl Stream {
         }
         // Drivers before CUDA 12.8: the device of the stream's context.
         let mut ctx: sys::CUcontext = std::ptr::null_mut();
-        // SAFETY: as above; `ctx` is a valid out-pointer.
         check(
+            // SAFETY: as above; `ctx` is a valid out-pointer.
             unsafe { sys::cuStreamGetCtx(self.as_cu(), &mut ctx) },
             "cuStreamGetCtx",
         )?;
@@ -142,8 +142,8 @@ impl Stream {
             "cuCtxGetDevice",
         );
         let mut popped: sys::CUcontext = std::ptr::null_mut();
-        // SAFETY: undoes the push above.
         check(
+            // SAFETY: undoes the push above.
             unsafe { sys::cuCtxPopCurrent_v2(&mut popped) },
             "cuCtxPopCurrent",
         )?;
@@ -174,9 +174,9 @@ impl Stream {
             return Ok(id);
         }
         let mut id: std::ffi::c_ulonglong = 0;
-        // SAFETY: the driver is loaded (has_entry_point checked it); a special handle has a current
-        // context; `id` is a valid out-pointer; an invalid handle is reported as an error.
         check(
+            // SAFETY: the driver is loaded (has_entry_point checked it); a special handle has a current
+            // context; `id` is a valid out-pointer; an invalid handle is reported as an error.
             unsafe { sys::cuStreamGetId(self.as_cu(), &mut id) },
             "cuStreamGetId",
         )?;
@@ -207,9 +207,9 @@ impl Stream {
         }
         ensure_context()?;
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-        // SAFETY: a context is current, the handle is valid (constructor contract) and `status` is a
-        // valid out-pointer.
         check(
+            // SAFETY: a context is current, the handle is valid (constructor contract) and `status` is a
+            // valid out-pointer.
             unsafe { sys::cuStreamIsCapturing(self.as_cu(), &mut status) },
             "cuStreamIsCapturing",
         )?;
@@ -274,8 +274,8 @@ impl OwnedStream {
             StreamFlags::NonBlocking => sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
         };
         let mut raw: sys::CUstream = std::ptr::null_mut();
-        // SAFETY: a context is current; `raw` is a valid out-pointer.
         check(
+            // SAFETY: a context is current; `raw` is a valid out-pointer.
             unsafe { sys::cuStreamCreate(&mut raw, raw_flags) },
             "cuStreamCreate",
         )?;
@@ -372,8 +372,8 @@ impl ForeignStream {
     pub(crate) fn new() -> Result<Self> {
         let mut raw: sys::CUstream = std::ptr::null_mut();
         let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
-        // SAFETY: the caller made a context current; `raw` is a valid out-pointer.
         check(
+            // SAFETY: the caller made a context current; `raw` is a valid out-pointer.
             unsafe { sys::cuStreamCreate(&mut raw, flags) },
             "cuStreamCreate",
         )?;

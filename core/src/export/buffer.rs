@@ -255,8 +255,8 @@ mod tests {
     #[test]
     fn bad_exports_are_refused_and_not_consumed() {
         let (counting, mr) = Counting::new();
-        // SAFETY: NULL is refused.
         assert!(matches!(
+            // SAFETY: NULL is refused.
             unsafe { import_buffer(std::ptr::null_mut()) },
             Err(Error::InvalidArgument(_))
         ));

@@ -137,8 +137,8 @@ mod tests {
 
     #[test]
     fn bad_exports_are_refused() {
-        // SAFETY: NULL is refused.
         assert!(matches!(
+            // SAFETY: NULL is refused.
             unsafe { import_resource(std::ptr::null()) },
             Err(Error::InvalidArgument(_))
         ));

@@ -107,13 +107,13 @@ fn a_free_with_a_wrong_size_is_refused_and_nothing_leaks() {
             let p = mr
                 .allocate(S, 4 * KIB, 256)
                 .unwrap_or_else(|e| panic!("{name}: round {round}: {e}"));
-            // SAFETY: deliberately wrong sizes, refused.
             assert!(
+                // SAFETY: deliberately wrong sizes, refused.
                 is_invalid(unsafe { mr.deallocate(S, p, 256, 256) }),
                 "{name}: too small a size"
             );
-            // SAFETY: as above.
             assert!(
+                // SAFETY: as above.
                 is_invalid(unsafe { mr.deallocate(S, p, 8 * KIB, 256) }),
                 "{name}: too large a size"
             );
@@ -131,19 +131,19 @@ fn double_and_foreign_frees_are_refused() {
         let p = mr.allocate(S, 1000, 256).unwrap();
         // SAFETY: the right arguments (1000 and 1024 are one 256-byte granule).
         unsafe { mr.deallocate(S, p, 1024, 256).unwrap() };
-        // SAFETY: deliberately wrong: freed already.
         assert!(
+            // SAFETY: deliberately wrong: freed already.
             is_invalid(unsafe { mr.deallocate(S, p, 1000, 256) }),
             "{name}: a double free"
         );
-        // SAFETY: deliberately wrong: another resource's pointer.
         assert!(
+            // SAFETY: deliberately wrong: another resource's pointer.
             is_invalid(unsafe { mr.deallocate(S, foreign, 256, 256) }),
             "{name}: a foreign pointer"
         );
         let mut local = [0u8; 512];
-        // SAFETY: deliberately wrong: not heap memory at all.
         assert!(
+            // SAFETY: deliberately wrong: not heap memory at all.
             is_invalid(unsafe { mr.deallocate(S, local.as_mut_ptr(), 256, 256) }),
             "{name}: a stack pointer"
         );

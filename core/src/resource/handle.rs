@@ -404,8 +404,8 @@ unsafe extern "C" fn access_thunk<R: MemoryResource>(this: *mut c_void) -> u32 {
 }
 
 unsafe extern "C" fn name_thunk<R: MemoryResource>(this: *mut c_void) -> *const c_char {
-    // SAFETY: handle contract.
     let name = || {
+        // SAFETY: handle contract.
         unsafe { this_ref::<R>(this) }
             .map_or(c"<released resource handle>".as_ptr(), |r| intern(r.name()))
     };

@@ -77,8 +77,8 @@ pub unsafe extern "C" fn c_allocate_sync(
         return state.fail_with;
     }
     let mut p = std::ptr::null_mut();
-    // SAFETY: valid out-pointer; alignment is a power of two multiple of the pointer size in tests.
     assert_eq!(
+        // SAFETY: valid out-pointer; alignment is a power of two multiple of the pointer size in tests.
         unsafe { libc::posix_memalign(&mut p, alignment.max(8), bytes.max(1)) },
         0
     );

@@ -146,8 +146,8 @@ mod tests {
         // SAFETY: `raw` is a valid struct on the stack.
         unsafe { acquire(view(&released), &mut raw).unwrap() };
         let copy = raw;
-        // SAFETY: as above.
         assert_eq!(
+            // SAFETY: as above.
             unsafe { with_view(&raw, |v| v.shape().to_vec()) }.unwrap(),
             vec![2]
         );
