@@ -33,6 +33,18 @@ bool host_mode() { return rmm_is_host_mode() != 0; }
     if (rmm::get_num_cuda_devices() < 2) { GTEST_SKIP() << "needs 2 devices"; } \
   } while (0)
 
+/**
+ * The reference the registry hands back for a librmm resource set per device: the registry keeps
+ * the resource's C handle, so get_*_resource_ref() refers to its detail::c_resource, and CCCL's
+ * resource_ref == compares objects only when the referenced types match. RMM keeps the
+ * pool_memory_resource itself and compares equal to device_async_resource_ref{pool}; here the
+ * comparison is made with the c_resource (docs/testing.md, "Deliberate differences").
+ */
+rmm::device_async_resource_ref as_registered(rmm::mr::pool_memory_resource& mr)
+{
+  return rmm::device_async_resource_ref{static_cast<rmm::mr::detail::c_resource&>(mr)};
+}
+
 rmm::mr::pool_memory_resource pool_on(int device)
 {
   rmm::cuda_set_device_raii on{rmm::cuda_device_id{device}};
@@ -58,15 +70,16 @@ TEST(TwoDevices, PerDeviceResourcesFollowTheCurrentDevice)
   auto pool1 = pool_on(1);
   auto old0  = rmm::mr::set_per_device_resource(rmm::cuda_device_id{0}, pool0);
   auto old1  = rmm::mr::set_per_device_resource(rmm::cuda_device_id{1}, pool1);
-  EXPECT_TRUE(rmm::mr::get_per_device_resource_ref(rmm::cuda_device_id{0}) == rmm::device_async_resource_ref{pool0});
-  EXPECT_TRUE(rmm::mr::get_per_device_resource_ref(rmm::cuda_device_id{1}) == rmm::device_async_resource_ref{pool1});
+  EXPECT_TRUE(rmm::mr::get_per_device_resource_ref(rmm::cuda_device_id{0}) == as_registered(pool0));
+  EXPECT_TRUE(rmm::mr::get_per_device_resource_ref(rmm::cuda_device_id{1}) == as_registered(pool1));
+  EXPECT_FALSE(as_registered(pool0) == as_registered(pool1));
   {
     rmm::cuda_set_device_raii one{rmm::cuda_device_id{1}};
-    EXPECT_TRUE(rmm::mr::get_current_device_resource_ref() == rmm::device_async_resource_ref{pool1});
+    EXPECT_TRUE(rmm::mr::get_current_device_resource_ref() == as_registered(pool1));
     rmm::device_buffer buf{MiB, rmm::cuda_stream_view{}};
-    EXPECT_TRUE(buf.memory_resource() == rmm::device_async_resource_ref{pool1});
+    EXPECT_TRUE(buf.memory_resource() == as_registered(pool1));
   }
-  EXPECT_TRUE(rmm::mr::get_current_device_resource_ref() == rmm::device_async_resource_ref{pool0});
+  EXPECT_TRUE(rmm::mr::get_current_device_resource_ref() == as_registered(pool0));
   rmm::mr::set_per_device_resource(rmm::cuda_device_id{0}, old0);
   rmm::mr::set_per_device_resource(rmm::cuda_device_id{1}, old1);
 }

@@ -1,5 +1,5 @@
 /*
- * SPDX-FileCopyrightText: Copyright (c) 2009-2020 NVIDIA CORPORATION & AFFILIATES. All rights reserved.
+ * SPDX-FileCopyrightText: Copyright (c) 2009-2025 NVIDIA CORPORATION & AFFILIATES. All rights reserved.
  * SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
  *
  * Licensed under the Apache License, Version 2.0 (the "License");
@@ -15,43 +15,65 @@
  * limitations under the License.
  *
  * Licensed under the Apache License v2.0 with LLVM Exceptions.
- * See LICENSE.txt for license information.
+ * See https://nvidia.github.io/NVTX/LICENSE.txt for license information.
  */
 
-#include "nvToolsExt.h"
+#if defined(NVTX_AS_SYSTEM_HEADER)
+#if defined(__clang__)
+#pragma clang system_header
+#elif defined(__GNUC__) || defined(__NVCOMPILER)
+#pragma GCC system_header
+#elif defined(_MSC_VER)
+#pragma system_header
+#endif
+#endif
 
-#ifndef NVTOOLSEXTV3_MEM_V1
-#define NVTOOLSEXTV3_MEM_V1
+#include "nvToolsExt.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif /* __cplusplus */
 
+#ifndef NVTX_EXT_MODULEID_MEM
 #define NVTX_EXT_MODULEID_MEM 1
+#endif
 
 /* \cond SHOW_HIDDEN
  * \brief A compatibility ID value used in structures and initialization to
  * identify version differences.
  */
+#ifndef NVTX_EXT_COMPATID_MEM
 #define NVTX_EXT_COMPATID_MEM 0x0102
+#endif
+/* \endcond
+ */
+
+#ifndef NVTX_MEM_CONTENTS_V1
+#define NVTX_MEM_CONTENTS_V1
 
 /* \cond SHOW_HIDDEN
  * \brief This value is returned by functions that return `nvtxMemHeapHandle_t`,
  * if a tool is not attached.
  */
-#define NVTX_MEM_HEAP_HANDLE_NO_TOOL ((nvtxMemHeapHandle_t)(intptr_t)-1)
+#define NVTX_MEM_HEAP_HANDLE_NO_TOOL (NVTX_STATIC_CAST(nvtxMemHeapHandle_t, NVTX_STATIC_CAST(intptr_t, -1)))
+/* \endcond
+ */
 
 /* \cond SHOW_HIDDEN
  * \brief This value is returned by functions that return `nvtxMemRegionHandle_t`
  * if a tool is not attached.
  */
-#define NVTX_MEM_REGION_HANDLE_NO_TOOL ((nvtxMemRegionHandle_t)(intptr_t)-1)
+#define NVTX_MEM_REGION_HANDLE_NO_TOOL (NVTX_STATIC_CAST(nvtxMemRegionHandle_t, NVTX_STATIC_CAST(intptr_t, -1)))
+/* \endcond
+ */
 
 /* \cond SHOW_HIDDEN
  * \brief This value is returned by functions that return `nvtxMemPermissionsHandle_t`
  * if a tool is not attached.
  */
-#define NVTX_MEM_PERMISSIONS_HANDLE_NO_TOOL ((nvtxMemPermissionsHandle_t)-1)
+#define NVTX_MEM_PERMISSIONS_HANDLE_NO_TOOL (NVTX_STATIC_CAST(nvtxMemPermissionsHandle_t, -1))
+/* \endcond
+ */
 
 
 /* \cond SHOW_HIDDEN
@@ -59,6 +81,8 @@ extern "C" {
  * detect an accidental use of zero or NULL.
  */
 #define NVTX_MEM_HEAP_USAGE_UNKNOWN 0x0
+/* \endcond
+ */
 
 
 /* \cond SHOW_HIDDEN
@@ -66,6 +90,8 @@ extern "C" {
  * detect an accidental use of zero or NULL.
  */
 #define NVTX_MEM_TYPE_UNKNOWN 0x0
+/* \endcond
+ */
 
 
 /*  ------------------------------------------------------------------------- */
@@ -81,7 +107,7 @@ extern "C" {
  * The heap by default is always read-write-execute permissions without creating regions.
  * Regions created in this heap have read-write access by default but not execute.
  */
-#define NVTX_MEM_HEAP_HANDLE_PROCESS_WIDE ((nvtxMemHeapHandle_t)0)
+#define NVTX_MEM_HEAP_HANDLE_PROCESS_WIDE (NVTX_STATIC_CAST(nvtxMemHeapHandle_t, 0))
 
 /** \brief This heap is a sub-allocator.
  *
@@ -127,7 +153,7 @@ extern "C" {
  *
  * This is a companion object to `NVTX_MEM_HEAP_HANDLE_PROCESS_WIDE`.
  */
-#define NVTX_MEM_PERMISSIONS_HANDLE_PROCESS_WIDE ((nvtxMemPermissionsHandle_t)0)
+#define NVTX_MEM_PERMISSIONS_HANDLE_PROCESS_WIDE (NVTX_STATIC_CAST(nvtxMemPermissionsHandle_t, 0))
 
 #define NVTX_MEM_PERMISSIONS_CREATE_FLAGS_NONE 0x0
 #define NVTX_MEM_PERMISSIONS_CREATE_FLAGS_EXCLUDE_GLOBAL_READ 0x1
@@ -140,6 +166,8 @@ extern "C" {
  */
 struct nvtxMemHeap_v1;
 typedef struct nvtxMemHeap_v1 nvtxMemHeap_t;
+/* \endcond
+ */
 
 /** \brief A handle returned by a tool to represent a memory heap. */
 typedef nvtxMemHeap_t* nvtxMemHeapHandle_t;
@@ -149,6 +177,8 @@ typedef nvtxMemHeap_t* nvtxMemHeapHandle_t;
  */
 struct nvtxMemRegion_v1;
 typedef struct nvtxMemRegion_v1 nvtxMemRegion_t;
+/* \endcond
+ */
 
 /** \brief A handle returned by a tool to represent a memory region. */
 typedef nvtxMemRegion_t* nvtxMemRegionHandle_t;
@@ -167,6 +197,8 @@ typedef union nvtxMemRegionRef_t
  */
 struct nvtxMemPermissions_v1;
 typedef struct nvtxMemPermissions_v1 nvtxMemPermissions_t;
+/* \endcond
+ */
 
 /** \brief A handle returned by a tool to represent a memory permissions mask. */
 typedef nvtxMemPermissions_t* nvtxMemPermissionsHandle_t;
@@ -248,14 +280,14 @@ typedef struct nvtxMemHeapDesc_v1
 
     /** \brief Message type specified in this attribute structure.
      *
-     * Defines the message format of the attribute structure's \ref MESSAGE_FIELD
+     * Defines the message format of the attribute structure's \ref MEM_MESSAGE_FIELD
      * "message" field.
      *
      * Default Value is `NVTX_MESSAGE_UNKNOWN`.
      */
     uint32_t messageType;            /* nvtxMessageType_t */
 
-    /** \brief Message assigned to this attribute structure. \anchor MESSAGE_FIELD
+    /** \brief Message assigned to this attribute structure. \anchor MEM_MESSAGE_FIELD
      *
      * The text message that is attached to an event.
      */
@@ -311,7 +343,7 @@ NVTX_DECLSPEC void NVTX_API nvtxMemHeapReset(
  * The regionHandleArrayOut arg points to an array where the tool will provide region handles. If
  * a pointer is provided, it is expected to have regionCount elements. This pointer can be NULL if
  * regionType is NVTX_MEM_TYPE_VIRTUAL_ADDRESS. In this case, the user can use the pointer to the
- * virtual memory to reference the region in other related functions which accept nvtMemRegionRef_t.
+ * virtual memory to reference the region in other related functions which accept nvtxMemRegionRef_t.
  */
 typedef struct nvtxMemRegionsRegisterBatch_v1
 {
@@ -353,7 +385,7 @@ NVTX_DECLSPEC void NVTX_API nvtxMemRegionsRegister(
  * The regionHandleArrayOut arg points to an array where the tool will provide region handles. If
  * a pointer if provided, it is expected to have regionCount elements. This pointer can be NULL if
  * regionType is NVTX_MEM_TYPE_VIRTUAL_ADDRESS. In this case, the user can use the pointer to the
- * virtual memory to reference the region in other related functions which accept nvtMemRegionRef_t.
+ * virtual memory to reference the region in other related functions which accept nvtxMemRegionRef_t.
  */
 typedef struct nvtxMemRegionsResizeBatch_v1
 {
@@ -396,7 +428,7 @@ NVTX_DECLSPEC void NVTX_API nvtxMemRegionsResize(
  * If a pointer if provided, it is expected to have regionCount elements.
  * This pointer can be NULL if regionType is NVTX_MEM_TYPE_VIRTUAL_ADDRESS.  In this case,
  * the user can use the pointer to the virtual memory to reference the region in other
- * related functions which accept a nvtMemRegionRef_t.
+ * related functions which accept a nvtxMemRegionRef_t.
  */
 typedef struct nvtxMemRegionsUnregisterBatch_v1
 {
@@ -652,32 +684,45 @@ NVTX_DECLSPEC void NVTX_API nvtxMemPermissionsUnbind(
     nvtxDomainHandle_t domain,
     uint32_t bindScope);
 
-/** @} */ /*END defgroup*/
+/** @} */
 
-typedef enum NvtxExtMemCallbackId
-{
-    /* CBID 0 is invalid */
-    NVTX3EXT_CBID_nvtxMemHeapRegister                  = 1,
-    NVTX3EXT_CBID_nvtxMemHeapUnregister                = 2,
-    NVTX3EXT_CBID_nvtxMemHeapReset                     = 3,
-    NVTX3EXT_CBID_nvtxMemRegionsRegister               = 4,
-    NVTX3EXT_CBID_nvtxMemRegionsResize                 = 5,
-    NVTX3EXT_CBID_nvtxMemRegionsUnregister             = 6,
-    NVTX3EXT_CBID_nvtxMemRegionsName                   = 7,
-    NVTX3EXT_CBID_nvtxMemPermissionsAssign             = 8,
-    NVTX3EXT_CBID_nvtxMemPermissionsCreate             = 9,
-    NVTX3EXT_CBID_nvtxMemPermissionsDestroy            = 10,
-    NVTX3EXT_CBID_nvtxMemPermissionsReset              = 11,
-    NVTX3EXT_CBID_nvtxMemPermissionsBind               = 12,
-    NVTX3EXT_CBID_nvtxMemPermissionsUnbind             = 13,
+#endif /* NVTX_MEM_CONTENTS_V1 */
 
-    /* 14-16 in nvtExtImplMemCudaRt1.h */
-    NVTX3EXT_CBID_nvtxMemCudaGetProcessWidePermissions = 14,
-    NVTX3EXT_CBID_nvtxMemCudaGetDeviceWidePermissions  = 15,
-    NVTX3EXT_CBID_nvtxMemCudaSetPeerAccess             = 16,
+#ifndef NVTX_MEM_CALLBACK_ID_V1
+#define NVTX_MEM_CALLBACK_ID_V1
 
-    NVTX3EXT_CBID_MEM_FN_NUM                           = 17
-} NvtxExtMemCallbackId;
+#define NVTX3EXT_CBID_nvtxMemHeapRegister                  0
+#define NVTX3EXT_CBID_nvtxMemHeapUnregister                1
+#define NVTX3EXT_CBID_nvtxMemHeapReset                     2
+#define NVTX3EXT_CBID_nvtxMemRegionsRegister               3
+#define NVTX3EXT_CBID_nvtxMemRegionsResize                 4
+#define NVTX3EXT_CBID_nvtxMemRegionsUnregister             5
+#define NVTX3EXT_CBID_nvtxMemRegionsName                   6
+#define NVTX3EXT_CBID_nvtxMemPermissionsAssign             7
+#define NVTX3EXT_CBID_nvtxMemPermissionsCreate             8
+#define NVTX3EXT_CBID_nvtxMemPermissionsDestroy            9
+#define NVTX3EXT_CBID_nvtxMemPermissionsReset              10
+#define NVTX3EXT_CBID_nvtxMemPermissionsBind               11
+#define NVTX3EXT_CBID_nvtxMemPermissionsUnbind             12
+
+/* 13-16 in nvtxExtImplMemCudaRt_v1.h */
+#define NVTX3EXT_CBID_nvtxMemCudaGetProcessWidePermissions 13
+#define NVTX3EXT_CBID_nvtxMemCudaGetDeviceWidePermissions  14
+#define NVTX3EXT_CBID_nvtxMemCudaSetPeerAccess             15
+#define NVTX3EXT_CBID_nvtxMemCudaMarkInitialized           16
+
+#endif /* NVTX_MEM_CALLBACK_ID_V1 */
+
+/* Macros to create versioned symbols. */
+#ifndef NVTX_EXT_MEM_VERSIONED_IDENTIFIERS_V1
+#define NVTX_EXT_MEM_VERSIONED_IDENTIFIERS_V1
+#define NVTX_EXT_MEM_VERSIONED_IDENTIFIER_L3(NAME, VERSION, COMPATID) \
+    NAME##_v##VERSION##_mem##COMPATID
+#define NVTX_EXT_MEM_VERSIONED_IDENTIFIER_L2(NAME, VERSION, COMPATID) \
+    NVTX_EXT_MEM_VERSIONED_IDENTIFIER_L3(NAME, VERSION, COMPATID)
+#define NVTX_EXT_MEM_VERSIONED_ID(NAME) \
+    NVTX_EXT_MEM_VERSIONED_IDENTIFIER_L2(NAME, NVTX_VERSION, NVTX_EXT_COMPATID_MEM)
+#endif /* NVTX_EXT_MEM_VERSIONED_IDENTIFIERS_V1 */
 
 #ifdef __GNUC__
 #pragma GCC visibility push(internal)
@@ -702,5 +747,3 @@ typedef enum NvtxExtMemCallbackId
 #ifdef __cplusplus
 }
 #endif /* __cplusplus */
-
-#endif /* NVTOOLSEXTV3_MEM_V1 */

@@ -1,5 +1,5 @@
 /*
- * SPDX-FileCopyrightText: Copyright (c) 2009-2020 NVIDIA CORPORATION & AFFILIATES. All rights reserved.
+ * SPDX-FileCopyrightText: Copyright (c) 2009-2025 NVIDIA CORPORATION & AFFILIATES. All rights reserved.
  * SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
  *
  * Licensed under the Apache License, Version 2.0 (the "License");
@@ -15,25 +15,36 @@
  * limitations under the License.
  *
  * Licensed under the Apache License v2.0 with LLVM Exceptions.
- * See LICENSE.txt for license information.
+ * See https://nvidia.github.io/NVTX/LICENSE.txt for license information.
  */
 
 #ifndef NVTX_EXT_IMPL_GUARD
 #error Never include this file directly -- it is automatically included by nvToolsExt.h (except when NVTX_NO_IMPL is defined).
 #endif
 
+#if defined(NVTX_AS_SYSTEM_HEADER)
+#if defined(__clang__)
+#pragma clang system_header
+#elif defined(__GNUC__) || defined(__NVCOMPILER)
+#pragma GCC system_header
+#elif defined(_MSC_VER)
+#pragma system_header
+#endif
+#endif
+
 #ifndef NVTX_EXT_IMPL_H
 #define NVTX_EXT_IMPL_H
-/* ---- Include required platform headers ---- */
 
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <wchar.h>
 
+/* ---- Include required platform headers ---- */
+
 #if defined(_WIN32)
 
-#include <Windows.h>
+#include <windows.h>
 
 #else
 #include <unistd.h>
@@ -75,15 +86,16 @@
 #ifdef __cplusplus
 extern "C" {
 #endif /* __cplusplus */
-/*
+
 #ifdef __GNUC__
 #pragma GCC visibility push(hidden)
 #endif
-*/
-#define NVTX_EXTENSION_FRESH 0
-#define NVTX_EXTENSION_DISABLED 1
-#define NVTX_EXTENSION_STARTING 2
-#define NVTX_EXTENSION_LOADED 3
+
+#define NVTX_EXTENSION_FRESH 0    /* Uninitialized extension or function slot */
+#define NVTX_EXTENSION_DISABLED 1 /* Disabled extension or function slot */
+#define NVTX_EXTENSION_STARTING 2 /* Extension is being initialized. */
+#define NVTX_EXTENSION_LOADED 3   /* Extension is initialized successfully. */
+#define NVTX_EXTENSION_INIT_FN_FAILED 4 /* Extension init function returned failure. */
 
 /* Function slots are local to each extension */
 typedef struct nvtxExtGlobals1_t
@@ -93,17 +105,17 @@ typedef struct nvtxExtGlobals1_t
 
 NVTX_LINKONCE_DEFINE_GLOBAL nvtxExtGlobals1_t NVTX_VERSIONED_IDENTIFIER(nvtxExtGlobals1) =
 {
-    (NvtxExtInitializeInjectionFunc_t)0
+    NVTX_NULLPTR
 };
 
 #define NVTX_EXT_INIT_GUARD
 #include "nvtxExtInit.h"
 #undef NVTX_EXT_INIT_GUARD
-/*
+
 #ifdef __GNUC__
 #pragma GCC visibility pop
 #endif
-*/
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif /* __cplusplus */

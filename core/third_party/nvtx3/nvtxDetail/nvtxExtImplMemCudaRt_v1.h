@@ -1,5 +1,5 @@
 /*
- * SPDX-FileCopyrightText: Copyright (c) 2009-2020 NVIDIA CORPORATION & AFFILIATES. All rights reserved.
+ * SPDX-FileCopyrightText: Copyright (c) 2009-2025 NVIDIA CORPORATION & AFFILIATES. All rights reserved.
  * SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
  *
  * Licensed under the Apache License, Version 2.0 (the "License");
@@ -15,72 +15,58 @@
  * limitations under the License.
  *
  * Licensed under the Apache License v2.0 with LLVM Exceptions.
- * See LICENSE.txt for license information.
+ * See https://nvidia.github.io/NVTX/LICENSE.txt for license information.
  */
 
 #ifndef NVTX_EXT_IMPL_MEM_CUDART_GUARD
 #error Never include this file directly -- it is automatically included by nvToolsExtMemCudaRt.h (except when NVTX_NO_IMPL is defined).
 #endif
 
+#if defined(NVTX_AS_SYSTEM_HEADER)
+#if defined(__clang__)
+#pragma clang system_header
+#elif defined(__GNUC__) || defined(__NVCOMPILER)
+#pragma GCC system_header
+#elif defined(_MSC_VER)
+#pragma system_header
+#endif
+#endif
+
+#ifndef NVTX_EXT_IMPL_MEM_CUDART_V1
+#define NVTX_EXT_IMPL_MEM_CUDART_V1
+
 #ifdef __cplusplus
 extern "C" {
 #endif /* __cplusplus */
 
-#ifdef NVTX_DISABLE
-
-#include "nvtxExtHelperMacros.h"
-
-#define NVTX_EXT_FN_IMPL(ret_val, fn_name, signature, arg_names) \
-ret_val fn_name signature { \
-    NVTX_EXT_HELPER_UNUSED_ARGS arg_names \
-    return ((ret_val)(intptr_t)-1); \
-}
-
-#else  /* NVTX_DISABLE */
-
-#define NVTX_EXT_FN_IMPL(ret_type, fn_name, signature, arg_names) \
-typedef ret_type ( * fn_name##_impl_fntype )signature; \
-    NVTX_DECLSPEC ret_type NVTX_API fn_name signature { \
-    intptr_t slot = NVTX_EXT_MEM_VERSIONED_ID(nvtxExtMemSlots)[NVTX3EXT_CBID_##fn_name + 1]; \
-    if (slot != NVTX_EXTENSION_DISABLED) { \
-        if (slot != NVTX_EXTENSION_FRESH) { \
-            return (*(fn_name##_impl_fntype)slot) arg_names; \
-        } else { \
-            NVTX_EXT_MEM_VERSIONED_ID(nvtxExtMemInitOnce)(); \
-            /* Re-read function slot after extension initialization. */ \
-            slot = NVTX_EXT_MEM_VERSIONED_ID(nvtxExtMemSlots)[NVTX3EXT_CBID_##fn_name + 1]; \
-            if (slot != NVTX_EXTENSION_DISABLED && slot != NVTX_EXTENSION_FRESH) { \
-                return (*(fn_name##_impl_fntype)slot) arg_names; \
-            } \
-        } \
-    } \
-    NVTX_EXT_FN_RETURN_INVALID(ret_type) \
-}
-
-#endif /*NVTX_DISABLE*/
+/* NVTX_EXT_MEM_IMPL_FN_V1 defined in nvtxExtImplMem_v1.h */
 
 /* Non-void functions. */
-#define NVTX_EXT_FN_RETURN_INVALID(rtype) return ((rtype)(intptr_t)-1);
+#define NVTX_EXT_FN_RETURN return
+#define NVTX_EXT_FN_RETURN_INVALID(rtype) return NVTX_NULLPTR;
 
-NVTX_EXT_FN_IMPL(nvtxMemPermissionsHandle_t, nvtxMemCudaGetProcessWidePermissions, (nvtxDomainHandle_t domain), (domain))
+NVTX_EXT_MEM_IMPL_FN_V1(nvtxMemPermissionsHandle_t, nvtxMemCudaGetProcessWidePermissions, (nvtxDomainHandle_t domain), (domain))
 
-NVTX_EXT_FN_IMPL(nvtxMemPermissionsHandle_t, nvtxMemCudaGetDeviceWidePermissions, (nvtxDomainHandle_t domain, int device), (domain, device))
+NVTX_EXT_MEM_IMPL_FN_V1(nvtxMemPermissionsHandle_t, nvtxMemCudaGetDeviceWidePermissions, (nvtxDomainHandle_t domain, int device), (domain, device))
 
+#undef NVTX_EXT_FN_RETURN
 #undef NVTX_EXT_FN_RETURN_INVALID
 /* END: Non-void functions. */
 
 /* void functions. */
+#define NVTX_EXT_FN_RETURN
 #define NVTX_EXT_FN_RETURN_INVALID(rtype)
-#define return
 
-NVTX_EXT_FN_IMPL(void, nvtxMemCudaSetPeerAccess, (nvtxDomainHandle_t domain, nvtxMemPermissionsHandle_t permissions, int devicePeer, uint32_t flags), (domain, permissions, devicePeer, flags))
+NVTX_EXT_MEM_IMPL_FN_V1(void, nvtxMemCudaSetPeerAccess, (nvtxDomainHandle_t domain, nvtxMemPermissionsHandle_t permissions, int devicePeer, uint32_t flags), (domain, permissions, devicePeer, flags))
 
-#undef return
+NVTX_EXT_MEM_IMPL_FN_V1(void, nvtxMemCudaMarkInitialized, (nvtxDomainHandle_t domain, cudaStream_t stream, uint8_t isPerThreadStream, nvtxMemMarkInitializedBatch_t const* desc), (domain, stream, isPerThreadStream, desc))
+
+#undef NVTX_EXT_FN_RETURN
 #undef NVTX_EXT_FN_RETURN_INVALID
 /* END: void functions. */
-
-#undef NVTX_EXT_FN_IMPL
 
 #ifdef __cplusplus
 } /* extern "C" */
 #endif /* __cplusplus */
+
+#endif /* NVTX_EXT_IMPL_MEM_CUDART_V1 */

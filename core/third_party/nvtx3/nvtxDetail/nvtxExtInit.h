@@ -1,5 +1,5 @@
 /*
- * SPDX-FileCopyrightText: Copyright (c) 2009-2023 NVIDIA CORPORATION & AFFILIATES. All rights reserved.
+ * SPDX-FileCopyrightText: Copyright (c) 2009-2025 NVIDIA CORPORATION & AFFILIATES. All rights reserved.
  * SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
  *
  * Licensed under the Apache License, Version 2.0 (the "License");
@@ -15,11 +15,21 @@
  * limitations under the License.
  *
  * Licensed under the Apache License v2.0 with LLVM Exceptions.
- * See LICENSE.txt for license information.
+ * See https://nvidia.github.io/NVTX/LICENSE.txt for license information.
  */
 
 #ifndef NVTX_EXT_INIT_GUARD
 #error Never include this file directly -- it is automatically included by nvToolsExt.h (except when NVTX_NO_IMPL is defined).
+#endif
+
+#if defined(NVTX_AS_SYSTEM_HEADER)
+#if defined(__clang__)
+#pragma clang system_header
+#elif defined(__GNUC__) || defined(__NVCOMPILER)
+#pragma GCC system_header
+#elif defined(_MSC_VER)
+#pragma system_header
+#endif
 #endif
 
 #ifdef __cplusplus
@@ -31,113 +41,131 @@ extern "C" {
 /* Prefer macros over inline functions to reduce symbol resolution at link time */
 
 #if defined(_WIN32)
-#define NVTX_PATHCHAR   wchar_t
-#define NVTX_STR(x)     L##x
-#define NVTX_GETENV     _wgetenv
-#define NVTX_BUFSIZE    16384
-#define NVTX_DLLHANDLE  HMODULE
-#define NVTX_DLLOPEN(x) LoadLibraryW(x)
-#define NVTX_DLLFUNC    GetProcAddress
-#define NVTX_DLLCLOSE   FreeLibrary
-#define NVTX_YIELD()    SwitchToThread()
-#define NVTX_MEMBAR()   MemoryBarrier()
-#define NVTX_ATOMIC_WRITE_32(address, value)                        InterlockedExchange((volatile LONG*)address, value)
-#define NVTX_ATOMIC_CAS_32(old, address, exchange, comparand) old = InterlockedCompareExchange((volatile LONG*)address, exchange, comparand)
-#define NVTX_ATOMIC_WRITE_PTR(address, value)                        InterlockedExchangePointer((volatile PVOID*)address, (PVOID)value)
-#define NVTX_ATOMIC_CAS_PTR(old, address, exchange, comparand) old = (intptr_t)InterlockedCompareExchangePointer((volatile PVOID*)address, (PVOID)exchange, (PVOID)comparand)
-
-
+#define NVTX_ATOMIC_WRITE_PTR(address, value) \
+    InterlockedExchangePointer(NVTX_REINTERPRET_CAST(volatile PVOID*, (address)), \
+        NVTX_REINTERPRET_CAST(PVOID, (value)))
+#define NVTX_ATOMIC_CAS_PTR(old, address, exchange, comparand) \
+    (old) = NVTX_REINTERPRET_CAST(intptr_t, InterlockedCompareExchangePointer( \
+        NVTX_REINTERPRET_CAST(volatile PVOID*, (address)), \
+        NVTX_REINTERPRET_CAST(PVOID, (exchange)), \
+        NVTX_REINTERPRET_CAST(PVOID, (comparand))))
 #elif defined(__GNUC__)
-#define NVTX_PATHCHAR   char
-#define NVTX_STR(x)     x
-#define NVTX_GETENV     getenv
-#define NVTX_BUFSIZE    16384
-#define NVTX_DLLHANDLE  void*
-#define NVTX_DLLOPEN(x) dlopen(x, RTLD_LAZY)
-#define NVTX_DLLFUNC    dlsym
-#define NVTX_DLLCLOSE   dlclose
-#define NVTX_YIELD()    sched_yield()
-#define NVTX_MEMBAR()   __sync_synchronize()
-/* Ensure full memory barrier for atomics, to match Windows functions. */
-#define NVTX_ATOMIC_WRITE_32(address, value)                  __sync_synchronize();       __sync_lock_test_and_set(address, value)
-#define NVTX_ATOMIC_CAS_32(old, address, exchange, comparand) __sync_synchronize(); old = __sync_val_compare_and_swap(address, exchange, comparand)
-#define NVTX_ATOMIC_WRITE_PTR(address, value)                  __sync_synchronize();       __sync_lock_test_and_set(address, value)
-#define NVTX_ATOMIC_CAS_PTR(old, address, exchange, comparand) __sync_synchronize(); old = __sync_val_compare_and_swap(address, exchange, comparand)
+/* Ensure full memory barrier for atomics, to match Windows functions */
+#define NVTX_ATOMIC_WRITE_PTR(address, value) \
+    __sync_synchronize(); *address = value; __sync_synchronize()
+#define NVTX_ATOMIC_CAS_PTR(old, address, exchange, comparand) \
+    old = __sync_val_compare_and_swap(address, comparand, exchange)
 #else
 #error The library does not support your configuration!
 #endif
 
+#ifndef NVTX_SUPPORT_ALREADY_INJECTED_LIBRARY
 /* Define this to 1 for platforms that where pre-injected libraries can be discovered. */
 #if defined(_WIN32)
-/* TODO */
+/* Windows has no process-wide table of dynamic library symbols, so this can't be supported. */
 #define NVTX_SUPPORT_ALREADY_INJECTED_LIBRARY 0
 #else
+/* POSIX platforms allow calling dlsym on a null module to use the process-wide table.
+ * Note: Still disabled in load sequence version 2.  Needs to support following the
+ * RTLD_NEXT chain, and needs more testing before support can be enabled by default. */
 #define NVTX_SUPPORT_ALREADY_INJECTED_LIBRARY 0
 #endif
+#endif
 
+#ifndef NVTX_SUPPORT_ENV_VARS
 /* Define this to 1 for platforms that support environment variables. */
 /* TODO: Detect UWP, a.k.a. Windows Store app, and set this to 0. */
 /* Try:  #if defined(WINAPI_FAMILY_PARTITION) && WINAPI_FAMILY_PARTITION(WINAPI_PARTITION_APP) */
 #define NVTX_SUPPORT_ENV_VARS 1
+#endif
 
+#ifndef NVTX_SUPPORT_DYNAMIC_INJECTION_LIBRARY
 /* Define this to 1 for platforms that support dynamic/shared libraries */
 #define NVTX_SUPPORT_DYNAMIC_INJECTION_LIBRARY 1
+#endif
 
-/* Injection libraries implementing InitializeInjectionNvtxExtension may be statically linked,
- * which will override any dynamic injection. This is useful for platforms, where dynamic
- * injection is not available. Since weak symbols, not explicitly marked extern, are
- * guaranteed to be initialized to zero, if no definitions are found by the linker, the
- * dynamic injection process proceeds normally, if pfnInitializeInjectionNvtx2 is 0. */
+#ifndef NVTX_SUPPORT_ANDROID_INJECTION_LIBRARY_IN_PACKAGE
+#if defined(__ANDROID__)
+#define NVTX_SUPPORT_ANDROID_INJECTION_LIBRARY_IN_PACKAGE 1
+#else
+#define NVTX_SUPPORT_ANDROID_INJECTION_LIBRARY_IN_PACKAGE 0
+#endif
+#endif
+
+#ifndef NVTX_SUPPORT_STATIC_INJECTION_LIBRARY
+/* On platforms that support weak symbols (i.e. non-Windows), injection libraries may
+*  be statically linked into an application.  This is useful for platforms where dynamic
+*  injection is not available.  Weak symbols not marked extern are definitions, not just
+*  declarations.  They are guaranteed to be initialized to zero if no normal definitions
+*  are found by the linker to override them.  This means the NVTX load sequence can safely
+*  detect the presence of a static injection -- if InitializeInjectionNvtxExtension_fnptr is zero,
+*  there is no static injection. */
 #if defined(__GNUC__) && !defined(_WIN32) && !defined(__CYGWIN__)
 #define NVTX_SUPPORT_STATIC_INJECTION_LIBRARY 1
-/* To statically inject an NVTX library, define InitializeInjectionNvtxExtension_fnptr as a normal
- * symbol (not weak) pointing to the implementation of InitializeInjectionNvtxExtension, which
- * does not need to be named "InitializeInjectionNvtxExtension" as it is necessary in a dynamic
- * injection library. */
-__attribute__((weak)) NvtxExtInitializeInjectionFunc_t InitializeInjectionNvtxExtension_fnptr;
 #else
 #define NVTX_SUPPORT_STATIC_INJECTION_LIBRARY 0
 #endif
+#endif
 
+#if NVTX_SUPPORT_STATIC_INJECTION_LIBRARY && !defined(NVTX_STATIC_INJECTION_IMPL)
+/* To make an NVTX injection library support static injection, it must do these things:
+*  - Define InitializeInjectionNvtxExtension_fnptr as a normal symbol (not weak), pointing to
+*    the implementation of InitializeInjectionNvtxExtension (which does not need to be a
+*    dynamic export if only supporting static injection).
+*  - Define NVTX_STATIC_INJECTION_IMPL so the weak definition below is skipped.
+*  - Compile the static injection files with -fPIC if they are to be linked with other
+*    files compiled this way.  If you forget this, GCC will simply tell you to add it.
+*  When building the application, there a few ways to link in a static injection:
+*  - Compile the injection's source files normally, and include the .o files as inputs
+*    to the linker.
+*  - If the injection is provided as an archive (.a file), it will not resolve any
+*    unresolved symbols, so the linker will skip it by default.  This can be fixed
+*    by wrapping the static injection's name on the linker command line with options
+*    to treat it differently.  For example:
+*      gcc example.o libfoo.a -Wl,--whole-archive libinj-static.a -Wl,--no-whole-archive libbar.a
+*    Note that libinj-static.a is bracketed by options to turn on "whole archive" and
+*    then back off again afterwards, so libfoo.a and libbar.a are linked normally.
+*  - In CMake, a static injection can be added with options like this:
+*      target_link_libraries(app PRIVATE -Wl,--whole-archive inj-static -Wl,--no-whole-archive)
+*/
+__attribute__((weak)) NvtxExtInitializeInjectionFunc_t InitializeInjectionNvtxExtension_fnptr;
+#endif
 
-
-/* This function tries to find or load an NVTX injection library and get the address of its
- * `InitializeInjectionExtension` function. If such a function pointer is found, it is called and
- * passed the address of this NVTX instance's `nvtxGetExportTable` function, so that the injection
- * can attach to this instance.
- * If the initialization fails for any reason, any dynamic library loaded will  be freed, and all
- * NVTX implementation functions will be set to no-ops. If the initialization succeeds, NVTX
- * functions that are not attached to the tool will be set to no-ops. This is implemented as one
- * function instead of several small functions to minimize the number of weak symbols the linker
- * must resolve. The order of search is:
- *  1) Pre-injected library exporting InitializeInjectionNvtxExtension
- *  2) Loadable library exporting InitializeInjectionNvtxExtension
- *      - Path specified by env var NVTX_INJECTION??_PATH (?? is 32 or 64)
- *      - On Android, libNvtxInjection??.so within the package (?? is 32 or 64)
- *  3) Statically-linked injection library defining InitializeInjectionNvtx2_fnptr
- */
+/* This function tries to find or load an NVTX injection library and get the
+*  address of its InitializeInjectionExtension function.  If such a function pointer
+*  is found, it is called, and passed the address of this NVTX instance's
+*  nvtxGetExportTable function, so the injection can attach to this instance.
+*  If the initialization fails for any reason, any dynamic library loaded will
+*  be freed, and all NVTX implementation functions will be set to no-ops.  If
+*  initialization succeeds, NVTX functions not attached to the tool will be set
+*  to no-ops.  This is implemented as one function instead of several small
+*  functions to minimize the number of weak symbols the linker must resolve.
+*  Order of search is:
+*  - Pre-injected library exporting InitializeInjectionNvtxExtension
+*  - Loadable library exporting InitializeInjectionNvtxExtension
+*      - Path specified by env var NVTX_INJECTION??_PATH (?? is 32 or 64)
+*      - On Android, libNvtxInjection??.so within the package (?? is 32 or 64)
+*  - Statically-linked injection library defining InitializeInjectionNvtxExtension_fnptr
+*/
 NVTX_LINKONCE_FWDDECL_FUNCTION int NVTX_VERSIONED_IDENTIFIER(nvtxExtLoadInjectionLibrary)(
     NvtxExtInitializeInjectionFunc_t* out_init_fnptr);
 NVTX_LINKONCE_DEFINE_FUNCTION int NVTX_VERSIONED_IDENTIFIER(nvtxExtLoadInjectionLibrary)(
     NvtxExtInitializeInjectionFunc_t* out_init_fnptr)
 {
-    const char* const initFuncName = "InitializeInjectionNvtxExtension";
-    NvtxExtInitializeInjectionFunc_t init_fnptr = (NvtxExtInitializeInjectionFunc_t)0;
-    NVTX_DLLHANDLE injectionLibraryHandle = (NVTX_DLLHANDLE)0;
+    static const char initFuncName[] = "InitializeInjectionNvtxExtension";
+#if NVTX_SUPPORT_ALREADY_INJECTED_LIBRARY
+    static const char initFuncPreinjectName[] = "InitializeInjectionNvtxExtensionPreinject";
+#endif
+    NvtxExtInitializeInjectionFunc_t init_fnptr = NVTX_NULLPTR;
+    NVTX_DLLHANDLE injectionLibraryHandle = NVTX_DLLDEFAULT;
 
     if (out_init_fnptr)
     {
-        *out_init_fnptr = (NvtxExtInitializeInjectionFunc_t)0;
+        *out_init_fnptr = NVTX_NULLPTR;
     }
-
-#if NVTX_SUPPORT_ALREADY_INJECTED_LIBRARY
-    /* Use POSIX global symbol chain to query for init function from any module. */
-    init_fnptr = (NvtxExtInitializeInjectionFunc_t)NVTX_DLLFUNC(0, initFuncName);
-#endif
 
 #if NVTX_SUPPORT_DYNAMIC_INJECTION_LIBRARY
     /* Try discovering dynamic injection library to load */
-    if (!init_fnptr)
     {
 #if NVTX_SUPPORT_ENV_VARS
         /* If env var NVTX_INJECTION64_PATH is set, it should contain the path
@@ -147,7 +175,7 @@ NVTX_LINKONCE_DEFINE_FUNCTION int NVTX_VERSIONED_IDENTIFIER(nvtxExtLoadInjection
             : NVTX_STR("NVTX_INJECTION64_PATH");
 #endif /* NVTX_SUPPORT_ENV_VARS */
         NVTX_PATHCHAR injectionLibraryPathBuf[NVTX_BUFSIZE];
-        const NVTX_PATHCHAR* injectionLibraryPath = (const NVTX_PATHCHAR*)0;
+        const NVTX_PATHCHAR* injectionLibraryPath = NVTX_NULLPTR;
 
         /* Refer to this variable explicitly in case all references to it are #if'ed out. */
         (void)injectionLibraryPathBuf;
@@ -165,7 +193,7 @@ NVTX_LINKONCE_DEFINE_FUNCTION int NVTX_VERSIONED_IDENTIFIER(nvtxExtLoadInjection
 #endif
 #endif
 
-#if defined(__ANDROID__)
+#if NVTX_SUPPORT_ANDROID_INJECTION_LIBRARY_IN_PACKAGE
         if (!injectionLibraryPath)
         {
             const char *bits = (sizeof(void*) == 4) ? "32" : "64";
@@ -177,9 +205,9 @@ NVTX_LINKONCE_DEFINE_FUNCTION int NVTX_VERSIONED_IDENTIFIER(nvtxExtLoadInjection
             size_t bytesRead;
             size_t pos;
 
-            pid = (int)getpid();
+            pid = NVTX_STATIC_CAST(int, getpid());
             count = snprintf(cmdlineBuf, sizeof(cmdlineBuf), "/proc/%d/cmdline", pid);
-            if (count <= 0 || count >= (int)sizeof(cmdlineBuf))
+            if (count <= 0 || count >= NVTX_STATIC_CAST(int, sizeof(cmdlineBuf)))
             {
                 NVTX_ERR("Path buffer too small for: /proc/%d/cmdline\n", pid);
                 return NVTX_ERR_INIT_ACCESS_LIBRARY;
@@ -236,7 +264,7 @@ NVTX_LINKONCE_DEFINE_FUNCTION int NVTX_VERSIONED_IDENTIFIER(nvtxExtLoadInjection
             }
             injectionLibraryPath = injectionLibraryPathBuf;
         }
-#endif
+#endif /* NVTX_SUPPORT_ANDROID_INJECTION_LIBRARY_IN_PACKAGE */
 
         /* At this point, `injectionLibraryPath` is specified if a dynamic
            injection library was specified by a tool. */
@@ -252,7 +280,7 @@ NVTX_LINKONCE_DEFINE_FUNCTION int NVTX_VERSIONED_IDENTIFIER(nvtxExtLoadInjection
             else
             {
                 /* Attempt to get the injection library's entry-point. */
-                init_fnptr = (NvtxExtInitializeInjectionFunc_t)NVTX_DLLFUNC(injectionLibraryHandle, initFuncName);
+                init_fnptr = NVTX_REINTERPRET_CAST(NvtxExtInitializeInjectionFunc_t, NVTX_DLLFUNC(injectionLibraryHandle, initFuncName));
                 if (!init_fnptr)
                 {
                     NVTX_DLLCLOSE(injectionLibraryHandle);
@@ -262,13 +290,23 @@ NVTX_LINKONCE_DEFINE_FUNCTION int NVTX_VERSIONED_IDENTIFIER(nvtxExtLoadInjection
             }
         }
     }
+#endif /* NVTX_SUPPORT_DYNAMIC_INJECTION_LIBRARY */
+
+#if NVTX_SUPPORT_ALREADY_INJECTED_LIBRARY
+    if (!init_fnptr)
+    {
+        /* Use POSIX global symbol chain to query for init function from any module */
+        init_fnptr = NVTX_REINTERPRET_CAST(NvtxExtInitializeInjectionFunc_t, NVTX_DLLFUNC(NVTX_DLLDEFAULT, initFuncPreinjectName));
+    }
 #endif
 
 #if NVTX_SUPPORT_STATIC_INJECTION_LIBRARY
     if (!init_fnptr)
     {
-        /* Check weakly-defined function pointer.  A statically-linked injection can define
-           this as a normal symbol and it will take precedence over a dynamic injection. */
+        /* Check weakly-defined function pointer.  A statically-linked injection can define this
+        *  as a normal symbol and set it to the address of the NVTX init function -- this will
+        *  provide a non-null value here.  If there is no other definition of this symbol, it
+        *  will be null here. */
         if (InitializeInjectionNvtxExtension_fnptr)
         {
             init_fnptr = InitializeInjectionNvtxExtension_fnptr;
@@ -301,7 +339,9 @@ NVTX_LINKONCE_DEFINE_FUNCTION void NVTX_VERSIONED_IDENTIFIER(nvtxExtInitOnce) (
 
     NVTX_INFO( "%s\n", __FUNCTION__ );
 
-    if (*moduleState == NVTX_EXTENSION_LOADED)
+    if (*moduleState == NVTX_EXTENSION_LOADED ||
+        *moduleState == NVTX_EXTENSION_DISABLED ||
+        *moduleState == NVTX_EXTENSION_INIT_FN_FAILED)
     {
         NVTX_INFO("Module loaded\n");
         return;
@@ -314,6 +354,7 @@ NVTX_LINKONCE_DEFINE_FUNCTION void NVTX_VERSIONED_IDENTIFIER(nvtxExtInitOnce) (
         NVTX_EXTENSION_FRESH);
     if (old == NVTX_EXTENSION_FRESH)
     {
+        intptr_t stateReturnValue = NVTX_EXTENSION_LOADED;
         NvtxExtInitializeInjectionFunc_t init_fnptr =
             NVTX_VERSIONED_IDENTIFIER(nvtxExtGlobals1).injectionFnPtr;
         int entryPointStatus = 0;
@@ -321,12 +362,12 @@ NVTX_LINKONCE_DEFINE_FUNCTION void NVTX_VERSIONED_IDENTIFIER(nvtxExtInitOnce) (
         size_t s;
 
         /* Load and initialize injection library, which will assign the function pointers. */
-        if (init_fnptr == 0)
+        if (init_fnptr == NVTX_NULLPTR)
         {
             int result = 0;
 
             /* Try to load vanilla NVTX first. */
-            nvtxInitialize(0);
+            nvtxInitialize(NVTX_NULLPTR);
 
             result = NVTX_VERSIONED_IDENTIFIER(nvtxExtLoadInjectionLibrary)(&init_fnptr);
             /* At this point `init_fnptr` will be either 0 or a real function. */
@@ -337,24 +378,29 @@ NVTX_LINKONCE_DEFINE_FUNCTION void NVTX_VERSIONED_IDENTIFIER(nvtxExtInitOnce) (
             }
             else
             {
-                NVTX_ERR("Failed to load injection library\n");
+                if (result == NVTX_ERR_INIT_MISSING_LIBRARY_ENTRY_POINT)
+                {
+                    stateReturnValue = NVTX_EXTENSION_DISABLED;
+                }
+                NVTX_ERR("Failed to load injection library.\n");
             }
         }
 
-        if (init_fnptr != 0)
+        if (init_fnptr != NVTX_NULLPTR)
         {
             /* Invoke injection library's initialization function. If it returns
                0 (failure) and a dynamic injection was loaded, unload it. */
             entryPointStatus = init_fnptr(moduleInfo);
             if (entryPointStatus == 0)
             {
+                stateReturnValue = NVTX_EXTENSION_INIT_FN_FAILED;
                 NVTX_ERR("Failed to initialize injection library -- initialization function returned 0\n");
             }
         }
 
         /* Clean up any functions that are still uninitialized so that they are
            skipped. Set all to null if injection init function failed as well. */
-        forceAllToNoops = (init_fnptr == 0) || (entryPointStatus == 0);
+        forceAllToNoops = (init_fnptr == NVTX_NULLPTR) || (entryPointStatus == 0);
         for (s = 0; s < moduleInfo->segmentsCount; ++s)
         {
             nvtxExtModuleSegment_t* segment = moduleInfo->segments + s;
@@ -370,14 +416,15 @@ NVTX_LINKONCE_DEFINE_FUNCTION void NVTX_VERSIONED_IDENTIFIER(nvtxExtInitOnce) (
 
         NVTX_MEMBAR();
 
-        /* Signal that initialization has finished and the assigned function
-           pointers will be used. */
-        NVTX_ATOMIC_WRITE_PTR(moduleState, NVTX_EXTENSION_LOADED);
+        /* Signal that initialization has finished and the function pointers are set. */
+        NVTX_ATOMIC_WRITE_PTR(moduleState, stateReturnValue);
     }
     else /* Spin-wait until initialization has finished. */
     {
         NVTX_MEMBAR();
-        while (*moduleState != NVTX_EXTENSION_LOADED)
+        while (*moduleState != NVTX_EXTENSION_LOADED &&
+               *moduleState != NVTX_EXTENSION_DISABLED &&
+               *moduleState != NVTX_EXTENSION_INIT_FN_FAILED)
         {
             NVTX_YIELD();
             NVTX_MEMBAR();

@@ -1,5 +1,5 @@
 /*
- * SPDX-FileCopyrightText: Copyright (c) 2023 NVIDIA CORPORATION & AFFILIATES. All rights reserved.
+ * SPDX-FileCopyrightText: Copyright (c) 2023-2025 NVIDIA CORPORATION & AFFILIATES. All rights reserved.
  * SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
  *
  * Licensed under the Apache License, Version 2.0 (the "License");
@@ -15,8 +15,18 @@
  * limitations under the License.
  *
  * Licensed under the Apache License v2.0 with LLVM Exceptions.
- * See LICENSE.txt for license information.
+ * See https://nvidia.github.io/NVTX/LICENSE.txt for license information.
  */
+
+#if defined(NVTX_AS_SYSTEM_HEADER)
+#if defined(__clang__)
+#pragma clang system_header
+#elif defined(__GNUC__) || defined(__NVCOMPILER)
+#pragma GCC system_header
+#elif defined(_MSC_VER)
+#pragma system_header
+#endif
+#endif
 
 #ifndef NVTX_EXT_PAYLOAD_HELPER_INTERNAL_H
 #define NVTX_EXT_PAYLOAD_HELPER_INTERNAL_H
@@ -45,10 +55,10 @@
  */
 #define NVTX_PAYLOAD_SCHEMA_ATTR(struct_id, schema_name, schema_flags, schema_id, mask_add, num_entries) \
     nvtxPayloadSchemaAttr_t struct_id##Attr = { \
-        /*.fieldMask = */NVTX_PAYLOAD_SCHEMA_ATTR_TYPE | mask_add \
-            NVTX_PAYLOAD_SCHEMA_ATTR_ENTRIES | \
-            NVTX_PAYLOAD_SCHEMA_ATTR_NUM_ENTRIES | \
-            NVTX_PAYLOAD_SCHEMA_ATTR_STATIC_SIZE, \
+        /*.fieldMask = */NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_TYPE | mask_add \
+            NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_ENTRIES | \
+            NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NUM_ENTRIES | \
+            NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_STATIC_SIZE, \
         /*.name = */schema_name, \
         /*.type = */NVTX_PAYLOAD_SCHEMA_TYPE_STATIC, \
         /*.flags = */schema_flags, \
@@ -62,9 +72,9 @@
 
 /* First part of schema entry for different number of arguments. */
 #define _NVTX_PAYLOAD_SCHEMA_EF2(member, etype) \
-    0, NVTX_PAYLOAD_ENTRY_##etype, NULL, NULL, 0,
+    0, NVTX_PAYLOAD_ENTRY_##etype, NVTX_NULLPTR, NVTX_NULLPTR, 0,
 #define _NVTX_PAYLOAD_SCHEMA_EF3(member, etype, name) \
-    0, NVTX_PAYLOAD_ENTRY_##etype, name, NULL, 0,
+    0, NVTX_PAYLOAD_ENTRY_##etype, name, NVTX_NULLPTR, 0,
 #define _NVTX_PAYLOAD_SCHEMA_EF4(member, etype, name, desc) \
     0, NVTX_PAYLOAD_ENTRY_##etype, name, desc, 0,
 #define _NVTX_PAYLOAD_SCHEMA_EF5(member, etype, name, desc, arraylen) \
@@ -114,23 +124,23 @@
 #define _NVTX_DEFINE_S4S_6(struct_id, schema_name, prefix, schema_flags, schema_id, entries) \
     prefix _NVTX_PAYLOAD_SCHEMA_ENTRIES(struct_id, _NVTX_PAYLOAD_PASS_THROUGH entries) \
     prefix NVTX_PAYLOAD_SCHEMA_ATTR(struct_id, schema_name, schema_flags, schema_id, \
-        NVTX_PAYLOAD_SCHEMA_ATTR_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FLAGS | NVTX_PAYLOAD_SCHEMA_ATTR_SCHEMA_ID |,\
+        NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_FLAGS | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_SCHEMA_ID |,\
         NVTX_EXT_NUM_ARGS(_NVTX_PAYLOAD_PASS_THROUGH entries))
 #define _NVTX_DEFINE_S4S_5(struct_id, schema_name, prefix, schema_flags, entries) \
     prefix _NVTX_PAYLOAD_SCHEMA_ENTRIES(struct_id, _NVTX_PAYLOAD_PASS_THROUGH entries) \
     prefix NVTX_PAYLOAD_SCHEMA_ATTR(struct_id, schema_name, schema_flags, 0, \
-        NVTX_PAYLOAD_SCHEMA_ATTR_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FLAGS |, \
+        NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_FLAGS |, \
         NVTX_EXT_NUM_ARGS(_NVTX_PAYLOAD_PASS_THROUGH entries))
 #define _NVTX_DEFINE_S4S_4(struct_id, schema_name, prefix, entries) \
     prefix _NVTX_PAYLOAD_SCHEMA_ENTRIES(struct_id, _NVTX_PAYLOAD_PASS_THROUGH entries) \
     prefix NVTX_PAYLOAD_SCHEMA_ATTR(struct_id, schema_name, NVTX_PAYLOAD_SCHEMA_FLAG_NONE, 0, \
-        NVTX_PAYLOAD_SCHEMA_ATTR_NAME |, \
+        NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NAME |, \
         NVTX_EXT_NUM_ARGS(_NVTX_PAYLOAD_PASS_THROUGH entries))
 #define _NVTX_DEFINE_S4S_3(struct_id, schema_name, entries) \
     _NVTX_DEFINE_S4S_4(struct_id, schema_name, /*prefix*/, entries)
 #define _NVTX_DEFINE_S4S_2(struct_id, entries) \
     _NVTX_PAYLOAD_SCHEMA_ENTRIES(struct_id, _NVTX_PAYLOAD_PASS_THROUGH entries) \
-    NVTX_PAYLOAD_SCHEMA_ATTR(struct_id, NULL, NVTX_PAYLOAD_SCHEMA_FLAG_NONE, 0, ,\
+    NVTX_PAYLOAD_SCHEMA_ATTR(struct_id, NVTX_NULLPTR, NVTX_PAYLOAD_SCHEMA_FLAG_NONE, 0, ,\
         NVTX_EXT_NUM_ARGS(_NVTX_PAYLOAD_PASS_THROUGH entries))
 
 #define _NVTX_DEFINE_SCHEMA_FOR_STRUCT(struct_id, ...) \
@@ -188,9 +198,9 @@
 
 /* Generate first part of the schema entry. */
 #define _NVTX_PAYLOAD_INIT_SCHEMA_N3(type, memberId, etype) \
-    0, NVTX_PAYLOAD_ENTRY_##etype, NULL, NULL, 0,
+    0, NVTX_PAYLOAD_ENTRY_##etype, NVTX_NULLPTR, NVTX_NULLPTR, 0,
 #define _NVTX_PAYLOAD_INIT_SCHEMA_N4(type, memberId, etype, name) \
-    0, NVTX_PAYLOAD_ENTRY_##etype, name, NULL, 0,
+    0, NVTX_PAYLOAD_ENTRY_##etype, name, NVTX_NULLPTR, 0,
 #define _NVTX_PAYLOAD_INIT_SCHEMA_N5(type, memberId, etype, name, desc) \
     0, NVTX_PAYLOAD_ENTRY_##etype, name, desc, 0,
 #define _NVTX_PAYLOAD_INIT_SCHEMA_N6(type, memberId, etype, name, desc, arraylen) \
@@ -252,27 +262,27 @@
   _NVTX_PAYLOAD_TYPEDEF_STRUCT(struct_id, _NVTX_PAYLOAD_PASS_THROUGH entries) \
   prefix _NVTX_PAYLOAD_SCHEMA_INIT_ENTRIES(struct_id, _NVTX_PAYLOAD_PASS_THROUGH entries) \
   prefix NVTX_PAYLOAD_SCHEMA_ATTR(struct_id, schema_name, schema_flags, schema_id, \
-      NVTX_PAYLOAD_SCHEMA_ATTR_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FLAGS | \
-      NVTX_PAYLOAD_SCHEMA_ATTR_SCHEMA_ID |, \
+      NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_FLAGS | \
+      NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_SCHEMA_ID |, \
       NVTX_EXT_NUM_ARGS(_NVTX_PAYLOAD_PASS_THROUGH entries))
 #define _NVTX_DEFINE_SWS_5(struct_id, schema_name, prefix, schema_flags, entries) \
   _NVTX_PAYLOAD_TYPEDEF_STRUCT(struct_id, _NVTX_PAYLOAD_PASS_THROUGH entries) \
   prefix _NVTX_PAYLOAD_SCHEMA_INIT_ENTRIES(struct_id, _NVTX_PAYLOAD_PASS_THROUGH entries) \
   prefix NVTX_PAYLOAD_SCHEMA_ATTR(struct_id, schema_name, schema_flags, 0, \
-      NVTX_PAYLOAD_SCHEMA_ATTR_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FLAGS |, \
+      NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_FLAGS |, \
       NVTX_EXT_NUM_ARGS(_NVTX_PAYLOAD_PASS_THROUGH entries))
 #define _NVTX_DEFINE_SWS_4(struct_id, schema_name, prefix, entries) \
   _NVTX_PAYLOAD_TYPEDEF_STRUCT(struct_id, _NVTX_PAYLOAD_PASS_THROUGH entries) \
   prefix _NVTX_PAYLOAD_SCHEMA_INIT_ENTRIES(struct_id, _NVTX_PAYLOAD_PASS_THROUGH entries) \
   prefix NVTX_PAYLOAD_SCHEMA_ATTR(struct_id, schema_name, NVTX_PAYLOAD_SCHEMA_FLAG_NONE, 0, \
-      NVTX_PAYLOAD_SCHEMA_ATTR_NAME |, \
+      NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NAME |, \
       NVTX_EXT_NUM_ARGS(_NVTX_PAYLOAD_PASS_THROUGH entries))
 #define _NVTX_DEFINE_SWS_3(struct_id, schema_name, entries) \
   _NVTX_DEFINE_SWS_4(struct_id, schema_name, /* no prefix */, entries)
 #define _NVTX_DEFINE_SWS_2(struct_id, entries) \
   _NVTX_PAYLOAD_TYPEDEF_STRUCT(struct_id, _NVTX_PAYLOAD_PASS_THROUGH entries) \
   _NVTX_PAYLOAD_SCHEMA_INIT_ENTRIES(struct_id, _NVTX_PAYLOAD_PASS_THROUGH entries) \
-  NVTX_PAYLOAD_SCHEMA_ATTR(struct_id, NULL, NVTX_PAYLOAD_SCHEMA_FLAG_NONE, 0, , \
+  NVTX_PAYLOAD_SCHEMA_ATTR(struct_id, NVTX_NULLPTR, NVTX_PAYLOAD_SCHEMA_FLAG_NONE, 0, , \
       NVTX_EXT_NUM_ARGS(_NVTX_PAYLOAD_PASS_THROUGH entries))
 
 #define _NVTX_DEFINE_STRUCT_WITH_SCHEMA(struct_id, ...) \

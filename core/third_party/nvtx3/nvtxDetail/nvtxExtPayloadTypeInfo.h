@@ -1,5 +1,5 @@
 /*
- * SPDX-FileCopyrightText: Copyright (c) 2021-2023 NVIDIA CORPORATION & AFFILIATES. All rights reserved.
+ * SPDX-FileCopyrightText: Copyright (c) 2021-2025 NVIDIA CORPORATION & AFFILIATES. All rights reserved.
  * SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
  *
  * Licensed under the Apache License, Version 2.0 (the "License");
@@ -15,11 +15,21 @@
  * limitations under the License.
  *
  * Licensed under the Apache License v2.0 with LLVM Exceptions.
- * See LICENSE.txt for license information.
+ * See https://nvidia.github.io/NVTX/LICENSE.txt for license information.
  */
 
 #ifndef NVTX_EXT_IMPL_PAYLOAD_GUARD
 #error Never include this file directly -- it is automatically included by nvToolsExtPayload.h (except when NVTX_NO_IMPL is defined).
+#endif
+
+#if defined(NVTX_AS_SYSTEM_HEADER)
+#if defined(__clang__)
+#pragma clang system_header
+#elif defined(__GNUC__) || defined(__NVCOMPILER)
+#pragma GCC system_header
+#elif defined(_MSC_VER)
+#pragma system_header
+#endif
 #endif
 
 typedef void* nvtx_payload_pointer_type;
@@ -29,6 +39,20 @@ typedef void* nvtx_payload_pointer_type;
 #include <uchar.h>
 #endif
 #include <stdalign.h>
+#endif
+
+/* `char8_t` is available as of C++20 or C23 */
+#if ((defined(__STDC_VERSION__) && __STDC_VERSION__ >= 202311L) || (defined(__cplusplus) && __cplusplus >= 201811L)) && !defined(__APPLE__)
+#define NVTX_HAVE_CHAR8 1
+#else
+#define NVTX_HAVE_CHAR8 0
+#endif
+
+/* `char16_t` and `char32_t` are available as of C++11 or C11 */
+#if ((defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L) || (defined(__cplusplus) && __cplusplus >= 200704L)) && !defined(__APPLE__)
+#define NVTX_HAVE_CHAR16_CHAR32 1
+#else
+#define NVTX_HAVE_CHAR16_CHAR32 0
 #endif
 
 /* `alignof` is available as of C11 or C++11. */
@@ -72,21 +96,13 @@ MKTYPEDEF(nvtx_payload_pointer_type);
 
 MKTYPEDEF(wchar_t);
 
-/* `char8_t` is available as of C++20 or C23 */
-#if ((defined(__STDC_VERSION__) && __STDC_VERSION__ >= 202311L) || (defined(__cplusplus) && __cplusplus >= 201811L)) && !defined(__APPLE__)
+#if NVTX_HAVE_CHAR8
     MKTYPEDEF(char8_t);
-#define NVTX_HAVE_CHAR8 1
-#else
-#define NVTX_HAVE_CHAR8 0
 #endif
 
-/* `char16_t` and `char32_t` are available as of C++11 or C11 */
-#if ((defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L) || (defined(__cplusplus) && __cplusplus >= 200704L)) && !defined(__APPLE__)
+#if NVTX_HAVE_CHAR16_CHAR32
     MKTYPEDEF(char16_t);
     MKTYPEDEF(char32_t);
-#define NVTX_HAVE_CHAR16_CHAR32 1
-#else
-#define NVTX_HAVE_CHAR16_CHAR32 0
 #endif
 
 /* C requires to include stddef.h to use `offsetof` */
