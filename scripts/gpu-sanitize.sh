@@ -16,6 +16,8 @@
 # memcheck runs with --leak-check full; API errors are not reported (--report-api-errors no): the
 # tests make allocations fail on purpose (out-of-memory paths). A run counts as clean when the
 # program passes and the sanitizer's ERROR SUMMARY is 0.
+# Parts: RMM_SANITIZE_PARTS (default "rust cpp python xlang") picks among the four groups below;
+# xlang is issue 11's cross-language group (test_capsules.py and the two example crates).
 # Time budget: RMM_SANITIZE_BUDGET seconds in all (default 240); each run gets what is left, and the
 # runs that no longer fit are reported as not run.
 # Per tool: "sanitize memcheck: N errors in K runs"; the last line is
@@ -73,7 +75,11 @@ run() {
     fi
 }
 
+PARTS=" ${RMM_SANITIZE_PARTS:-rust cpp python xlang} "
+part() { [[ $PARTS == *" $1 "* ]]; }
+
 # Rust.
+if part rust; then
 core=$STAGE/rust/rmm-core__rmm_core
 [ -f "$core" ] || { [ -f "$core.gz" ] && gunzip -f "$core.gz"; }
 [ -f "$core" ] || core=
@@ -90,10 +96,11 @@ else
     missing=$((missing + 1))
     echo "  rust: rmm-core's test executable is not staged" | tee -a "$LOG"
 fi
+fi
 
 # C++ (built by gpu-run.sh with nvcc).
 export LD_LIBRARY_PATH=$STAGE/cpp/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-for t in test_cuda_thrust test_cuda_cccl test_c_abi; do
+part cpp && for t in test_cuda_thrust test_cuda_cccl test_c_abi; do
     exe=$(find /tmp/rmm-cpp-cuda/build -type f -name "$t" -perm -u+x 2>/dev/null | head -1)
     if [ -z "$exe" ]; then
         missing=$((missing + 1))
@@ -106,7 +113,9 @@ for t in test_cuda_thrust test_cuda_cccl test_c_abi; do
 done
 
 # Python (the wheel gpu-run.sh installed into /tmp/site).
-if [ -d /tmp/site/rmm ] && [ -d "$STAGE/python/tests" ]; then
+if ! part python; then
+    :
+elif [ -d /tmp/site/rmm ] && [ -d "$STAGE/python/tests" ]; then
     saved_path=${PYTHONPATH:-}
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
     pushd "$STAGE/python" >/dev/null || exit 1
@@ -120,7 +129,9 @@ fi
 
 # Cross-language (issue 11): buffers and resources between C++, Python and Rust (test_capsules.py,
 # its C++ extension and subprocesses: --target-processes all), the cxx bridge and the cudarc kernel.
-if [ -d /tmp/site/rmm ] && [ -f "$STAGE/python/tests/test_capsules.py" ]; then
+if ! part xlang; then
+    :
+elif [ -d /tmp/site/rmm ] && [ -f "$STAGE/python/tests/test_capsules.py" ]; then
     cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
     if [ -f "$STAGE/cpp/cccl.tar.gz" ] && [ -f "$cuda_inc/cuda_runtime_api.h" ]; then
         mkdir -p /tmp/rmm-py-cccl && tar -C /tmp/rmm-py-cccl -xzf "$STAGE/cpp/cccl.tar.gz" &&
@@ -133,7 +144,7 @@ else
     missing=$((missing + 1))
     echo "  python:test_capsules: not staged or the wheel is not installed" | tee -a "$LOG"
 fi
-for exe in rmm-example-cxx__bridge__test rmm-example-cudarc__kernel__test; do
+part xlang && for exe in rmm-example-cxx__bridge__test rmm-example-cudarc__kernel__test; do
     f=$STAGE/rust/$exe
     [ -f "$f" ] || { [ -f "$f.gz" ] && gunzip -f "$f.gz"; }
     if [ -f "$f" ]; then
