@@ -100,8 +100,13 @@ fi
 
 # C++ (built by gpu-run.sh with nvcc).
 export LD_LIBRARY_PATH=$STAGE/cpp/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-part cpp && for t in test_cuda_thrust test_cuda_cccl test_c_abi; do
+# Without the nvcc build (RMM_CPP_PREBUILT=1), the staged g++ builds of the C ABI, container and
+# resource tests stand in (the Thrust/CCCL .cu tests exist only as nvcc builds).
+cpp_tests=(test_cuda_thrust test_cuda_cccl test_c_abi)
+[ -d /tmp/rmm-cpp-cuda/build ] || cpp_tests=(test_c_abi test_cpp_containers test_cpp_resources)
+part cpp && for t in "${cpp_tests[@]}"; do
     exe=$(find /tmp/rmm-cpp-cuda/build -type f -name "$t" -perm -u+x 2>/dev/null | head -1)
+    [ -z "$exe" ] && [ ! -d /tmp/rmm-cpp-cuda/build ] && [ -f "$STAGE/cpp/bin/$t" ] && exe=$STAGE/cpp/bin/$t && chmod +x "$exe"
     if [ -z "$exe" ]; then
         missing=$((missing + 1))
         echo "  cpp:$t: not built (run scripts/gpu-run.sh first)" | tee -a "$LOG"
