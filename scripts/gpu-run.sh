@@ -381,8 +381,29 @@ if want parallel3; then
         pp=0 pf=0
         for i in 1 2 3; do
             echo "######## run $i: $(basename "$exe") --include-ignored (default parallelism)" >>"$OUT/parallel.log"
-            timeout -s KILL "${RMM_PARALLEL_LIMIT:-150}" "$exe" --include-ignored >"$OUT/parallel.one" 2>&1
-            rc=$?
+            "$exe" --include-ignored >"$OUT/parallel.one" 2>&1 &
+            pid=$! waited=0
+            while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "${RMM_PARALLEL_LIMIT:-150}" ]; do
+                sleep 1; waited=$((waited + 1))
+            done
+            if kill -0 "$pid" 2>/dev/null; then
+                # Hung: every thread's stack before the kill (gdb when the machine has it, else each
+                # thread's kernel wait channel), for the root cause.
+                if command -v gdb >/dev/null 2>&1; then
+                    timeout 60 gdb -p "$pid" -batch -ex 'thread apply all bt 25' >"$OUT/parallel-stacks-$i.log" 2>&1
+                else
+                    for t in /proc/"$pid"/task/*; do
+                        echo "$(basename "$t") $(cat "$t/comm" 2>/dev/null) wchan=$(cat "$t/wchan" 2>/dev/null)"
+                        cat "$t/stack" 2>/dev/null | head -8
+                    done >"$OUT/parallel-stacks-$i.log"
+                fi
+                kill -KILL "$pid" 2>/dev/null
+                wait "$pid" 2>/dev/null
+                rc=137
+            else
+                wait "$pid"
+                rc=$?
+            fi
             cat "$OUT/parallel.one" >>"$OUT/parallel.log"
             result=$(grep -E '^test result:' "$OUT/parallel.one" | tail -1)
             if [ "$rc" -eq 137 ]; then

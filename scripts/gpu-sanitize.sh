@@ -48,7 +48,10 @@ run() {
     local name=$1 tool=$2
     shift 2
     local extra=()
-    [ "$tool" = memcheck ] && extra=(--leak-check full)
+    # Leaks are checked for the Rust and C++ programs, which free what they made before exiting;
+    # an interpreter exits with module-level pools, PyTorch's caching allocators and CuPy's still
+    # holding memory by design (the first Python run: 55 "leaks", 0 invalid accesses).
+    [ "$tool" = memcheck ] && [[ $name != python* ]] && extra=(--leak-check full)
     local left=$((BUDGET - ($(date +%s) - START)))
     if [ "$left" -lt 10 ]; then
         missing=$((missing + 1))
