@@ -143,7 +143,12 @@ pub fn buffer_from_cxx(buf: UniquePtr<CxxDeviceBuffer>) -> Result<DeviceBuffer> 
     let status =
         unsafe { rmm_cxx_device_buffer_into_export(buf.into_raw(), &mut export, &mut err) };
     if status != RMM_OK {
-        return Err(error_from_c(status, &err, "rmm::device_buffer", "rmm_device_buffer_export"));
+        return Err(error_from_c(
+            status,
+            &err,
+            "rmm::device_buffer",
+            "rmm_device_buffer_export",
+        ));
     }
     // SAFETY: on success `export` is an owning `rmm_buffer_export*` that only we hold.
     unsafe { BufferExport::from_raw(export) }
@@ -165,7 +170,12 @@ pub fn buffer_into_cxx(buf: DeviceBuffer) -> Result<UniquePtr<CxxDeviceBuffer>> 
     // SAFETY: an owning export, consumed by the call in every case; valid out-pointers.
     let status = unsafe { rmm_cxx_device_buffer_from_export(export, &mut out, &mut err) };
     if status != RMM_OK {
-        return Err(error_from_c(status, &err, "rmm::device_buffer", "rmm_device_buffer_import"));
+        return Err(error_from_c(
+            status,
+            &err,
+            "rmm::device_buffer",
+            "rmm_device_buffer_import",
+        ));
     }
     // SAFETY: on success `out` is a new, owned `rmm::device_buffer*` made with `new`.
     Ok(unsafe { UniquePtr::from_raw(out) })

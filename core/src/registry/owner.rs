@@ -14,8 +14,8 @@ use crate::mr::{PoolMemoryResource, StatisticsResourceAdaptor};
 use crate::resource::status::{error_from_c, RMM_OK};
 use crate::resource::{AnyResource, ForeignResource, MemoryResource};
 
-use crate::resource::handle::{owner_tag, rmm_resource, RMM_ABI_VERSION};
 use crate::resource::guard::{guarded, null_out, put};
+use crate::resource::handle::{owner_tag, rmm_resource, RMM_ABI_VERSION};
 use crate::resource::status::rmm_error;
 use crate::view::strided::{check_alive, rmm_strided_view};
 
@@ -488,13 +488,18 @@ pub unsafe extern "C" fn rmm_strided_view_register_domain(
     // SAFETY: caller contract on both pointers.
     unsafe {
         guarded(err, || {
-            let check = check.ok_or_else(|| Error::invalid("the view check function must not be NULL"))?;
+            let check =
+                check.ok_or_else(|| Error::invalid("the view check function must not be NULL"))?;
             if domain_out.is_null() {
                 return Err(null_out("domain"));
             }
-            let mut checkers = view_checkers().lock().unwrap_or_else(PoisonError::into_inner);
+            let mut checkers = view_checkers()
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             if checkers.len() >= MAX_VIEW_DOMAINS {
-                return Err(Error::invalid("no view domain left for another copy of rmm-core"));
+                return Err(Error::invalid(
+                    "no view domain left for another copy of rmm-core",
+                ));
             }
             checkers.push(check);
             put(domain_out, checkers.len() as u32, "domain")
@@ -507,7 +512,10 @@ unsafe extern "C" fn check_own_view(view: *const rmm_strided_view, err: *mut rmm
     // SAFETY: the owner passes the caller's pointers through (NULL or valid).
     unsafe {
         guarded(err, || {
-            check_alive(view.as_ref().ok_or_else(|| Error::invalid("the view must not be NULL"))?)
+            check_alive(
+                view.as_ref()
+                    .ok_or_else(|| Error::invalid("the view must not be NULL"))?,
+            )
         })
     }
 }
@@ -522,9 +530,9 @@ pub fn view_domain_bits() -> u64 {
             return 0;
         };
         // SAFETY: rmm_c.h declares rmm_strided_view_register_domain as RegisterViewDomainFn.
-        let Some(register) = (unsafe {
-            table.symbol::<RegisterViewDomainFn>(c"rmm_strided_view_register_domain")
-        }) else {
+        let Some(register) =
+            (unsafe { table.symbol::<RegisterViewDomainFn>(c"rmm_strided_view_register_domain") })
+        else {
             return 0;
         };
         let (mut domain, mut err) = (0u32, rmm_error::new());
@@ -559,12 +567,18 @@ pub unsafe fn check_view(view: *const rmm_strided_view) -> Result<()> {
         None
     } else if own == 0 {
         // This copy is the owner: the copy that registered `domain`, if any.
-        let checkers = view_checkers().lock().unwrap_or_else(PoisonError::into_inner);
-        checkers.get(domain as usize - 1).map(|f| (*f, "the copy of rmm-core that acquired it"))
+        let checkers = view_checkers()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        checkers
+            .get(domain as usize - 1)
+            .map(|f| (*f, "the copy of rmm-core that acquired it"))
     } else {
-        // SAFETY: rmm_c.h declares rmm_strided_view_check as ViewCheckFn.
         super::owner_table()
-            .and_then(|table| unsafe { table.symbol::<ViewCheckFn>(c"rmm_strided_view_check") })
+            .and_then(|table| {
+                // SAFETY: rmm_c.h declares rmm_strided_view_check as ViewCheckFn.
+                unsafe { table.symbol::<ViewCheckFn>(c"rmm_strided_view_check") }
+            })
             .map(|f| (f, "librmm"))
     };
     let Some((check, who)) = ask else {
@@ -589,25 +603,37 @@ mod tests {
     unsafe extern "C" fn knows_seven(view: *const rmm_strided_view, err: *mut rmm_error) -> c_int {
         // SAFETY: check_view passes a readable view and a writable error.
         unsafe {
-            guarded(err, || match (*view).generation & ((1 << VIEW_DOMAIN_SHIFT) - 1) {
-                7 => Ok(()),
-                g => Err(Error::invalid(format!("generation {g} is not live over there"))),
+            guarded(err, || {
+                match (*view).generation & ((1 << VIEW_DOMAIN_SHIFT) - 1) {
+                    7 => Ok(()),
+                    g => Err(Error::invalid(format!(
+                        "generation {g} is not live over there"
+                    ))),
+                }
             })
         }
     }
 
     #[test]
     fn the_owner_asks_the_copy_that_acquired_a_view() {
-        assert_eq!(view_domain_bits(), 0, "the process's own registry: this copy is domain 0");
+        assert_eq!(
+            view_domain_bits(),
+            0,
+            "the process's own registry: this copy is domain 0"
+        );
         let (mut domain, mut err) = (0u32, rmm_error::new());
         // SAFETY: a function of this binary; valid out-pointers.
-        let status = unsafe { rmm_strided_view_register_domain(Some(knows_seven), &mut domain, &mut err) };
+        let status =
+            unsafe { rmm_strided_view_register_domain(Some(knows_seven), &mut domain, &mut err) };
         assert_eq!(status, RMM_OK);
         assert!(domain >= 1);
         let mut raw = rmm_strided_view::EMPTY;
         raw.generation = (u64::from(domain) << VIEW_DOMAIN_SHIFT) | 7;
         // SAFETY: a readable struct.
-        assert!(unsafe { check_view(&raw) }.is_ok(), "the other copy says it is live");
+        assert!(
+            unsafe { check_view(&raw) }.is_ok(),
+            "the other copy says it is live"
+        );
         raw.generation += 1;
         // SAFETY: as above.
         let e = unsafe { check_view(&raw) }.unwrap_err();
@@ -615,11 +641,17 @@ mod tests {
         raw.generation = (0xFFFF << VIEW_DOMAIN_SHIFT) | 7;
         // SAFETY: as above.
         let e = unsafe { check_view(&raw) }.unwrap_err();
-        assert!(e.to_string().contains("not live"), "a domain nobody registered: {e}");
+        assert!(
+            e.to_string().contains("not live"),
+            "a domain nobody registered: {e}"
+        );
         // SAFETY: a NULL view and a NULL check are refused, not dereferenced.
         unsafe {
             assert!(check_view(std::ptr::null()).is_err());
-            assert_ne!(rmm_strided_view_register_domain(None, &mut domain, &mut err), RMM_OK);
+            assert_ne!(
+                rmm_strided_view_register_domain(None, &mut domain, &mut err),
+                RMM_OK
+            );
             assert_ne!(
                 rmm_strided_view_register_domain(Some(knows_seven), std::ptr::null_mut(), &mut err),
                 RMM_OK
@@ -636,7 +668,10 @@ mod tests {
             shape: vec![16],
             strides: None,
             dtype: DLDataType::new(type_code::UINT, 8),
-            device: DLDevice { device_type: device_type::CPU, device_id: 0 },
+            device: DLDevice {
+                device_type: device_type::CPU,
+                device_id: 0,
+            },
             readonly: false,
             subbyte_padded: false,
         };

@@ -11,8 +11,8 @@
 //! 0-d views (no shape), empty views (an extent of 0), negative strides (reversed axes) and zero
 //! strides (broadcast) are all representable; nothing here reads or writes the data.
 
-use std::ffi::{c_char, c_int, CString};
 use std::collections::HashMap;
+use std::ffi::{c_char, c_int, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
