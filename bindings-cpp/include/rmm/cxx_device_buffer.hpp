@@ -10,7 +10,7 @@
  * `UniquePtr`'s drop, and the two moves), as `inline` functions that are always emitted, so every
  * translation unit may include it and the linker keeps one copy. Like `rmm::device_buffer` itself,
  * they call librmm's C ABI (`rmm_c.h`): the binary links librmm (examples/cxx-bridge links it as the
- * `rmm-cpp` crate's rlib).
+ * `rmm-c-abi` crate, librmm's sources as an rlib: bindings-cpp/rlib).
  *
  * The moves go through the owning buffer export of `rmm_c.h`: C++ → Rust is
  * `device_buffer::release_c_handle()` → `rmm_device_buffer_export` → the Rust side adopts the export;

@@ -4,8 +4,8 @@
 //!
 //! The C++ half is `<rmm/cxx_device_buffer.hpp>`: include it in the C++ the bridge compiles with
 //! (it defines the `delete` behind `UniquePtr`'s drop and the two moves), and link librmm, which
-//! `rmm::device_buffer` itself calls (examples/cxx-bridge links the `rmm-cpp` crate's rlib). The
-//! functions here are `#[inline]`: a crate that enables the `cxx` feature but never names
+//! `rmm::device_buffer` itself calls (examples/cxx-bridge links the `rmm-c-abi` crate, librmm as an
+//! rlib). The functions here are `#[inline]`: a crate that enables the `cxx` feature but never names
 //! `CxxDeviceBuffer` needs neither.
 //!
 //! ```ignore

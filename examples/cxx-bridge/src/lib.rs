@@ -4,9 +4,10 @@
 //! between the library's `std::unique_ptr<rmm::device_buffer>` and the Rust `rmm::DeviceBuffer`
 //! (`rmm::cxx::CxxDeviceBuffer`, `<rmm/cxx_device_buffer.hpp>`).
 //!
-//! `rmm::device_buffer` calls librmm's C ABI, so this crate links librmm: the `rmm-cpp` crate as an
-//! rlib (`librmm` below), which brings its entry points into the binary with no shared library to
-//! find at build or run time. Rust and C++ then share one copy of the core and one registry.
+//! `rmm::device_buffer` calls librmm's C ABI, so this crate links librmm: the `rmm-c-abi` crate
+//! (librmm's sources as an rlib, `bindings-cpp/rlib`), which brings its entry points into the binary
+//! with no shared library to find at build or run time. Rust and C++ then share one copy of the core
+//! and one registry.
 //!
 //! build.rs compiles the C++ half with cxx-build against `bindings-cpp/include` and the CCCL
 //! headers (`RMM_CCCL_INCLUDE_DIRS`, else the ones ci/cpp.sh fetches into `build/cccl`, fetched here
@@ -22,7 +23,7 @@ pub const CCCL_MISSING: Option<&str> = if cfg!(rmm_no_cccl) {
 
 // Links librmm's C ABI (see the crate docs): rustc drops a dependency nothing names.
 #[cfg(not(rmm_no_cccl))]
-use librmm as _;
+use rmm_c_abi as _;
 
 #[cfg(not(rmm_no_cccl))]
 #[cxx::bridge(namespace = "example")]
