@@ -661,21 +661,8 @@ mod tests {
 
     #[test]
     fn views_of_this_copy_are_checked_here() {
-        use crate::view::dlpack::{device_type, type_code};
-        use crate::view::{DLDataType, DLDevice, StridedMemoryView, ViewParts};
-        let parts = ViewParts {
-            ptr: 0x1000,
-            shape: vec![16],
-            strides: None,
-            dtype: DLDataType::new(type_code::UINT, 8),
-            device: DLDevice {
-                device_type: device_type::CPU,
-                device_id: 0,
-            },
-            readonly: false,
-            subbyte_padded: false,
-        };
-        let view = StridedMemoryView::new(parts, None).unwrap();
+        let released = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let view = crate::view::live::tests::view(&released);
         let raw = *view.as_raw();
         // SAFETY: a readable struct.
         assert!(unsafe { check_view(&raw) }.is_ok());

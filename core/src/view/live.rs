@@ -102,7 +102,7 @@ pub fn live_count() -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::view::dlpack::{device_type, type_code, DLDataType, DLDevice};
     use crate::view::strided::ViewParts;
@@ -117,7 +117,8 @@ mod tests {
         }
     }
 
-    fn view(released: &Arc<AtomicUsize>) -> StridedMemoryView {
+    /// A 2-byte host view whose owner counts its release in `released`.
+    pub(crate) fn view(released: &Arc<AtomicUsize>) -> StridedMemoryView {
         let parts = ViewParts {
             ptr: 0x40,
             shape: vec![2],
