@@ -8,6 +8,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 
 use crate::streams::stream_from_c;
 use rmm_core::error::{Error, Result};
+use rmm_core::registry::owner;
 use rmm_core::resource::guard::{guarded, hand_out_ptr, null_out};
 use rmm_core::resource::{rmm_error, rmm_resource, AnyResource};
 use rmm_core::view::dlpack::{DLDevice, DLManagedTensor, DLManagedTensorVersioned};
@@ -204,14 +205,37 @@ pub unsafe extern "C" fn rmm_strided_view_release(view: *mut rmm_strided_view, e
 }
 
 /// RMM_OK when `view` is acquired and not yet released; INVALID_ARGUMENT (with the reason) otherwise.
+/// A view acquired by another copy of rmm-core in the process (a Python extension module's) is
+/// asked of that copy, when it registered ([`rmm_strided_view_register_domain`]).
 ///
 /// # Safety
 /// `view` is NULL or valid for reads; `err` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_strided_view_check(view: *const rmm_strided_view, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract.
-    unsafe { guarded(err, || live::with_view(view, |_| ())) }
+    unsafe { guarded(err, || owner::check_view(view)) }
 }
+
+/// For another copy of rmm-core that routes to this library's registry: numbers it (a view domain
+/// for the generations of its views, 1.., in `*domain_out`) and keeps its `check`, which
+/// [`rmm_strided_view_check`] calls for the views of that domain.
+///
+/// # Safety
+/// `check` NULL (refused) or callable for the rest of the process; `domain_out` and `err` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_strided_view_register_domain(
+    check: rmm_strided_view_check_fn,
+    domain_out: *mut u32,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe { owner::rmm_strided_view_register_domain(check, domain_out, err) }
+}
+
+/// `rmm_strided_view_check_fn` of rmm_c.h: a copy's check of the views it acquired.
+#[allow(non_camel_case_types)]
+pub type rmm_strided_view_check_fn = Option<owner::ViewCheckFn>;
 
 /// Writes whether the view is C- (row-major) and F- (column-major) contiguous; either out-pointer
 /// may be NULL.

@@ -647,7 +647,7 @@ print("ok")
 """
 
 
-def test_c_reads_a_python_dlpack_capsule():
+def _librmm_or_skip():
     import os
     import pathlib
 
@@ -658,8 +658,72 @@ def test_c_reads_a_python_dlpack_capsule():
     )
     if not librmm.is_file():
         pytest.skip(f"{librmm} is not built (cargo build --release -p rmm-cpp, or set RMM_LIBRMM)")
+    return librmm
+
+
+def _run_with_librmm(script):
+    import pathlib
+
     out = subprocess.run(
-        [sys.executable, "-c", C_CAPSULE, str(librmm), str(pathlib.Path(__file__).parent)],
+        [sys.executable, "-c", script, str(_librmm_or_skip()), str(pathlib.Path(__file__).parent)],
         capture_output=True, text=True, timeout=120,
     )
-    assert out.stdout.strip() == "ok", out.stderr[-3000:]
+    assert out.stdout.strip().endswith("ok"), out.stdout[-3000:] + out.stderr[-3000:]
+
+
+def test_c_reads_a_python_dlpack_capsule():
+    _run_with_librmm(C_CAPSULE)
+
+
+# ---- librmm's rmm_strided_view_check on views that Python's copy of the core acquired ------------
+
+C_CHECK = """
+import ctypes, sys
+from ctypes import byref, c_bool, c_char_p, c_int, c_int64, c_void_p, POINTER
+lib = ctypes.CDLL(sys.argv[1])  # first: librmm owns the registry, Python's module routes to it
+sys.path.insert(0, sys.argv[2])
+import numpy as np
+import rmm
+from test_strided_view import CView
+
+class Error(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int32), ("cuda_code", ctypes.c_int32), ("bytes", ctypes.c_uint64),
+                ("message", ctypes.c_char * 512)]
+
+lib.rmm_strided_view_check.argtypes = [c_void_p, c_void_p]
+lib.rmm_strided_view_release.argtypes = [c_void_p, c_void_p]
+lib.rmm_strided_view_from_parts.argtypes = [c_void_p, c_int, POINTER(c_int64), POINTER(c_int64), c_char_p,
+                                            c_int, c_int, c_bool, c_void_p, c_void_p]
+err = Error()
+a = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
+v = rmm.StridedMemoryView.from_object(a)
+w = rmm.StridedMemoryView.from_object(np.ones(3))
+address, w_address = v.c_view_address, w.c_view_address
+stale = CView.from_buffer_copy(CView.from_address(address))
+assert v.generation >> 48 >= 1, f"Python's copy of the core was not numbered by librmm: {v.generation:#x}"
+assert lib.rmm_strided_view_check(address, byref(err)) == 0, err.message
+assert lib.rmm_strided_view_check(w_address, byref(err)) == 0, err.message
+
+v.release()
+assert lib.rmm_strided_view_check(address, byref(err)) == 3, "the released struct (generation 0)"
+assert b"released" in err.message, err.message
+assert lib.rmm_strided_view_check(ctypes.addressof(stale), byref(err)) == 3, "a copy taken while it was live"
+assert b"not live" in err.message, err.message
+assert lib.rmm_strided_view_check(None, byref(err)) == 3
+assert lib.rmm_strided_view_check(w_address, byref(err)) == 0, "the other view is still live"
+
+# librmm's own views are still its own to check.
+own, data, shape = CView(), (ctypes.c_float * 4)(), (c_int64 * 1)(4)
+assert lib.rmm_strided_view_from_parts(data, 1, shape, None, b"<f4", 1, 0, False, byref(own), byref(err)) == 0
+assert own.generation >> 48 == 0 and own.generation != w.generation
+assert lib.rmm_strided_view_check(byref(own), byref(err)) == 0, err.message
+assert lib.rmm_strided_view_release(byref(own), None) == 0
+assert lib.rmm_strided_view_check(byref(own), byref(err)) == 3
+w.release()
+assert lib.rmm_strided_view_check(w_address, byref(err)) == 3
+print("ok")
+"""
+
+
+def test_librmm_checks_views_that_pythons_copy_of_the_core_acquired():
+    _run_with_librmm(C_CHECK)

@@ -27,11 +27,20 @@
 //! let sum = ffi::fill(rmm::cxx::ResourceHandle::new(&mr), 1 << 20)?;
 //! ```
 //! examples/cxx-bridge is a complete, tested crate.
+//!
+//! Buffers: [`CxxDeviceBuffer`] is the C++ `rmm::device_buffer` (kind Opaque), passed as
+//! `UniquePtr<device_buffer>`, and [`buffer_from_cxx`] / [`buffer_into_cxx`] move its memory to and
+//! from a Rust `DeviceBuffer` with no copy (C++ half: `<rmm/cxx_device_buffer.hpp>`; see
+//! the `device_buffer` module's docs).
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
 
 use rmm_core::AnyResource;
+
+mod device_buffer;
+
+pub use device_buffer::{buffer_from_cxx, buffer_into_cxx, CxxDeviceBuffer};
 
 /// A borrowed handle to one of our resources, the C++ `rmm::rs::resource_handle` (see the module
 /// docs). It is valid for `'a`, the borrow of the resource it came from.

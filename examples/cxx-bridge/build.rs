@@ -30,7 +30,9 @@ fn main() {
     println!("cargo:rerun-if-changed=include/scale.hpp");
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let root = manifest.join("../..");
-    println!("cargo:rerun-if-changed={}", root.join("bindings-cpp/include/rmm/cxx.hpp").display());
+    for header in ["cxx.hpp", "cxx_device_buffer.hpp", "device_buffer.hpp"] {
+        println!("cargo:rerun-if-changed={}", root.join("bindings-cpp/include/rmm").join(header).display());
+    }
     let Some(cccl) = cccl_dirs(&root) else {
         println!("cargo:warning=rmm-example-cxx: no CCCL headers; the bridge is left out (RMM_CCCL_INCLUDE_DIRS)");
         println!("cargo:rustc-cfg=rmm_no_cccl");

@@ -80,13 +80,12 @@ RMM_TOUR_API PyObject* rmm_tour_cpp_buffer_from_python(PyObject* obj)
 /// Returns 0, or 1 after printing why (NULL, a released view, not a 2-d float32 view).
 RMM_TOUR_API int rmm_tour_cpp_read_view(rmm_strided_view const* view, float* out)
 {
-  // The validity word (non-zero while acquired). librmm's rmm_strided_view_check knows only the views
-  // that librmm's own copy of the core acquired, not those of Python's module, so it is not used here.
-  if (view == nullptr || view->generation == 0) {
-    std::printf("  [C]   not a live view\n");
+  // librmm checks views of every copy of the core in the process: Python's module acquired this one.
+  rmm_error err{};
+  if (rmm_strided_view_check(view, &err) != RMM_OK) {
+    std::printf("  [C]   not a live view: %s\n", err.message);
     return 1;
   }
-  rmm_error err{};
   std::printf("  [C]   rmm_strided_view: ndim %d, shape {", view->ndim);
   for (int i = 0; i < view->ndim; ++i) { std::printf("%s%lld", i ? ", " : "", static_cast<long long>(view->shape[i])); }
   std::printf("}, strides {");

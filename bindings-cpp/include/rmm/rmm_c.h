@@ -848,8 +848,18 @@ int rmm_strided_view_from_parts(const void* data, int ndim, const int64_t* shape
  *  (generation 0). INVALID_ARGUMENT for a double release, a never-acquired struct or a stale copy. */
 int rmm_strided_view_release(rmm_strided_view* view, rmm_error* err);
 
-/** RMM_OK when the view is acquired and not released; INVALID_ARGUMENT with the reason otherwise. */
+/** RMM_OK when the view is acquired and not released; INVALID_ARGUMENT with the reason otherwise.
+ *  Views of every copy of rmm-core in the process are recognised: one acquired by another copy (a
+ *  Python extension module's, e.g. rmm.StridedMemoryView.c_view_address) is asked of that copy. */
 int rmm_strided_view_check(const rmm_strided_view* view, rmm_error* err);
+
+/** A copy of rmm-core's check of the views it acquired (the type of rmm_strided_view_check). */
+typedef int (*rmm_strided_view_check_fn)(const rmm_strided_view* view, rmm_error* err);
+
+/** Called by another copy of rmm-core that routes to this library's registry (not by applications):
+ *  numbers it (*domain_out, 1..: the top 16 bits of its views' generations) and keeps `check`, which
+ *  rmm_strided_view_check calls for its views. INVALID_ARGUMENT for a NULL `check` or out-pointer. */
+int rmm_strided_view_register_domain(rmm_strided_view_check_fn check, uint32_t* domain_out, rmm_error* err);
 
 /** Writes whether the view is row-major (C) and column-major (F) contiguous (either may be NULL). */
 int rmm_strided_view_contiguity(const rmm_strided_view* view, bool* c_contiguous, bool* f_contiguous,

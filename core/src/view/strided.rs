@@ -11,8 +11,10 @@
 //! 0-d views (no shape), empty views (an extent of 0), negative strides (reversed axes) and zero
 //! strides (broadcast) are all representable; nothing here reads or writes the data.
 
+use std::collections::HashMap;
 use std::ffi::{c_char, c_int, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::dlpack::{
     device_type, DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion,
@@ -218,6 +220,37 @@ pub fn item_strides(byte_strides: &[i64], itemsize: i64) -> Result<Vec<i64>> {
 
 static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 
+/// This copy's views that are alive (made and not yet dropped), by generation, with the `ptr` and
+/// `shape` of their structs (what [`check_alive`] compares).
+fn alive() -> &'static Mutex<HashMap<u64, (usize, usize)>> {
+    static ALIVE: OnceLock<Mutex<HashMap<u64, (usize, usize)>>> = OnceLock::new();
+    ALIVE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// `Ok` when `raw` is the struct of a view of this copy of rmm-core that is alive (acquired and
+/// not yet released, whoever holds it: C, Rust or Python), or an unchanged copy of one.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] saying why not: released (generation 0), not live (released through
+/// a copy, never acquired, or another copy's), or its fields changed after it was acquired.
+pub fn check_alive(raw: &rmm_strided_view) -> Result<()> {
+    if raw.generation == 0 {
+        return Err(Error::invalid(
+            "the strided view was released (or never acquired)",
+        ));
+    }
+    match alive().lock().unwrap_or_else(PoisonError::into_inner).get(&raw.generation) {
+        None => Err(Error::invalid(format!(
+            "the strided view (generation {}) is not live: released through a copy, or never acquired",
+            raw.generation
+        ))),
+        Some(&(ptr, shape)) if shape != raw.shape as usize || ptr != raw.ptr => Err(Error::invalid(
+            "the strided view's fields were changed after it was acquired",
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
 /// A typed strided view of memory kept alive by its [`ViewOwner`]; dropping it is the release.
 pub struct StridedMemoryView {
     raw: Box<rmm_strided_view>,
@@ -233,6 +266,15 @@ pub struct StridedMemoryView {
 unsafe impl Send for StridedMemoryView {}
 // SAFETY: as above: shared access only reads.
 unsafe impl Sync for StridedMemoryView {}
+
+impl Drop for StridedMemoryView {
+    fn drop(&mut self) {
+        alive()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.raw.generation);
+    }
+}
 
 impl std::fmt::Debug for StridedMemoryView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -340,8 +382,14 @@ impl StridedMemoryView {
             readonly: parts.readonly,
             owner: owner.as_ref().map_or(std::ptr::null(), ViewOwner::id),
             device_copy: std::ptr::null(),
-            generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed),
+            // The copy of rmm-core that acquired the view, in the top bits (registry::owner).
+            generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed)
+                | crate::registry::owner::view_domain_bits(),
         };
+        alive()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(raw.generation, (raw.ptr, raw.shape as usize));
         Ok(StridedMemoryView {
             raw: Box::new(raw),
             meta: store,
