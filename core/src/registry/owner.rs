@@ -630,10 +630,8 @@ mod tests {
         let mut raw = rmm_strided_view::EMPTY;
         raw.generation = (u64::from(domain) << VIEW_DOMAIN_SHIFT) | 7;
         // SAFETY: a readable struct.
-        assert!(
-            unsafe { check_view(&raw) }.is_ok(),
-            "the other copy says it is live"
-        );
+        let live = unsafe { check_view(&raw) };
+        assert!(live.is_ok(), "the other copy says it is live");
         raw.generation += 1;
         // SAFETY: as above.
         let e = unsafe { check_view(&raw) }.unwrap_err();
