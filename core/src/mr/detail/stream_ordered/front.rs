@@ -1,0 +1,222 @@
+//! The per-thread front of a [`Core`](super::Core): one recently freed block per (core, thread), in
+//! front of the shard, that the same thread's next allocation of the same size on the same stream
+//! takes with one atomic instruction: no lock, no region lookup, no tag, no batch.
+//!
+//! Why this is safe without any stream ordering: the block was freed on stream S by this thread and
+//! is handed out again on S, so S's own order covers the work that used it, as for a block pending
+//! on S alone. While it sits in the front, no other stream can get it: it is in no list, and it
+//! stays counted as handed out in the core's counters (stats subtract it).
+//!
+//! Every byte stays reachable: each front is also listed in its core, and whoever must see every
+//! free block (growth, trimming, a stream's retirement, covering open batches, stats, drop) *drains*
+//! fronts under the shared lock. Only the owning thread writes a front's block; the state word says
+//! who may read it:
+//! - `EMPTY`: no block; only the owner may move it to `FULL` (after writing the block);
+//! - `FULL`: a block; the owner takes it back with one compare-and-swap to `EMPTY`, a drainer claims
+//!   it with one to `BUSY`;
+//! - `BUSY`: a drainer is reading the block; it then stores `EMPTY` (or `FULL` again: a peek). The
+//!   owner neither writes nor reads through it meanwhile: it takes the usual path.
+//!
+//! A block leaves the front for the usual free path when a later free of the thread takes its place
+//! (then tagged as a free on its stream), when drained, or when the thread ends. Its stream may be
+//! one that only the call naming it may record on (a PTDS, a stream made elsewhere): then it joins an
+//! open batch of that stream without closing it (see [`Core::join_batch`](super::Core)), which a
+//! later call naming the stream closes, or one device-wide synchronization covers.
+
+use std::cell::{RefCell, UnsafeCell};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Weak};
+
+use super::key::StreamKey;
+use super::Core;
+
+const EMPTY: u8 = 0;
+const FULL: u8 = 1;
+const BUSY: u8 = 2;
+
+/// A block in a front.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Hot {
+    /// The stream it was freed on.
+    pub(super) key: StreamKey,
+    pub(super) addr: usize,
+    pub(super) size: usize,
+}
+
+/// One thread's front in one core (see the module docs).
+#[derive(Debug)]
+pub(super) struct Front {
+    /// The core's number ([`Core::id`](super::Core)): a core dropped and another made at the same
+    /// address never sees this front.
+    pub(super) core: u64,
+    state: AtomicU8,
+    hot: UnsafeCell<Hot>,
+}
+
+// SAFETY: `hot` is written only by the owning thread (the one whose thread-local list holds the
+// front: `put` and `take` are called only through it), and only while `state` is `EMPTY`, when no
+// other thread reads it; other threads read it only while they hold `BUSY`, which they reach from
+// `FULL` by a compare-and-swap (acquire, pairing with the owner's release store of `FULL`), and the
+// owner never writes it in `FULL` or `BUSY`.
+unsafe impl Sync for Front {}
+
+/// What [`Front::put`] did with a freed block.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Put {
+    /// The block is in the front; nothing else to do.
+    Kept,
+    /// The block is in the front; this earlier block left it and must be freed the usual way.
+    Displaced(Hot),
+    /// A drainer holds the front: free the block the usual way.
+    Refused,
+}
+
+impl Front {
+    fn new(core: u64) -> Self {
+        Self {
+            core,
+            state: AtomicU8::new(EMPTY),
+            hot: UnsafeCell::new(Hot {
+                key: StreamKey::of(crate::cuda::Stream::DEFAULT, || 0, || (0, true)),
+                addr: 0,
+                size: 0,
+            }),
+        }
+    }
+
+    /// Owner only: puts a freed block in the front.
+    ///
+    /// # Safety
+    /// Called only by the thread that owns the front (see [`with_front`]).
+    unsafe fn put(&self, block: Hot) -> Put {
+        match self.state.load(Ordering::Acquire) {
+            EMPTY => {
+                // SAFETY: the owner writes while `EMPTY`: no other thread reads `hot` (the contract
+                // and the `Sync` comment); only the owner leaves `EMPTY`.
+                unsafe { *self.hot.get() = block };
+                self.state.store(FULL, Ordering::Release);
+                Put::Kept
+            }
+            FULL => {
+                // Take the earlier block back first: a drainer may be claiming it right now.
+                if self
+                    .state
+                    .compare_exchange(FULL, EMPTY, Ordering::Acquire, Ordering::Relaxed)
+                    .is_err()
+                {
+                    return Put::Refused;
+                }
+                // SAFETY: `EMPTY` again, set by the owner: nobody else reads or writes `hot` now.
+                let old = unsafe { std::mem::replace(&mut *self.hot.get(), block) };
+                self.state.store(FULL, Ordering::Release);
+                Put::Displaced(old)
+            }
+            _ => Put::Refused,
+        }
+    }
+
+    /// Owner only: takes the block if it is `size` bytes at an `alignment`-aligned address freed on
+    /// `key`.
+    ///
+    /// # Safety
+    /// Called only by the thread that owns the front (see [`with_front`]).
+    unsafe fn take(&self, key: StreamKey, size: usize, alignment: usize) -> Option<usize> {
+        if self.state.load(Ordering::Relaxed) != FULL {
+            return None;
+        }
+        // SAFETY: only the owner (this thread) ever writes `hot`, so reading it here races with no
+        // write; drainers only read it.
+        let hot = unsafe { *self.hot.get() };
+        if hot.size != size || hot.key != key || hot.addr % alignment != 0 {
+            return None;
+        }
+        // Whoever moves it out of `FULL` first has the block.
+        self.state
+            .compare_exchange(FULL, EMPTY, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| hot.addr)
+    }
+
+    /// Any thread: takes the block out, if any. Callers are serialized (the shared lock, or the
+    /// owner at its exit).
+    pub(super) fn drain(&self) -> Option<Hot> {
+        self.claim().map(|hot| {
+            self.state.store(EMPTY, Ordering::Release);
+            hot
+        })
+    }
+
+    /// Any thread: the block, left in place. Callers are serialized as for [`Front::drain`].
+    pub(super) fn peek(&self) -> Option<Hot> {
+        self.claim().map(|hot| {
+            self.state.store(FULL, Ordering::Release);
+            hot
+        })
+    }
+
+    /// `FULL` to `BUSY` and a copy of the block; the caller stores the next state.
+    fn claim(&self) -> Option<Hot> {
+        self.state
+            .compare_exchange(FULL, BUSY, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        // SAFETY: this thread holds `BUSY`: the owner does not write `hot` until it leaves it.
+        Some(unsafe { *self.hot.get() })
+    }
+}
+
+/// The process-unique number of a new core.
+pub(super) fn next_core_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The calling thread's fronts, one per core it freed into; at the thread's end their blocks go
+/// back to their cores.
+#[derive(Default)]
+struct Fronts(Vec<(Weak<Core>, Arc<Front>)>);
+
+impl Drop for Fronts {
+    fn drop(&mut self) {
+        for (core, front) in self.0.drain(..) {
+            if let Some(core) = core.upgrade() {
+                core.front_gone(&front);
+            }
+        }
+    }
+}
+
+thread_local! {
+    static FRONTS: RefCell<Fronts> = RefCell::default();
+}
+
+/// Runs `f` on the calling thread's front in `core` (made and listed in the core on first use);
+/// `None` while the thread is ending (its fronts are gone).
+fn with_front<R>(core: &Core, f: impl FnOnce(&Front) -> R) -> Option<R> {
+    FRONTS
+        .try_with(|fronts| {
+            let mut fronts = fronts.try_borrow_mut().ok()?;
+            if let Some((_, front)) = fronts.0.iter().find(|(_, fr)| fr.core == core.id) {
+                return Some(f(front));
+            }
+            // Cores of this thread's past that are gone: their fronts go too.
+            fronts.0.retain(|(c, _)| c.strong_count() > 0);
+            let front = Arc::new(Front::new(core.id));
+            core.front_made(&front);
+            fronts.0.push((core.me.clone(), front.clone()));
+            Some(f(&front))
+        })
+        .ok()
+        .flatten()
+}
+
+/// The calling thread's block in `core` if it fits (see [`Front::take`]).
+pub(super) fn take(core: &Core, key: StreamKey, size: usize, alignment: usize) -> Option<usize> {
+    // SAFETY: `with_front` hands out the calling thread's own front.
+    with_front(core, |front| unsafe { front.take(key, size, alignment) }).flatten()
+}
+
+/// Puts a freed block in the calling thread's front of `core` (see [`Front::put`]).
+pub(super) fn put(core: &Core, block: Hot) -> Put {
+    // SAFETY: `with_front` hands out the calling thread's own front.
+    with_front(core, |front| unsafe { front.put(block) }).unwrap_or(Put::Refused)
+}
