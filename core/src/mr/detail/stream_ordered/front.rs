@@ -23,7 +23,7 @@
 //! open batch of that stream without closing it (see [`Core::join_batch`](super::Core)), which a
 //! later call naming the stream closes, or one device-wide synchronization covers.
 
-use std::cell::{RefCell, UnsafeCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -88,6 +88,7 @@ impl Front {
     ///
     /// # Safety
     /// Called only by the thread that owns the front (see [`with_front`]).
+    #[inline]
     unsafe fn put(&self, block: Hot) -> Put {
         match self.state.load(Ordering::Acquire) {
             EMPTY => {
@@ -120,6 +121,7 @@ impl Front {
     ///
     /// # Safety
     /// Called only by the thread that owns the front (see [`with_front`]).
+    #[inline]
     unsafe fn take(&self, key: StreamKey, size: usize, alignment: usize) -> Option<usize> {
         if self.state.load(Ordering::Relaxed) != FULL {
             return None;
@@ -177,6 +179,8 @@ struct Fronts(Vec<(Weak<Core>, Arc<Front>)>);
 
 impl Drop for Fronts {
     fn drop(&mut self) {
+        // First: `LAST` must not point at a front this drops (`LAST` outlives this: no destructor).
+        let _ = LAST.try_with(|last| last.set((0, std::ptr::null())));
         for (core, front) in self.0.drain(..) {
             if let Some(core) = core.upgrade() {
                 core.front_gone(&front);
@@ -186,16 +190,34 @@ impl Drop for Fronts {
 }
 
 thread_local! {
-    static FRONTS: RefCell<Fronts> = RefCell::default();
+    static FRONTS: RefCell<Fronts> = const { RefCell::new(Fronts(Vec::new())) };
+    /// The number of the core this thread last used and its front in `FRONTS` (0: none; core
+    /// numbers start at 1): one comparison finds the front of the pair's core.
+    static LAST: Cell<(u64, *const Front)> = const { Cell::new((0, std::ptr::null())) };
 }
 
 /// Runs `f` on the calling thread's front in `core` (made and listed in the core on first use);
 /// `None` while the thread is ending (its fronts are gone).
+#[inline]
 fn with_front<R>(core: &Core, f: impl FnOnce(&Front) -> R) -> Option<R> {
+    let (id, front) = LAST.get();
+    if id == core.id {
+        // SAFETY: `LAST` names a front of `FRONTS` (set below from an entry's `Arc`). Entries leave
+        // `FRONTS` only when their core is gone (`retain` below) or with `FRONTS` itself, whose
+        // drop first clears `LAST`; `core` is alive (borrowed), and numbers are never reused, so an
+        // entry of core `id` is still in `FRONTS` and its `Arc` keeps the front alive.
+        return Some(f(unsafe { &*front }));
+    }
+    with_front_slow(core, f)
+}
+
+#[cold]
+fn with_front_slow<R>(core: &Core, f: impl FnOnce(&Front) -> R) -> Option<R> {
     FRONTS
         .try_with(|fronts| {
             let mut fronts = fronts.try_borrow_mut().ok()?;
             if let Some((_, front)) = fronts.0.iter().find(|(_, fr)| fr.core == core.id) {
+                LAST.set((core.id, Arc::as_ptr(front)));
                 return Some(f(front));
             }
             // Cores of this thread's past that are gone: their fronts go too.
@@ -203,6 +225,7 @@ fn with_front<R>(core: &Core, f: impl FnOnce(&Front) -> R) -> Option<R> {
             let front = Arc::new(Front::new(core.id));
             core.front_made(&front);
             fronts.0.push((core.me.clone(), front.clone()));
+            LAST.set((core.id, Arc::as_ptr(&front)));
             Some(f(&front))
         })
         .ok()
@@ -210,12 +233,14 @@ fn with_front<R>(core: &Core, f: impl FnOnce(&Front) -> R) -> Option<R> {
 }
 
 /// The calling thread's block in `core` if it fits (see [`Front::take`]).
+#[inline]
 pub(super) fn take(core: &Core, key: StreamKey, size: usize, alignment: usize) -> Option<usize> {
     // SAFETY: `with_front` hands out the calling thread's own front.
     with_front(core, |front| unsafe { front.take(key, size, alignment) }).flatten()
 }
 
 /// Puts a freed block in the calling thread's front of `core` (see [`Front::put`]).
+#[inline]
 pub(super) fn put(core: &Core, block: Hot) -> Put {
     // SAFETY: `with_front` hands out the calling thread's own front.
     with_front(core, |front| unsafe { front.put(block) }).unwrap_or(Put::Refused)
