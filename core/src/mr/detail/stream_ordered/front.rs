@@ -180,7 +180,7 @@ struct Fronts(Vec<(Weak<Core>, Arc<Front>)>);
 impl Drop for Fronts {
     fn drop(&mut self) {
         // First: `LAST` must not point at a front this drops (`LAST` outlives this: no destructor).
-        let _ = LAST.try_with(|last| last.set((0, std::ptr::null())));
+        let _ = LAST.try_with(|last| last.iter().for_each(|e| e.set((0, std::ptr::null()))));
         for (core, front) in self.0.drain(..) {
             if let Some(core) = core.upgrade() {
                 core.front_gone(&front);
@@ -191,16 +191,25 @@ impl Drop for Fronts {
 
 thread_local! {
     static FRONTS: RefCell<Fronts> = const { RefCell::new(Fronts(Vec::new())) };
-    /// The number of the core this thread last used and its front in `FRONTS` (0: none; core
-    /// numbers start at 1): one comparison finds the front of the pair's core.
-    static LAST: Cell<(u64, *const Front)> = const { Cell::new((0, std::ptr::null())) };
+    /// Core numbers and their fronts in `FRONTS`, the last used per `number % LAST_WAYS` (0: none;
+    /// numbers start at 1): one comparison finds the front of the pair's core, and the cores of a
+    /// binning resource (made one after another) each keep their own entry.
+    static LAST: [Cell<(u64, *const Front)>; LAST_WAYS] =
+        const { [const { Cell::new((0, std::ptr::null())) }; LAST_WAYS] };
+}
+
+/// Entries of `LAST`.
+const LAST_WAYS: usize = 8;
+
+fn last_of(id: u64) -> usize {
+    id as usize % LAST_WAYS
 }
 
 /// Runs `f` on the calling thread's front in `core` (made and listed in the core on first use);
 /// `None` while the thread is ending (its fronts are gone).
 #[inline]
 fn with_front<R>(core: &Core, f: impl FnOnce(&Front) -> R) -> Option<R> {
-    let (id, front) = LAST.get();
+    let (id, front) = LAST.with(|last| last[last_of(core.id)].get());
     if id == core.id {
         // SAFETY: `LAST` names a front of `FRONTS` (set below from an entry's `Arc`). Entries leave
         // `FRONTS` only when their core is gone (`retain` below) or with `FRONTS` itself, whose
@@ -217,7 +226,7 @@ fn with_front_slow<R>(core: &Core, f: impl FnOnce(&Front) -> R) -> Option<R> {
         .try_with(|fronts| {
             let mut fronts = fronts.try_borrow_mut().ok()?;
             if let Some((_, front)) = fronts.0.iter().find(|(_, fr)| fr.core == core.id) {
-                LAST.set((core.id, Arc::as_ptr(front)));
+                LAST.with(|last| last[last_of(core.id)].set((core.id, Arc::as_ptr(front))));
                 return Some(f(front));
             }
             // Cores of this thread's past that are gone: their fronts go too.
@@ -225,7 +234,7 @@ fn with_front_slow<R>(core: &Core, f: impl FnOnce(&Front) -> R) -> Option<R> {
             let front = Arc::new(Front::new(core.id));
             core.front_made(&front);
             fronts.0.push((core.me.clone(), front.clone()));
-            LAST.set((core.id, Arc::as_ptr(&front)));
+            LAST.with(|last| last[last_of(core.id)].set((core.id, Arc::as_ptr(&front))));
             Some(f(&front))
         })
         .ok()
