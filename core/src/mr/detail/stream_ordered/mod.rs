@@ -75,7 +75,7 @@ pub(crate) use key::MarkerToken;
 pub(crate) use key::{Marker, Pending, PendingOn, StreamKey, TagClass};
 use key::{LEGACY, PER_THREAD};
 pub(crate) use shard::CacheLimits;
-use front::{Front, Hot, Put};
+use front::{Front, Hot};
 use shard::{best_unordered, region_in, Batch, Cached, Padded, Regions, Shard};
 pub(crate) use syncer::{default_syncer, Syncer};
 
@@ -880,21 +880,17 @@ impl Core {
             fronts.retain(|f| !Arc::ptr_eq(f, front));
             front.drain()
         };
+        // Verified when it entered the front, and accepted then: an error here is logged, never
+        // returned to a later caller.
         if let Some(h) = hot {
-            self.free_displaced(h, false);
-        }
-    }
-
-    /// Frees a block that left a front (verified when it entered it). Its free was accepted then, so
-    /// an error here is logged, never returned to a later caller.
-    fn free_displaced(&self, h: Hot, named: bool) {
-        if let Err(e) = self.free_slow(h.key, h.addr, h.size, true, named) {
-            tracing::error!(
-                "{}: a block leaving a front [{:#x}, +{}): {e}",
-                self.name,
-                h.addr,
-                h.size
-            );
+            if let Err(e) = self.free_slow(h.key, h.addr, h.size, true, false) {
+                tracing::error!(
+                    "{}: a block leaving a front [{:#x}, +{}): {e}",
+                    self.name,
+                    h.addr,
+                    h.size
+                );
+            }
         }
     }
 
@@ -1206,8 +1202,7 @@ impl Core {
     /// range was handed out with this size and not freed since), so it cannot overlap a free block
     /// and the scans for a double free are skipped (in release builds; debug builds still assert).
     ///
-    /// A verified free goes to the calling thread's front (see [`front`]); the block it displaces
-    /// takes the usual path.
+    /// A verified free goes to the calling thread's front when it is empty (see [`front`]).
     pub(crate) fn deallocate(
         &self,
         stream: Stream,
@@ -1217,15 +1212,8 @@ impl Core {
     ) -> Result<()> {
         let key = self.key(stream);
         // Only verified frees: an unverified one must first be checked against the free blocks.
-        if verified && size <= self.cache.max_block {
-            match front::put(self, Hot { key, addr, size }) {
-                Put::Kept => return Ok(()),
-                Put::Displaced(old) => {
-                    self.free_displaced(old, old.key == key);
-                    return Ok(());
-                }
-                Put::Refused => {}
-            }
+        if verified && size <= self.cache.max_block && front::put(self, Hot { key, addr, size }) {
+            return Ok(());
         }
         self.free_slow(key, addr, size, verified, true)
     }
