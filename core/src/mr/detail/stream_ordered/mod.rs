@@ -24,18 +24,24 @@
 //! - *ordering* a stream S after a block: for each live stream T in the tag, record an event on T
 //!   *now* (it captures everything queued on T so far, a superset of the work before the free) and
 //!   make S wait on it; for each marker, make S wait on the marker's event;
-//! - *shard*: a small per-thread cache of recently freed blocks in front of the shared free list.
+//! - *shard*: a small per-thread cache of recently freed blocks in front of the shared free list;
+//! - *front*: one block per thread and core in front of the shard, freed on a stream and taken back
+//!   by the same thread's next allocation of that size on that stream with one atomic instruction
+//!   ([`front`]); drained into the shared list by whoever needs every free block.
 //!
 //! Invariants:
-//! - every byte of every region is in exactly one place: the free list, one shard, or handed out;
-//!   `pool_size` is the sum of the regions, `used` (the shared list's counter plus every shard's)
-//!   the bytes handed out;
+//! - every byte of every region is in exactly one place: the free list, one shard, one front, or
+//!   handed out; `pool_size` is the sum of the regions, `used` (the shared list's counter plus every
+//!   shard's, less the blocks in fronts) the bytes handed out;
+//! - a block in a front goes back out only to its own thread on the stream it was freed on (no
+//!   ordering needed), or through the usual free path (tagged then: a live stream, or an open
+//!   batch that only a call naming the stream closes);
 //! - a block is handed out on stream S only after S was ordered after every other stream in its tag
 //!   (a block whose tag names only S, or nothing, needs no ordering);
 //! - a region goes back upstream only when it is wholly free and every stream in its tag has been
 //!   synchronized;
-//! - lock order: the shared list (`global`) before any shard; a shard is never held while `global`
-//!   is taken;
+//! - lock order: the shared list (`global`) before any shard, then the list of fronts; a shard is
+//!   never held while `global` is taken;
 //! - regions are given back upstream (a synchronization and a free: blocking driver calls) only
 //!   with `global` released: they are taken out of the books under it first (issue 12's hang).
 //!
@@ -43,7 +49,8 @@
 //! and a recording model of stream order in the CPU tests.
 //!
 //! The rooms: [`key`] (stream keys, markers and the tags of free blocks), [`syncer`] (the port and
-//! its CUDA and host implementations), [`shard`] (per-thread caches and their limits), and the
+//! its CUDA and host implementations), [`shard`] (per-thread caches and their limits), [`front`]
+//! (the one-block per-thread fronts), and the
 //! engine, [`Core`], here; `model.rs` (the recording syncer and upstream) and `tests.rs` serve the
 //! CPU tests.
 
@@ -59,6 +66,7 @@ use crate::mr::detail::fixed_list::FixedList;
 use crate::mr::detail::free_list::{FreeBlock, FreeList};
 use crate::resource::{AnyResource, MemoryResource};
 
+mod front;
 mod key;
 mod shard;
 mod syncer;
@@ -67,6 +75,7 @@ pub(crate) use key::MarkerToken;
 pub(crate) use key::{Marker, Pending, PendingOn, StreamKey, TagClass};
 use key::{LEGACY, PER_THREAD};
 pub(crate) use shard::CacheLimits;
+use front::{Front, Hot};
 use shard::{best_unordered, region_in, Batch, Cached, Padded, Regions, Shard};
 pub(crate) use syncer::{default_syncer, Syncer};
 
@@ -268,6 +277,12 @@ pub(crate) struct Core {
     /// How often allocate, deallocate and spills took `global` (tests measure lock traffic).
     #[cfg(test)]
     shared_locks: AtomicU64,
+    /// This core's process-unique number (fronts are looked up by it).
+    id: u64,
+    /// This core, for the threads' fronts (which give their blocks back at thread exit).
+    me: Weak<Core>,
+    /// Every thread's front in this core (see [`front`]).
+    fronts: Mutex<Vec<Arc<Front>>>,
 }
 
 impl fmt::Debug for Core {
@@ -306,7 +321,10 @@ impl Core {
         } else {
             1
         };
-        let core = Arc::new(Self {
+        let core = Arc::new_cyclic(|me| Self {
+            id: front::next_core_id(),
+            me: me.clone(),
+            fronts: Mutex::new(Vec::new()),
             name,
             upstream,
             syncer,
@@ -404,6 +422,10 @@ impl Core {
         let key = self.key(stream);
         let cacheable = size <= self.cache.max_block;
         if cacheable {
+            // The thread's latest free, if it was this size on this stream: no lock, no ordering.
+            if let Some(addr) = front::take(self, key, size, alignment) {
+                return Ok(addr);
+            }
             let mut shard = lock(self.shard());
             if let Some(addr) = shard.take(key, size, alignment, self.cache.recent.max(1)) {
                 shard.used = shard.used.wrapping_add(size);
@@ -498,9 +520,10 @@ impl Core {
 
     /// Adds a free of `size` bytes on `key` (a stream that only its own calls may name) to the
     /// shard's open batch of that stream and returns the block's tag. Every [`CLOSE_FREES`] frees or
-    /// [`CLOSE_BYTES`] bytes, one event recorded on the stream now (this call names it) closes the
-    /// batch, this free included.
-    fn join_batch(&self, s: &mut Shard, key: StreamKey, size: usize) -> Pending {
+    /// [`CLOSE_BYTES`] bytes, one event recorded on the stream now closes the batch, this free
+    /// included, but only when `named`: the current call names the stream (a block leaving a front
+    /// may be of a stream the call does not name, which may be gone: its batch stays open).
+    fn join_batch(&self, s: &mut Shard, key: StreamKey, size: usize, named: bool) -> Pending {
         let i = match s.open.iter().position(|b| b.marker.owner == key) {
             Some(i) => i,
             None => {
@@ -519,7 +542,9 @@ impl Core {
         b.frees += 1;
         b.bytes = b.bytes.saturating_add(size);
         let tag = Pending::one(PendingOn::Marker(b.marker.clone()));
-        if b.frees >= self.close_frees.load(Ordering::Relaxed) || b.bytes >= CLOSE_BYTES {
+        if named
+            && (b.frees >= self.close_frees.load(Ordering::Relaxed) || b.bytes >= CLOSE_BYTES)
+        {
             // Not into a graph being captured: the event would be a node of the graph, not a point
             // of the stream's work. The batch stays open and tries again later.
             // Recording and numbering under one lock: of two closed markers of one stream (batches
@@ -812,7 +837,61 @@ impl Core {
                 self.insert_free(g, b.addr, b.size, b.region, b.tag);
             }
         }
+        let hot: Vec<Hot> = lock(&self.fronts).iter().filter_map(|f| f.drain()).collect();
+        moved += hot.len();
+        for h in hot {
+            // Counted as handed out while in the front.
+            g.used = g.used.wrapping_sub(h.size);
+            let tag = self.tag_of_free(h.key, h.size, false);
+            match g.region_of(h.addr, h.size) {
+                Some(region) => self.insert_free(g, h.addr, h.size, region, tag),
+                None => tracing::error!(
+                    "{}: dropping a bad front block [{:#x}, +{})",
+                    self.name,
+                    h.addr,
+                    h.size
+                ),
+            }
+        }
         moved
+    }
+
+    /// The tag of a block freed on `key`, outside any shard: a live stream, or the stream's open
+    /// batch in the calling thread's shard (closed only when `named`, see [`Core::join_batch`]).
+    /// The caller holds no shard lock.
+    fn tag_of_free(&self, key: StreamKey, size: usize, named: bool) -> Pending {
+        if key.needs_marker() {
+            self.join_batch(&mut lock(self.shard()), key, size, named)
+        } else {
+            Pending::one(PendingOn::Stream(key))
+        }
+    }
+
+    /// Lists a thread's new front (called by [`front`] on the thread's first use of this core).
+    fn front_made(&self, front: &Arc<Front>) {
+        lock(&self.fronts).push(front.clone());
+    }
+
+    /// A thread ends: its front leaves the list and its block goes the usual free path (its stream
+    /// is not named now: a batch of it stays open).
+    fn front_gone(&self, front: &Arc<Front>) {
+        let hot = {
+            let mut fronts = lock(&self.fronts);
+            fronts.retain(|f| !Arc::ptr_eq(f, front));
+            front.drain()
+        };
+        // Verified when it entered the front, and accepted then: an error here is logged, never
+        // returned to a later caller.
+        if let Some(h) = hot {
+            if let Err(e) = self.free_slow(h.key, h.addr, h.size, true, false) {
+                tracing::error!(
+                    "{}: a block leaving a front [{:#x}, +{}): {e}",
+                    self.name,
+                    h.addr,
+                    h.size
+                );
+            }
+        }
     }
 
     /// Moves blocks from an over-budget shard to the shared list, in one batch under one lock: the
@@ -838,6 +917,7 @@ impl Core {
         size: usize,
         tag: Option<Pending>,
         verified: bool,
+        named: bool,
     ) -> Result<Option<Pending>> {
         let shard = self.shard();
         let mut s = lock(shard);
@@ -856,7 +936,7 @@ impl Core {
         }
         let tag = match tag {
             Some(tag) => tag,
-            None => self.join_batch(&mut s, key, size),
+            None => self.join_batch(&mut s, key, size, named),
         };
         // Only a copy that is current while the shard is locked may be used: regions are removed
         // only after every shard was flushed, and never while a block of theirs is in a shard or
@@ -1008,7 +1088,7 @@ impl Core {
                     // The new memory is ordered on `stream` (stream-ordered upstreams allocate there).
                     let tag = if key.needs_marker() {
                         // Lock order: `global` (held), then the shard.
-                        self.join_batch(&mut lock(self.shard()), key, try_size)
+                        self.join_batch(&mut lock(self.shard()), key, try_size, true)
                     } else {
                         Pending::one(PendingOn::Stream(key))
                     };
@@ -1121,6 +1201,8 @@ impl Core {
     /// `verified`: the caller checked this free against its live allocations (checked frees: the
     /// range was handed out with this size and not freed since), so it cannot overlap a free block
     /// and the scans for a double free are skipped (in release builds; debug builds still assert).
+    ///
+    /// A verified free goes to the calling thread's front when it is empty (see [`front`]).
     pub(crate) fn deallocate(
         &self,
         stream: Stream,
@@ -1129,18 +1211,35 @@ impl Core {
         verified: bool,
     ) -> Result<()> {
         let key = self.key(stream);
+        // Only verified frees: an unverified one must first be checked against the free blocks.
+        if verified && size <= self.cache.max_block && front::put(self, Hot { key, addr, size }) {
+            return Ok(());
+        }
+        self.free_slow(key, addr, size, verified, true)
+    }
+
+    /// [`Core::deallocate`] past the front, for a free on `key`; `named`: the current call names
+    /// `key`'s stream (see [`Core::join_batch`]).
+    fn free_slow(
+        &self,
+        key: StreamKey,
+        addr: usize,
+        size: usize,
+        verified: bool,
+        named: bool,
+    ) -> Result<()> {
         // A stream nobody may name later (a PTDS, a stream made elsewhere): the block joins the
         // stream's open batch, which a later free closes with one event (no driver call here).
         let mut tag = (!key.needs_marker()).then(|| Pending::one(PendingOn::Stream(key)));
         if size <= self.cache.max_block {
-            match self.cache_free(key, addr, size, tag, verified)? {
+            match self.cache_free(key, addr, size, tag, verified, named)? {
                 None => return Ok(()),
                 Some(t) => tag = Some(t),
             }
         }
         let tag = match tag {
             Some(tag) => tag,
-            None => self.join_batch(&mut lock(self.shard()), key, size),
+            None => self.join_batch(&mut lock(self.shard()), key, size, named),
         };
         let mut g = self.lock_shared();
         let region = g.region_of(addr, size).ok_or_else(|| {
@@ -1275,11 +1374,16 @@ impl Core {
         // All locks at once (global first, as everywhere): no block is between two places.
         let g = lock(&self.global);
         let shards: Vec<MutexGuard<'_, Shard>> = self.shards.iter().map(|s| lock(&s.0)).collect();
-        let cached_bytes = shards.iter().map(|s| s.bytes()).sum();
-        let cached_blocks = shards.iter().map(|s| s.blocks()).sum();
+        let hot = self.front_blocks();
+        let hot_bytes: usize = hot.iter().map(|h| h.size).sum();
+        let cached_bytes = shards.iter().map(|s| s.bytes()).sum::<usize>() + hot_bytes;
+        let cached_blocks = shards.iter().map(|s| s.blocks()).sum::<usize>() + hot.len();
         CoreStats {
             pool_size: g.pool_size,
-            used: shards.iter().fold(g.used, |u, s| u.wrapping_add(s.used)),
+            used: shards
+                .iter()
+                .fold(g.used, |u, s| u.wrapping_add(s.used))
+                .wrapping_sub(hot_bytes),
             free: g.free.free_bytes() + cached_bytes,
             cached_bytes,
             cached_blocks,
@@ -1289,6 +1393,11 @@ impl Core {
             upstream_allocations: g.upstream_allocations,
             upstream_releases: g.upstream_releases,
         }
+    }
+
+    /// The blocks in fronts, left there (the caller holds `global`: drainers are serialized).
+    fn front_blocks(&self) -> Vec<Hot> {
+        lock(&self.fronts).iter().filter_map(|f| f.peek()).collect()
     }
 
     /// The pool's size.
@@ -1333,6 +1442,22 @@ impl Core {
             }
             stats_free += s.bytes();
         }
+        for h in self.front_blocks() {
+            used = used.wrapping_sub(h.size);
+            stats_free += h.size;
+            assert!(
+                g.region_of(h.addr, h.size).is_some(),
+                "front block {:#x}+{} is in no region",
+                h.addr,
+                h.size
+            );
+            assert!(
+                !g.free.overlaps(h.addr, h.size),
+                "front block {:#x}+{} is also in the shared list",
+                h.addr,
+                h.size
+            );
+        }
         assert_eq!(
             g.regions.values().sum::<usize>(),
             g.pool_size,
@@ -1355,6 +1480,16 @@ impl Drop for Core {
             used = used.wrapping_add(s.used);
             tags.extend(s.recent.drain(..).map(|b| b.tag));
             tags.extend(std::mem::take(&mut s.free).into_blocks().map(|b| b.tag));
+        }
+        let fronts = std::mem::take(self.fronts.get_mut().unwrap_or_else(PoisonError::into_inner));
+        for h in fronts.iter().filter_map(|f| f.drain()) {
+            used = used.wrapping_sub(h.size);
+            // A stream only its calls may name: an open batch (a device-wide synchronization).
+            tags.push(Pending::one(if h.key.needs_marker() {
+                PendingOn::Marker(Marker::open(h.key))
+            } else {
+                PendingOn::Stream(h.key)
+            }));
         }
         if used > 0 {
             tracing::warn!(

@@ -51,6 +51,14 @@ impl Rig {
         naming(stream, || self.core.deallocate(stream, addr, size, false)).unwrap();
     }
 
+    /// A free checked against the live allocations by the caller (as the resources do with checked
+    /// frees): it goes to the calling thread's front.
+    fn free_checked(&self, stream: Stream, addr: usize, size: usize) {
+        let key = self.syncer.key(stream);
+        self.syncer.model().freed(key, addr, size);
+        naming(stream, || self.core.deallocate(stream, addr, size, true)).unwrap();
+    }
+
     /// Open batches in the shards and orphans.
     fn open_batches(&self) -> usize {
         self.core
@@ -977,6 +985,7 @@ fn random_churn(
     threads: usize,
     allocations: usize,
     cache: CacheLimits,
+    verified: bool,
 ) -> (u64, super::model::Counts, u64) {
     const MAX_SIZE: u64 = 1 << 20;
     const MAX_USAGE: usize = 16_000 << 20;
@@ -1013,7 +1022,7 @@ fn random_churn(
                 let (mut usage, mut made, mut n) = (0usize, 0usize, 0u64);
                 let free = |(addr, len): (usize, usize)| {
                     syncer.model().freed(key, addr, len);
-                    core.deallocate(stream, addr, len, false).unwrap();
+                    core.deallocate(stream, addr, len, verified).unwrap();
                 };
                 for _ in 0..2 * allocations {
                     let size =
@@ -1045,9 +1054,13 @@ fn random_churn(
 
 #[test]
 fn random_churn_on_own_streams_rarely_crosses_streams() {
-    for cache in [CacheLimits::DEFAULT, CacheLimits::OFF] {
+    for (cache, verified) in [
+        (CacheLimits::DEFAULT, false),
+        (CacheLimits::DEFAULT, true),
+        (CacheLimits::OFF, false),
+    ] {
         for threads in [1, 4, 16] {
-            let (ops, c, locks) = random_churn(threads, 10_000, cache);
+            let (ops, c, locks) = random_churn(threads, 10_000, cache, verified);
             let per_k = |n: u64| n as f64 * 1000.0 / ops as f64;
             eprintln!(
                 "random churn, {threads} threads, shards {}: {ops} ops, per 1000: {:.2} stream waits, {:.2} marker waits, {:.2} markers, {:.0} shared-lock takes",
@@ -1585,4 +1598,190 @@ fn other_threads_use_the_pool_during_a_give_back() {
         core.deallocate(s, again, 2 * KIB, false).unwrap();
     });
     assert_eq!(core.stats().used, 0);
+}
+
+/// The fronts (see `front.rs`): the same thread's pair on one stream, with frees checked by the
+/// caller, goes through the thread's front: the same block each time, no shared lock, no wait, and
+/// on streams that only their calls may name no batch at all (the block never left the stream), so
+/// no event either: a PTDS pair makes no driver call; a stream made elsewhere still costs its id
+/// per call.
+#[test]
+fn the_same_threads_pair_goes_through_its_front_on_every_kind_of_stream() {
+    const PAIRS: u64 = 1024;
+    type Kind = (&'static str, Stream, fn(u64) -> u64);
+    let kinds: [Kind; 4] = [
+        ("own", fake_stream(1), |_| 0),
+        ("legacy", Stream::DEFAULT, |_| 0),
+        ("ptds", Stream::PER_THREAD, |_| 0),
+        ("foreign", fake_foreign_stream(1), |pairs| 2 * pairs),
+    ];
+    for (name, stream, expected) in kinds {
+        let r = rig(1 << 20, POOL, CacheLimits::DEFAULT);
+        r.core.set_close_frees(3);
+        let first = r.alloc(stream, 256);
+        r.free_checked(stream, first, 256);
+        let before = r.syncer.counts();
+        let locks = r.core.shared_locks();
+        for _ in 0..PAIRS {
+            let p = r.alloc(stream, 256);
+            assert_eq!(p, first, "{name}: the front's block");
+            assert_eq!(r.core.stats().cached_blocks, 0, "{name}: out of the front");
+            r.free_checked(stream, p, 256);
+        }
+        let after = r.syncer.counts();
+        assert_eq!(
+            after.driver_calls() - before.driver_calls(),
+            expected(PAIRS),
+            "{name}: {before:?} then {after:?}"
+        );
+        assert_eq!(r.core.shared_locks(), locks, "{name}: no shared lock");
+        assert_eq!(r.open_batches(), 0, "{name}: no batch");
+        let st = r.core.stats();
+        assert_eq!((st.used, st.cached_blocks), (0, 1), "{name}: {st:?}");
+        r.core.check_invariants();
+    }
+}
+
+#[test]
+fn a_front_block_goes_to_no_other_stream_size_or_thread() {
+    for stream in [fake_stream(1), Stream::PER_THREAD, fake_foreign_stream(1)] {
+        let r = rig(1 << 20, POOL, CacheLimits::DEFAULT);
+        let p = r.alloc(stream, KIB);
+        r.free_checked(stream, p, KIB);
+        assert_ne!(r.alloc(fake_stream(2), KIB), p, "another stream");
+        assert_ne!(r.alloc(stream, 2 * KIB), p, "another size");
+        let core = r.core.clone();
+        let other = std::thread::spawn(move || {
+            naming(stream, || core.allocate(stream, KIB, 256)).unwrap()
+        })
+        .join()
+        .unwrap();
+        assert_ne!(other, p, "another thread");
+        // The model checked each hand-out; the front's block is still this thread's.
+        assert_eq!(r.alloc(stream, KIB), p);
+        r.core.check_invariants();
+    }
+}
+
+/// A free finding the thread's front full takes the usual path; the front's block, of a stream
+/// that only its own calls may name, leaves the front only when drained, and then joins its
+/// stream's batch without closing it (the recording syncer fails any record on a stream the current
+/// call does not name); a later call naming the stream closes the batch.
+#[test]
+fn a_drained_front_block_is_never_recorded_on_by_another_streams_call() {
+    for gone in [Stream::PER_THREAD, fake_foreign_stream(1)] {
+        let r = rig(1 << 20, POOL, CacheLimits::DEFAULT);
+        r.core.set_close_frees(1);
+        let p = r.alloc(gone, KIB);
+        let q = r.alloc(fake_stream(1), KIB);
+        // Keeps the region from being given back by the trimming below.
+        let keep = r.alloc(fake_stream(1), KIB);
+        r.free_checked(gone, p, KIB);
+        // The front is full: this free goes to the shard.
+        r.free_checked(fake_stream(1), q, KIB);
+        assert_eq!(r.core.stats().cached_blocks, 2);
+        assert_eq!(r.open_batches(), 0, "{gone:?}: no batch yet");
+        // Draining (here by trimming, on behalf of no stream): the batch would close at once if the
+        // call could name its stream.
+        naming(fake_stream(1), || r.core.release_unused()).unwrap();
+        assert_eq!(r.syncer.counts().markers, 0, "{gone:?}");
+        assert_eq!(r.open_batches(), 1, "{gone:?}");
+        // A later free that names it closes the batch.
+        let a = r.alloc(gone, 2 * KIB);
+        r.free(gone, a, 2 * KIB);
+        assert_eq!(r.syncer.counts().markers, 1, "{gone:?}");
+        assert_eq!(r.open_batches(), 0, "{gone:?}");
+        r.free(fake_stream(1), keep, KIB);
+        r.core.check_invariants();
+    }
+}
+
+/// Whoever must see every free block drains the fronts: growth (the pool would otherwise grow
+/// or fail), a stream's retirement, and a thread's end.
+#[test]
+fn fronts_are_drained_before_growing_at_retirement_and_at_thread_exit() {
+    // Growth: the whole pool sits in another thread's front.
+    let r = rig(MIB, Growth::Pool { maximum: Some(MIB) }, CacheLimits::DEFAULT);
+    let (core, syncer) = (r.core.clone(), r.syncer.clone());
+    let s = fake_stream(1);
+    std::thread::spawn(move || {
+        let p = naming(s, || core.allocate(s, MIB, 256)).unwrap();
+        let key = syncer.key(s);
+        syncer.model().allocated(key, p, MIB).unwrap();
+        syncer.model().freed(key, p, MIB);
+        // This thread keeps running while the main thread allocates: its front is still there.
+        naming(s, || core.deallocate(s, p, MIB, true)).unwrap();
+        assert_eq!(core.stats().cached_blocks, 1);
+        core
+    });
+    // (The thread may or may not have ended: either its exit or the growth path drains it.)
+    let q = loop {
+        if r.core.stats().used == 0 {
+            break r.alloc(fake_stream(2), MIB);
+        }
+        std::thread::yield_now();
+    };
+    assert_eq!(r.core.pool_size(), MIB, "no growth");
+    r.free_checked(fake_stream(2), q, MIB);
+    r.core.check_invariants();
+
+    // Retirement: the block in the front is retagged with a marker like every other.
+    let r = rig(KIB, POOL, CacheLimits::DEFAULT);
+    let (a, b) = (fake_stream(1), fake_stream(2));
+    let p = r.alloc(a, KIB);
+    r.free_checked(a, p, KIB);
+    r.core.retire(a);
+    assert_eq!(r.syncer.counts().markers, 1, "one marker replaces the stream");
+    assert_eq!(r.alloc(b, KIB), p);
+    assert_eq!(r.syncer.counts().marker_waits, 1);
+
+    // Thread exit: the front leaves the core's list and its block goes to a shard.
+    let r = rig(MIB, POOL, CacheLimits::DEFAULT);
+    let (core, syncer) = (r.core.clone(), r.syncer.clone());
+    let fronts_before = lock(&r.core.fronts).len();
+    std::thread::spawn(move || {
+        let s = Stream::PER_THREAD;
+        let p = naming(s, || core.allocate(s, KIB, 256)).unwrap();
+        let key = syncer.key(s);
+        syncer.model().allocated(key, p, KIB).unwrap();
+        syncer.model().freed(key, p, KIB);
+        naming(s, || core.deallocate(s, p, KIB, true)).unwrap();
+        assert_eq!(lock(&core.fronts).len(), fronts_before + 1);
+    })
+    .join()
+    .unwrap();
+    assert_eq!(lock(&r.core.fronts).len(), fronts_before, "the front is gone");
+    assert!(r.core.fronts.lock().unwrap().iter().all(|f| f.peek().is_none()));
+    assert_eq!(r.core.stats().used, 0);
+    // The exited thread's PTDS block waits in an open batch (nobody may record on it now): one
+    // device-wide synchronization makes it usable by another stream.
+    assert_eq!(r.syncer.counts().markers, 0);
+    r.core.check_invariants();
+}
+
+/// A core dropped with blocks in fronts synchronizes their streams and returns everything; a
+/// thread's front of a dropped core is never used again.
+#[test]
+fn a_core_dropped_with_blocks_in_fronts_returns_everything() {
+    let r = rig(MIB, POOL, CacheLimits::DEFAULT);
+    let p = r.alloc(Stream::PER_THREAD, KIB);
+    r.free_checked(Stream::PER_THREAD, p, KIB);
+    let Rig {
+        core,
+        syncer,
+        device,
+    } = r;
+    drop(core);
+    assert_eq!(syncer.counts().device_syncs, 1, "the open block's stream");
+    assert_eq!(
+        device.usage().allocated_bytes,
+        0,
+        "everything went back upstream"
+    );
+    // A new core on this thread gets a new front.
+    let r = rig(MIB, POOL, CacheLimits::DEFAULT);
+    let q = r.alloc(Stream::PER_THREAD, KIB);
+    r.free_checked(Stream::PER_THREAD, q, KIB);
+    assert_eq!(r.core.stats().cached_blocks, 1);
+    r.core.check_invariants();
 }
