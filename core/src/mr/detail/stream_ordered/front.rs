@@ -120,18 +120,12 @@ impl Front {
     /// Any thread: takes the block out, if any. Callers are serialized (the shared lock, or the
     /// owner at its exit).
     pub(super) fn drain(&self) -> Option<Hot> {
-        self.claim().map(|hot| {
-            self.state.store(EMPTY, Ordering::Release);
-            hot
-        })
+        self.claim().inspect(|_| self.state.store(EMPTY, Ordering::Release))
     }
 
     /// Any thread: the block, left in place. Callers are serialized as for [`Front::drain`].
     pub(super) fn peek(&self) -> Option<Hot> {
-        self.claim().map(|hot| {
-            self.state.store(FULL, Ordering::Release);
-            hot
-        })
+        self.claim().inspect(|_| self.state.store(FULL, Ordering::Release))
     }
 
     /// `FULL` to `BUSY` and a copy of the block; the caller stores the next state.
