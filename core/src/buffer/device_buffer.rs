@@ -269,10 +269,7 @@ impl DeviceBuffer {
         // The copy comes from this buffer's resource, which belongs to this buffer's device: made
         // with that device current, the copy is labelled (and later freed) there, whichever device
         // the caller has current.
-        let _guard = match self.device {
-            Some(device) => Some(DeviceGuard::new(device)?),
-            None => None,
-        };
+        let _guard = self.device_guard()?;
         self.try_clone_on(self.stream, self.mr.clone())
     }
 
@@ -329,6 +326,11 @@ impl DeviceBuffer {
     /// The resource the memory came from (and is returned to).
     pub fn memory_resource(&self) -> &AnyResource {
         &self.mr
+    }
+
+    /// Makes the buffer's device current until the guard drops (nothing in host mode).
+    fn device_guard(&self) -> Result<Option<DeviceGuard>> {
+        self.device.map(DeviceGuard::new).transpose()
     }
 
     /// The device the buffer was made on; `None` in host mode.
@@ -412,10 +414,7 @@ impl DeviceBuffer {
     /// on the buffer's device, ordered on `stream`, and frees the old one on `stream` (which the caller
     /// has made the buffer's stream). Leaves `size` to the caller.
     fn reallocate(&mut self, new_capacity: usize, stream: Stream) -> Result<()> {
-        let _guard = match self.device {
-            Some(device) => Some(DeviceGuard::new(device)?),
-            None => None,
-        };
+        let _guard = self.device_guard()?;
         let mut fresh =
             Self::with_alignment(new_capacity, self.alignment, stream, self.mr.clone())?;
         let keep = self.size.min(new_capacity);
