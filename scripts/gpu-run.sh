@@ -379,9 +379,10 @@ if want parallel3; then
     if [ -f "$exe" ]; then
         chmod +x "$exe"
         pp=0 pf=0
-        for i in 1 2 3; do
-            echo "######## run $i: $(basename "$exe") --include-ignored (default parallelism)" >>"$OUT/parallel.log"
-            "$exe" --include-ignored >"$OUT/parallel.one" 2>&1 &
+        # RMM_PARALLEL_RUNS (3): how many runs; RMM_PARALLEL_FILTER: a libtest name filter (all).
+        for i in $(seq 1 "${RMM_PARALLEL_RUNS:-3}"); do
+            echo "######## run $i: $(basename "$exe") --include-ignored ${RMM_PARALLEL_FILTER:-} (default parallelism)" >>"$OUT/parallel.log"
+            "$exe" --include-ignored ${RMM_PARALLEL_FILTER:+"$RMM_PARALLEL_FILTER"} >"$OUT/parallel.one" 2>&1 &
             pid=$! waited=0
             while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "${RMM_PARALLEL_LIMIT:-150}" ]; do
                 sleep 1; waited=$((waited + 1))
@@ -391,6 +392,9 @@ if want parallel3; then
                 # thread's kernel wait channel), for the root cause.
                 if command -v gdb >/dev/null 2>&1; then
                     timeout 60 gdb -p "$pid" -batch -ex 'thread apply all bt 25' >"$OUT/parallel-stacks-$i.log" 2>&1
+                elif command -v python3 >/dev/null 2>&1 && command -v addr2line >/dev/null 2>&1; then
+                    # No gdb there (2026-11-23): scan each thread's user stack for return addresses.
+                    timeout 120 python3 tools/hang/stackscan.py "$pid" >"$OUT/parallel-stacks-$i.log" 2>&1
                 else
                     for t in /proc/"$pid"/task/*; do
                         echo "$(basename "$t") $(cat "$t/comm" 2>/dev/null) wchan=$(cat "$t/wchan" 2>/dev/null)"

@@ -83,7 +83,7 @@ std::vector<std::string> lines_of(std::string const& text)
 
 TEST(PolymorphicAllocator, AllocatesFromItsResourceOnTheStream)
 {
-  system_memory_resource sys;
+  system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
   statistics_resource_adaptor stats{sys};
   polymorphic_allocator<int> alloc{stats};
   int* p = alloc.allocate(100, rmm::cuda_stream_default);
@@ -99,7 +99,7 @@ TEST(PolymorphicAllocator, AllocatesFromItsResourceOnTheStream)
 
 TEST(PolymorphicAllocator, RebindCopiesAndEquality)
 {
-  system_memory_resource sys;
+  system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
   statistics_resource_adaptor stats{sys};
   statistics_resource_adaptor other_stats{sys};
   polymorphic_allocator<int> a{stats};
@@ -122,7 +122,7 @@ TEST(PolymorphicAllocator, CopiesKeepTheResourceAlive)
 {
   std::unique_ptr<polymorphic_allocator<int>> alloc;
   {
-    system_memory_resource sys;
+    system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
     pool_memory_resource pool{sys, 1 << 20};
     alloc = std::make_unique<polymorphic_allocator<int>>(pool);
   }  // the allocator's copy of the pool keeps it alive
@@ -136,7 +136,7 @@ TEST(PolymorphicAllocator, DefaultUsesTheCurrentDeviceResource)
 {
   // The registry takes host memory in host mode and device memory when a GPU is present.
   rmm::mr::detail::c_resource const base = host_mode()
-                                             ? rmm::mr::detail::c_resource{system_memory_resource{}}
+                                             ? rmm::mr::detail::c_resource{rmm::mr::detail::unchecked_system_memory_resource()}
                                              : rmm::mr::detail::c_resource{rmm::mr::cuda_memory_resource{}};
   statistics_resource_adaptor stats{base};
   rmm::mr::set_current_device_resource(stats);
@@ -153,13 +153,13 @@ TEST(PolymorphicAllocator, DefaultUsesTheCurrentDeviceResource)
 
 TEST(PolymorphicAllocator, OverflowingRequestIsBadAlloc)
 {
-  polymorphic_allocator<double> alloc{system_memory_resource{}};
+  polymorphic_allocator<double> alloc{rmm::mr::detail::unchecked_system_memory_resource()};
   EXPECT_THROW(alloc.allocate(static_cast<std::size_t>(-1) / 2, rmm::cuda_stream_default), rmm::bad_alloc);
 }
 
 TEST(StreamAllocatorAdaptor, BindsAStream)
 {
-  system_memory_resource sys;
+  system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
   polymorphic_allocator<int> alloc{sys};
   auto adapted = make_stream_allocator_adaptor(alloc, rmm::cuda_stream_per_thread);
   static_assert(std::is_same_v<decltype(adapted), int_allocator>);
@@ -177,7 +177,7 @@ TEST(StreamAllocatorAdaptor, BindsAStream)
 
 TEST(StreamAllocatorAdaptor, StdVectorOverSystemMemory)
 {
-  system_memory_resource sys;
+  system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
   statistics_resource_adaptor stats{sys};
   {
     std::vector<int, int_allocator> v(int_allocator{polymorphic_allocator<int>{stats}, rmm::cuda_stream_default});
@@ -191,7 +191,7 @@ TEST(StreamAllocatorAdaptor, StdVectorOverSystemMemory)
 
 TEST(StreamAllocatorAdaptor, StdVectorOverPoolInHostMemory)
 {
-  system_memory_resource sys;
+  system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
   pool_memory_resource pool{sys, 1 << 20};
   statistics_resource_adaptor stats{pool};
   {
@@ -312,9 +312,13 @@ TEST(LoggingResourceAdaptor, OstreamGetsRmmsHeaderAndLines)
   std::ostringstream out;
   void* p = nullptr;
   {
-    logging_resource_adaptor log{system_memory_resource{}, out};
+    logging_resource_adaptor log{rmm::mr::detail::unchecked_system_memory_resource(), out};
     EXPECT_EQ(log.get_file_name(), "");
+    // As RMM's ostream sink: every line goes into the stream when logged, without flush()
+    // (RMM's Adaptor.STDOUT reads the header through gtest's CaptureStdout).
+    EXPECT_EQ(out.str(), logging_resource_adaptor::header() + "\n");
     p = log.allocate(rmm::cuda_stream_default, 100);
+    EXPECT_EQ(lines_of(out.str()).size(), 2u) << out.str();
     log.deallocate(rmm::cuda_stream_default, p, 100);
     log.flush();
     auto lines = lines_of(out.str());
@@ -338,7 +342,7 @@ TEST(LoggingResourceAdaptor, OstreamGetsRmmsHeaderAndLines)
 TEST(LoggingResourceAdaptor, OstreamAutoFlushAndCopies)
 {
   std::ostringstream out;
-  system_memory_resource sys;
+  system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
   pool_memory_resource pool{sys, 1 << 20};
   logging_resource_adaptor log{pool, out, true};
   EXPECT_EQ(out.str(), logging_resource_adaptor::header() + "\n") << "auto_flush writes the header at once";
@@ -359,7 +363,7 @@ TEST(LoggingResourceAdaptor, OstreamAutoFlushAndCopies)
 TEST(LoggingResourceAdaptor, FailingOstreamLosesLinesNotAllocations)
 {
   std::ostringstream out;
-  logging_resource_adaptor log{system_memory_resource{}, out};
+  logging_resource_adaptor log{rmm::mr::detail::unchecked_system_memory_resource(), out};
   out.setstate(std::ios::badbit);
   void* p = log.allocate_sync(64);  // still succeeds
   ASSERT_NE(p, nullptr);

@@ -101,9 +101,26 @@ TEST(CudaStreamView, DefaultsAndConversions)
   static_assert(!std::is_constructible_v<rmm::cuda_stream_view, std::nullptr_t>);
 }
 
+// RMM's SystemMRSimpleTest.ThrowIfNotSupported: on a GPU without HMM/ATS the device could not use
+// system memory, so the constructor refuses; in host mode it is the process's memory.
+TEST(SystemMemoryResource, ConstructorThrowsWhereTheDeviceCannotUseSystemMemory)
+{
+  bool const host_mode = rmm_is_host_mode() != 0;
+  bool const supported = !host_mode && rmm::mr::detail::is_system_memory_supported(rmm::get_current_cuda_device());
+  if (host_mode || supported) {
+    EXPECT_NO_THROW(rmm::mr::system_memory_resource{});
+  } else {
+    EXPECT_THROW(rmm::mr::system_memory_resource{}, rmm::logic_error);
+    // The unchecked one (host-only memory) still works from the host.
+    auto host_only = rmm::mr::detail::unchecked_system_memory_resource();
+    void* p = host_only.allocate_sync(64);
+    host_only.deallocate_sync(p, 64);
+  }
+}
+
 TEST(SystemMemoryResource, AllocateThroughResourceRef)
 {
-  rmm::mr::system_memory_resource mr;
+  rmm::mr::system_memory_resource mr = rmm::mr::detail::unchecked_system_memory_resource();
   rmm::device_async_resource_ref ref{mr};
   void* p = ref.allocate(rmm::cuda_stream_default, 1000, 256);
   EXPECT_TRUE(rmm::is_pointer_aligned(p, 256));
@@ -118,7 +135,7 @@ TEST(SystemMemoryResource, AllocateThroughResourceRef)
 
 TEST(SystemMemoryResource, AllocateThroughAnyResource)
 {
-  device_any any{rmm::mr::system_memory_resource{}};
+  device_any any{rmm::mr::detail::unchecked_system_memory_resource()};
   void* p = any.allocate(rmm::cuda_stream_per_thread, 4096, 512);
   EXPECT_TRUE(rmm::is_pointer_aligned(p, 512));
   write_read(p, 4096);
@@ -129,12 +146,12 @@ TEST(SystemMemoryResource, AllocateThroughAnyResource)
 
 TEST(CResource, CopiesShareOneResource)
 {
-  rmm::mr::system_memory_resource a;
+  rmm::mr::system_memory_resource a = rmm::mr::detail::unchecked_system_memory_resource();
   rmm::mr::system_memory_resource b = a;
   EXPECT_TRUE(same(a.handle(), b.handle()));
   EXPECT_TRUE(a == b);
   EXPECT_FALSE(a != b);
-  EXPECT_TRUE(a == rmm::mr::system_memory_resource{});  // stateless: every one is equal
+  EXPECT_TRUE(a == rmm::mr::detail::unchecked_system_memory_resource());  // stateless: every one is equal
   void* p = a.allocate_sync(128);
   b.deallocate_sync(p, 128);  // memory from a returns to its copy
   rmm::mr::system_memory_resource moved = std::move(b);
@@ -166,7 +183,7 @@ TEST(CResource, CopyRetainsAndDestructionReleases)
 
 TEST(CResource, UnwrapsRmmResources)
 {
-  rmm::mr::system_memory_resource sys;
+  rmm::mr::system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
   auto handle = rmm::mr::detail::to_c_resource(device_any{sys});
   EXPECT_TRUE(same(handle.handle(), sys.handle()));  // passed through, no box
   EXPECT_EQ(handle.handle().vtable->owner, rmm_abi_owner());
@@ -190,7 +207,7 @@ TEST(CResource, AReleasedHandleThrowsLogicError)
 
 TEST(Errors, MappedFromCAbi)
 {
-  rmm::mr::system_memory_resource mr;
+  rmm::mr::system_memory_resource mr = rmm::mr::detail::unchecked_system_memory_resource();
   EXPECT_THROW((void)mr.allocate_sync(64, 3), rmm::logic_error);
   EXPECT_THROW((void)mr.allocate(rmm::cuda_stream_default, std::size_t{1} << 50, 256), rmm::out_of_memory);
   try {
@@ -328,7 +345,7 @@ TEST_F(Registry, SetReturnsPrevious)
 TEST_F(Registry, RmmResourcesArePassedThrough)
 {
   if (!rmm_is_host_mode()) { GTEST_SKIP() << "sets a system_memory_resource: host mode only"; }
-  rmm::mr::system_memory_resource sys;
+  rmm::mr::system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
   (void)rmm::mr::set_current_device_resource(device_any{sys});
   rmm_resource handle{nullptr, nullptr};
   ASSERT_EQ(rmm_get_current_device_resource(&handle, nullptr), RMM_OK);

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <new>
@@ -156,7 +157,7 @@ class HostBuffers : public ::testing::Test {
   {
     if (!host_mode()) { GTEST_SKIP() << "system-memory containers are host-mode tests; GPU tests use device memory"; }
   }
-  rmm::mr::system_memory_resource sys;
+  rmm::mr::system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
 };
 
 TEST_F(HostBuffers, ConstructsWithSizeAlignmentAndStream)
@@ -285,12 +286,29 @@ TEST_F(HostBuffers, OnePebibyteIsOutOfMemory)
   EXPECT_THROW((rmm::device_buffer{PiB, rmm::cuda_stream_default, pool}), rmm::out_of_memory);
   EXPECT_THROW((rmm::device_uvector<double>{PiB, rmm::cuda_stream_default, sys}), rmm::out_of_memory);
   EXPECT_THROW((rmm::device_uvector<double>{std::numeric_limits<std::size_t>::max() / 4, rmm::cuda_stream_default, sys}),
-               rmm::out_of_memory)
-    << "the byte size overflows";
+               rmm::invalid_argument)
+    << "the byte size overflows: invalid_argument, as RMM";
   rmm::device_buffer buf{16, rmm::cuda_stream_default, sys};
   EXPECT_THROW(buf.resize(PiB, rmm::cuda_stream_default), rmm::bad_alloc);
   EXPECT_EQ(buf.size(), 16u) << "unchanged after a failed resize";
   EXPECT_THROW((rmm::device_buffer{64, 100, rmm::cuda_stream_default, sys}), rmm::invalid_argument) << "alignment, as RMM";
+}
+
+TEST_F(HostBuffers, UvectorKeepsTheSignOfNegativeZero)
+{
+  // RMM's NegativeZeroTest: -0.0 == 0.0, but writing it with a zero memset would lose its sign bit.
+  rmm::device_uvector<double> d{1, rmm::cuda_stream_default, sys};
+  double const minus_zero = -0.0;
+  d.set_element(0, minus_zero, rmm::cuda_stream_default);
+  EXPECT_TRUE(std::signbit(d.element(0, rmm::cuda_stream_default)));
+  rmm::device_uvector<float> f{1, rmm::cuda_stream_default, sys};
+  float const minus_zero_f = -0.0f;
+  f.set_element(0, minus_zero_f, rmm::cuda_stream_default);
+  EXPECT_TRUE(std::signbit(f.element(0, rmm::cuda_stream_default)));
+  int const zero = 0;
+  rmm::device_uvector<int> i{1, rmm::cuda_stream_default, sys};
+  i.set_element(0, zero, rmm::cuda_stream_default);
+  EXPECT_EQ(i.element(0, rmm::cuda_stream_default), 0);
 }
 
 TEST_F(HostBuffers, UvectorElementAccess)

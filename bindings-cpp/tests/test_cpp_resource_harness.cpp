@@ -84,7 +84,7 @@ bool host_mode() { return rmm_is_host_mode() != 0; }
 /// reports device access exactly then, as RegistryTest.GpuRejectsHostOnlyResources relies on.
 bool system_memory_on_device()
 {
-  return (rmm_resource_access(rmm::mr::system_memory_resource{}.handle()) & RMM_ACCESS_DEVICE) != 0;
+  return (rmm_resource_access(rmm::mr::detail::unchecked_system_memory_resource().handle()) & RMM_ACCESS_DEVICE) != 0;
 }
 
 /// A log file of one logging adaptor, removed once the adaptor is gone.
@@ -231,24 +231,24 @@ std::vector<factory> cpu_factories()
   using rmm::mr::system_memory_resource;
   auto const sys = needs::system_memory;
   std::vector<factory> f{
-    {"system", sys, [] { return plain(device_any{system_memory_resource{}}, true, true); }},
-    {"pool_system", sys, [] { return plain(device_any{pool_over(system_memory_resource{})}, true); }},
+    {"system", sys, [] { return plain(device_any{rmm::mr::detail::unchecked_system_memory_resource()}, true, true); }},
+    {"pool_system", sys, [] { return plain(device_any{pool_over(rmm::mr::detail::unchecked_system_memory_resource())}, true); }},
     {"arena_system", sys,
-     [] { return plain(device_any{rmm::mr::arena_memory_resource{system_memory_resource{}, 128 * MiB}}, true); }},
+     [] { return plain(device_any{rmm::mr::arena_memory_resource{rmm::mr::detail::unchecked_system_memory_resource(), 128 * MiB}}, true); }},
     {"fixed_size_system", sys,
      [] {
        resource_case rc =
-         plain(device_any{rmm::mr::fixed_size_memory_resource{system_memory_resource{}, fixed_block, 16}}, true);
+         plain(device_any{rmm::mr::fixed_size_memory_resource{rmm::mr::detail::unchecked_system_memory_resource(), fixed_block, 16}}, true);
        rc.max_bytes = fixed_block;
        return rc;
      }},
     {"binning_pool_system", sys,
      [] {
-       return plain(device_any{rmm::mr::binning_memory_resource{pool_over(system_memory_resource{}), 10, 16}}, true);
+       return plain(device_any{rmm::mr::binning_memory_resource{pool_over(rmm::mr::detail::unchecked_system_memory_resource()), 10, 16}}, true);
      }},
   };
   for (auto const& [name, make] : adaptors<c_resource>()) {
-    f.push_back({name + "_pool_system", sys, [make = make] { return make(pool_over(system_memory_resource{}), true); }});
+    f.push_back({name + "_pool_system", sys, [make = make] { return make(pool_over(rmm::mr::detail::unchecked_system_memory_resource()), true); }});
   }
   return f;
 }

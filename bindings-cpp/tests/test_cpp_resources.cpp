@@ -109,7 +109,7 @@ static_assert(!std::is_convertible_v<rmm::mr::system_memory_resource, rmm::mr::t
 
 TEST(PoolMemoryResource, AllocatesAndReportsPoolSize)
 {
-  rmm::mr::system_memory_resource sys;
+  rmm::mr::system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
   rmm::mr::pool_memory_resource pool{sys, 1 << 20};
   EXPECT_EQ(pool.pool_size(), std::size_t{1} << 20);
   round_trip(pool, 1000);
@@ -127,11 +127,11 @@ TEST(PoolMemoryResource, AllocatesAndReportsPoolSize)
 
 TEST(PoolMemoryResource, CopiesShareState)
 {
-  rmm::mr::pool_memory_resource pool{rmm::mr::system_memory_resource{}, 1 << 20};
+  rmm::mr::pool_memory_resource pool{rmm::mr::detail::unchecked_system_memory_resource(), 1 << 20};
   rmm::mr::pool_memory_resource copy = pool;
   EXPECT_TRUE(copy == pool);
   EXPECT_EQ(copy.handle().self, pool.handle().self);
-  rmm::mr::pool_memory_resource other{rmm::mr::system_memory_resource{}, 1 << 20};
+  rmm::mr::pool_memory_resource other{rmm::mr::detail::unchecked_system_memory_resource(), 1 << 20};
   EXPECT_FALSE(other == pool);
   void* p = copy.allocate_sync(4 << 20);
   EXPECT_EQ(pool.pool_size(), copy.pool_size());
@@ -141,7 +141,7 @@ TEST(PoolMemoryResource, CopiesShareState)
 
 TEST(PoolMemoryResource, ErrorsMap)
 {
-  rmm::mr::system_memory_resource sys;
+  rmm::mr::system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
   EXPECT_THROW((rmm::mr::pool_memory_resource{sys, 1000}), rmm::logic_error);  // not a multiple of 256
   rmm::mr::pool_memory_resource bounded{sys, 1 << 20, 1 << 20};
   EXPECT_THROW(bounded.allocate_sync(2 << 20), rmm::out_of_memory);
@@ -149,7 +149,7 @@ TEST(PoolMemoryResource, ErrorsMap)
 
 TEST(StatisticsResourceAdaptor, CountsAndFrames)
 {
-  statistics_resource_adaptor stats{rmm::mr::system_memory_resource{}};
+  statistics_resource_adaptor stats{rmm::mr::detail::unchecked_system_memory_resource()};
   rmm::device_async_resource_ref ref{stats};
   void* a = ref.allocate(rmm::cuda_stream_default, 100, 256);
   EXPECT_EQ(stats.get_bytes_counter(), (counter{100, 100, 100}));
@@ -190,7 +190,7 @@ TEST(StatisticsResourceAdaptor, CounterArithmeticMatchesRmm)
 
 TEST(LimitingResourceAdaptor, LimitAndOutOfMemory)
 {
-  rmm::mr::limiting_resource_adaptor lim{rmm::mr::system_memory_resource{}, 1024};
+  rmm::mr::limiting_resource_adaptor lim{rmm::mr::detail::unchecked_system_memory_resource(), 1024};
   EXPECT_EQ(lim.get_allocation_limit(), 1024u);
   rmm::device_async_resource_ref ref{lim};
   void* p = ref.allocate(rmm::cuda_stream_default, 100, 256);
@@ -200,12 +200,12 @@ TEST(LimitingResourceAdaptor, LimitAndOutOfMemory)
   EXPECT_EQ(copy.get_allocated_bytes(), 256u);
   ref.deallocate(rmm::cuda_stream_default, p, 100, 256);
   EXPECT_EQ(copy.get_allocated_bytes(), 0u);
-  EXPECT_THROW((rmm::mr::limiting_resource_adaptor{rmm::mr::system_memory_resource{}, 1024, 3}), rmm::logic_error);
+  EXPECT_THROW((rmm::mr::limiting_resource_adaptor{rmm::mr::detail::unchecked_system_memory_resource(), 1024, 3}), rmm::logic_error);
 }
 
 TEST(TrackingResourceAdaptor, AllocatedBytes)
 {
-  rmm::mr::tracking_resource_adaptor tr{rmm::mr::system_memory_resource{}, true};
+  rmm::mr::tracking_resource_adaptor tr{rmm::mr::detail::unchecked_system_memory_resource(), true};
   rmm::device_async_resource_ref ref{tr};
   void* p = ref.allocate(rmm::cuda_stream_default, 300, 256);
   void* q = ref.allocate(rmm::cuda_stream_default, 700, 256);
@@ -218,13 +218,13 @@ TEST(TrackingResourceAdaptor, AllocatedBytes)
 
 TEST(AlignedResourceAdaptor, AlignsPastTheBaseAlignment)
 {
-  rmm::mr::aligned_resource_adaptor al{rmm::mr::system_memory_resource{}, 4096};
+  rmm::mr::aligned_resource_adaptor al{rmm::mr::detail::unchecked_system_memory_resource(), 4096};
   rmm::device_async_resource_ref ref{al};
   void* p = ref.allocate(rmm::cuda_stream_default, 100, 256);
   EXPECT_TRUE(rmm::is_pointer_aligned(p, 4096));
   ref.deallocate(rmm::cuda_stream_default, p, 100, 256);
   round_trip(al, 5000);
-  EXPECT_THROW((rmm::mr::aligned_resource_adaptor{rmm::mr::system_memory_resource{}, 1000}), rmm::logic_error);
+  EXPECT_THROW((rmm::mr::aligned_resource_adaptor{rmm::mr::detail::unchecked_system_memory_resource(), 1000}), rmm::logic_error);
 }
 
 TEST(ArenaMemoryResource, OverSimulatedDevice)
@@ -240,13 +240,13 @@ TEST(ArenaMemoryResource, OverSimulatedDevice)
 
 TEST(ArenaMemoryResource, OverSystemMemory)
 {
-  rmm::mr::arena_memory_resource arena{rmm::mr::system_memory_resource{}, std::size_t{4} << 20};
+  rmm::mr::arena_memory_resource arena{rmm::mr::detail::unchecked_system_memory_resource(), std::size_t{4} << 20};
   round_trip(arena, 10000);
 }
 
 TEST(FixedSizeMemoryResource, BlockSize)
 {
-  rmm::mr::fixed_size_memory_resource fixed{rmm::mr::system_memory_resource{}, 4096, 8};
+  rmm::mr::fixed_size_memory_resource fixed{rmm::mr::detail::unchecked_system_memory_resource(), 4096, 8};
   EXPECT_EQ(fixed.get_block_size(), 4096u);
   round_trip(fixed, 4000);
   rmm::mr::fixed_size_memory_resource defaults{simulated(std::size_t{1} << 30)};
@@ -256,7 +256,7 @@ TEST(FixedSizeMemoryResource, BlockSize)
 
 TEST(BinningMemoryResource, ExponentsAndAddedBins)
 {
-  rmm::mr::system_memory_resource sys;
+  rmm::mr::system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
   rmm::mr::binning_memory_resource bins{sys, 10, 14};
   round_trip(bins, 2000);
   round_trip(bins, 1 << 20);  // larger than every bin: the upstream
@@ -320,7 +320,7 @@ TEST(Composition, UpstreamIsTheUsersResource)
 
 TEST(Composition, RmmUpstreamHandlePassesThrough)
 {
-  rmm::mr::system_memory_resource sys;
+  rmm::mr::system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
   rmm::mr::pool_memory_resource pool{sys, 1 << 20};
   rmm::mr::limiting_resource_adaptor lim{pool, 1 << 20};
   rmm::mr::tracking_resource_adaptor tr{device_any{lim}};  // through any_resource: boxed, still works
@@ -339,7 +339,7 @@ TEST(Composition, PoolAsCurrentDeviceResource)
 {
   // The registry takes host memory in host mode and device memory when a GPU is present.
   rmm::mr::detail::c_resource const base = rmm_is_host_mode()
-                                             ? rmm::mr::detail::c_resource{rmm::mr::system_memory_resource{}}
+                                             ? rmm::mr::detail::c_resource{rmm::mr::detail::unchecked_system_memory_resource()}
                                              : rmm::mr::detail::c_resource{rmm::mr::cuda_memory_resource{}};
   rmm::mr::pool_memory_resource pool{base, 1 << 20};
   statistics_resource_adaptor stats{pool};
@@ -361,7 +361,7 @@ TEST(LoggingResourceAdaptor, WritesHeaderAndLines)
   std::string const path = "rmm_cpp_logging_" + std::to_string(::getpid()) + ".csv";
   EXPECT_EQ(rmm::mr::logging_resource_adaptor::header(), "Thread,Time,Action,Pointer,Size,Stream");
   {
-    rmm::mr::logging_resource_adaptor log{rmm::mr::system_memory_resource{}, path};
+    rmm::mr::logging_resource_adaptor log{rmm::mr::detail::unchecked_system_memory_resource(), path};
     EXPECT_EQ(log.get_file_name(), path);
     auto copy = log;
     EXPECT_TRUE(copy == log);
@@ -385,10 +385,10 @@ TEST(LoggingResourceAdaptor, WritesHeaderAndLines)
 
 TEST(LoggingResourceAdaptor, ErrorsMap)
 {
-  EXPECT_THROW((rmm::mr::logging_resource_adaptor{rmm::mr::system_memory_resource{}, "/nonexistent-dir/x.csv"}),
+  EXPECT_THROW((rmm::mr::logging_resource_adaptor{rmm::mr::detail::unchecked_system_memory_resource(), "/nonexistent-dir/x.csv"}),
                rmm::logic_error);
   if (std::getenv("RMM_LOG_FILE") == nullptr) {
-    EXPECT_THROW(rmm::mr::logging_resource_adaptor{rmm::mr::system_memory_resource{}}, rmm::logic_error);
+    EXPECT_THROW(rmm::mr::logging_resource_adaptor{rmm::mr::detail::unchecked_system_memory_resource()}, rmm::logic_error);
   }
 }
 
@@ -410,7 +410,7 @@ TEST(LoggingResourceAdaptor, OverUserResourceWithAutoFlush)
 
 TEST(PrefetchResourceAdaptor, ForwardsToUpstream)
 {
-  rmm::mr::statistics_resource_adaptor stats{rmm::mr::system_memory_resource{}};
+  rmm::mr::statistics_resource_adaptor stats{rmm::mr::detail::unchecked_system_memory_resource()};
   rmm::mr::prefetch_resource_adaptor pre{stats};
   round_trip(pre, 1000);
   EXPECT_EQ(stats.get_allocations_counter().total, 1);
@@ -505,19 +505,19 @@ TEST(FailureCallbackResourceAdaptor, CallbackLivesAsLongAsTheAdaptor)
   std::weak_ptr<int> watch = token;
   {
     rmm::mr::failure_callback_resource_adaptor<> fc{
-      rmm::mr::system_memory_resource{}, [token](std::size_t, void*) { return false; }, nullptr};
+      rmm::mr::detail::unchecked_system_memory_resource(), [token](std::size_t, void*) { return false; }, nullptr};
     token.reset();
     auto copy = fc;
     EXPECT_FALSE(watch.expired());  // held by the adaptor
   }
   EXPECT_TRUE(watch.expired());  // released with the last reference
-  EXPECT_THROW((rmm::mr::failure_callback_resource_adaptor<>{rmm::mr::system_memory_resource{}, nullptr, nullptr}),
+  EXPECT_THROW((rmm::mr::failure_callback_resource_adaptor<>{rmm::mr::detail::unchecked_system_memory_resource(), nullptr, nullptr}),
                rmm::logic_error);
 }
 
 TEST(PoolMemoryResource, MaximumPoolSize)
 {
-  rmm::mr::system_memory_resource sys;
+  rmm::mr::system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
   EXPECT_EQ((rmm::mr::pool_memory_resource{sys, 1 << 20, std::size_t{4} << 20}.maximum_pool_size()),
             std::optional<std::size_t>{std::size_t{4} << 20});
   EXPECT_EQ((rmm::mr::pool_memory_resource{sys, 1 << 20}.maximum_pool_size()), std::nullopt);
@@ -525,7 +525,7 @@ TEST(PoolMemoryResource, MaximumPoolSize)
 
 TEST(TrackingResourceAdaptor, OutstandingAllocationsStr)
 {
-  rmm::mr::tracking_resource_adaptor tr{rmm::mr::system_memory_resource{}};
+  rmm::mr::tracking_resource_adaptor tr{rmm::mr::detail::unchecked_system_memory_resource()};
   EXPECT_EQ(tr.get_outstanding_allocations_str(), "");
   void* p = tr.allocate_sync(300);
   char expected[64];
@@ -538,7 +538,7 @@ TEST(TrackingResourceAdaptor, OutstandingAllocationsStr)
   for (void* q : more) { tr.deallocate_sync(q, 64); }
   tr.deallocate_sync(p, 300);
   EXPECT_EQ(tr.get_outstanding_allocations_str(), "");
-  rmm::mr::tracking_resource_adaptor with_stacks{rmm::mr::system_memory_resource{}, true};
+  rmm::mr::tracking_resource_adaptor with_stacks{rmm::mr::detail::unchecked_system_memory_resource(), true};
   void* s = with_stacks.allocate_sync(128);
   EXPECT_NE(with_stacks.get_outstanding_allocations_str().find(": 128 B : callstack:"), std::string::npos);
   with_stacks.deallocate_sync(s, 128);

@@ -20,6 +20,7 @@
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <limits>
 #include <string>
@@ -76,7 +77,8 @@ class device_uvector {
 
   /**
    * @brief @p size uninitialized elements from @p mr, allocated on @p stream.
-   * @throws rmm::out_of_memory when size * sizeof(T) overflows, or the resource has not the memory
+   * @throws rmm::invalid_argument when size * sizeof(T) overflows (as RMM)
+   * @throws rmm::out_of_memory when the resource has not the memory
    */
   explicit device_uvector(size_type size, cuda_stream_view stream, mr::device_any_resource mr)
     : storage_{elements_to_bytes(size), element_alignment, stream, std::move(mr)}
@@ -132,7 +134,8 @@ class device_uvector {
   {
     check_index(element_index, "set_element_async");
     if constexpr (std::is_fundamental_v<value_type>) {
-      if (value == value_type{0}) {
+      // All bits zero, not `value == 0`: -0.0 compares equal to 0 but is not a memset of zeros.
+      if (is_all_zero_bits(value)) {
         set_element_to_zero_async(element_index, stream);
         return;
       }
@@ -265,10 +268,16 @@ class device_uvector {
   static std::size_t elements_to_bytes(std::size_t num_elements)
   {
     if (num_elements > std::numeric_limits<std::size_t>::max() / sizeof(value_type)) {
-      throw rmm::out_of_memory{"device_uvector: " + std::to_string(num_elements) + " elements of " +
-                               std::to_string(sizeof(value_type)) + " bytes overflow size_t"};
+      throw rmm::invalid_argument{"device_uvector: " + std::to_string(num_elements) + " elements of " +
+                                  std::to_string(sizeof(value_type)) + " bytes overflow size_t"};
     }
     return num_elements * sizeof(value_type);
+  }
+  static bool is_all_zero_bits(value_type const& value) noexcept
+  {
+    unsigned char bytes[sizeof(value_type)];
+    std::memcpy(bytes, &value, sizeof(value_type));
+    return std::all_of(std::begin(bytes), std::end(bytes), [](unsigned char b) { return b == 0; });
   }
   static std::size_t bytes_to_elements(std::size_t num_bytes) noexcept { return num_bytes / sizeof(value_type); }
 

@@ -50,7 +50,43 @@ impl Action {
     }
 }
 
-type CsvSink = csv::Writer<Box<dyn Write + Send>>;
+type CsvSink = csv::Writer<LogOutput>;
+
+/// Where the CSV lines go. A file keeps lines in the CSV writer's buffer until a flush, as RMM's
+/// file sink buffers; a caller's writer (RMM's `std::ostream` constructor) gets every line as it
+/// is logged, and its own `flush` only on an explicit flush or auto-flush, as RMM's ostream sink
+/// writes each line into the stream and leaves buffering to it (gtest's `CaptureStdout` sees the
+/// header at once: RMM's `Adaptor.STDOUT`).
+struct LogOutput {
+    out: Box<dyn Write + Send>,
+    lines_through: bool,
+    /// Set by [`flush_all`] around its flush (the CSV writer hands out `&` only); the log's mutex
+    /// is held meanwhile.
+    flush_through: AtomicBool,
+}
+
+impl Write for LogOutput {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.out.write(buf)
+    }
+
+    /// With `lines_through`, the CSV writer's per-line flush only hands the line over.
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.lines_through && !self.flush_through.load(Ordering::Relaxed) {
+            Ok(())
+        } else {
+            self.out.flush()
+        }
+    }
+}
+
+/// Hands everything buffered to the output and flushes the output itself.
+fn flush_all(log: &mut CsvSink) -> csv::Result<()> {
+    log.get_ref().flush_through.store(true, Ordering::Relaxed);
+    let result = log.flush();
+    log.get_ref().flush_through.store(false, Ordering::Relaxed);
+    Ok(result?)
+}
 
 struct Inner {
     upstream: AnyResource,
@@ -78,6 +114,8 @@ impl Inner {
     fn write(&self, log: &mut CsvSink, line: &Line) -> csv::Result<()> {
         log.write_record(line.fields())?;
         if self.auto_flush.load(Ordering::Relaxed) {
+            flush_all(log)?;
+        } else if log.get_ref().lines_through {
             log.flush()?;
         }
         Ok(())
@@ -122,7 +160,7 @@ impl Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if let Err(e) = self.lock().flush() {
+        if let Err(e) = flush_all(&mut self.lock()) {
             self.report_write_failure(&e);
         }
     }
@@ -255,9 +293,10 @@ impl LoggingResourceAdaptor {
         out: Box<dyn Write + Send>,
         file_name: Option<PathBuf>,
     ) -> Result<Self> {
+        let lines_through = file_name.is_none();
         let mut log = csv::WriterBuilder::new()
             .has_headers(false)
-            .from_writer(out);
+            .from_writer(LogOutput { out, lines_through, flush_through: AtomicBool::new(false) });
         log.write_record(HEADER.split(',')).map_err(|e| {
             Error::invalid(format!("cannot write the allocation log's header: {e}"))
         })?;
@@ -268,6 +307,14 @@ impl LoggingResourceAdaptor {
             auto_flush: AtomicBool::new(false),
             write_failed: AtomicBool::new(false),
         };
+        if lines_through {
+            // A caller's writer gets the header now; like a later line, a failure is reported,
+            // not returned (an ostream in a bad state does not fail RMM's constructor either).
+            let handed_over = inner.lock().flush();
+            if let Err(e) = handed_over {
+                inner.report_write_failure(&e);
+            }
+        }
         Ok(Self {
             inner: Arc::new(inner),
         })
@@ -296,9 +343,7 @@ impl LoggingResourceAdaptor {
     /// # Errors
     /// [`Error::InvalidArgument`] when the file or writer fails.
     pub fn flush(&self) -> Result<()> {
-        self.inner
-            .lock()
-            .flush()
+        flush_all(&mut self.inner.lock())
             .map_err(|e| Error::invalid(format!("flushing the allocation log: {e}")))
     }
 
@@ -634,9 +679,25 @@ mod tests {
     }
 
     #[test]
+    fn a_writer_gets_the_header_and_each_line_as_they_are_logged() {
+        // RMM's std::ostream constructor: lines go into the stream at once (gtest's CaptureStdout
+        // reads the header before the adaptor is gone); a file keeps them until a flush.
+        let out = SharedBuffer::default();
+        let mr = LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), out.clone())
+            .unwrap();
+        assert_eq!(out.text(), format!("{HEADER}\n"));
+        let p = mr.allocate(Stream::DEFAULT, 64, 256).unwrap();
+        assert_eq!(parse(&out.text()).len(), 1, "{}", out.text());
+        // SAFETY: from allocate above.
+        unsafe { mr.deallocate(Stream::DEFAULT, p, 64, 256).unwrap() };
+        assert_eq!(parse(&out.text()).len(), 2, "{}", out.text());
+    }
+
+    #[test]
     fn a_failing_log_never_fails_an_allocation() {
         let mr = LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), Broken).unwrap();
-        // The header was buffered; switching auto-flush on (for every clone) writes it out, and fails.
+        // The header's hand-over failed (reported, not returned); switching auto-flush on (for
+        // every clone) flushes the writer, and fails.
         let err = mr.clone().with_auto_flush(true).unwrap_err();
         assert!(
             matches!(err, Error::InvalidArgument(_)),
