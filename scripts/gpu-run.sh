@@ -340,7 +340,8 @@ fi
 # ---- Issue 12: the hang (not in the default parts; each counts as one test) ----------------------
 # hang-repro: tools/hang/driver_hang_repro.c (driver API only, no rmm code) built here with gcc
 #   against the toolkit's cuda.h; 16 threads over legacy-stream synchronizations, stream
-#   create/destroy, cuMemFree, pageable copies and memsets for RMM_HANG_SECONDS (60) s; prints
+#   create/destroy, cuMemFree, pageable copies and memsets, stream-ordered pools and short-lived
+#   threads for RMM_HANG_SECONDS (60) s (RMM_HANG_OPS picks the operations, see the source); prints
 #   "no hang" or "hung" (no progress for 20 s); three runs.
 # parallel3: core's library test executable (stage/rust/rmm-core__rmm_core) with --include-ignored
 #   under libtest's DEFAULT parallelism, three times, each under a time limit (RMM_PARALLEL_LIMIT,
@@ -358,7 +359,7 @@ if want hang-repro; then
         -L"$CUDA_ROOT/lib64/stubs" -L"$CUDA_ROOT/lib64" -lcuda >>"$OUT/hang.log" 2>&1; then
         hp=0 hf=0
         for i in 1 2 3; do
-            timeout -s KILL $((${RMM_HANG_SECONDS:-60} + 40)) "$repro" 16 "${RMM_HANG_SECONDS:-60}" 20 >"$OUT/hang.one" 2>&1
+            timeout -s KILL $((${RMM_HANG_SECONDS:-60} + 40)) "$repro" 16 "${RMM_HANG_SECONDS:-60}" 20 "${RMM_HANG_OPS:-1,2,3,4,5,6,7,8,9}" >"$OUT/hang.one" 2>&1
             rc=$?
             cat "$OUT/hang.one" >>"$OUT/hang.log"
             line=$(grep -E '^(no hang|hung)' "$OUT/hang.one" | head -1)

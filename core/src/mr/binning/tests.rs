@@ -270,3 +270,25 @@ mod gpu {
         BinningMemoryResource::with_exponents(AnyResource::new(pool), 18, 22).map(AnyResource::new)
     });
 }
+
+/// RMM's `BinningTest.ZeroByteAllocationsUseBinResource`: zero bytes go to the smallest bin, and so
+/// does their free, though the null they give is no allocation.
+#[test]
+fn zero_byte_allocations_and_their_frees_reach_the_smallest_bin() {
+    let probe = Arc::new(crate::testing::Probe::new(crate::Access::HOST));
+    let mr = BinningMemoryResource::new(AnyResource::new(SystemMemoryResource::new()));
+    mr.add_bin(1024, Some(AnyResource::from_arc(probe.clone())))
+        .unwrap();
+    let p = mr.allocate(Stream::DEFAULT, 0, 256).unwrap();
+    assert!(p.is_null());
+    assert_eq!(probe.allocations(), 1, "the bin was asked");
+    // SAFETY: the null of a zero-byte allocation.
+    unsafe { mr.deallocate(Stream::DEFAULT, p, 0, 256).unwrap() };
+    assert_eq!(probe.live.load(std::sync::atomic::Ordering::SeqCst), 0, "the bin got the free");
+    // A real allocation is still checked at its free.
+    let q = mr.allocate(Stream::DEFAULT, 512, 256).unwrap();
+    // SAFETY: the wrong size is refused before anything is freed.
+    assert!(unsafe { mr.deallocate(Stream::DEFAULT, q, 0, 256) }.is_err());
+    // SAFETY: from allocate above.
+    unsafe { mr.deallocate(Stream::DEFAULT, q, 512, 256).unwrap() };
+}
