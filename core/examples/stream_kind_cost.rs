@@ -6,7 +6,8 @@
 //! deschedules the thread); run it under `valgrind --tool=callgrind` for exact instruction counts
 //! (every operation count is fixed, so two builds compare exactly).
 //!
-//! `cargo run --release -p rmm-core --example stream_kind_cost [ROUNDS] [OPS]`
+//! `cargo run --release -p rmm-core --example stream_kind_cost [ROUNDS] [OPS] [FILTER]` (FILTER: run
+//! only the rows whose `resource shape` contains it, e.g. `pool pair.legacy`).
 
 use rmm_core::cuda::Stream;
 use rmm_core::mr::{BinningMemoryResource, PoolMemoryResource, SimulatedMemoryResource};
@@ -50,6 +51,7 @@ fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
     let ops: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(200_000);
+    let filter = args.next().unwrap_or_default();
     // SAFETY: made-up handles, seen only by resources over a simulated device (never by CUDA).
     let (f1, f2) = unsafe { (Stream::from_raw(0x7000_0000), Stream::from_raw(0x7000_0100)) };
     let shapes: [(&str, Stream, Stream); 5] = [
@@ -63,6 +65,9 @@ fn main() -> Result<()> {
     println!("| --- | --- | ---: |");
     for resource in ["pool", "binning"] {
         for (shape, alloc, free) in shapes {
+            if !format!("{resource} {shape}").contains(&filter) {
+                continue;
+            }
             let mr = make(resource)?;
             pairs(&mr, alloc, free, ops / 10)?;
             let mut best = f64::MAX;

@@ -6,9 +6,12 @@
 //!   and the resource never grows;
 //! - a *superblock* is a 1 MiB piece of it that one arena carves small blocks from (first fit,
 //!   coalescing on free);
-//! - each stream has an *arena* (stream 0 and the legacy default stream share one); the per-thread
-//!   default stream gives each thread its own arena, returned to the global arena when the thread
-//!   exits;
+//! - each stream has an *arena*; the default streams give each thread its own: one for its
+//!   per-thread default stream, returned to the global arena when the thread exits, and one for
+//!   the legacy default stream (handle 0 and `cudaStreamLegacy`), whose superblocks join a shared
+//!   legacy arena when the thread exits. RMM shares one arena among all threads on the legacy
+//!   stream, so they contend on its lock; here a block freed on the legacy stream by another
+//!   thread goes back to its owner's arena without waiting, since it is the same stream;
 //! - the *global arena* holds what no arena holds, and serves requests above 1 MiB directly.
 //!
 //! Sizes are rounded up to 256 bytes. Alignments up to 256 are honoured; larger ones are rejected

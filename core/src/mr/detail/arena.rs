@@ -287,11 +287,23 @@ impl Superblocks {
 /// Who an arena belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ArenaKind {
-    /// A stream (its raw handle; stream 0 and the legacy default stream share one arena).
+    /// A stream (its raw handle; 0 is the legacy default stream's shared arena, which threads that
+    /// are exiting, and the arenas of threads that exited, hand their legacy blocks to).
     Stream(usize),
-    /// A thread, for the per-thread default stream (numbered in creation order: the thread's
-    /// handle may be gone while thread-local destructors run).
-    Thread(u64),
+    /// A thread, for one of the default streams (numbered in creation order: the thread's handle
+    /// may be gone while thread-local destructors run).
+    Thread { number: u64, stream: ThreadStream },
+}
+
+/// The default stream a thread's own arena serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ThreadStream {
+    /// The thread's per-thread default stream: only this thread can name it.
+    PerThread,
+    /// The legacy default stream (handle 0 or `cudaStreamLegacy`): one stream that every thread
+    /// names, given an arena per thread so that threads do not contend on one lock; a block freed
+    /// on it by another thread joins the owner's arena without waiting (same stream).
+    Legacy,
 }
 
 /// The superblocks of one stream or thread, behind their own lock.
@@ -310,6 +322,18 @@ impl Arena {
         }
     }
 
+    /// Whether the arena serves the legacy default stream (a thread's or the shared one).
+    pub(crate) fn on_legacy_stream(&self) -> bool {
+        matches!(
+            self.kind,
+            ArenaKind::Stream(0)
+                | ArenaKind::Thread {
+                    stream: ThreadStream::Legacy,
+                    ..
+                }
+        )
+    }
+
     /// Locks the arena (a poisoned lock is recovered: every operation leaves the data consistent
     /// before it can fail).
     pub(crate) fn lock(&self) -> MutexGuard<'_, Superblocks> {
@@ -321,7 +345,14 @@ impl Arena {
     pub(crate) fn describe(&self, superblocks: &Superblocks, out: &mut String) {
         let _ = match self.kind {
             ArenaKind::Stream(s) => write!(out, "Stream arena {s:#x}"),
-            ArenaKind::Thread(t) => write!(out, "Thread arena #{t}"),
+            ArenaKind::Thread {
+                number,
+                stream: ThreadStream::PerThread,
+            } => write!(out, "Thread arena #{number}"),
+            ArenaKind::Thread {
+                number,
+                stream: ThreadStream::Legacy,
+            } => write!(out, "Thread arena #{number} (legacy default stream)"),
         };
         let _ = writeln!(
             out,
@@ -349,7 +380,7 @@ pub(crate) struct Global {
     large_bytes: usize,
     /// Arenas of streams, by normalized raw handle.
     pub(crate) streams: HashMap<usize, Arc<Arena>>,
-    /// Arenas of live threads (for the per-thread default stream).
+    /// Arenas of live threads (for the per-thread and the legacy default streams).
     pub(crate) threads: Vec<Arc<Arena>>,
     /// Arenas of exited threads whose per-thread default stream may still run work on their free
     /// blocks: each waits for its event (recorded on that stream as the thread exited; `None` when

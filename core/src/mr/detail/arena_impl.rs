@@ -33,7 +33,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-use super::arena::{Arena, ArenaKind, Freed, Global, Superblocks, SUPERBLOCK_SIZE};
+use super::arena::{Arena, ArenaKind, Freed, Global, Superblocks, ThreadStream, SUPERBLOCK_SIZE};
 use crate::aligned::{align_up, DEFAULT_ALIGNMENT};
 use crate::cuda::{self, DeviceGuard, DeviceId, Event, EventFlags, Stream};
 use crate::error::{Error, Result};
@@ -79,17 +79,40 @@ pub(crate) struct Shared {
     global: Mutex<Global>,
 }
 
-/// Where `stream`'s arena lives: `None` for the per-thread default stream (the thread's arena),
-/// otherwise the raw handle, with stream 0 and the legacy default stream sharing one arena.
-fn stream_key(stream: Stream) -> Option<usize> {
-    if stream.is_per_thread_default() {
-        None
-    } else if stream.is_default() {
-        Some(0)
-    } else {
-        Some(stream.as_raw())
+/// Where `stream`'s blocks live for the calling thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ArenaKey {
+    /// The thread's own arena for a default stream.
+    Thread(ThreadStream),
+    /// The arena of a stream, by raw handle.
+    Stream(usize),
+}
+
+impl ArenaKey {
+    fn of(stream: Stream) -> Self {
+        if stream.is_per_thread_default() {
+            Self::Thread(ThreadStream::PerThread)
+        } else if stream.is_default() {
+            // Handle 0 and `cudaStreamLegacy` are one stream.
+            Self::Thread(ThreadStream::Legacy)
+        } else {
+            Self::Stream(stream.as_raw())
+        }
+    }
+
+    /// The shared arena that serves this key when the thread's own cannot (the thread is
+    /// exiting).
+    fn shared(self) -> usize {
+        match self {
+            Self::Thread(ThreadStream::PerThread) => Stream::PER_THREAD.as_raw(),
+            Self::Thread(ThreadStream::Legacy) => LEGACY_ARENA,
+            Self::Stream(raw) => raw,
+        }
     }
 }
+
+/// The key of the shared legacy default stream arena in [`Global::streams`].
+const LEGACY_ARENA: usize = 0;
 
 impl Shared {
     /// Takes `size` bytes (a multiple of 256, at least [`SUPERBLOCK_SIZE`]) from `upstream`.
@@ -154,7 +177,7 @@ impl Shared {
     /// The arena of `stream` for the calling thread (found in the thread-local cache, created on
     /// first use).
     fn arena_for(self: &Arc<Self>, stream: Stream) -> Arc<Arena> {
-        let key = stream_key(stream);
+        let key = ArenaKey::of(stream);
         let cached = LOCAL.try_with(|local| {
             let mut local = local.try_borrow_mut().ok()?;
             Some(local.arena(self, key))
@@ -162,7 +185,7 @@ impl Shared {
         match cached {
             Ok(Some(arena)) => arena,
             // The thread is exiting (its cache is gone): share an arena keyed by the handle.
-            _ => self.stream_arena(key.unwrap_or(Stream::PER_THREAD.as_raw())),
+            _ => self.stream_arena(key.shared()),
         }
     }
 
@@ -176,30 +199,76 @@ impl Shared {
             .clone()
     }
 
-    /// A new arena for the calling thread.
-    fn new_thread_arena(&self) -> Arc<Arena> {
+    /// A new arena for the calling thread's `stream`.
+    fn new_thread_arena(&self, stream: ThreadStream) -> Arc<Arena> {
         static THREAD_ARENAS: AtomicU64 = AtomicU64::new(1);
-        let arena = Arc::new(Arena::new(ArenaKind::Thread(
-            THREAD_ARENAS.fetch_add(1, Ordering::Relaxed),
-        )));
+        let arena = Arc::new(Arena::new(ArenaKind::Thread {
+            number: THREAD_ARENAS.fetch_add(1, Ordering::Relaxed),
+            stream,
+        }));
         let mut global = self.lock_global();
         self.reap_retired(&mut global, false);
         global.threads.push(arena.clone());
         arena
     }
 
-    /// Returns an exiting thread's arena to the global arena: empty superblocks join the free
-    /// space, the others become orphans until their last block is freed.
+    /// Returns an exiting thread's arena: a legacy default stream arena's superblocks join the
+    /// shared legacy arena (the same stream: no waiting); a per-thread default stream arena's go
+    /// to the global arena: empty superblocks join the free space, the others become orphans
+    /// until their last block is freed.
     ///
     /// Runs in a thread-exit destructor, so it never blocks on the GPU: blocks freed on the
     /// thread's default stream may still be used by work queued there, so (on a GPU) an event is
     /// recorded on that stream and the arena waits, with its event, among the *retired* arenas
     /// until the event has completed ([`Shared::reap_retired`]) or the device is synchronized.
     fn retire_thread_arena(&self, arena: &Arc<Arena>) {
-        let event = self.gpu.map(|device| {
+        if arena.on_legacy_stream() {
+            let mut global = self.lock_global();
+            global.threads.retain(|a| !Arc::ptr_eq(a, arena));
+            let (empty, used) = {
+                let mut superblocks = arena.lock();
+                (superblocks.take_empty(), superblocks.take_all())
+            };
+            if !used.is_empty() {
+                let legacy = global
+                    .streams
+                    .entry(LEGACY_ARENA)
+                    .or_insert_with(|| Arc::new(Arena::new(ArenaKind::Stream(LEGACY_ARENA))))
+                    .clone();
+                let mut legacy = legacy.lock();
+                for sb in used {
+                    legacy.insert(sb);
+                }
+            }
+            if empty.is_empty() {
+                return;
+            }
+            // Empty superblocks may serve any stream once the legacy stream has done the work
+            // queued on their blocks. Recorded under the global lock: every free into them (this
+            // thread's, or another's through `deallocate`'s legacy path) came before.
+            let event = self.exit_event(Stream::LEGACY);
+            let mut superblocks = arena.lock();
+            for sb in empty {
+                superblocks.insert(sb);
+            }
+            drop(superblocks);
+            self.retire(&mut global, arena, event);
+            return;
+        }
+        let event = self.exit_event(Stream::PER_THREAD);
+        let mut global = self.lock_global();
+        global.threads.retain(|a| !Arc::ptr_eq(a, arena));
+        self.retire(&mut global, arena, event);
+    }
+
+    /// On a GPU, an event recorded on an exiting thread's default `stream` (`None` inside when
+    /// recording failed: then the arena waits for the next device synchronization); `None` when
+    /// the arena works for no GPU.
+    fn exit_event(&self, stream: Stream) -> Option<Option<Event>> {
+        self.gpu.map(|device| {
             let recorded = DeviceGuard::new(device).and_then(|_device| {
                 let event = Event::new(EventFlags::DisableTiming)?;
-                event.record(Stream::PER_THREAD)?;
+                event.record(stream)?;
                 Ok(event)
             });
             recorded
@@ -210,9 +279,12 @@ impl Shared {
                     )
                 })
                 .ok()
-        });
-        let mut global = self.lock_global();
-        global.threads.retain(|a| !Arc::ptr_eq(a, arena));
+        })
+    }
+
+    /// Hands an exiting thread's `arena` to the global arena now (no GPU), or once `event` has
+    /// completed.
+    fn retire(&self, global: &mut Global, arena: &Arc<Arena>, event: Option<Option<Event>>) {
         match event {
             None => {
                 let superblocks = arena.lock().take_all();
@@ -409,6 +481,16 @@ impl Shared {
         drop(arena);
         if let Freed::Done { .. } = fast {
             return Ok(());
+        }
+        if stream.is_default() {
+            // Another thread's legacy arena (or the shared one): freed on the stream it serves,
+            // so the block may join it without waiting.
+            let global = self.lock_global();
+            for other in global.arenas().iter().filter(|a| a.on_legacy_stream()) {
+                if let Freed::Done { .. } = other.lock().free(addr, size)? {
+                    return Ok(());
+                }
+            }
         }
         // Allocated on another stream or thread (or its superblock moved): the block may join an
         // arena whose stream is not ordered after `stream`, so wait for `stream` first.
@@ -614,14 +696,15 @@ struct Local {
 struct LocalEntry {
     id: u64,
     shared: Weak<Shared>,
-    /// The thread's own arena (per-thread default stream), created on first use.
-    thread_arena: Option<Arc<Arena>>,
+    /// The thread's own arenas (per-thread default stream, legacy default stream), each created
+    /// on first use.
+    thread_arenas: [Option<Arc<Arena>>; 2],
     /// Recently used stream arenas, most recent last.
     streams: Vec<(usize, Arc<Arena>)>,
 }
 
 impl Local {
-    fn arena(&mut self, shared: &Arc<Shared>, key: Option<usize>) -> Arc<Arena> {
+    fn arena(&mut self, shared: &Arc<Shared>, key: ArenaKey) -> Arc<Arena> {
         let i = match self.entries.iter().position(|e| e.id == shared.id) {
             Some(i) => i,
             None => {
@@ -630,7 +713,7 @@ impl Local {
                 self.entries.push(LocalEntry {
                     id: shared.id,
                     shared: Arc::downgrade(shared),
-                    thread_arena: None,
+                    thread_arenas: [None, None],
                     streams: Vec::new(),
                 });
                 self.entries.len() - 1
@@ -638,11 +721,10 @@ impl Local {
         };
         let entry = &mut self.entries[i];
         match key {
-            None => entry
-                .thread_arena
-                .get_or_insert_with(|| shared.new_thread_arena())
+            ArenaKey::Thread(stream) => entry.thread_arenas[stream as usize]
+                .get_or_insert_with(|| shared.new_thread_arena(stream))
                 .clone(),
-            Some(key) => {
+            ArenaKey::Stream(key) => {
                 if let Some((_, arena)) = entry.streams.iter().rev().find(|(k, _)| *k == key) {
                     return arena.clone();
                 }
@@ -661,7 +743,10 @@ impl Drop for Local {
     /// The thread is exiting: its arenas go back to the resources still alive.
     fn drop(&mut self) {
         for entry in self.entries.drain(..) {
-            if let (Some(arena), Some(shared)) = (entry.thread_arena, entry.shared.upgrade()) {
+            let Some(shared) = entry.shared.upgrade() else {
+                continue;
+            };
+            for arena in entry.thread_arenas.into_iter().flatten() {
                 shared.retire_thread_arena(&arena);
             }
         }
