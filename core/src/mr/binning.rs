@@ -178,7 +178,7 @@ impl BinningMemoryResource {
                     size,
                     FixedSizeMemoryResource::DEFAULT_BLOCKS_TO_PREALLOCATE,
                     self.inner.syncer.clone(),
-                    CacheLimits::DEFAULT,
+                    CacheLimits::FIXED,
                     FreeChecks::Unchecked,
                 )?
                 .frees_verified_by_owner(self.inner.live.mode() == FreeChecks::Checked),

@@ -91,7 +91,7 @@ impl FixedSizeMemoryResource {
             block_size,
             blocks_to_preallocate,
             default_syncer(),
-            CacheLimits::DEFAULT,
+            CacheLimits::FIXED,
             checks,
         )
     }

@@ -26,19 +26,28 @@ pub(crate) struct CacheLimits {
 }
 
 impl CacheLimits {
-    /// What the resources use: blocks up to 4 MiB (the largest default bin), 16 recent blocks,
-    /// 8 to 256 MiB per shard, 64 MiB refills. The upper values are for random churn from many
-    /// threads in a large pool (RMM's random workload: sizes up to 1 MiB, hundreds live per
-    /// thread): with 64 MiB shards and 16 MiB refills one operation in ten took the shared lock
-    /// there, and 16 threads ran no faster than one; with these, one in eighty (host-mode count,
-    /// `docs/benchmarks.md`). Small pools are unaffected: the budget is at most `pool / (2 ×
-    /// shards)`, and a refill at most the room left in the shard.
+    /// What the pool uses: blocks up to 4 MiB (the largest default bin), 16 recent blocks, 8 to
+    /// 256 MiB per shard, 64 MiB refills. The upper values are for random churn from many threads
+    /// in a large pool (RMM's random workload: sizes up to 1 MiB, hundreds live per thread): with
+    /// [`CacheLimits::FIXED`]'s 64 MiB shards and 16 MiB refills one operation in ten took the
+    /// shared lock there, and 16 threads ran no faster than one; with these, one in eighty
+    /// (host-mode count). Measured on the H100 (docs/benchmarks.md, 2026-11-25): faster at 16
+    /// threads on our own streams and the legacy stream, slower on streams made elsewhere and the
+    /// per-thread default stream when threads come and go over one pool. Small pools are
+    /// unaffected: the budget is at most `pool / (2 × shards)`, a refill at most the room left.
     pub(crate) const DEFAULT: CacheLimits = CacheLimits {
         max_block: 4 << 20,
         recent: 16,
         min_bytes: 8 << 20,
         max_bytes: 256 << 20,
         refill: 64 << 20,
+    };
+    /// What fixed-size resources and binning's bins use: 8 to 64 MiB per shard, 16 MiB refills
+    /// (the larger pool values made binning's random churn slower on the H100).
+    pub(crate) const FIXED: CacheLimits = CacheLimits {
+        max_bytes: 64 << 20,
+        refill: 16 << 20,
+        ..Self::DEFAULT
     };
     /// No caching: every call goes to the shared list (for comparisons and some tests).
     #[cfg(test)]
