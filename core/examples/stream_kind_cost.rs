@@ -1,6 +1,6 @@
 //! The CPU cost of the stream-ordered engine per kind of stream (issue 10), in host mode over a
 //! simulated device: 256-byte allocate + free pairs on one stream, and RMM's multi-stream shape
-//! (allocate on one stream, free on another), on the pool and binning, on the legacy default
+//! (allocate on one stream, free on another), on the pool, binning and the arena, on the legacy default
 //! stream, the per-thread default stream and a made-up handle that the engine sees as a stream
 //! made elsewhere. Times are the thread's CPU time, best of several rounds (a loaded machine
 //! deschedules the thread); run it under `valgrind --tool=callgrind` for exact instruction counts
@@ -10,7 +10,9 @@
 //! only the rows whose `resource shape` contains it, e.g. `pool pair.legacy`).
 
 use rmm_core::cuda::Stream;
-use rmm_core::mr::{BinningMemoryResource, PoolMemoryResource, SimulatedMemoryResource};
+use rmm_core::mr::{
+    ArenaMemoryResource, BinningMemoryResource, PoolMemoryResource, SimulatedMemoryResource,
+};
 use rmm_core::{AnyResource, MemoryResource, Result};
 
 /// The calling thread's CPU time in nanoseconds.
@@ -26,6 +28,13 @@ fn cpu_ns() -> f64 {
 
 fn make(kind: &str) -> Result<AnyResource> {
     let device = AnyResource::new(SimulatedMemoryResource::new(64 << 30)?);
+    if kind == "arena" {
+        return Ok(AnyResource::new(ArenaMemoryResource::new(
+            device,
+            Some(1 << 30),
+            false,
+        )?));
+    }
     let pool = PoolMemoryResource::new(device, Some(1 << 30), None)?;
     Ok(match kind {
         "pool" => AnyResource::new(pool),
@@ -63,7 +72,7 @@ fn main() -> Result<()> {
     ];
     println!("| resource | shape | ns per pair (thread CPU time, best of {rounds}) |");
     println!("| --- | --- | ---: |");
-    for resource in ["pool", "binning"] {
+    for resource in ["pool", "binning", "arena"] {
         for (shape, alloc, free) in shapes {
             if !format!("{resource} {shape}").contains(&filter) {
                 continue;

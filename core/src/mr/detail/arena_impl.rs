@@ -495,6 +495,17 @@ impl Shared {
         // Allocated on another stream or thread (or its superblock moved): the block may join an
         // arena whose stream is not ordered after `stream`, so wait for `stream` first.
         let synced = self.synchronize_stream(stream);
+        // Most often the block is in an arena this thread used lately (RMM's multi-stream shape:
+        // allocate on one of the thread's streams, free on another): no global lock then, which
+        // every such free from every thread would otherwise queue on.
+        let local = LOCAL.try_with(|local| {
+            let local = local.try_borrow().ok()?;
+            local.free_in_recent(self.id, addr, size)
+        });
+        if let Ok(Some(freed)) = local {
+            freed?;
+            return synced;
+        }
         let mut global = self.lock_global();
         for other in global.arenas() {
             if let Freed::Done { .. } = other.lock().free(addr, size)? {
@@ -736,6 +747,23 @@ impl Local {
                 arena
             }
         }
+    }
+}
+
+impl Local {
+    /// Frees `[addr, addr + size)` into the arena of resource `id` that holds it among the ones
+    /// this thread used lately; `None` when none of them holds it.
+    fn free_in_recent(&self, id: u64, addr: usize, size: usize) -> Option<Result<()>> {
+        let entry = self.entries.iter().find(|e| e.id == id)?;
+        let arenas = entry.thread_arenas.iter().flatten();
+        for arena in arenas.chain(entry.streams.iter().rev().map(|(_, a)| a)) {
+            match arena.lock().free(addr, size) {
+                Ok(Freed::Done { .. }) => return Some(Ok(())),
+                Ok(Freed::NotHere) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        None
     }
 }
 
