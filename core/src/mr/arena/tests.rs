@@ -371,6 +371,30 @@ fn legacy_blocks_of_an_exited_thread_move_to_the_shared_legacy_arena() {
     assert_all_returned(&mr);
 }
 
+/// An arena that keeps needing superblocks (blocks near the superblock size, as in RMM's random
+/// workload) takes spare ones on each trip to the global arena after its 16th, and the spares
+/// serve its next requests; the arena still fills to the last superblock.
+#[test]
+fn an_arena_that_keeps_needing_superblocks_takes_spares() {
+    let gpu = simulated(256 * MIB);
+    let mr = arena_over(&gpu, 64 * MIB);
+    let s = fake_stream(1);
+    let mut live: Vec<usize> = (0..16).map(|_| alloc(&mr, s, 900 * KIB)).collect();
+    assert_eq!(mr.stats().superblocks, 16, "one superblock per block so far");
+    live.push(alloc(&mr, s, 900 * KIB));
+    assert_eq!(mr.stats().superblocks, 20, "the 17th trip took three spares");
+    live.extend((0..3).map(|_| alloc(&mr, s, 900 * KIB)));
+    assert_eq!(mr.stats().superblocks, 20, "the spares served the next three");
+    while let Ok(p) = mr.allocate(s, 900 * KIB, DEFAULT_ALIGNMENT) {
+        live.push(p as usize);
+    }
+    assert_eq!(live.len(), 64, "every superblock of the 64 MiB arena holds a block");
+    for p in live {
+        free(&mr, s, p, 900 * KIB);
+    }
+    assert_all_returned(&mr);
+}
+
 #[test]
 fn bad_frees_are_errors_not_corruption() {
     let gpu = simulated(64 * MIB);

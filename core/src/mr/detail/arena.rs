@@ -149,6 +149,8 @@ impl Superblock {
 #[derive(Debug, Default)]
 pub(crate) struct Superblocks {
     list: Vec<Superblock>,
+    /// How many times the arena took superblocks from the global arena.
+    acquisitions: u32,
 }
 
 /// What [`Superblocks::free`] found.
@@ -200,6 +202,12 @@ impl Superblocks {
         let i = self.list.partition_point(|s| s.start < sb.start);
         debug_assert!(i == self.list.len() || self.list[i].start >= sb.start + sb.size);
         self.list.insert(i, sb);
+    }
+
+    /// Counts one more trip to the global arena for superblocks; returns the count.
+    pub(crate) fn note_acquisition(&mut self) -> u32 {
+        self.acquisitions = self.acquisitions.saturating_add(1);
+        self.acquisitions
     }
 
     /// Removes and returns the superblock starting at `start`.
@@ -471,12 +479,28 @@ impl Global {
         if let Some(sb) = self.orphans.take_first_that_fits(size) {
             return Some(sb);
         }
-        let (addr, block) = match self.free.peek_best_fit(SUPERBLOCK_SIZE) {
-            Some((addr, block)) if block - SUPERBLOCK_SIZE < SUPERBLOCK_SIZE => (addr, block),
-            Some((addr, _)) => (addr, SUPERBLOCK_SIZE),
-            None => self.free.peek_best_fit(size)?,
+        self.carve_superblock()
+            .or_else(|| self.carve(self.free.peek_best_fit(size)?))
+    }
+
+    /// An empty superblock of [`SUPERBLOCK_SIZE`] from the free space (the whole free range when
+    /// less than another superblock would be left of it), for an arena that takes a few at once.
+    pub(crate) fn acquire_spare(&mut self) -> Option<Superblock> {
+        self.carve_superblock()
+    }
+
+    fn carve_superblock(&mut self) -> Option<Superblock> {
+        let (addr, block) = self.free.peek_best_fit(SUPERBLOCK_SIZE)?;
+        let size = if block - SUPERBLOCK_SIZE < SUPERBLOCK_SIZE {
+            block
+        } else {
+            SUPERBLOCK_SIZE
         };
-        let taken = self.free.take_prefix(addr, block)?;
+        self.carve((addr, size))
+    }
+
+    fn carve(&mut self, (addr, size): (usize, usize)) -> Option<Superblock> {
+        let taken = self.free.take_prefix(addr, size)?;
         Some(Superblock::new(taken.addr, taken.size))
     }
 
