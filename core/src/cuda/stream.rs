@@ -4,7 +4,7 @@
 //! `cudaStream_t`: a stream from CuPy, PyTorch or Numba can be wrapped without conversion.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 

@@ -12,7 +12,7 @@
 //! - every over-allocated pointer is in the map until it is freed, and only those are;
 //! - a request whose target is at most 256 goes straight through, with no lock and no map entry.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::aligned::{align_up, check_alignment, DEFAULT_ALIGNMENT};

@@ -9,7 +9,7 @@
 //! upstream rejects leaves the allocation tracked.
 
 use std::backtrace::Backtrace;
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -26,7 +26,7 @@
 //!   Moving memory between arenas or into the global arena is done only after the right
 //!   synchronization (see [`super::arena_impl`]).
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 

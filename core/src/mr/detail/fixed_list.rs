@@ -14,7 +14,9 @@
 //!   stacks hold nothing else; no stack is empty;
 //! - `region_free` counts, per region, the blocks of `blocks` in it (no zero counts).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt};
 
 use crate::mr::detail::free_list::{BlockTag, FreeBlock};
 
