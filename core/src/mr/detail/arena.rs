@@ -597,16 +597,17 @@ mod tests {
         let b = sb.first_fit(512).unwrap();
         assert_eq!(
             (a, b),
-            (MIB, MIB + 256),
-            "first fit takes the lowest addresses"
+            (2 * MIB - 256, 2 * MIB - 768),
+            "first fit carves the end of the lowest-addressed free block"
         );
         assert_eq!(sb.used(), 768);
         sb.free(a, 256).unwrap();
         assert_eq!(
             sb.first_fit(256),
-            Some(a),
-            "the hole at the start is reused first"
+            Some(b - 256),
+            "the free block at the start comes first (the hole at the end is not lower)"
         );
+        sb.free(b - 256, 256).unwrap();
         assert!(sb.free(b, 512).is_ok());
         assert!(
             sb.free(b, 512).is_err(),
@@ -616,7 +617,10 @@ mod tests {
             sb.free(MIB + MIB - 256, 512).is_err(),
             "a range past the end is an error"
         );
-        sb.free(a, 256).unwrap();
+        assert!(
+            sb.free(a, 256).is_err(),
+            "a double free of the last block is an error"
+        );
         assert!(sb.is_empty());
         assert_eq!(sb.largest(), MIB, "everything coalesced");
     }
