@@ -11,7 +11,8 @@
 # as "pair256/pool\\."). RMM_BENCH_RUST=0 skips the Rust side, RMM_BENCH_CPP=0 the C++ one (to
 # split the run over two calls); RMM_BENCH_FULL=1 gives criterion its usual measurement times,
 # RMM_BENCH_TIMES other criterion options (default "--warm-up-time 0.2 --measurement-time 0.5"),
-# RMM_BENCH_ITERS the C++ operations per run (default 200000). The
+# RMM_BENCH_ITERS the C++ operations per run (default 200000), RMM_BENCH_REPEAT the C++ timed runs
+# per configuration whose median is printed (default 3; before 2026-11-25 one run). The
 # default run should take about 5 minutes on an H200 (estimated, not yet timed).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -66,7 +67,7 @@ cxx_run() { # binary, library path, args...
 [ "${RMM_BENCH_CPP:-1}" = 0 ] && resources=""
 for r in $resources; do
     iters=${RMM_BENCH_ITERS:-200000}; [ "$r" = cuda ] && iters=2000
-    args=(--resource "$r" --workload "$workloads" --stream "$kinds" --threads 1,4,16 --iters "$iters")
+    args=(--resource "$r" --workload "$workloads" --stream "$kinds" --threads 1,4,16 --iters "$iters" --repeat "${RMM_BENCH_REPEAT:-3}")
     cxx_run rmm_peer_bench "$PEER_LIBS" "${args[@]}"
     cxx_run rmmrs_cpp_bench "$OUR_LIBS" "${args[@]}"
 done
