@@ -248,11 +248,21 @@ impl Superblocks {
 
     /// Removes and returns every empty superblock.
     pub(crate) fn take_empty(&mut self) -> Vec<Superblock> {
-        let (empty, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.list)
+        self.take_where(true)
+    }
+
+    /// Removes and returns every superblock that holds live blocks (the empty ones stay).
+    pub(crate) fn take_in_use(&mut self) -> Vec<Superblock> {
+        self.take_where(false)
+    }
+
+    /// Removes and returns the superblocks whose emptiness is `empty`; the others stay in order.
+    fn take_where(&mut self, empty: bool) -> Vec<Superblock> {
+        let (taken, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.list)
             .into_iter()
-            .partition(Superblock::is_empty);
+            .partition(|sb| sb.is_empty() == empty);
         self.list = kept;
-        empty
+        taken
     }
 
     /// Removes and returns every superblock.
@@ -479,17 +489,14 @@ impl Global {
         if let Some(sb) = self.orphans.take_first_that_fits(size) {
             return Some(sb);
         }
-        self.carve_superblock()
+        self.acquire_spare()
             .or_else(|| self.carve(self.free.peek_best_fit(size)?))
     }
 
     /// An empty superblock of [`SUPERBLOCK_SIZE`] from the free space (the whole free range when
-    /// less than another superblock would be left of it), for an arena that takes a few at once.
+    /// less than another superblock would be left of it): what [`Global::acquire`] takes when no
+    /// orphan fits, and the spares of an arena that takes a few at once.
     pub(crate) fn acquire_spare(&mut self) -> Option<Superblock> {
-        self.carve_superblock()
-    }
-
-    fn carve_superblock(&mut self) -> Option<Superblock> {
         let (addr, block) = self.free.peek_best_fit(SUPERBLOCK_SIZE)?;
         let size = if block - SUPERBLOCK_SIZE < SUPERBLOCK_SIZE {
             block

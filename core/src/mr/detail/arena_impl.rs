@@ -230,33 +230,25 @@ impl Shared {
         if arena.on_legacy_stream() {
             let mut global = self.lock_global();
             global.threads.retain(|a| !Arc::ptr_eq(a, arena));
-            let (empty, used) = {
-                let mut superblocks = arena.lock();
-                (superblocks.take_empty(), superblocks.take_all())
-            };
-            if !used.is_empty() {
+            let in_use = arena.lock().take_in_use();
+            if !in_use.is_empty() {
                 let legacy = global
                     .streams
                     .entry(LEGACY_ARENA)
                     .or_insert_with(|| Arc::new(Arena::new(ArenaKind::Stream(LEGACY_ARENA))))
                     .clone();
                 let mut legacy = legacy.lock();
-                for sb in used {
+                for sb in in_use {
                     legacy.insert(sb);
                 }
             }
-            if empty.is_empty() {
+            if arena.lock().len() == 0 {
                 return;
             }
-            // Empty superblocks may serve any stream once the legacy stream has done the work
-            // queued on their blocks. Recorded under the global lock: every free into them (this
-            // thread's, or another's through `deallocate`'s legacy path) came before.
+            // The empty superblocks left may serve any stream once the legacy stream has done the
+            // work queued on their blocks. Recorded under the global lock: every free into them
+            // (this thread's, or another's through `deallocate`'s legacy path) came before.
             let event = self.exit_event(Stream::LEGACY);
-            let mut superblocks = arena.lock();
-            for sb in empty {
-                superblocks.insert(sb);
-            }
-            drop(superblocks);
             self.retire(&mut global, arena, event);
             return;
         }
@@ -768,9 +760,7 @@ impl Local {
             }
         }
     }
-}
 
-impl Local {
     /// Frees `[addr, addr + size)` into the arena of resource `id` that holds it among the ones
     /// this thread used lately; `None` when none of them holds it.
     fn free_in_recent(&self, id: u64, addr: usize, size: usize) -> Option<Result<()>> {
