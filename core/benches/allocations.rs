@@ -9,7 +9,9 @@
 //! - `multistream/<resource>.<kind>/<threads>`: RMM's MULTI_STREAM_ALLOCATIONS shape reduced to the
 //!   allocator: allocate 256 bytes on one of the thread's two streams, free it on the other;
 //! - `pair256/empty.<kind>/<threads>`: the pair loop through a resource that does nothing (the
-//!   floor).
+//!   floor);
+//! - `stream_id/cuStreamGetId.foreign/<threads>` (GPU only): the driver call that names a stream
+//!   made elsewhere, which the pool and binning make on each allocate and deallocate there.
 //!
 //! `<kind>` is the kind of stream every thread uses, as users pass them:
 //! - `own`: streams we created (`OwnedStream`, RMM's `rmm::cuda_stream`), made before the threads;
@@ -29,7 +31,7 @@
 //! cannot exist there, and `foreign` ones are made-up handles that never reach a driver (the pools
 //! see streams they did not create, which is what matters for their cost).
 //! `RMM_BENCH_KINDS` (a comma list, default all) picks the kinds, `RMM_BENCH_RESOURCES` the resources,
-//! `RMM_BENCH_WORKLOADS` (`pair256`, `multistream`, `random`; default all) the workloads: criterion's
+//! `RMM_BENCH_WORKLOADS` (`pair256`, `multistream`, `random`, `stream_id`; default all) the workloads: criterion's
 //! filter skips measurements but not the warm-ups around them, which would fill a profile of one
 //! workload with another's.
 
@@ -545,6 +547,31 @@ fn bench(c: &mut Criterion) {
         }
     }
     random.finish();
+
+    // What a stream made elsewhere costs per call before any allocator work: its id
+    // (`cuStreamGetId`), asked on every allocate and deallocate because the driver hands a destroyed
+    // stream's handle to the next stream made (docs/benchmarks.md). GPU only.
+    if workload_wanted("stream_id") && !cuda::is_host_mode() {
+        let mut ids = c.benchmark_group("stream_id");
+        for threads in THREADS {
+            let streams = Streams::new(Kind::Foreign, threads);
+            ids.throughput(Throughput::Elements(threads as u64));
+            ids.bench_with_input(
+                BenchmarkId::new("cuStreamGetId.foreign", threads),
+                &threads,
+                |b, _| {
+                    b.iter_custom(|iters| {
+                        streams.run(threads, &|_, a, _| {
+                            for _ in 0..iters {
+                                std::hint::black_box(a.id().expect("cuStreamGetId"));
+                            }
+                        })
+                    });
+                },
+            );
+        }
+        ids.finish();
+    }
 }
 
 criterion_group!(benches, bench);
