@@ -1,6 +1,7 @@
 //! The CPU cost of the stream-ordered engine per kind of stream (issue 10), in host mode over a
-//! simulated device: 256-byte allocate + free pairs on one stream, and RMM's multi-stream shape
-//! (allocate on one stream, free on another), on the pool, binning and the arena, on the legacy default
+//! simulated device: 256-byte allocate + free pairs on one stream, RMM's multi-stream shape
+//! (allocate on one stream, free on another) and RMM's random workload (one thread; a step is an
+//! allocation or a free), on the pool, binning and the arena, on the legacy default
 //! stream, the per-thread default stream and a made-up handle that the engine sees as a stream
 //! made elsewhere. Times are the thread's CPU time, best of several rounds (a loaded machine
 //! deschedules the thread); run it under `valgrind --tool=callgrind` for exact instruction counts
@@ -56,6 +57,40 @@ fn pairs(mr: &AnyResource, alloc: Stream, free: Stream, ops: u64) -> Result<()> 
     Ok(())
 }
 
+/// RMM's random workload on one stream, as `benches/allocations.rs` runs it (splitmix64, 73% chance
+/// to allocate a size uniform in [1 B, 1 MiB] under a 256 MiB cap, else free a random live block):
+/// `steps` steps, then the live blocks are freed.
+fn random(mr: &AnyResource, stream: Stream, steps: u64) -> Result<()> {
+    let mut state = 1234u64;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut live: Vec<(*mut u8, usize)> = Vec::new();
+    let mut usage = 0usize;
+    for _ in 0..steps {
+        let size = 1 + (next() % (1 << 20)) as usize;
+        let heads = ((next() >> 11) as f64 / (1u64 << 53) as f64) < 0.73;
+        if usage + size <= 256 << 20 && (live.is_empty() || heads) {
+            live.push((mr.allocate(stream, size, 256)?, size));
+            usage += size;
+        } else if !live.is_empty() {
+            let (p, size) = live.swap_remove((next() % live.len() as u64) as usize);
+            // SAFETY: `p` came from `mr` with this size and is freed once.
+            unsafe { mr.deallocate(stream, p, size, 256)? };
+            usage -= size;
+        }
+    }
+    for (p, size) in live {
+        // SAFETY: as above.
+        unsafe { mr.deallocate(stream, p, size, 256)? };
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
@@ -63,14 +98,17 @@ fn main() -> Result<()> {
     let filter = args.next().unwrap_or_default();
     // SAFETY: made-up handles, seen only by resources over a simulated device (never by CUDA).
     let (f1, f2) = unsafe { (Stream::from_raw(0x7000_0000), Stream::from_raw(0x7000_0100)) };
-    let shapes: [(&str, Stream, Stream); 5] = [
+    let shapes: [(&str, Stream, Stream); 8] = [
         ("pair.legacy", Stream::DEFAULT, Stream::DEFAULT),
         ("pair.ptds", Stream::PER_THREAD, Stream::PER_THREAD),
         ("pair.foreign", f1, f1),
         ("multistream.legacy", Stream::DEFAULT, Stream::LEGACY),
         ("multistream.foreign", f1, f2),
+        ("random.legacy", Stream::DEFAULT, Stream::DEFAULT),
+        ("random.ptds", Stream::PER_THREAD, Stream::PER_THREAD),
+        ("random.foreign", f1, f1),
     ];
-    println!("| resource | shape | ns per pair (thread CPU time, best of {rounds}) |");
+    println!("| resource | shape | ns per pair or random step (thread CPU time, best of {rounds}) |");
     println!("| --- | --- | ---: |");
     for resource in ["pool", "binning", "arena"] {
         for (shape, alloc, free) in shapes {
@@ -78,11 +116,15 @@ fn main() -> Result<()> {
                 continue;
             }
             let mr = make(resource)?;
-            pairs(&mr, alloc, free, ops / 10)?;
+            let run = |n: u64| match shape.starts_with("random") {
+                true => random(&mr, alloc, n),
+                false => pairs(&mr, alloc, free, n),
+            };
+            run(ops / 10)?;
             let mut best = f64::MAX;
             for _ in 0..rounds {
                 let start = cpu_ns();
-                pairs(&mr, alloc, free, ops)?;
+                run(ops)?;
                 best = best.min((cpu_ns() - start) / ops as f64);
             }
             println!("| {resource} | {shape} | {best:.1} |");

@@ -72,7 +72,7 @@ impl Event {
     /// True when the captured work has finished.
     pub fn is_complete(&self) -> Result<bool> {
         // SAFETY: the handle is valid.
-        match super::counted(unsafe { sys::cuEventQuery(self.raw) }) {
+        match super::counted(unsafe { sys::cuEventQuery(self.raw) }, "cuEventQuery") {
             sys::CUresult::CUDA_SUCCESS => Ok(true),
             sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
             other => Err(super::cuda_error(other, "cuEventQuery")),

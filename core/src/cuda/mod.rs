@@ -109,15 +109,23 @@ pub(crate) fn has_entry_point(name: &str) -> bool {
 /// calls a hot path makes per operation on each kind of stream.
 #[cfg(test)]
 pub(crate) mod calls {
-    use std::cell::Cell;
+    use std::cell::{Cell, RefCell};
+    use std::collections::BTreeMap;
 
     thread_local! {
         static COUNT: Cell<u64> = const { Cell::new(0) };
+        static BY_NAME: RefCell<BTreeMap<&'static str, u64>> = const { RefCell::new(BTreeMap::new()) };
     }
 
     /// Counts one driver call of the calling thread.
-    pub(crate) fn bump() {
+    pub(crate) fn bump(call: &'static str) {
         COUNT.with(|c| c.set(c.get() + 1));
+        BY_NAME.with(|m| *m.borrow_mut().entry(call).or_default() += 1);
+    }
+
+    /// The driver calls the calling thread made so far, by name.
+    pub(crate) fn by_name() -> BTreeMap<&'static str, u64> {
+        BY_NAME.with(|m| m.borrow().clone())
     }
 
     /// The driver calls the calling thread made so far.
@@ -135,16 +143,18 @@ pub(crate) mod calls {
 
 /// The status of a driver call whose caller matches on it itself (counted in test builds).
 #[inline]
-fn counted(status: sys::CUresult) -> sys::CUresult {
+fn counted(status: sys::CUresult, call: &'static str) -> sys::CUresult {
     #[cfg(test)]
-    calls::bump();
+    calls::bump(call);
+    #[cfg(not(test))]
+    let _ = call;
     status
 }
 
 /// Turns a `CUresult` into `Ok(())` or the matching [`Error`].
 fn check(status: sys::CUresult, call: &'static str) -> Result<()> {
     #[cfg(test)]
-    calls::bump();
+    calls::bump(call);
     if status == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
@@ -160,7 +170,7 @@ fn check_alloc(
     resource: &str,
 ) -> Result<()> {
     #[cfg(test)]
-    calls::bump();
+    calls::bump(call);
     match status {
         sys::CUresult::CUDA_SUCCESS => Ok(()),
         sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Err(Error::OutOfMemory {

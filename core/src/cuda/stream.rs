@@ -96,7 +96,7 @@ impl Stream {
         }
         ensure_context()?;
         // SAFETY: a context is current and the handle is valid (constructor contract).
-        let status = super::counted(unsafe { sys::cuStreamQuery(self.as_cu()) });
+        let status = super::counted(unsafe { sys::cuStreamQuery(self.as_cu()) }, "cuStreamQuery");
         match status {
             sys::CUresult::CUDA_SUCCESS => Ok(true),
             sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),

@@ -188,6 +188,17 @@ impl BinningMemoryResource {
         Ok(())
     }
 
+    /// Test hook: frees per batch in every fixed-size bin (test builds close a batch every few
+    /// frees).
+    #[cfg(test)]
+    pub(crate) fn set_close_frees(&self, frees: u32) {
+        for (_, bin) in self.bin_resources() {
+            if let Some(fixed) = bin.downcast_ref::<crate::mr::FixedSizeMemoryResource>() {
+                fixed.set_close_frees(frees);
+            }
+        }
+    }
+
     /// The bins, smallest first: (largest request served, resource).
     pub fn bin_resources(&self) -> Vec<(usize, AnyResource)> {
         let bins = self

@@ -162,6 +162,12 @@ impl FixedSizeMemoryResource {
         self
     }
 
+    /// Test hook: frees per batch of the engine (test builds close a batch every few frees).
+    #[cfg(test)]
+    pub(crate) fn set_close_frees(&self, frees: u32) {
+        self.core.set_close_frees(frees);
+    }
+
     /// The size of every block (the largest request served), a multiple of 256.
     pub fn block_size(&self) -> usize {
         self.block_size

@@ -448,3 +448,158 @@ fn multistream_on_foreign_streams_reads_back_and_counts_driver_calls() {
     destroy(a);
     destroy(b);
 }
+
+/// Binning's random churn (RMM's random workload through bins of 256 KiB to 4 MiB over a pool, as
+/// the benchmark) on each kind of stream, from 1 and from 16 threads at once, new threads each
+/// round as the benchmark's iterations: the driver calls by name per 1000 steps, and the time per
+/// step (all threads together). On the H100, binning's random churn on streams made elsewhere and
+/// on the per-thread default stream took 1.4-4x the time it took on our own streams
+/// (docs/benchmarks.md, run E): this shows which driver calls stand in the way. Bounds: no driver
+/// call per step on our own and the legacy stream; on the per-thread stream only batch closings
+/// and the device-wide synchronizations that free a dead thread's batches; on a stream made
+/// elsewhere, one `cuStreamGetId` per call on top.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn driver_calls_of_binning_random_churn_on_each_kind_of_stream() {
+    crate::testing::require_gpu();
+    const ROUNDS: usize = 3;
+    const STEPS: u64 = 20_000;
+    const USAGE: usize = 4096 * MIB;
+    let own: Vec<OwnedStream> = (0..16)
+        .map(|_| OwnedStream::new(StreamFlags::NonBlocking).unwrap())
+        .collect();
+    let mut failures = Vec::new();
+    for (resource, threads) in [("binning", 1usize), ("binning", 16), ("pool", 16)] {
+        for kind in ["own", "legacy", "ptds", "foreign"] {
+            let pool = cuda_pool(USAGE, None);
+            pool.core
+                .set_close_frees(crate::mr::detail::stream_ordered::CLOSE_FREES);
+            let binning: AnyResource = if resource == "pool" {
+                AnyResource::new(pool)
+            } else {
+                let binning = crate::mr::BinningMemoryResource::with_exponents(
+                    AnyResource::new(pool),
+                    18,
+                    22,
+                )
+                .unwrap();
+                binning.set_close_frees(crate::mr::detail::stream_ordered::CLOSE_FREES);
+                AnyResource::new(binning)
+            };
+            let mut totals: std::collections::BTreeMap<&'static str, u64> = Default::default();
+            let mut elapsed = std::time::Duration::ZERO;
+            for round in 0..ROUNDS {
+                let start = std::sync::Barrier::new(threads + 1);
+                let began = std::thread::scope(|scope| {
+                    let workers: Vec<_> = (0..threads)
+                        .map(|t| {
+                            let (start, binning, own) = (&start, &binning, &own);
+                            scope.spawn(move || {
+                                let stream = match kind {
+                                    "own" => own[t].stream(),
+                                    "legacy" => Stream::DEFAULT,
+                                    "ptds" => Stream::PER_THREAD,
+                                    _ => foreign(),
+                                };
+                                let before = cu::calls::by_name();
+                                start.wait();
+                                let seed = (round * threads + t) as u64;
+                                random_steps(binning, stream, STEPS, seed, USAGE / threads);
+                                let done = std::time::Instant::now();
+                                let mut calls = cu::calls::by_name();
+                                for (name, n) in before {
+                                    *calls.get_mut(name).unwrap() -= n;
+                                }
+                                if kind == "foreign" {
+                                    stream.synchronize().unwrap();
+                                    destroy(stream);
+                                }
+                                (calls, done)
+                            })
+                        })
+                        .collect();
+                    start.wait();
+                    let began = std::time::Instant::now();
+                    let mut last = began;
+                    for w in workers {
+                        let (calls, done) = w.join().unwrap();
+                        last = last.max(done);
+                        for (name, n) in calls {
+                            *totals.entry(name).or_default() += n;
+                        }
+                    }
+                    last - began
+                });
+                elapsed += began;
+            }
+            let steps = (ROUNDS * threads) as u64 * STEPS;
+            let per_k = |n: u64| n as f64 * 1000.0 / steps as f64;
+            let all: u64 = totals.values().sum();
+            let named: Vec<String> = totals
+                .iter()
+                .filter(|(_, &n)| n > 0)
+                .map(|(name, &n)| format!("{name} {:.2}", per_k(n)))
+                .collect();
+            eprintln!(
+                "{resource} random.{kind}, {threads} threads: {:.0} ns per step, {:.2} driver calls per 1000 steps ({})",
+                elapsed.as_nanos() as f64 / steps as f64,
+                per_k(all),
+                named.join(", ")
+            );
+            let get_id = totals.get("cuStreamGetId").copied().unwrap_or(0);
+            // From one thread, the legacy stream and a stream of ours need no driver call; from 16
+            // threads at once, a block of one stream of ours may go to another (an event recorded
+            // and waited on, about 20 per 1000 steps seen). The per-thread stream and streams
+            // made elsewhere add their batches' closings, and the latter one id per call.
+            let bound = match (kind, threads) {
+                ("own" | "legacy", 1) => 5.0,
+                (_, 1) => 80.0,
+                _ => 300.0,
+            } + per_k(get_id);
+            if per_k(all) > bound {
+                failures.push(format!(
+                    "{resource} random.{kind}, {threads} threads: {:.1} driver calls per 1000 steps, expected at most {bound:.1}",
+                    per_k(all)
+                ));
+            }
+            if get_id > 2 * steps {
+                // One id per call: each step is one allocate or one free.
+                failures.push(format!("{resource} random.{kind}: {get_id} ids for {steps} steps"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// RMM's random workload on one stream (splitmix64: 73% chance to allocate a size uniform in
+/// [1 B, 1 MiB] under `cap` bytes in use, else free a random live block), `steps` steps, then the
+/// live blocks are freed.
+fn random_steps(mr: &dyn MemoryResource, stream: Stream, steps: u64, seed: u64, cap: usize) {
+    let mut state = 1234 + seed;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut live: Vec<(*mut u8, usize)> = Vec::new();
+    let mut usage = 0usize;
+    for _ in 0..steps {
+        let size = 1 + (next() % MIB as u64) as usize;
+        let heads = ((next() >> 11) as f64 / (1u64 << 53) as f64) < 0.73;
+        if usage + size <= cap && (live.is_empty() || heads) {
+            live.push((mr.allocate(stream, size, 256).unwrap(), size));
+            usage += size;
+        } else if !live.is_empty() {
+            let (p, size) = live.swap_remove((next() % live.len() as u64) as usize);
+            // SAFETY: `p` came from `mr` with this size; nothing used it.
+            unsafe { mr.deallocate(stream, p, size, 256).unwrap() };
+            usage -= size;
+        }
+    }
+    for (p, size) in live {
+        // SAFETY: as above.
+        unsafe { mr.deallocate(stream, p, size, 256).unwrap() };
+    }
+}
