@@ -123,6 +123,16 @@ impl Front {
         self.claim().inspect(|_| self.state.store(EMPTY, Ordering::Release))
     }
 
+    /// Any thread: takes the block out if `take` says so, else leaves it. Callers are serialized
+    /// as for [`Front::drain`].
+    pub(super) fn drain_if(&self, take: impl FnOnce(&Hot) -> bool) -> Option<Hot> {
+        let hot = self.claim()?;
+        let taken = take(&hot);
+        self.state
+            .store(if taken { EMPTY } else { FULL }, Ordering::Release);
+        taken.then_some(hot)
+    }
+
     /// Any thread: the block, left in place. Callers are serialized as for [`Front::drain`].
     pub(super) fn peek(&self) -> Option<Hot> {
         self.claim().inspect(|_| self.state.store(FULL, Ordering::Release))

@@ -255,6 +255,10 @@ pub(crate) const CLOSE_BYTES: usize = 64 << 20;
 /// orphan: its stream may be gone (a destroyed stream, an exited thread's PTDS).
 const MAX_OPEN: usize = 8;
 
+/// Memory frozen in other streams' open batches in the shards is worth a device-wide
+/// synchronization, rather than growth, once it holds `1 / FROZEN_SHARE` of the pool.
+const FROZEN_SHARE: usize = 8;
+
 /// The stream-ordered sub-allocator the pool and fixed-size resources are made of.
 pub(crate) struct Core {
     name: &'static str,
@@ -438,15 +442,21 @@ impl Core {
             return Ok(addr);
         }
         // Nothing in the shared list: reclaim every cache before growing.
-        if self.flush_caches(&mut g) > 0 {
+        let (moved, frozen) = self.flush_caches_for(&mut g, Some(key));
+        if moved > 0 {
             if let Some(addr) = self.take(&mut g, key, size, alignment, false)? {
                 return Ok(addr);
             }
         }
         // Blocks that fit wait for batches no event closed (their streams may be gone: a thread
         // that ended, a destroyed stream): one device-wide synchronization rather than growth, so
-        // that such memory is never stranded.
-        if std::mem::take(&mut g.blocked) && self.cover_open_batches(&mut g)? {
+        // that such memory is never stranded, when they are in the shared list or when those
+        // left in the shards hold an eighth of the pool. A few blocks of other threads' open
+        // batches are not worth stalling every thread for (random churn from 16 threads on
+        // their per-thread streams synchronized the device every few thousand steps, for a block
+        // or two each time): their threads take them back, or a later synchronization does.
+        let frozen_enough = frozen > 0 && frozen >= g.pool_size / FROZEN_SHARE;
+        if (std::mem::take(&mut g.blocked) || frozen_enough) && self.cover_open_batches(&mut g)? {
             if let Some(addr) = self.take(&mut g, key, size, alignment, false)? {
                 return Ok(addr);
             }
@@ -545,35 +555,41 @@ impl Core {
         if named
             && (b.frees >= self.close_frees.load(Ordering::Relaxed) || b.bytes >= CLOSE_BYTES)
         {
-            // Not into a graph being captured: the event would be a node of the graph, not a point
-            // of the stream's work. The batch stays open and tries again later.
-            // Recording and numbering under one lock: of two closed markers of one stream (batches
-            // of two shards), the higher number is then the later event, which covers the other.
-            static RECORD_ORDER: Mutex<()> = Mutex::new(());
-            let order = lock(&RECORD_ORDER);
-            let recorded = if self.syncer.is_capturing(key) {
-                None
-            } else {
-                Some(self.syncer.record_marker(key))
-            };
-            match recorded {
-                Some(Ok(token)) => {
-                    s.open.remove(i).marker.close(token);
-                    drop(order);
-                }
-                other => {
-                    if let Some(Err(e)) = other {
-                        tracing::warn!(
-                            "{}: recording a marker on {key:?}: {e}; the batch stays open",
-                            self.name
-                        );
-                    }
-                    let b = &mut s.open[i];
-                    (b.frees, b.bytes) = (0, 0);
-                }
-            }
+            self.close_batch(s, i);
         }
         tag
+    }
+
+    /// Closes the shard's open batch `i` with one event recorded on its stream now, which the
+    /// current call names. Not into a graph being captured: the event would be a node of the
+    /// graph, not a point of the stream's work; the batch then stays open and tries again later.
+    fn close_batch(&self, s: &mut Shard, i: usize) {
+        let key = s.open[i].marker.owner;
+        // Recording and numbering under one lock: of two closed markers of one stream (batches
+        // of two shards), the higher number is then the later event, which covers the other.
+        static RECORD_ORDER: Mutex<()> = Mutex::new(());
+        let order = lock(&RECORD_ORDER);
+        let recorded = if self.syncer.is_capturing(key) {
+            None
+        } else {
+            Some(self.syncer.record_marker(key))
+        };
+        match recorded {
+            Some(Ok(token)) => {
+                s.open.remove(i).marker.close(token);
+                drop(order);
+            }
+            other => {
+                if let Some(Err(e)) = other {
+                    tracing::warn!(
+                        "{}: recording a marker on {key:?}: {e}; the batch stays open",
+                        self.name
+                    );
+                }
+                let b = &mut s.open[i];
+                (b.frees, b.bytes) = (0, 0);
+            }
+        }
     }
 
     /// Test hook: frees per batch.
@@ -821,7 +837,16 @@ impl Core {
 
     /// Moves every cached block to the shared list; returns how many there were.
     fn flush_caches(&self, g: &mut Global) -> usize {
-        let mut moved = 0;
+        self.flush_caches_for(g, None).0
+    }
+
+    /// [`Core::flush_caches`] for a request on `for_key`: blocks that wait for another stream's
+    /// open batch stay in their shards, since `for_key` could not take them from the shared list
+    /// either (only a device-wide synchronization would free them) and there they would block
+    /// every stream. Returns the blocks moved and the bytes left behind so.
+    fn flush_caches_for(&self, g: &mut Global, for_key: Option<StreamKey>) -> (usize, usize) {
+        let keep = |tag: &Pending| for_key.is_some_and(|key| !tag.orderable(key));
+        let (mut moved, mut kept) = (0, 0);
         for shard in self.shards.iter() {
             // The shard stays locked until its blocks are in the shared list: `stats`, which
             // takes every lock, always finds them in one place or the other.
@@ -829,15 +854,41 @@ impl Core {
             let recent = std::mem::take(&mut s.recent);
             s.recent_bytes = 0;
             let free = std::mem::take(&mut s.free);
-            moved += recent.len() + free.len();
             for b in recent {
-                self.insert_free(g, b.addr, b.size, b.region, b.tag);
+                if keep(&b.tag) {
+                    s.recent_bytes += b.size;
+                    kept += b.size;
+                    s.recent.push(b);
+                } else {
+                    moved += 1;
+                    self.insert_free(g, b.addr, b.size, b.region, b.tag);
+                }
             }
             for b in free.into_blocks() {
-                self.insert_free(g, b.addr, b.size, b.region, b.tag);
+                if keep(&b.tag) {
+                    kept += b.size;
+                    s.free.insert(b.addr, b.size, b.region, b.tag);
+                } else {
+                    moved += 1;
+                    self.insert_free(g, b.addr, b.size, b.region, b.tag);
+                }
             }
         }
-        let hot: Vec<Hot> = lock(&self.fronts).iter().filter_map(|f| f.drain()).collect();
+        // Likewise a front's block of another stream that only its own calls may name: drained,
+        // it would join an open batch that nobody can close.
+        let keep_hot = |h: &Hot| for_key.is_some_and(|key| h.key.needs_marker() && h.key != key);
+        let hot: Vec<Hot> = lock(&self.fronts)
+            .iter()
+            .filter_map(|f| {
+                f.drain_if(|h| {
+                    let take = !keep_hot(h);
+                    if !take {
+                        kept += h.size;
+                    }
+                    take
+                })
+            })
+            .collect();
         moved += hot.len();
         for h in hot {
             // Counted as handed out while in the front.
@@ -853,7 +904,7 @@ impl Core {
                 ),
             }
         }
-        moved
+        (moved, kept)
     }
 
     /// The tag of a block freed on `key`, outside any shard: a live stream, or the stream's open
@@ -992,7 +1043,17 @@ impl Core {
                 }
                 return Ok(None);
             }
-            // Over budget: the oldest go back to the shared list together, under one lock.
+            // Over budget: the oldest go back to the shared list together, under one lock. First
+            // the stream's open batch is closed while this call names it: in the shared list its
+            // blocks are then orderable by other streams (one wait on the event), where an open
+            // batch would block them until one device-wide synchronization covered it (measured on
+            // the H100, random churn from 16 threads on their per-thread streams: a third of a
+            // synchronization per 1000 steps, each flushing every shard).
+            if named && key.needs_marker() {
+                if let Some(i) = s.open.iter().position(|b| b.marker.owner == key) {
+                    self.close_batch(&mut s, i);
+                }
+            }
             drop(s);
             self.spill(shard);
         }
