@@ -3,7 +3,7 @@
 //! pending work a free block carries ([`Pending`]) with its class in the free lists ([`TagClass`]).
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::cuda::{DeviceId, Stream};
@@ -151,6 +151,9 @@ pub(crate) struct Marker {
     /// block of another stream's batch (allocations on one stream, frees on another: RMM's
     /// multi-stream benchmark) then waits once per batch instead of once per allocation.
     waiters: Mutex<[Option<StreamKey>; WAITERS]>,
+    /// Set on an open batch that no call is expected to close: the thread whose shard held it
+    /// ended (see [`Marker::abandon`]).
+    abandoned: AtomicBool,
 }
 
 /// Streams a [`Marker`] remembers as ordered after it.
@@ -169,6 +172,7 @@ impl Marker {
             seq: AtomicU64::new(Self::next_seq()),
             token: OnceLock::from(token),
             waiters: Mutex::default(),
+            abandoned: AtomicBool::new(false),
         })
     }
 
@@ -179,6 +183,7 @@ impl Marker {
             seq: AtomicU64::new(0),
             token: OnceLock::new(),
             waiters: Mutex::default(),
+            abandoned: AtomicBool::new(false),
         })
     }
 
@@ -189,6 +194,17 @@ impl Marker {
         if self.token.set(token).is_err() {
             debug_assert!(false, "a marker was closed twice");
         }
+    }
+
+    /// Marks an open batch as one that no call is expected to close (the thread whose shard held
+    /// it ended): only a device-wide synchronization frees its blocks for other streams.
+    pub(super) fn abandon(&self) {
+        self.abandoned.store(true, Ordering::Relaxed);
+    }
+
+    /// True for an open batch whose thread ended (see [`Marker::abandon`]).
+    pub(super) fn is_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Relaxed)
     }
 
     /// True once an event captures the work (always, but for a batch not yet closed).
@@ -315,6 +331,15 @@ impl Pending {
         self.entries()
             .iter()
             .all(|e| e.owner() == key || e.orderable())
+    }
+
+    /// True when some entry is another stream's batch that is neither closed nor abandoned: its
+    /// own thread will close it, and until then `key` cannot be ordered after it.
+    pub(super) fn waits_on_live_batch(&self, key: StreamKey) -> bool {
+        self.entries().iter().any(|e| match e {
+            PendingOn::Marker(m) => m.owner != key && !m.is_closed() && !m.is_abandoned(),
+            PendingOn::Stream(_) => false,
+        })
     }
 
     /// True when some entry is a batch not yet closed.

@@ -402,14 +402,20 @@ impl Core {
     }
 
     fn shard(&self) -> &Mutex<Shard> {
+        self.shard_of_thread()
+            .expect("a thread's seed is readable until it ends")
+    }
+
+    /// The calling thread's shard; `None` only while the thread's locals are being torn down.
+    fn shard_of_thread(&self) -> Option<&Mutex<Shard>> {
         thread_local! {
             static SEED: usize = {
                 static NEXT: AtomicUsize = AtomicUsize::new(0);
                 NEXT.fetch_add(1, Ordering::Relaxed)
             };
         }
-        let seed = SEED.with(|s| *s);
-        &self.shards[seed & (self.shards.len() - 1)].0
+        let seed = SEED.try_with(|s| *s).ok()?;
+        Some(&self.shards[seed & (self.shards.len() - 1)].0)
     }
 
     fn add_region(&self, g: &mut Global, addr: usize, size: usize, tag: Pending) {
@@ -841,11 +847,12 @@ impl Core {
     }
 
     /// [`Core::flush_caches`] for a request on `for_key`: blocks that wait for another stream's
-    /// open batch stay in their shards, since `for_key` could not take them from the shared list
-    /// either (only a device-wide synchronization would free them) and there they would block
-    /// every stream. Returns the blocks moved and the bytes left behind so.
+    /// open batch stay in their shards while that batch's thread lives (it closes the batch, or
+    /// takes the blocks back), since `for_key` could not take them from the shared list either
+    /// (only a device-wide synchronization would free them) and there they would block every
+    /// stream. Returns the blocks moved and the bytes left behind so.
     fn flush_caches_for(&self, g: &mut Global, for_key: Option<StreamKey>) -> (usize, usize) {
-        let keep = |tag: &Pending| for_key.is_some_and(|key| !tag.orderable(key));
+        let keep = |tag: &Pending| for_key.is_some_and(|key| tag.waits_on_live_batch(key));
         let (mut moved, mut kept) = (0, 0);
         for shard in self.shards.iter() {
             // The shard stays locked until its blocks are in the shared list: `stats`, which
@@ -942,6 +949,17 @@ impl Core {
                     h.size
                 );
             }
+        }
+        // Its shard's open batches will not be closed by their thread: abandoned, their blocks
+        // go to the shared list at the next flush, where one device-wide synchronization covers
+        // them when another stream needs them (see `flush_caches_for`).
+        if let Some(shard) = self.shard_of_thread() {
+            let abandoned: Vec<Arc<Marker>> =
+                lock(shard).open.drain(..).map(|b| b.marker).collect();
+            for m in &abandoned {
+                m.abandon();
+            }
+            lock(&self.orphans).extend(abandoned);
         }
     }
 

@@ -1914,6 +1914,8 @@ fn blocks_spilled_on_streams_only_their_calls_name_need_no_device_sync() {
                         syncer.model().freed(key, a, MIB);
                         naming(stream, || core.deallocate(stream, a, MIB, true)).unwrap();
                     }
+                    // No thread ends (abandoning its batches) while others churn.
+                    start.wait();
                 });
             }
         });
@@ -1932,4 +1934,38 @@ fn blocks_spilled_on_streams_only_their_calls_name_need_no_device_sync() {
         core.check_invariants();
         assert_eq!(core.stats().used, 0);
     }
+}
+
+/// A block frozen in a live thread's open batch (its PTDS) is left to that thread: another stream
+/// needing memory grows the pool rather than synchronizing the device for it, while it is less than
+/// an eighth of the pool. Once the thread has ended its batch is abandoned, and the next request
+/// that needs the block covers it with one device-wide synchronization instead of growing.
+#[test]
+fn a_live_threads_open_batch_is_left_to_it_and_an_ended_threads_is_covered() {
+    let r = rig(8 * MIB, POOL, CacheLimits::DEFAULT);
+    r.core.set_close_frees(CLOSE_FREES);
+    let (resume, parked) = std::sync::mpsc::channel::<()>();
+    let (freed, wait_freed) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        let r = &r;
+        let a = scope.spawn(move || {
+            let p = r.alloc(Stream::PER_THREAD, 512 * KIB);
+            r.free_checked(Stream::PER_THREAD, p, 512 * KIB);
+            freed.send(()).unwrap();
+            parked.recv().unwrap();
+        });
+        wait_freed.recv().unwrap();
+        let ours = fake_stream(1);
+        let big = r.alloc(ours, 8 * MIB);
+        assert_eq!(r.syncer.counts().device_syncs, 0, "the live thread's block is left to it");
+        assert_eq!(r.core.pool_size(), 16 * MIB, "the pool grew instead");
+        resume.send(()).unwrap();
+        a.join().unwrap();
+        let again = r.alloc(ours, 8 * MIB);
+        assert_eq!(r.syncer.counts().device_syncs, 1, "the ended thread's batch is covered");
+        assert_eq!(r.core.pool_size(), 16 * MIB, "without growing");
+        r.free(ours, big, 8 * MIB);
+        r.free(ours, again, 8 * MIB);
+    });
+    r.core.check_invariants();
 }
