@@ -117,15 +117,17 @@ pub(crate) mod calls {
         static BY_NAME: RefCell<BTreeMap<&'static str, u64>> = const { RefCell::new(BTreeMap::new()) };
     }
 
-    /// Counts one driver call of the calling thread.
+    /// Counts one driver call of the calling thread. Driver calls also run in thread-exit
+    /// destructors (an arena's or a front's), after the map may be gone: those are not counted by
+    /// name (a panic there would abort the process).
     pub(crate) fn bump(call: &'static str) {
         COUNT.with(|c| c.set(c.get() + 1));
-        BY_NAME.with(|m| *m.borrow_mut().entry(call).or_default() += 1);
+        let _ = BY_NAME.try_with(|m| *m.borrow_mut().entry(call).or_default() += 1);
     }
 
     /// The driver calls the calling thread made so far, by name.
     pub(crate) fn by_name() -> BTreeMap<&'static str, u64> {
-        BY_NAME.with(|m| m.borrow().clone())
+        BY_NAME.try_with(|m| m.borrow().clone()).unwrap_or_default()
     }
 
     /// The driver calls the calling thread made so far.
