@@ -534,6 +534,15 @@ impl Core {
         Ok(true)
     }
 
+    /// Keeps `batches` for [`Core::cover_open_batches`], dropping the orphans no block carries any
+    /// more (their blocks were all handed out again): a thread per request would otherwise grow
+    /// the list by a few markers per thread until the next device-wide synchronization.
+    fn orphan(&self, batches: impl IntoIterator<Item = Arc<Marker>>) {
+        let mut orphans = lock(&self.orphans);
+        orphans.retain(|m| Arc::strong_count(m) > 1);
+        orphans.extend(batches);
+    }
+
     /// Adds a free of `size` bytes on `key` (a stream that only its own calls may name) to the
     /// shard's open batch of that stream and returns the block's tag. Every [`CLOSE_FREES`] frees or
     /// [`CLOSE_BYTES`] bytes, one event recorded on the stream now closes the batch, this free
@@ -544,7 +553,7 @@ impl Core {
             Some(i) => i,
             None => {
                 if s.open.len() >= MAX_OPEN {
-                    lock(&self.orphans).push(s.open.remove(0).marker);
+                    self.orphan(std::iter::once(s.open.remove(0).marker));
                 }
                 s.open.push(Batch {
                     marker: Marker::open(key),
@@ -959,7 +968,7 @@ impl Core {
             for m in &abandoned {
                 m.abandon();
             }
-            lock(&self.orphans).extend(abandoned);
+            self.orphan(abandoned);
         }
     }
 

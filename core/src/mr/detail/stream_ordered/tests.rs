@@ -1969,3 +1969,20 @@ fn a_live_threads_open_batch_is_left_to_it_and_an_ended_threads_is_covered() {
     });
     r.core.check_invariants();
 }
+
+/// Threads that come and go (a thread per request) abandon their open batches as orphans; an
+/// orphan that no free block carries any more is dropped, so the list does not grow with every
+/// thread until the next device-wide synchronization.
+#[test]
+fn orphans_no_block_waits_for_are_dropped() {
+    let r = rig(MIB, POOL, CacheLimits::DEFAULT);
+    let key = r.syncer.key(fake_foreign_stream(1));
+    let carried = Marker::open(key);
+    let tag = carried.clone();
+    r.core.orphan([carried, Marker::open(key)]);
+    r.core.orphan([]);
+    assert_eq!(lock(&r.core.orphans).len(), 1, "the batch a block still waits for stays");
+    drop(tag);
+    r.core.orphan([]);
+    assert_eq!(lock(&r.core.orphans).len(), 0);
+}
