@@ -116,9 +116,12 @@ fn main() -> Result<()> {
                 continue;
             }
             let mr = make(resource)?;
-            let run = |n: u64| match shape.starts_with("random") {
-                true => random(&mr, alloc, n),
-                false => pairs(&mr, alloc, free, n),
+            let run = |n: u64| {
+                if shape.starts_with("random") {
+                    random(&mr, alloc, n)
+                } else {
+                    pairs(&mr, alloc, free, n)
+                }
             };
             run(ops / 10)?;
             let mut best = f64::MAX;

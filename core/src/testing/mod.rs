@@ -21,6 +21,27 @@ pub fn proptest_cases(default: u32) -> u32 {
         .unwrap_or(default)
 }
 
+/// splitmix64, the generator of RMM's random-allocations benchmark (and of
+/// `benches/allocations.rs` and `benchmarks/peer/rmm_peer_bench.cpp`), so tests run the same
+/// sequence of sizes and choices as the benchmarks.
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A uniform number in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
 /// Records that a GPU test skipped itself for a reason only known at run time (for example
 /// "System memory not supported"). The line goes to stderr and, when `RMM_TEST_SKIP_LOG` names a
 /// file, is appended there so the GPU runner counts it as skipped, not passed.

@@ -474,7 +474,7 @@ fn driver_calls_of_binning_random_churn_on_each_kind_of_stream() {
             let pool = cuda_pool(USAGE, None);
             pool.core
                 .set_close_frees(crate::mr::detail::stream_ordered::CLOSE_FREES);
-            let binning: AnyResource = if resource == "pool" {
+            let mr: AnyResource = if resource == "pool" {
                 AnyResource::new(pool)
             } else {
                 let binning = crate::mr::BinningMemoryResource::with_exponents(
@@ -493,7 +493,7 @@ fn driver_calls_of_binning_random_churn_on_each_kind_of_stream() {
                 let began = std::thread::scope(|scope| {
                     let workers: Vec<_> = (0..threads)
                         .map(|t| {
-                            let (start, binning, own) = (&start, &binning, &own);
+                            let (start, mr, own) = (&start, &mr, &own);
                             scope.spawn(move || {
                                 let stream = match kind {
                                     "own" => own[t].stream(),
@@ -504,7 +504,7 @@ fn driver_calls_of_binning_random_churn_on_each_kind_of_stream() {
                                 let before = cu::calls::by_name();
                                 start.wait();
                                 let seed = (round * threads + t) as u64;
-                                random_steps(binning, stream, STEPS, seed, USAGE / threads);
+                                random_steps(mr, stream, STEPS, seed, USAGE / threads);
                                 let done = std::time::Instant::now();
                                 let mut calls = cu::calls::by_name();
                                 for (name, n) in before {
@@ -576,24 +576,17 @@ fn driver_calls_of_binning_random_churn_on_each_kind_of_stream() {
 /// [1 B, 1 MiB] under `cap` bytes in use, else free a random live block), `steps` steps, then the
 /// live blocks are freed.
 fn random_steps(mr: &dyn MemoryResource, stream: Stream, steps: u64, seed: u64, cap: usize) {
-    let mut state = 1234 + seed;
-    let mut next = move || {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
+    let mut gen = crate::testing::SplitMix64(1234 + seed);
     let mut live: Vec<(*mut u8, usize)> = Vec::new();
     let mut usage = 0usize;
     for _ in 0..steps {
-        let size = 1 + (next() % MIB as u64) as usize;
-        let heads = ((next() >> 11) as f64 / (1u64 << 53) as f64) < 0.73;
+        let size = 1 + (gen.next_u64() % MIB as u64) as usize;
+        let heads = gen.unit() < 0.73;
         if usage + size <= cap && (live.is_empty() || heads) {
             live.push((mr.allocate(stream, size, 256).unwrap(), size));
             usage += size;
         } else if !live.is_empty() {
-            let (p, size) = live.swap_remove((next() % live.len() as u64) as usize);
+            let (p, size) = live.swap_remove((gen.next_u64() % live.len() as u64) as usize);
             // SAFETY: `p` came from `mr` with this size; nothing used it.
             unsafe { mr.deallocate(stream, p, size, 256).unwrap() };
             usage -= size;

@@ -120,7 +120,7 @@ impl Front {
     /// Any thread: takes the block out, if any. Callers are serialized (the shared lock, or the
     /// owner at its exit).
     pub(super) fn drain(&self) -> Option<Hot> {
-        self.claim().inspect(|_| self.state.store(EMPTY, Ordering::Release))
+        self.drain_if(|_| true)
     }
 
     /// Any thread: takes the block out if `take` says so, else leaves it. Callers are serialized

@@ -15,8 +15,13 @@ struct Rig {
 }
 
 fn rig(initial: usize, growth: Growth, cache: CacheLimits) -> Rig {
+    rig_on(64 << 20, initial, growth, cache)
+}
+
+/// [`rig`] over a simulated device of `device_bytes`.
+fn rig_on(device_bytes: usize, initial: usize, growth: Growth, cache: CacheLimits) -> Rig {
     let syncer = RecordingSyncer::new(0, 1);
-    let device = SimulatedMemoryResource::new(64 << 20).unwrap();
+    let device = SimulatedMemoryResource::new(device_bytes).unwrap();
     let upstream = AnyResource::new(ModelUpstream::new(
         AnyResource::new(device.clone()),
         &syncer,
@@ -999,35 +1004,17 @@ fn random_churn(
 ) -> (u64, super::model::Counts, u64) {
     const MAX_SIZE: u64 = 1 << 20;
     const MAX_USAGE: usize = 16_000 << 20;
-    let syncer = RecordingSyncer::new(0, 1);
-    let device = SimulatedMemoryResource::new(64 << 30).unwrap();
-    let upstream = AnyResource::new(ModelUpstream::new(AnyResource::new(device), &syncer));
-    let core = Core::new(
-        "churn",
-        upstream,
-        Arc::new(syncer.clone()),
-        POOL,
-        cache,
-        32 << 30,
-    )
-    .unwrap();
+    let r = rig_on(64 << 30, 32 << 30, POOL, cache);
+    let (core, syncer) = (&r.core, &r.syncer);
     let cap = MAX_USAGE / threads;
     let ops = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|scope| {
         for t in 0..threads {
-            let (core, syncer, ops) = (&core, &syncer, &ops);
+            let ops = &ops;
             scope.spawn(move || {
                 let stream = fake_stream(200 + t);
                 let key = syncer.key(stream);
-                // splitmix64, as the benchmark.
-                let mut state = 1234 + t as u64;
-                let mut next = move || {
-                    state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-                    let mut z = state;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-                    z ^ (z >> 31)
-                };
+                let mut gen = crate::testing::SplitMix64(1234 + t as u64);
                 let mut live: Vec<(usize, usize)> = Vec::new();
                 let (mut usage, mut made, mut n) = (0usize, 0usize, 0u64);
                 let free = |(addr, len): (usize, usize)| {
@@ -1036,8 +1023,8 @@ fn random_churn(
                 };
                 for _ in 0..2 * allocations {
                     let size =
-                        align_up(1 + (next() % MAX_SIZE) as usize, DEFAULT_ALIGNMENT).unwrap();
-                    let heads = ((next() >> 11) as f64 / (1u64 << 53) as f64) < 0.73;
+                        align_up(1 + (gen.next_u64() % MAX_SIZE) as usize, DEFAULT_ALIGNMENT).unwrap();
+                    let heads = gen.unit() < 0.73;
                     if made < allocations && usage + size <= cap && (live.is_empty() || heads) {
                         let addr = core.allocate(stream, size, DEFAULT_ALIGNMENT).unwrap();
                         syncer.model().allocated(key, addr, size).unwrap();
@@ -1045,7 +1032,7 @@ fn random_churn(
                         usage += size;
                         made += 1;
                     } else if !live.is_empty() {
-                        let b = live.swap_remove((next() % live.len() as u64) as usize);
+                        let b = live.swap_remove((gen.next_u64() % live.len() as u64) as usize);
                         usage -= b.1;
                         free(b);
                     }
@@ -1870,26 +1857,21 @@ fn blocks_spilled_on_streams_only_their_calls_name_need_no_device_sync() {
         Stream::PER_THREAD
     }
     for (kind, stream_of) in [("foreign", foreign as fn(usize) -> Stream), ("ptds", per_thread)] {
-        let syncer = RecordingSyncer::new(0, 1);
-        let device = SimulatedMemoryResource::new(64 << 30).unwrap();
-        let upstream = AnyResource::new(ModelUpstream::new(AnyResource::new(device), &syncer));
-        let core = Core::new(
-            "fixed",
-            upstream,
-            Arc::new(syncer.clone()),
+        let r = rig_on(
+            64 << 30,
+            128 * MIB,
             Growth::Chunks {
                 chunk: 128 * MIB,
                 unit: MIB,
             },
             CacheLimits::FIXED,
-            128 * MIB,
-        )
-        .unwrap();
+        );
+        let (core, syncer) = (&r.core, &r.syncer);
         core.set_close_frees(CLOSE_FREES);
         let start = std::sync::Barrier::new(16);
         std::thread::scope(|scope| {
             for t in 0..16 {
-                let (core, syncer, start) = (&core, &syncer, &start);
+                let start = &start;
                 scope.spawn(move || {
                     let stream = stream_of(t);
                     let key = syncer.key(stream);
