@@ -223,6 +223,12 @@ fn with_front_slow<R>(core: &Core, f: impl FnOnce(&Front) -> R) -> Option<R> {
         .flatten()
 }
 
+/// Makes sure the calling thread has a front in `core`, so that the core hears of the thread's end
+/// ([`Core::front_gone`](super::Core)) even if no block ever went through the front.
+pub(super) fn ensure(core: &Core) {
+    with_front(core, |_| ());
+}
+
 /// The calling thread's block in `core` if it fits (see [`Front::take`]).
 #[inline]
 pub(super) fn take(core: &Core, key: StreamKey, size: usize, alignment: usize) -> Option<usize> {

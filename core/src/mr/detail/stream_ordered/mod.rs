@@ -552,6 +552,8 @@ impl Core {
         let i = match s.open.iter().position(|b| b.marker.owner == key) {
             Some(i) => i,
             None => {
+                // The thread's end abandons the batch (`front_gone`), however its frees got here.
+                front::ensure(self);
                 if s.open.len() >= MAX_OPEN {
                     self.orphan(std::iter::once(s.open.remove(0).marker));
                 }

@@ -1968,3 +1968,27 @@ fn orphans_no_block_waits_for_are_dropped() {
     r.core.orphan([]);
     assert_eq!(lock(&r.core.orphans).len(), 0);
 }
+
+/// A thread that never allocated from the pool and whose frees are not checked has no front, yet
+/// it abandons the open batches of its shard when it ends like any other: the next request that
+/// needs its block covers it with one device-wide synchronization instead of growing the pool.
+#[test]
+fn a_thread_without_a_front_abandons_its_batches_too() {
+    // 512 KiB frozen in a 128 MiB pool: under the eighth that would cover a live thread's batch.
+    let r = rig_on(1 << 30, 128 * MIB, POOL, CacheLimits::DEFAULT);
+    r.core.set_close_frees(CLOSE_FREES);
+    let ours = fake_stream(1);
+    let p = r.alloc(ours, 512 * KIB);
+    std::thread::scope(|scope| {
+        let r = &r;
+        scope
+            .spawn(move || r.free(Stream::PER_THREAD, p, 512 * KIB))
+            .join()
+            .unwrap();
+    });
+    let p = r.alloc(ours, 128 * MIB);
+    assert_eq!(r.syncer.counts().device_syncs, 1, "the ended thread's batch is covered");
+    assert_eq!(r.core.pool_size(), 128 * MIB, "without growing");
+    r.free(ours, p, 128 * MIB);
+    r.core.check_invariants();
+}
