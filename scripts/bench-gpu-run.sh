@@ -12,12 +12,16 @@
 # split the run over two calls); RMM_BENCH_FULL=1 gives criterion its usual measurement times,
 # RMM_BENCH_TIMES other criterion options (default "--warm-up-time 0.2 --measurement-time 0.5"),
 # RMM_BENCH_ITERS the C++ operations per run (default 200000), RMM_BENCH_REPEAT the C++ timed runs
-# per configuration whose median is printed (default 3; before 2026-11-25 one run). The
+# per configuration whose median is printed (default 3; before 2026-11-25 one run), RMM_BENCH_PEER=0
+# skips RMM 26.10, RMM_BENCH_CPP_WORKLOADS narrows the C++ side's workloads (the second half of an A/B, see RMM_BENCH_OURS below). The
 # default run should take about 5 minutes on an H200 (estimated, not yet timed).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 B=$ROOT/stage/bench
+# Ours from another staging (an A/B of two builds in one call): a folder with `allocations` and
+# `rmmrs/librmm.so`, as `scripts/bench-stage.sh` leaves them; RMM and the headers stay from $B.
+OURS=${RMM_BENCH_OURS:-$B}
 W=/tmp/rmm-bench-work
 OUT=${OUT:-/tmp/rmm-bench-out}
 mkdir -p "$OUT"
@@ -31,7 +35,7 @@ for w in "$B"/wheels/*.whl; do (cd "$W/peer" && python3 -m zipfile -e "$w" .); d
 tar -C "$W/cccl" -xzf "$B/cccl.tar.gz"
 U=$W/peer
 PEER_LIBS=$U/librmm/lib64:$U/rapids_logger/lib64:$CUDA_LIB
-OUR_LIBS=$B/rmmrs:$CUDA_LIB
+OUR_LIBS=$OURS/rmmrs:$CUDA_LIB
 
 build() { # name, then the compile command
     local name=$1; shift
@@ -67,8 +71,8 @@ cxx_run() { # binary, library path, args...
 [ "${RMM_BENCH_CPP:-1}" = 0 ] && resources=""
 for r in $resources; do
     iters=${RMM_BENCH_ITERS:-200000}; [ "$r" = cuda ] && iters=2000
-    args=(--resource "$r" --workload "$workloads" --stream "$kinds" --threads 1,4,16 --iters "$iters" --repeat "${RMM_BENCH_REPEAT:-3}")
-    cxx_run rmm_peer_bench "$PEER_LIBS" "${args[@]}"
+    args=(--resource "$r" --workload "${RMM_BENCH_CPP_WORKLOADS:-$workloads}" --stream "$kinds" --threads 1,4,16 --iters "$iters" --repeat "${RMM_BENCH_REPEAT:-3}")
+    [ "${RMM_BENCH_PEER:-1}" != 0 ] && cxx_run rmm_peer_bench "$PEER_LIBS" "${args[@]}"
     cxx_run rmmrs_cpp_bench "$OUR_LIBS" "${args[@]}"
 done
 if [ "${RMM_BENCH_CPP:-1}" != 0 ]; then
@@ -84,7 +88,7 @@ if [ "${RMM_BENCH_RUST:-1}" != 0 ]; then
     [ "${RMM_BENCH_FULL:-0}" = 1 ] && times="--warm-up-time 1 --measurement-time 3"
     # shellcheck disable=SC2086
     RMM_BENCH_KINDS=$kinds RMM_BENCH_RESOURCES=${RMM_BENCH_RUST_RESOURCES:-pool,binning} \
-        LD_LIBRARY_PATH=$CUDA_LIB "$B/allocations" --bench $times ${RMM_BENCH_FILTER:+"$RMM_BENCH_FILTER"} \
+        LD_LIBRARY_PATH=$CUDA_LIB "$OURS/allocations" --bench $times ${RMM_BENCH_FILTER:+"$RMM_BENCH_FILTER"} \
         >"$OUT/bench-rust.log" 2>&1 || echo "rust benchmark exit $? (bench-rust.log)"
     echo "Rust side done after ${SECONDS}s" | tee -a "$OUT/machine.txt"
 fi

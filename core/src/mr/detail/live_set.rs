@@ -17,10 +17,13 @@
 //! that was descheduled is not starved.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::aligned::{align_up, DEFAULT_ALIGNMENT};
 use crate::error::{Error, Result};
+
+use super::live_slot::{self, Scanned, Slot};
 
 /// What the live index compares for a request of `bytes`: the size rounded up to 256 (saturating:
 /// a size that large was never allocated, so it never matches) and, where the resource's free
@@ -215,8 +218,15 @@ impl Shard {
 const SHARDS: usize = 64;
 
 /// Live allocations of one resource: address → size as the resource counts it (its rounding).
+/// Each thread's latest allocation may sit in the thread's slot instead of the map (see
+/// [`live_slot`](super::live_slot)): every method below looks in both.
 pub(crate) struct LiveSet {
+    /// Process-unique (threads find their slot by it).
+    id: u64,
     shards: Box<[Shard]>,
+    /// Every thread's slot in this set, for frees from other threads; the lock also orders scans
+    /// against the moves of ending threads (see `live_slot`).
+    slots: Mutex<Vec<Arc<Slot>>>,
 }
 
 impl std::fmt::Debug for LiveSet {
@@ -227,32 +237,43 @@ impl std::fmt::Debug for LiveSet {
     }
 }
 
-impl Default for LiveSet {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl LiveSet {
     /// An empty index.
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new() -> Arc<Self> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
         let shards = (0..SHARDS)
             .map(|_| Shard {
                 locked: AtomicBool::new(false),
                 map: UnsafeCell::default(),
             })
             .collect();
-        Self { shards }
+        Arc::new(Self {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            shards,
+            slots: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub(super) fn id(&self) -> u64 {
+        self.id
     }
 
     fn shard(&self, addr: usize) -> &Shard {
         &self.shards[(hash(addr) >> 58) as usize % SHARDS]
     }
 
-    /// Records that `[addr, addr + size)` was handed out. A pointer already live means the engine
-    /// handed out live memory twice: that is reported, and the newer record wins.
+    fn slots(&self) -> MutexGuard<'_, Vec<Arc<Slot>>> {
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records that `[addr, addr + size)` was handed out: in the calling thread's slot if it is
+    /// empty, else in the map. A pointer already live in the map means the engine handed out live
+    /// memory twice: that is reported, and the newer record wins.
     #[inline]
-    pub(crate) fn insert(&self, name: &str, addr: usize, size: usize) {
+    pub(crate) fn insert(self: &Arc<Self>, name: &str, addr: usize, size: usize) {
+        if live_slot::lend(self, addr, size) {
+            return;
+        }
         if let Some(old) = self.shard(addr).with(|m| m.insert(addr, size)) {
             handed_out_twice(name, addr, size, old);
         }
@@ -261,10 +282,36 @@ impl LiveSet {
     /// Takes `addr` out of the index if it is a live allocation of `size` bytes; otherwise refuses
     /// with [`Error::InvalidArgument`] and leaves the index unchanged.
     #[inline]
-    pub(crate) fn remove(&self, name: &str, addr: usize, size: usize) -> Result<()> {
-        self.shard(addr)
-            .with(|m| m.remove_if(addr, size))
-            .map_err(|live| refusal(name, addr, size, live))
+    pub(crate) fn remove(self: &Arc<Self>, name: &str, addr: usize, size: usize) -> Result<()> {
+        if live_slot::take_back(self, addr, size) {
+            return Ok(());
+        }
+        match self.shard(addr).with(|m| m.remove_if(addr, size)) {
+            Ok(()) => Ok(()),
+            Err(None) => self.remove_lent(name, addr, size),
+            Err(Some(live)) => Err(refusal(name, addr, size, Some(live))),
+        }
+    }
+
+    /// [`LiveSet::remove`] for a pointer in no map: another thread's slot (or its own, freed with
+    /// another size), or nowhere.
+    #[cold]
+    fn remove_lent(&self, name: &str, addr: usize, size: usize) -> Result<()> {
+        let slots = self.slots();
+        // Again under the lock: an ending thread may have moved it from its slot into the map.
+        match self.shard(addr).with(|m| m.remove_if(addr, size)) {
+            Ok(()) => return Ok(()),
+            Err(Some(live)) => return Err(refusal(name, addr, size, Some(live))),
+            Err(None) => {}
+        }
+        for slot in slots.iter() {
+            match slot.scan(addr, size) {
+                Scanned::Taken => return Ok(()),
+                Scanned::OtherSize(live) => return Err(refusal(name, addr, size, Some(live))),
+                Scanned::Absent => {}
+            }
+        }
+        Err(refusal(name, addr, size, None))
     }
 
     /// Puts back an allocation that [`LiveSet::remove`] took out when the free failed after all.
@@ -274,7 +321,23 @@ impl LiveSet {
 
     /// The number of live allocations.
     pub(crate) fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.with(|m| m.len)).sum()
+        let slots = self.slots();
+        let lent = slots.iter().filter(|s| s.is_lent()).count();
+        lent + self.shards.iter().map(|s| s.with(|m| m.len)).sum::<usize>()
+    }
+
+    /// Lists a thread's new slot (on the thread's first allocation through this set).
+    pub(super) fn slot_made(&self, slot: &Arc<Slot>) {
+        self.slots().push(slot.clone());
+    }
+
+    /// A thread ends: its slot leaves the list and its allocation, if any, moves into the map.
+    pub(super) fn slot_gone(&self, slot: &Arc<Slot>) {
+        let mut slots = self.slots();
+        slots.retain(|s| !Arc::ptr_eq(s, slot));
+        if let Some((addr, size)) = slot.evict() {
+            self.shard(addr).with(|m| m.insert(addr, size));
+        }
     }
 }
 
@@ -306,7 +369,7 @@ fn refusal(name: &str, addr: usize, size: usize, live: Option<usize>) -> Error {
 
 /// The index a resource carries: present when it checks frees.
 #[derive(Debug, Default)]
-pub(crate) struct FreeCheck(Option<LiveSet>);
+pub(crate) struct FreeCheck(Option<Arc<LiveSet>>);
 
 impl FreeCheck {
     /// An index for `checks`.
@@ -357,7 +420,7 @@ impl FreeCheck {
     /// The number of live allocations (0 when unchecked).
     #[cfg(test)]
     pub(crate) fn live(&self) -> usize {
-        self.0.as_ref().map_or(0, LiveSet::len)
+        self.0.as_ref().map_or(0, |set| set.len())
     }
 }
 
@@ -476,7 +539,7 @@ mod tests {
 
     #[test]
     fn many_threads_free_each_others_allocations() {
-        let set = std::sync::Arc::new(LiveSet::new());
+        let set = LiveSet::new();
         let threads: Vec<_> = (0..8usize)
             .map(|t| {
                 let set = set.clone();
@@ -504,6 +567,102 @@ mod tests {
             })
             .collect();
         threads.into_iter().for_each(|t| t.join().unwrap());
+        assert_eq!(set.len(), 0);
+    }
+
+    // The thread slots (see `live_slot`): what a user sees must not change with where an
+    // allocation was recorded.
+
+    #[test]
+    fn a_thread_s_latest_allocation_is_freed_from_its_slot_and_checked_as_in_the_map() {
+        let set = LiveSet::new();
+        set.insert("t", 0x1000, 256);
+        set.insert("t", 0x2000, 512);
+        assert_eq!(set.len(), 2, "one in the slot, one in the map");
+        let wrong = set.remove("t", 0x1000, 512).unwrap_err();
+        assert!(
+            wrong.to_string().contains("allocated with 256 bytes but freed with 512"),
+            "{wrong}"
+        );
+        assert!(set.remove("t", 0x1100, 256).is_err(), "an interior pointer");
+        assert_eq!(set.len(), 2, "refusals change nothing");
+        set.remove("t", 0x1000, 256).unwrap();
+        assert!(set.remove("t", 0x1000, 256).is_err(), "a double free is refused");
+        set.remove("t", 0x2000, 512).unwrap();
+        assert_eq!(set.len(), 0);
+    }
+
+    #[test]
+    fn another_thread_frees_what_sits_in_a_live_thread_s_slot_once() {
+        let set = LiveSet::new();
+        let (lent, freed) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                set.insert("t", 0x1000, 256);
+                lent.wait();
+                freed.wait();
+                // Freed by the other thread: this thread's own free is now a double free.
+                assert!(set.remove("t", 0x1000, 256).is_err());
+                set.insert("t", 0x3000, 256);
+                set.remove("t", 0x3000, 256).unwrap();
+            });
+            lent.wait();
+            let wrong = set.remove("t", 0x1000, 4096).unwrap_err();
+            assert!(wrong.to_string().contains("allocated with 256 bytes"), "{wrong}");
+            set.remove("t", 0x1000, 256).unwrap();
+            assert!(set.remove("t", 0x1000, 256).is_err());
+            freed.wait();
+        });
+        assert_eq!(set.len(), 0);
+    }
+
+    #[test]
+    fn a_thread_that_ends_leaves_its_latest_allocation_live() {
+        let set = LiveSet::new();
+        std::thread::scope(|s| {
+            s.spawn(|| set.insert("t", 0x1000, 256));
+        });
+        assert_eq!(set.len(), 1);
+        assert!(set.remove("t", 0x1000, 512).is_err());
+        set.remove("t", 0x1000, 256).unwrap();
+        assert_eq!(set.len(), 0);
+    }
+
+    #[test]
+    fn racing_frees_of_one_allocation_succeed_once() {
+        // A third thread holds the allocation in its slot (it stays alive); two threads free it at
+        // once, over and over: exactly one may win each time.
+        let set = LiveSet::new();
+        let rounds = 2_000;
+        let (lent, go, done) = (
+            std::sync::Barrier::new(3),
+            std::sync::Barrier::new(3),
+            std::sync::Barrier::new(3),
+        );
+        let wins = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for round in 0..rounds {
+                    set.insert("t", (round + 1) << 8, 256);
+                    lent.wait();
+                    go.wait();
+                    done.wait();
+                }
+            });
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for round in 0..rounds {
+                        lent.wait();
+                        go.wait();
+                        if set.remove("t", (round + 1) << 8, 256).is_ok() {
+                            wins.fetch_add(1, Ordering::Relaxed);
+                        }
+                        done.wait();
+                    }
+                });
+            }
+        });
+        assert_eq!(wins.load(Ordering::Relaxed), rounds as u64);
         assert_eq!(set.len(), 0);
     }
 }

@@ -6,6 +6,7 @@ pub(crate) mod driver;
 pub(crate) mod fixed_list;
 pub(crate) mod free_list;
 pub(crate) mod live_set;
+pub(crate) mod live_slot;
 pub(crate) mod nvtx_bounds;
 pub(crate) mod size_guard;
 pub(crate) mod stream_ordered;

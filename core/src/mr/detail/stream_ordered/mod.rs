@@ -60,7 +60,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use crate::aligned::{align_down, align_up, DEFAULT_ALIGNMENT};
-use crate::cuda::{self, Stream};
+use crate::cuda::{self, DeviceId, Stream};
 use crate::error::{Error, Result};
 use crate::mr::detail::fixed_list::FixedList;
 use crate::mr::detail::free_list::{FreeBlock, FreeList};
@@ -264,6 +264,8 @@ pub(crate) struct Core {
     name: &'static str,
     upstream: AnyResource,
     syncer: Arc<dyn Syncer>,
+    /// [`Syncer::single_device`], asked once.
+    single_device: Option<DeviceId>,
     growth: Growth,
     cache: CacheLimits,
     global: Mutex<Global>,
@@ -331,6 +333,7 @@ impl Core {
             fronts: Mutex::new(Vec::new()),
             name,
             upstream,
+            single_device: syncer.single_device(),
             syncer,
             growth,
             cache,
@@ -374,7 +377,15 @@ impl Core {
         &self.upstream
     }
 
+    /// The key of `stream` on the calling thread. With one device, the special handles' keys are
+    /// made here, without the syncer's two dynamic calls (most of a 256-byte pair's key cost).
+    #[inline]
     fn key(&self, stream: Stream) -> StreamKey {
+        if let Some(device) = self.single_device {
+            if matches!(stream.as_raw(), 0 | LEGACY | PER_THREAD) {
+                return StreamKey::of(stream, || device, || (0, true));
+            }
+        }
         self.syncer.key(stream)
     }
 

@@ -263,6 +263,9 @@ impl Syncer for RecordingSyncer {
     fn current_device(&self) -> DeviceId {
         0
     }
+    fn single_device(&self) -> Option<DeviceId> {
+        Some(0)
+    }
     fn stream_id(&self, stream: Stream) -> (u64, bool) {
         if stream.as_raw() >= FOREIGN_BASE {
             self.model().counts.stream_ids += 1;

@@ -16,6 +16,11 @@ use super::lock;
 pub(crate) trait Syncer: Send + Sync + fmt::Debug {
     /// The calling thread's current device (keys of the special stream handles carry it).
     fn current_device(&self) -> DeviceId;
+    /// The device every call is on, when the process has only one (then the keys of the special
+    /// handles need no call to [`Syncer::current_device`]).
+    fn single_device(&self) -> Option<DeviceId> {
+        None
+    }
     /// The process-unique id of an ordinary stream (0 where there is none to ask), and whether we
     /// hear of its destruction before it happens (see [`StreamKey::needs_marker`]).
     fn stream_id(&self, _stream: Stream) -> (u64, bool) {
@@ -59,6 +64,9 @@ pub(crate) struct HostSyncer;
 impl Syncer for HostSyncer {
     fn current_device(&self) -> DeviceId {
         0
+    }
+    fn single_device(&self) -> Option<DeviceId> {
+        Some(0)
     }
     fn stream_id(&self, stream: Stream) -> (u64, bool) {
         // As with a GPU: a handle we did not create is a stream made elsewhere (host mode has no
@@ -199,6 +207,10 @@ impl CudaSyncer {
 impl Syncer for CudaSyncer {
     fn current_device(&self) -> DeviceId {
         cuda::device::stream_device().unwrap_or(0)
+    }
+    fn single_device(&self) -> Option<DeviceId> {
+        // As `stream_device` answers: with one device, every context is device 0's.
+        cuda::device_count().is_ok_and(|n| n == 1).then_some(0)
     }
     fn stream_id(&self, stream: Stream) -> (u64, bool) {
         // A live stream of ours is answered from a per-thread cache, with no driver call. Any other
