@@ -278,6 +278,9 @@ pub(crate) struct Core {
     /// Open batches pushed out of their shard (see [`MAX_OPEN`]): they take no more frees and wait
     /// for [`Core::cover_open_batches`].
     orphans: Mutex<Vec<Arc<Marker>>>,
+    /// Blocks taken out of an ending thread's front and not yet freed (see [`Core::front_gone`]):
+    /// while there are any, the counters are between two states and [`Core::stats`] waits.
+    leaving: AtomicUsize,
     /// Frees that close a batch ([`CLOSE_FREES`]; smaller in some tests).
     close_frees: std::sync::atomic::AtomicU32,
     /// How often allocate, deallocate and spills took `global` (tests measure lock traffic).
@@ -348,6 +351,7 @@ impl Core {
             regions_gen: AtomicU64::new(0),
             shard_budget: AtomicUsize::new(cache.budget(0, shards)),
             orphans: Mutex::new(Vec::new()),
+            leaving: AtomicUsize::new(0),
             // The CPU tests close batches often, so that every path around closing runs.
             close_frees: std::sync::atomic::AtomicU32::new(if cfg!(test) {
                 3
@@ -958,7 +962,13 @@ impl Core {
         let hot = {
             let mut fronts = lock(&self.fronts);
             fronts.retain(|f| !Arc::ptr_eq(f, front));
-            front.drain()
+            // Counted under the list's lock, with the drain: `stats` sees the block in the front
+            // or counts it leaving, never neither (it read `bytes_used` one block high when the
+            // thread's end raced it: threads of `std::thread::scope` may still be running their
+            // thread-local destructors after the scope returns).
+            front
+                .drain()
+                .inspect(|_| _ = self.leaving.fetch_add(1, Ordering::AcqRel))
         };
         // Verified when it entered the front, and accepted then: an error here is logged, never
         // returned to a later caller.
@@ -971,6 +981,7 @@ impl Core {
                     h.size
                 );
             }
+            self.leaving.fetch_sub(1, Ordering::AcqRel);
         }
         // Its shard's open batches will not be closed by their thread: abandoned, their blocks
         // go to the shared list at the next flush, where one device-wide synchronization covers
@@ -1472,10 +1483,19 @@ impl Core {
 
     /// Exact counters (takes every lock).
     pub(crate) fn stats(&self) -> CoreStats {
-        // All locks at once (global first, as everywhere): no block is between two places.
-        let g = lock(&self.global);
-        let shards: Vec<MutexGuard<'_, Shard>> = self.shards.iter().map(|s| lock(&s.0)).collect();
-        let hot = self.front_blocks();
+        // All locks at once (global first, as everywhere), at a moment when no block is leaving
+        // an ending thread's front: no block is between two places.
+        let (g, shards, hot) = loop {
+            let g = lock(&self.global);
+            let shards: Vec<MutexGuard<'_, Shard>> =
+                self.shards.iter().map(|s| lock(&s.0)).collect();
+            if let Some(hot) = self.settled_front_blocks() {
+                break (g, shards, hot);
+            }
+            // The ending thread needs these locks to finish.
+            drop((shards, g));
+            std::thread::yield_now();
+        };
         let hot_bytes: usize = hot.iter().map(|h| h.size).sum();
         let cached_bytes = shards.iter().map(|s| s.bytes()).sum::<usize>() + hot_bytes;
         let cached_blocks = shards.iter().map(|s| s.blocks()).sum::<usize>() + hot.len();
@@ -1497,8 +1517,16 @@ impl Core {
     }
 
     /// The blocks in fronts, left there (the caller holds `global`: drainers are serialized).
+    #[cfg(test)]
     fn front_blocks(&self) -> Vec<Hot> {
         lock(&self.fronts).iter().filter_map(|f| f.peek()).collect()
+    }
+
+    /// [`Core::front_blocks`], or `None` while a block is leaving an ending thread's front.
+    fn settled_front_blocks(&self) -> Option<Vec<Hot>> {
+        let fronts = lock(&self.fronts);
+        (self.leaving.load(Ordering::Acquire) == 0)
+            .then(|| fronts.iter().filter_map(|f| f.peek()).collect())
     }
 
     /// The pool's size.
@@ -1508,6 +1536,11 @@ impl Core {
 
     #[cfg(test)]
     pub(crate) fn check_invariants(&self) {
+        // As `stats`: not while an ending thread's front block is between two places (checked
+        // once here: the callers' threads are done but for their thread-local destructors).
+        while self.leaving.load(Ordering::Acquire) > 0 {
+            std::thread::yield_now();
+        }
         let g = lock(&self.global);
         g.free.check_invariants();
         let mut stats_free = g.free.free_bytes();
