@@ -481,6 +481,8 @@ impl Core {
         let mut g = self.lock_shared();
         g.blocked = false;
         if g.stranded_skips >= COVER_AFTER_STRANDED_SKIPS {
+            // Counted afresh even when nothing was left to cover.
+            g.stranded_skips = 0;
             self.cover_open_batches(&mut g)?;
         }
         if let Some(addr) = self.take(&mut g, key, size, alignment, cacheable)? {
