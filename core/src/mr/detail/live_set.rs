@@ -336,7 +336,7 @@ impl LiveSet {
         let mut slots = self.slots();
         slots.retain(|s| !Arc::ptr_eq(s, slot));
         if let Some((addr, size)) = slot.evict() {
-            self.shard(addr).with(|m| m.insert(addr, size));
+            self.restore(addr, size);
         }
     }
 }

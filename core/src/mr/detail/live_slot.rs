@@ -173,10 +173,11 @@ thread_local! {
 
 const LAST_WAYS: usize = 8;
 
-/// Runs `f` on the calling thread's slot in `set` (made and listed in the set on first use);
-/// `None` while the thread is ending (its slots are gone).
+/// Runs `f` on the calling thread's slot in `set`, made and listed in the set on first use when
+/// `make` (else `None` for a thread without one); `None` while the thread is ending (its slots are
+/// gone).
 #[inline]
-fn with_slot<R>(set: &Arc<LiveSet>, f: impl FnOnce(&Slot) -> R) -> Option<R> {
+fn with_slot<R>(set: &Arc<LiveSet>, make: bool, f: impl FnOnce(&Slot) -> R) -> Option<R> {
     let id = set.id();
     let (last_id, slot) = LAST.with(|last| last[id as usize % LAST_WAYS].get());
     if last_id == id {
@@ -186,11 +187,11 @@ fn with_slot<R>(set: &Arc<LiveSet>, f: impl FnOnce(&Slot) -> R) -> Option<R> {
         // entry of set `id` is still in `SLOTS` and its `Arc` keeps the slot alive.
         return Some(f(unsafe { &*slot }));
     }
-    with_slot_slow(set, f)
+    with_slot_slow(set, make, f)
 }
 
 #[cold]
-fn with_slot_slow<R>(set: &Arc<LiveSet>, f: impl FnOnce(&Slot) -> R) -> Option<R> {
+fn with_slot_slow<R>(set: &Arc<LiveSet>, make: bool, f: impl FnOnce(&Slot) -> R) -> Option<R> {
     let id = set.id();
     SLOTS
         .try_with(|slots| {
@@ -201,6 +202,9 @@ fn with_slot_slow<R>(set: &Arc<LiveSet>, f: impl FnOnce(&Slot) -> R) -> Option<R
             if let Some((_, slot)) = slots.0.iter().find(|(_, s)| s.set == id) {
                 remember(slot);
                 return Some(f(slot));
+            }
+            if !make {
+                return None;
             }
             // Sets of this thread's past that are gone: their slots go too.
             slots.0.retain(|(s, _)| s.strong_count() > 0);
@@ -217,26 +221,12 @@ fn with_slot_slow<R>(set: &Arc<LiveSet>, f: impl FnOnce(&Slot) -> R) -> Option<R
 /// Records `addr` (`size`) in the calling thread's slot of `set` if it is empty.
 #[inline]
 pub(super) fn lend(set: &Arc<LiveSet>, addr: usize, size: usize) -> bool {
-    with_slot(set, |slot| slot.lend(addr, size)).unwrap_or(false)
+    with_slot(set, true, |slot| slot.lend(addr, size)).unwrap_or(false)
 }
 
-/// Takes `addr` (`size`) back from the calling thread's slot of `set` if it is there.
+/// Takes `addr` (`size`) back from the calling thread's slot of `set` if it is there. A thread
+/// that never allocated through `set` has nothing lent: no slot is made for it.
 #[inline]
 pub(super) fn take_back(set: &Arc<LiveSet>, addr: usize, size: usize) -> bool {
-    // A thread that never allocated through `set` has nothing lent: no slot is made for it.
-    let id = set.id();
-    let (last_id, slot) = LAST.with(|last| last[id as usize % LAST_WAYS].get());
-    if last_id == id {
-        // SAFETY: as in `with_slot`.
-        return unsafe { &*slot }.take_back(addr, size);
-    }
-    SLOTS
-        .try_with(|slots| {
-            let slots = slots.try_borrow().ok()?;
-            let (_, slot) = slots.0.iter().find(|(_, s)| s.set == id)?;
-            Some(slot.take_back(addr, size))
-        })
-        .ok()
-        .flatten()
-        .unwrap_or(false)
+    with_slot(set, false, |slot| slot.take_back(addr, size)).unwrap_or(false)
 }

@@ -220,17 +220,37 @@ struct Global {
     /// Bytes handed out through this list less bytes freed into it (wrapping: blocks move between
     /// shards and the list). With the shards' counters it sums to the bytes in use.
     used: usize,
-    /// Set by [`Core::take`] when it passed over a block that fits only because the block waits
-    /// for an open batch of another stream (see [`Core::cover_open_batches`]).
+    /// What requests passed over in their scans of this list.
+    passed: Passed,
+}
+
+/// What [`Core::take`]'s scans for a block to order after passed over.
+#[derive(Debug, Default)]
+struct Passed {
+    /// A block that fits only because the block waits for an open batch of another stream (see
+    /// [`Core::cover_open_batches`]): set by the current request's scans.
     blocked: bool,
     /// Blocks that fit which requests passed over since the last [`Core::cover_open_batches`]
     /// because they wait only for batches nobody will close (of threads that ended): only that
     /// synchronization frees them, and until it runs every request scans past them again.
-    stranded_skips: usize,
+    stranded: usize,
     /// Requests that looked past the unordered blocks, and the stranded blocks they passed over
     /// (tests measure the scans).
     #[cfg(test)]
     scans: (u64, u64),
+}
+
+impl Passed {
+    /// Notes one scan: whether it passed over a blocked block, and how many stranded ones.
+    fn scanned(&mut self, blocked: bool, stranded: usize) {
+        self.blocked |= blocked;
+        self.stranded += stranded;
+        #[cfg(test)]
+        {
+            self.scans.0 += 1;
+            self.scans.1 += stranded as u64;
+        }
+    }
 }
 
 impl Global {
@@ -267,7 +287,7 @@ const MAX_OPEN: usize = 8;
 /// synchronization, rather than growth, once it holds `1 / FROZEN_SHARE` of the pool.
 const FROZEN_SHARE: usize = 8;
 
-/// Stranded blocks passed over (see `Global::stranded_skips`) worth one device-wide
+/// Stranded blocks passed over (see `Passed::stranded`) worth one device-wide
 /// synchronization: each costs the scan a hash lookup and a cache miss or two (about 50 ns in host
 /// mode), so a few thousand cost more than a synchronization of an idle device. Binning's random
 /// churn from threads that come and go (a new thread per task) otherwise scanned 50-70 such
@@ -418,7 +438,7 @@ impl Core {
     /// Requests that scanned for a block to order after, and the stranded blocks they passed over.
     #[cfg(test)]
     pub(crate) fn scans(&self) -> (u64, u64) {
-        lock(&self.global).scans
+        lock(&self.global).passed.scans
     }
 
     /// How often the per-operation paths took the shared lock.
@@ -479,10 +499,10 @@ impl Core {
             }
         }
         let mut g = self.lock_shared();
-        g.blocked = false;
-        if g.stranded_skips >= COVER_AFTER_STRANDED_SKIPS {
+        g.passed.blocked = false;
+        if g.passed.stranded >= COVER_AFTER_STRANDED_SKIPS {
             // Counted afresh even when nothing was left to cover.
-            g.stranded_skips = 0;
+            g.passed.stranded = 0;
             self.cover_open_batches(&mut g)?;
         }
         if let Some(addr) = self.take(&mut g, key, size, alignment, cacheable)? {
@@ -503,7 +523,7 @@ impl Core {
         // their per-thread streams synchronized the device every few thousand steps, for a block
         // or two each time): their threads take them back, or a later synchronization does.
         let frozen_enough = frozen > 0 && frozen >= g.pool_size / FROZEN_SHARE;
-        if (std::mem::take(&mut g.blocked) || frozen_enough) && self.cover_open_batches(&mut g)? {
+        if (std::mem::take(&mut g.passed.blocked) || frozen_enough) && self.cover_open_batches(&mut g)? {
             if let Some(addr) = self.take(&mut g, key, size, alignment, false)? {
                 return Ok(addr);
             }
@@ -572,7 +592,7 @@ impl Core {
             m.close(MarkerToken::Id(0));
         }
         g.free.retag(|t| *t = Pending::default());
-        g.stranded_skips = 0;
+        g.passed.stranded = 0;
         Ok(true)
     }
 
@@ -706,13 +726,7 @@ impl Core {
                         }
                     }
                 }
-                g.blocked |= blocked;
-                g.stranded_skips += stranded;
-                #[cfg(test)]
-                {
-                    g.scans.0 += 1;
-                    g.scans.1 += stranded as u64;
-                }
+                g.passed.scanned(blocked, stranded);
                 let Some((_, len, block, start, tag)) = best else {
                     return Ok(None);
                 };
@@ -828,13 +842,7 @@ impl Core {
                         })
                         .map(|(a, tag)| (0, a, tag));
                 }
-                g.blocked |= blocked;
-                g.stranded_skips += stranded;
-                #[cfg(test)]
-                {
-                    g.scans.0 += 1;
-                    g.scans.1 += stranded as u64;
-                }
+                g.passed.scanned(blocked, stranded);
                 let Some((_, a, tag)) = best else {
                     return Ok(None);
                 };
