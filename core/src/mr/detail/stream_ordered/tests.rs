@@ -1873,29 +1873,8 @@ fn blocks_spilled_on_streams_only_their_calls_name_need_no_device_sync() {
             for t in 0..16 {
                 let start = &start;
                 scope.spawn(move || {
-                    let stream = stream_of(t);
-                    let key = syncer.key(stream);
-                    let mut x = 0x9e37_79b9_u64 + t as u64;
-                    let mut live: Vec<usize> = Vec::new();
                     start.wait();
-                    for _ in 0..6000 {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        if live.len() < 300 && (live.is_empty() || x % 100 < 60) {
-                            let a = naming(stream, || core.allocate(stream, MIB, 256)).unwrap();
-                            syncer.model().allocated(key, a, MIB).unwrap();
-                            live.push(a);
-                        } else {
-                            let a = live.swap_remove((x >> 5) as usize % live.len());
-                            syncer.model().freed(key, a, MIB);
-                            naming(stream, || core.deallocate(stream, a, MIB, true)).unwrap();
-                        }
-                    }
-                    for a in live {
-                        syncer.model().freed(key, a, MIB);
-                        naming(stream, || core.deallocate(stream, a, MIB, true)).unwrap();
-                    }
+                    mib_churn(core, syncer, stream_of(t), t as u64, 6000, 300);
                     // No thread ends (abandoning its batches) while others churn.
                     start.wait();
                 });
@@ -1993,6 +1972,40 @@ fn a_thread_without_a_front_abandons_its_batches_too() {
     r.core.check_invariants();
 }
 
+/// `steps` steps of 1 MiB churn on `stream` (xorshift from `seed`: 60 % allocations while fewer
+/// than `max_live` are live, else a free of a random live one, checked), then the rest freed;
+/// every call names `stream`, and the model checks each block handed out.
+fn mib_churn(
+    core: &Core,
+    syncer: &RecordingSyncer,
+    stream: Stream,
+    seed: u64,
+    steps: usize,
+    max_live: usize,
+) {
+    let key = syncer.key(stream);
+    let mut x = 0x9e37_79b9_u64 + seed;
+    let mut live: Vec<usize> = Vec::new();
+    for _ in 0..steps {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        if live.len() < max_live && (live.is_empty() || x % 100 < 60) {
+            let a = naming(stream, || core.allocate(stream, MIB, 256)).unwrap();
+            syncer.model().allocated(key, a, MIB).unwrap();
+            live.push(a);
+        } else {
+            let a = live.swap_remove((x >> 5) as usize % live.len());
+            syncer.model().freed(key, a, MIB);
+            naming(stream, || core.deallocate(stream, a, MIB, true)).unwrap();
+        }
+    }
+    for a in live {
+        syncer.model().freed(key, a, MIB);
+        naming(stream, || core.deallocate(stream, a, MIB, true)).unwrap();
+    }
+}
+
 /// Threads that come and go on streams only their own calls may name (a thread per task, each
 /// with its stream) leave their open batches abandoned; their blocks reach the shared list, where
 /// only a device-wide synchronization frees them. Requests must not keep scanning past them: once
@@ -2015,28 +2028,8 @@ fn requests_do_not_keep_scanning_past_the_blocks_of_ended_threads() {
         std::thread::scope(|scope| {
             for t in 0..4 {
                 scope.spawn(move || {
-                    let stream = fake_foreign_stream(1000 + 4 * round + t);
-                    let key = syncer.key(stream);
-                    let mut x = 0x9e37_79b9_u64 + (4 * round + t) as u64;
-                    let mut live: Vec<usize> = Vec::new();
-                    for _ in 0..2000 {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        if live.len() < 40 && (live.is_empty() || x % 100 < 60) {
-                            let a = naming(stream, || core.allocate(stream, MIB, 256)).unwrap();
-                            syncer.model().allocated(key, a, MIB).unwrap();
-                            live.push(a);
-                        } else {
-                            let a = live.swap_remove((x >> 5) as usize % live.len());
-                            syncer.model().freed(key, a, MIB);
-                            naming(stream, || core.deallocate(stream, a, MIB, true)).unwrap();
-                        }
-                    }
-                    for a in live {
-                        syncer.model().freed(key, a, MIB);
-                        naming(stream, || core.deallocate(stream, a, MIB, true)).unwrap();
-                    }
+                    let n = 4 * round + t;
+                    mib_churn(core, syncer, fake_foreign_stream(1000 + n), n as u64, 2000, 40);
                 });
             }
         });
