@@ -331,6 +331,16 @@ impl LiveSet {
         self.slots().push(slot.clone());
     }
 
+    /// The owner of `slot` moves its lent allocation, if any, into the map (it stayed there too
+    /// long, see `live_slot`); under the list lock, so that scanners never miss it.
+    #[cold]
+    pub(super) fn slot_evicted(&self, slot: &Slot) {
+        let _slots = self.slots();
+        if let Some((addr, size)) = slot.evict() {
+            self.restore(addr, size);
+        }
+    }
+
     /// A thread ends: its slot leaves the list and its allocation, if any, moves into the map.
     pub(super) fn slot_gone(&self, slot: &Arc<Slot>) {
         let mut slots = self.slots();
@@ -613,6 +623,35 @@ mod tests {
             assert!(set.remove("t", 0x1000, 256).is_err());
             freed.wait();
         });
+        assert_eq!(set.len(), 0);
+    }
+
+    #[test]
+    fn a_long_lived_allocation_leaves_the_slot_to_the_temporaries_after_it() {
+        let set = LiveSet::new();
+        let in_map = |addr: usize| set.shard(addr).with(|m| m.find(addr).is_some());
+        set.insert("t", 0x1000, 1 << 20); // the thread's working buffer: into its slot
+        let temporaries = |first: usize, n: usize| {
+            for i in 0..n {
+                let addr = 0x10_0000 + 0x1000 * (first + i);
+                set.insert("t", addr, 256);
+                set.remove("t", addr, 256).unwrap();
+            }
+        };
+        temporaries(0, live_slot::EVICT_AFTER as usize - 1);
+        assert!(!in_map(0x1000), "still in its slot");
+        temporaries(1000, 1);
+        assert!(in_map(0x1000), "moved into the map");
+        set.insert("t", 0x9000, 256);
+        assert!(!in_map(0x9000), "the next temporary takes the slot");
+        set.remove("t", 0x9000, 256).unwrap();
+        // Checked exactly as before the move, from this thread and from another one.
+        assert_eq!(set.len(), 1);
+        assert!(set.remove("t", 0x1000, 256).is_err());
+        std::thread::scope(|s| {
+            s.spawn(|| set.remove("t", 0x1000, 1 << 20).unwrap());
+        });
+        assert!(set.remove("t", 0x1000, 1 << 20).is_err(), "a double free is refused");
         assert_eq!(set.len(), 0);
     }
 

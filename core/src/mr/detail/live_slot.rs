@@ -18,13 +18,17 @@
 //! - `BUSY`: a scanner reads it, under the set's list lock; it then stores `EMPTY` (the free is
 //!   its) or `LENT` again (not the allocation it looked for).
 //!
-//! Scanners and a thread's end (which moves its lent allocation into the map) hold the list lock,
-//! and a scanner first looks in the map again under it, so an allocation in the middle of such a
-//! move is never missed. Only one of two racing frees of one allocation (a double free) gets it:
+//! A long-lived allocation would keep its slot from every later one (a thread that first allocates
+//! its working buffer, then churns temporaries): after [`EVICT_AFTER`] allocations in a row found
+//! the slot taken, the owner moves the lent allocation into the map and lends the new one.
+//!
+//! Scanners, evictions and a thread's end (the last two move a lent allocation into the map) hold
+//! the list lock, and a scanner first looks in the map again under it, so an allocation in the
+//! middle of such a move is never missed. Only one of two racing frees of one allocation (a double free) gets it:
 //! the loser finds it nowhere and is refused.
 
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use super::live_set::LiveSet;
@@ -33,6 +37,21 @@ const EMPTY: u8 = 0;
 const LENT: u8 = 1;
 const BUSY: u8 = 2;
 
+/// Allocations in a row that find the slot taken before its allocation moves into the map: rare
+/// enough that a churn with many live allocations (which rarely frees the slot's) pays the list
+/// lock once per this many allocations, soon enough that a long-lived allocation frees the slot
+/// for the temporaries after it.
+pub(super) const EVICT_AFTER: u32 = 64;
+
+/// What [`Slot::lend`] did.
+#[derive(Debug, PartialEq, Eq)]
+enum Lend {
+    Lent,
+    /// The slot holds another allocation.
+    Taken,
+    /// The slot has held its allocation through [`EVICT_AFTER`] refusals: move it out.
+    Stale,
+}
 /// One thread's slot in one live set (see the module docs).
 #[derive(Debug)]
 #[repr(align(64))]
@@ -45,6 +64,8 @@ pub(super) struct Slot {
     // `state` (written while `EMPTY` by the owner, read by others only in `BUSY`).
     addr: AtomicUsize,
     size: AtomicUsize,
+    /// Owner only: allocations since the slot last lent one that found it taken.
+    refused: AtomicU32,
 }
 
 /// What a scan found for a pointer.
@@ -65,21 +86,30 @@ impl Slot {
             state: AtomicU8::new(EMPTY),
             addr: AtomicUsize::new(0),
             size: AtomicUsize::new(0),
+            refused: AtomicU32::new(0),
         }
     }
 
-    /// Owner only: records an allocation if the slot is empty; false when it is not (the map then
-    /// records it).
+    /// Owner only: records an allocation if the slot is empty; otherwise the map records it, and
+    /// after [`EVICT_AFTER`] such refusals in a row the caller evicts the slot's allocation.
     #[inline]
-    fn lend(&self, addr: usize, size: usize) -> bool {
+    fn lend(&self, addr: usize, size: usize) -> Lend {
         if self.state.load(Ordering::Relaxed) != EMPTY {
-            return false;
+            // Only the owner touches `refused`: relaxed loads and stores, no read-modify-write.
+            let refused = self.refused.load(Ordering::Relaxed) + 1;
+            if refused >= EVICT_AFTER {
+                self.refused.store(0, Ordering::Relaxed);
+                return Lend::Stale;
+            }
+            self.refused.store(refused, Ordering::Relaxed);
+            return Lend::Taken;
         }
+        self.refused.store(0, Ordering::Relaxed);
         // Only the owner leaves `EMPTY`, and nobody reads the fields in it.
         self.addr.store(addr, Ordering::Relaxed);
         self.size.store(size, Ordering::Relaxed);
         self.state.store(LENT, Ordering::Release);
-        true
+        Lend::Lent
     }
 
     /// Owner only: takes the allocation back if it is `addr` with `size`; false otherwise (or when
@@ -218,10 +248,19 @@ fn with_slot_slow<R>(set: &Arc<LiveSet>, make: bool, f: impl FnOnce(&Slot) -> R)
         .flatten()
 }
 
-/// Records `addr` (`size`) in the calling thread's slot of `set` if it is empty.
+/// Records `addr` (`size`) in the calling thread's slot of `set` if it is empty, or if its
+/// allocation has gone stale there (it moves into the map); false when the map must record it.
 #[inline]
 pub(super) fn lend(set: &Arc<LiveSet>, addr: usize, size: usize) -> bool {
-    with_slot(set, true, |slot| slot.lend(addr, size)).unwrap_or(false)
+    with_slot(set, true, |slot| match slot.lend(addr, size) {
+        Lend::Lent => true,
+        Lend::Taken => false,
+        Lend::Stale => {
+            set.slot_evicted(slot);
+            slot.lend(addr, size) == Lend::Lent
+        }
+    })
+    .unwrap_or(false)
 }
 
 /// Takes `addr` (`size`) back from the calling thread's slot of `set` if it is there. A thread
