@@ -147,23 +147,33 @@ fn new_chunk(free: &mut VecDeque<&'static Cell>) -> &'static Cell {
 /// # Safety
 /// `this` is the `self` of a handle whose vtable is one of this copy of rmm-core's (a token made
 /// here, maybe stale); anything else is undefined.
+#[inline]
 pub(crate) unsafe fn resolve(this: *mut c_void) -> Result<&'static Cell> {
     let bits = this as usize;
     let address = bits & ADDR_MASK;
     if address == 0 || address % std::mem::align_of::<Cell>() != 0 {
-        return Err(Error::invalid(
-            "resource handle: self is not a handle of this library",
-        ));
+        return Err(not_a_handle());
     }
     // SAFETY: a token made here points into a chunk that is never freed (caller contract).
     let cell = unsafe { &*(address as *const Cell) };
     let expected = MAGIC | (bits >> GEN_SHIFT) as u64;
     if cell.word.load(Ordering::Acquire) != expected || cell.data.load(Ordering::Acquire) == 0 {
-        return Err(Error::invalid(
-            "resource handle used after its last release (the resource is gone)",
-        ));
+        return Err(released_handle());
     }
     Ok(cell)
+}
+
+// Out of line: every call of the C API resolves its handle, and builds these only on misuse.
+#[cold]
+#[inline(never)]
+fn not_a_handle() -> Error {
+    Error::invalid("resource handle: self is not a handle of this library")
+}
+
+#[cold]
+#[inline(never)]
+fn released_handle() -> Error {
+    Error::invalid("resource handle used after its last release (the resource is gone)")
 }
 
 /// Retires `cell` (its last handle reference went with the `Arc`'s last strong reference): every

@@ -21,7 +21,9 @@ use crate::error::{Error, Result};
 /// # Safety
 /// `err` is NULL or valid for writes.
 pub unsafe fn guarded(err: *mut rmm_error, f: impl FnOnce() -> Result<()>) -> c_int {
-    match catch_unwind(AssertUnwindSafe(f)) {
+    // Boxed inside the closure: what crosses `catch_unwind` is one word, not an `Error` (every
+    // allocation and free of the C API passes here).
+    match catch_unwind(AssertUnwindSafe(|| f().map_err(Box::new))) {
         Ok(Ok(())) => {
             // SAFETY: caller contract: NULL or valid for writes.
             if let Some(d) = unsafe { err.as_mut() } {
