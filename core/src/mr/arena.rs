@@ -354,9 +354,9 @@ impl MemoryResource for ArenaMemoryResource {
         }
         let ptr = self.live.allocated(
             self.name(),
-            self.shared.allocate(stream, bytes),
+            self.shared.allocate(stream, bytes)?,
             granule(bytes, None),
-        )?;
+        );
         if let Some(nvtx) = &self.nvtx {
             nvtx.allocated(ptr, bytes);
         }

@@ -254,15 +254,13 @@ impl MemoryResource for BinningMemoryResource {
                 .frozen
                 .get_or_init(|| bins.iter().map(|(&size, r)| (size, r.clone())).collect());
         }
-        let result = self.route(bytes, alignment, |r| r.allocate(stream, bytes, alignment));
-        if bytes == 0 && matches!(result, Ok(p) if p.is_null()) {
-            // RMM routes zero bytes to the smallest bin too (BinningTest.ZeroByteAllocationsUseBinResource);
-            // the null it gets back is no allocation, so there is nothing to check at the free.
-            return result;
-        }
-        self.inner
+        // RMM routes zero bytes to the smallest bin too (BinningTest.ZeroByteAllocationsUseBinResource);
+        // the null it gets back is no allocation, which `allocated` does not record.
+        let ptr = self.route(bytes, alignment, |r| r.allocate(stream, bytes, alignment))?;
+        Ok(self
+            .inner
             .live
-            .allocated(self.name(), result, granule(bytes, Some(alignment)))
+            .allocated(self.name(), ptr, granule(bytes, Some(alignment))))
     }
 
     /// # Errors

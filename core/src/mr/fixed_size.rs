@@ -252,14 +252,13 @@ impl MemoryResource for FixedSizeMemoryResource {
                 self.block_size
             )));
         }
-        let result = self
+        let block = self
             .core
-            .allocate(stream, self.block_size, DEFAULT_ALIGNMENT)
-            .map(|block| {
-                align_up(block, alignment.max(DEFAULT_ALIGNMENT)).unwrap_or(block) as *mut u8
-            });
-        self.live
-            .allocated(self.name(), result, granule(bytes, Some(alignment)))
+            .allocate(stream, self.block_size, DEFAULT_ALIGNMENT)?;
+        let ptr = align_up(block, alignment.max(DEFAULT_ALIGNMENT)).unwrap_or(block) as *mut u8;
+        Ok(self
+            .live
+            .allocated(self.name(), ptr, granule(bytes, Some(alignment))))
     }
 
     /// # Errors

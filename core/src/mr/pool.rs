@@ -293,11 +293,10 @@ impl MemoryResource for PoolMemoryResource {
         if self.maximum.is_some_and(|max| size > max) {
             return Err(exceeded());
         }
-        let result = self
+        let block = self
             .core
-            .allocate(stream, size, alignment.max(DEFAULT_ALIGNMENT))
-            .map(|a| a as *mut u8);
-        let ptr = self.live.allocated(self.name(), result, size)?;
+            .allocate(stream, size, alignment.max(DEFAULT_ALIGNMENT))?;
+        let ptr = self.live.allocated(self.name(), block as *mut u8, size);
         if let Some(nvtx) = &self.nvtx {
             nvtx.sync_heaps(self.core.regions_generation(), || self.core.regions());
             nvtx.allocated(ptr, bytes);
