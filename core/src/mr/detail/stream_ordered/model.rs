@@ -289,12 +289,12 @@ impl Syncer for RecordingSyncer {
             // Tests that mark their calls (`naming`) get the check; others (0) are not known.
             let named = NAMED.get();
             assert!(
-                named == key.raw || named == 0,
+                named == key.stream().as_raw() || named == 0,
                 "{key:?} recorded on outside a call that names it (the call named {named:#x})"
             );
             if key.is_per_thread() {
                 assert_eq!(
-                    key.thread,
+                    key.thread(),
                     super::key::thread_number(),
                     "another thread's PTDS recorded on"
                 );

@@ -171,7 +171,7 @@ impl CudaSyncer {
         // An untracked stream is only ever recorded on during the call that named it (alive). A
         // tracked one is looked up without the driver: asking the driver about a destroyed handle
         // can crash it.
-        if key.device().is_none() && key.tracked && key.stream().owned_id() != Some(key.id) {
+        if key.device().is_none() && key.tracked() && key.stream().owned_id() != Some(key.id()) {
             return Ok(None);
         }
         let device = self.device_of(key)?;
@@ -247,7 +247,7 @@ impl Syncer for CudaSyncer {
     }
     fn is_idle(&self, key: StreamKey) -> Result<bool> {
         // Tags name only tracked streams (see `needs_marker`); a destroyed one cannot be queried.
-        if key.device().is_none() && (!key.tracked || key.stream().owned_id() != Some(key.id)) {
+        if key.device().is_none() && (!key.tracked() || key.stream().owned_id() != Some(key.id())) {
             return Ok(false);
         }
         let _guard = key.device().map(DeviceGuard::new).transpose()?;

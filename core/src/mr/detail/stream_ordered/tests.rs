@@ -685,6 +685,38 @@ fn frees_after_the_regions_changed_find_their_new_region() {
 }
 
 #[test]
+fn stream_keys_keep_what_tells_streams_apart() {
+    use crate::cuda::Stream;
+    let legacy = |d| StreamKey::of(Stream::DEFAULT, || d, || unreachable!("no id for a special handle"));
+    let ptds = |d| StreamKey::of(Stream::PER_THREAD, || d, || unreachable!());
+    let ordinary = |i, id, tracked| StreamKey::of(fake_stream(i), || unreachable!(), || (id, tracked));
+    for d in [0, 1, 7, 31_000, super::key::UNKNOWN_DEVICE] {
+        assert_eq!((legacy(d).device(), legacy(d).id(), legacy(d).thread()), (Some(d), 0, 0));
+        assert!(legacy(d).tracked() && legacy(d).is_unique() && !legacy(d).needs_marker());
+        assert_eq!(ptds(d).device(), Some(d));
+        assert_eq!(ptds(d).thread(), super::key::thread_number());
+        assert!(ptds(d).needs_marker());
+    }
+    assert_eq!(legacy(0), StreamKey::of(Stream::LEGACY, || 0, || unreachable!()), "0 is the legacy stream");
+    assert_ne!(legacy(0), legacy(1));
+    assert_ne!(legacy(0), ptds(0));
+    let other_thread = std::thread::spawn(move || ptds(0)).join().unwrap();
+    assert_ne!(other_thread, ptds(0), "each thread's PTDS is its own stream");
+    assert_eq!(other_thread.device(), Some(0));
+    let big_id = (1 << 62) + 5;
+    for (id, tracked) in [(0, false), (1, true), (42, false), (big_id, true)] {
+        let k = ordinary(3, id, tracked);
+        assert_eq!((k.device(), k.id(), k.tracked(), k.thread()), (None, id, tracked, 0));
+        assert_eq!(k.is_unique(), id != 0);
+        assert_eq!(k.needs_marker(), !tracked);
+        assert_eq!(k.stream().as_raw(), fake_stream(3).as_raw());
+    }
+    assert_ne!(ordinary(3, 42, true), ordinary(3, 43, true), "a reused handle, another stream");
+    assert_ne!(ordinary(3, 42, true), ordinary(3, 42, false));
+    assert_ne!(ordinary(3, 42, true), ordinary(4, 42, true));
+}
+
+#[test]
 fn pending_tags_merge_and_subsume() {
     let k = |i| StreamKey::of(fake_stream(i), || 0, || (0, true));
     let mut t = Pending::one(PendingOn::Stream(k(1)));
