@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 
 use foldhash::{HashMap, HashMapExt};
 
+use crate::aligned::is_aligned;
 use crate::mr::detail::free_list::{BlockTag, FreeBlock};
 
 #[derive(Debug)]
@@ -119,7 +120,7 @@ impl<T: BlockTag> FixedList<T> {
             .map(move |&addr| (addr, &self.blocks[&addr].tag))
     }
 
-    /// The topmost block of `class` whose address is a multiple of `alignment`.
+    /// The topmost block of `class` whose address is a multiple of `alignment` (a power of two).
     pub(crate) fn aligned_in(&self, class: T::Class, alignment: usize) -> Option<(usize, &T)> {
         let addr = self
             .stacks
@@ -127,7 +128,7 @@ impl<T: BlockTag> FixedList<T> {
             .iter()
             .rev()
             .copied()
-            .find(|a| a % alignment == 0)?;
+            .find(|&a| is_aligned(a, alignment))?;
         Some((addr, &self.blocks[&addr].tag))
     }
 
@@ -276,7 +277,7 @@ mod tests {
             vec![1100]
         );
         assert!(fl.overlaps(1100, 100) && !fl.overlaps(1300, 100));
-        assert_eq!(fl.aligned_in(None, 400).map(|(a, _)| a), Some(1200));
+        assert_eq!(fl.aligned_in(None, 16).map(|(a, _)| a), Some(1200));
         assert_eq!(fl.aligned_in(None, 1 << 20), None);
         fl.check_invariants();
     }

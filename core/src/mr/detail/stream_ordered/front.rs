@@ -31,6 +31,8 @@ use std::cell::{Cell, RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 
+use crate::aligned::is_aligned;
+
 use super::key::StreamKey;
 use super::Core;
 
@@ -114,7 +116,7 @@ impl Front {
         // SAFETY: only the owner (this thread) ever writes `hot`, so reading it here races with no
         // write; drainers only read it.
         let hot = unsafe { *self.hot.get() };
-        if hot.size != size || hot.key != key || hot.addr % alignment != 0 {
+        if hot.size != size || hot.key != key || !is_aligned(hot.addr, alignment) {
             return None;
         }
         // Whoever moves it out of `FULL` first has the block.

@@ -59,7 +59,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-use crate::aligned::{align_down, align_up, DEFAULT_ALIGNMENT};
+use crate::aligned::{align_down, align_up, is_aligned, DEFAULT_ALIGNMENT};
 use crate::cuda::{self, DeviceId, Stream};
 use crate::error::{Error, Result};
 use crate::mr::detail::fixed_list::FixedList;
@@ -812,7 +812,7 @@ impl Core {
                 let mut stranded = 0;
                 for class in list.classes() {
                     let fits = list.top(class, SCAN).filter(|(a, tag)| {
-                        let fits = a % alignment == 0;
+                        let fits = is_aligned(*a, alignment);
                         let orderable = tag.orderable(key);
                         if fits && !orderable {
                             blocked = true;

@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::aligned::is_aligned;
 use crate::mr::detail::free_list::FreeList;
 
 use super::key::{Marker, Pending, StreamKey, TagClass};
@@ -160,7 +161,7 @@ impl Shard {
         let from = self.recent.len().saturating_sub(depth);
         let latest = self.recent[from..]
             .iter()
-            .rposition(|b| b.size == size && b.addr % alignment == 0 && b.tag.only(key));
+            .rposition(|b| b.size == size && is_aligned(b.addr, alignment) && b.tag.only(key));
         if let Some(i) = latest.map(|i| from + i) {
             let b = self.recent.remove(i);
             self.recent_bytes -= size;
