@@ -31,8 +31,11 @@ rm -rf "$CRITERION_HOME"
 nvidia-smi -L | tee "$OUT/machine.txt"
 CUDA_LIB=/usr/local/cuda/lib64
 
-for w in "$B"/wheels/*.whl; do (cd "$W/peer" && python3 -m zipfile -e "$w" .); done
-tar -C "$W/cccl" -xzf "$B/cccl.tar.gz"
+# The Rust side alone (RMM_BENCH_CPP=0) needs only $OURS/allocations and bench-table.py: no wheels,
+# no CCCL, no builds (a smaller carry, next to the test suites' staging).
+cpp_side=${RMM_BENCH_CPP:-1}
+[ "$cpp_side" != 0 ] && for w in "$B"/wheels/*.whl; do (cd "$W/peer" && python3 -m zipfile -e "$w" .); done
+[ "$cpp_side" != 0 ] && tar -C "$W/cccl" -xzf "$B/cccl.tar.gz"
 U=$W/peer
 PEER_LIBS=$U/librmm/lib64:$U/rapids_logger/lib64:$CUDA_LIB
 OUR_LIBS=$OURS/rmmrs:$CUDA_LIB
@@ -47,12 +50,12 @@ build() { # name, then the compile command
     fi
 }
 # RMM 26.10 bundles its CCCL under include/rapids; the CUDA runtime from the toolkit.
-build rmm_peer_bench nvcc -std=c++20 -O2 -cudart shared \
+[ "$cpp_side" != 0 ] && build rmm_peer_bench nvcc -std=c++20 -O2 -cudart shared \
     -I "$U/librmm/include/rapids" -I "$U/librmm/include" -I "$U/rapids_logger/include" \
     benchmarks/peer/rmm_peer_bench.cpp -o "$W/bin/rmm_peer_bench" \
     -L "$U/librmm/lib64" -lrmm -L "$U/rapids_logger/lib64" -lrapids_logger
 # Ours: CCCL 3.5 first (the toolkit's CCCL 3.0.1 has no any_resource), then our headers.
-build rmmrs_cpp_bench nvcc -std=c++20 -O2 -cudart shared -DRMM_BENCH_IMPL='"rmm-rs-cpp"' \
+[ "$cpp_side" != 0 ] && build rmmrs_cpp_bench nvcc -std=c++20 -O2 -cudart shared -DRMM_BENCH_IMPL='"rmm-rs-cpp"' \
     -I "$W/cccl/nvidia/cu13/include/cccl" -I bindings-cpp/include \
     benchmarks/peer/rmm_peer_bench.cpp -o "$W/bin/rmmrs_cpp_bench" -L "$B/rmmrs" -lrmm
 
