@@ -420,13 +420,22 @@ mod known_ids {
     /// `(handle, id, epoch)` entries and the next one to replace; [`NOT_OWNED`] as the id caches
     /// "not a live owned stream" (a stream made elsewhere), so that such a handle, asked about on
     /// every pool operation, costs neither the driver nor the table's lock while the epoch holds.
-    type Ways = ([(usize, u64, u64); WAYS], usize);
+    /// One cell per entry: a hit reads the entries it compares, not a copy of the whole cache.
+    struct Ways {
+        entries: [Cell<(usize, u64, u64)>; WAYS],
+        next: Cell<usize>,
+    }
 
     /// The cached id of a handle that is not a live owned stream.
     const NOT_OWNED: u64 = u64::MAX;
 
     thread_local! {
-        static CACHE: Cell<Ways> = const { Cell::new(([(0, 0, u64::MAX); WAYS], 0)) };
+        static CACHE: Ways = const {
+            Ways {
+                entries: [const { Cell::new((0, 0, u64::MAX)) }; WAYS],
+                next: Cell::new(0),
+            }
+        };
     }
 
     /// The id of `raw` if it is a live stream created by [`OwnedStream`].
@@ -434,18 +443,29 @@ mod known_ids {
         // Read before the table: a creation or destruction after this read leaves a stale epoch in
         // the entry, positive or negative.
         let epoch = EPOCH.load(Ordering::Acquire);
-        let (mut ways, next) = CACHE.get();
-        if let Some(&(_, id, _)) = ways.iter().find(|&&(h, _, e)| h == raw && e == epoch) {
-            return (id != NOT_OWNED).then_some(id);
-        }
-        let id = table()
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&raw)
-            .copied();
-        ways[next] = (raw, id.unwrap_or(NOT_OWNED), epoch);
-        CACHE.set((ways, (next + 1) % WAYS));
-        id
+        let lookup = || {
+            table()
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&raw)
+                .copied()
+        };
+        CACHE
+            .try_with(|ways| {
+                for entry in &ways.entries {
+                    let (handle, id, entry_epoch) = entry.get();
+                    if handle == raw && entry_epoch == epoch {
+                        return (id != NOT_OWNED).then_some(id);
+                    }
+                }
+                let id = lookup();
+                let next = ways.next.get();
+                ways.entries[next].set((raw, id.unwrap_or(NOT_OWNED), epoch));
+                ways.next.set((next + 1) % WAYS);
+                id
+            })
+            // A thread's locals being torn down: the table answers.
+            .unwrap_or_else(|_| lookup())
     }
 
     pub(super) fn created(raw: usize, id: u64) {
