@@ -12,7 +12,8 @@
 # split the run over two calls); RMM_BENCH_FULL=1 gives criterion its usual measurement times,
 # RMM_BENCH_TIMES other criterion options (default "--warm-up-time 0.2 --measurement-time 0.5"),
 # RMM_BENCH_ITERS the C++ operations per run (default 200000), RMM_BENCH_REPEAT the C++ timed runs
-# per configuration whose median is printed (default 3; before 2026-11-25 one run), RMM_BENCH_PEER=0
+# per configuration whose median is printed (default 3; before 2026-11-25 one run), RMM_BENCH_MIN_MS
+# about how long a C++ pair/multistream run lasts, in ms (iterations scaled up to it; default 0), RMM_BENCH_PEER=0
 # skips RMM 26.10, RMM_BENCH_CPP_WORKLOADS narrows the C++ side's workloads (the second half of an A/B, see RMM_BENCH_OURS below). The
 # default run should take about 5 minutes on an H200 (estimated, not yet timed).
 set -uo pipefail
@@ -74,7 +75,7 @@ cxx_run() { # binary, library path, args...
 [ "${RMM_BENCH_CPP:-1}" = 0 ] && resources=""
 for r in $resources; do
     iters=${RMM_BENCH_ITERS:-200000}; [ "$r" = cuda ] && iters=2000
-    args=(--resource "$r" --workload "${RMM_BENCH_CPP_WORKLOADS:-$workloads}" --stream "$kinds" --threads 1,4,16 --iters "$iters" --repeat "${RMM_BENCH_REPEAT:-3}")
+    args=(--resource "$r" --workload "${RMM_BENCH_CPP_WORKLOADS:-$workloads}" --stream "$kinds" --threads 1,4,16 --iters "$iters" --repeat "${RMM_BENCH_REPEAT:-3}" --min-ms "${RMM_BENCH_MIN_MS:-0}")
     [ "${RMM_BENCH_PEER:-1}" != 0 ] && cxx_run rmm_peer_bench "$PEER_LIBS" "${args[@]}"
     cxx_run rmmrs_cpp_bench "$OUR_LIBS" "${args[@]}"
 done

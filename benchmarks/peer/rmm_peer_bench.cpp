@@ -8,7 +8,8 @@
 // workload, and ns_per_op is wall time over all threads' ops: the inverse of the aggregate
 // throughput. --workload, --stream and --threads take comma lists; every configuration gets a
 // fresh resource, one untimed warm-up run on one thread, then --repeat timed runs (default 3), of
-// which the median is printed.
+// which the median is printed; --min-ms N first scales the pair and multistream runs' --iters up
+// so that a timed run lasts about N ms (default 0: --iters as given).
 //
 // Workloads:
 //   pair256      allocate + free of 256 bytes on the thread's stream, `--iters` times per thread;
@@ -39,6 +40,7 @@
 #include <algorithm>
 #include <barrier>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -91,12 +93,17 @@ struct options {
   long iters = 100000;
   /// Timed runs per configuration (after one warm-up); the median is printed.
   int repeat = 3;
+  /// About how long a timed run of the pair and multistream workloads lasts, in milliseconds: a
+  /// calibration run scales `iters` up to it (0: `iters` as given). A 1-thread cell of 60,000 pairs
+  /// lasts a few milliseconds and moved by 30-50 % between calls.
+  long min_ms = 0;
   long num_allocations = 10000;
   std::size_t max_size = 1 << 20;
   std::size_t max_usage = std::size_t{16000} << 20;
 };
 
 any_device_resource make_resource(std::string const& name) {
+  if (name == "empty") { return empty_resource{}; }  // asks the device nothing: runs without a GPU
   auto [free, total] = rmm::available_device_memory();
   auto half = rmm::align_down(free / 2, rmm::CUDA_ALLOCATION_ALIGNMENT);
   if (name == "cuda") { return rmm::mr::cuda_memory_resource{}; }
@@ -109,7 +116,6 @@ any_device_resource make_resource(std::string const& name) {
     auto pool = rmm::mr::pool_memory_resource{rmm::mr::cuda_memory_resource{}, half};
     return rmm::mr::binning_memory_resource{pool, 18, 22};
   }
-  if (name == "empty") { return empty_resource{}; }
   std::fprintf(stderr, "unknown resource %s\n", name.c_str());
   std::exit(2);
 }
@@ -189,6 +195,7 @@ options parse(int argc, char** argv) {
     }
     else if (key == "--iters") { opt.iters = std::stol(value); }
     else if (key == "--repeat") { opt.repeat = std::max(1, std::stoi(value)); }
+    else if (key == "--min-ms") { opt.min_ms = std::max(0L, std::stol(value)); }
     else if (key == "--num-allocations") { opt.num_allocations = std::stol(value); }
     else if (key == "--max-size") { opt.max_size = std::stoul(value); }
     else {
@@ -283,6 +290,13 @@ void run_one(options const& opt, std::string const& workload, std::string const&
     return {seconds, total};
   };
   // The median of `repeat` runs: a single run of a 1-thread cell moved by 1.5-2x between calls.
+  if (workload != "random" && opt.min_ms > 0) {
+    double ms = timed().first * 1e3;
+    if (ms < static_cast<double>(opt.min_ms)) {
+      double scale = std::ceil(static_cast<double>(opt.min_ms) / std::max(ms, 1e-3));
+      iters *= std::min(1000L, static_cast<long>(scale));
+    }
+  }
   std::vector<std::pair<double, long>> runs;
   for (int r = 0; r < opt.repeat; ++r) { runs.push_back(timed()); }
   std::sort(runs.begin(), runs.end());
