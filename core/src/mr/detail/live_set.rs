@@ -18,7 +18,7 @@
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use crate::aligned::{align_up, DEFAULT_ALIGNMENT};
 use crate::error::{Error, Result};
@@ -223,6 +223,7 @@ const SHARDS: usize = 64;
 pub(crate) struct LiveSet {
     /// Process-unique (threads find their slot by it).
     id: u64,
+    me: Weak<LiveSet>,
     shards: Box<[Shard]>,
     /// Every thread's slot in this set, for frees from other threads; the lock also orders scans
     /// against the moves of ending threads (see `live_slot`).
@@ -247,8 +248,9 @@ impl LiveSet {
                 map: UnsafeCell::default(),
             })
             .collect();
-        Arc::new(Self {
+        Arc::new_cyclic(|me| Self {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
+            me: me.clone(),
             shards,
             slots: Mutex::new(Vec::new()),
         })
@@ -256,6 +258,11 @@ impl LiveSet {
 
     pub(super) fn id(&self) -> u64 {
         self.id
+    }
+
+    /// This set, weakly (for the threads' lists of slots).
+    pub(super) fn me(&self) -> Weak<Self> {
+        self.me.clone()
     }
 
     fn shard(&self, addr: usize) -> &Shard {
@@ -270,7 +277,7 @@ impl LiveSet {
     /// empty, else in the map. A pointer already live in the map means the engine handed out live
     /// memory twice: that is reported, and the newer record wins.
     #[inline]
-    pub(crate) fn insert(self: &Arc<Self>, name: &str, addr: usize, size: usize) {
+    pub(crate) fn insert(&self, name: &str, addr: usize, size: usize) {
         if live_slot::lend(self, addr, size) {
             return;
         }
@@ -282,7 +289,7 @@ impl LiveSet {
     /// Takes `addr` out of the index if it is a live allocation of `size` bytes; otherwise refuses
     /// with [`Error::InvalidArgument`] and leaves the index unchanged.
     #[inline]
-    pub(crate) fn remove(self: &Arc<Self>, name: &str, addr: usize, size: usize) -> Result<()> {
+    pub(crate) fn remove(&self, name: &str, addr: usize, size: usize) -> Result<()> {
         if live_slot::take_back(self, addr, size) {
             return Ok(());
         }
@@ -336,15 +343,18 @@ impl LiveSet {
     #[cold]
     pub(super) fn slot_evicted(&self, slot: &Slot) {
         let _slots = self.slots();
-        if let Some((addr, size)) = slot.evict() {
-            self.restore(addr, size);
-        }
+        self.unlend(slot);
     }
 
     /// A thread ends: its slot leaves the list and its allocation, if any, moves into the map.
     pub(super) fn slot_gone(&self, slot: &Arc<Slot>) {
         let mut slots = self.slots();
         slots.retain(|s| !Arc::ptr_eq(s, slot));
+        self.unlend(slot);
+    }
+
+    /// Moves `slot`'s lent allocation, if any, into the map (the caller holds the list lock).
+    fn unlend(&self, slot: &Slot) {
         if let Some((addr, size)) = slot.evict() {
             self.restore(addr, size);
         }

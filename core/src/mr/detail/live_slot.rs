@@ -30,8 +30,10 @@
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
+use std::thread::LocalKey;
 
 use super::live_set::LiveSet;
+use super::per_thread::{self, Items, Owner, Remembered, WAYS};
 
 const EMPTY: u8 = 0;
 const LENT: u8 = 1;
@@ -175,84 +177,44 @@ impl Slot {
     }
 }
 
-/// The calling thread's slots, one per set it allocated through; at the thread's end their
-/// allocations move into their sets' maps.
-#[derive(Default)]
-struct Slots(Vec<(Weak<LiveSet>, Arc<Slot>)>);
-
-impl Drop for Slots {
-    fn drop(&mut self) {
-        // First: `LAST` must not point at a slot this drops (`LAST` outlives this: no destructor).
-        let _ = LAST.try_with(|last| last.iter().for_each(|e| e.set((0, std::ptr::null()))));
-        for (set, slot) in self.0.drain(..) {
-            if let Some(set) = set.upgrade() {
-                set.slot_gone(&slot);
-            }
-        }
-    }
-}
-
 thread_local! {
-    static SLOTS: RefCell<Slots> = const { RefCell::new(Slots(Vec::new())) };
-    /// Set numbers and their slots in `SLOTS`, the last used per `number % LAST_WAYS` (0: none;
-    /// numbers start at 1): one comparison finds the slot of a resource's set, and a binning
-    /// resource's set and its upstream pool's keep their own entries.
-    static LAST: [Cell<(u64, *const Slot)>; LAST_WAYS] =
-        const { [const { Cell::new((0, std::ptr::null())) }; LAST_WAYS] };
+    /// The calling thread's slots, one per set it allocated through; at the thread's end their
+    /// allocations move into their sets' maps.
+    static SLOTS: RefCell<Items<LiveSet>> = const { RefCell::new(Items::new()) };
+    /// The last slot used per set number (see [`per_thread`]): a binning resource's set and its
+    /// upstream pool's keep their own entries.
+    static LAST: Remembered<Slot> = const { [const { Cell::new((0, std::ptr::null())) }; WAYS] };
 }
 
-const LAST_WAYS: usize = 8;
-
-/// Runs `f` on the calling thread's slot in `set`, made and listed in the set on first use when
-/// `make` (else `None` for a thread without one); `None` while the thread is ending (its slots are
-/// gone).
-#[inline]
-fn with_slot<R>(set: &Arc<LiveSet>, make: bool, f: impl FnOnce(&Slot) -> R) -> Option<R> {
-    let id = set.id();
-    let (last_id, slot) = LAST.with(|last| last[id as usize % LAST_WAYS].get());
-    if last_id == id {
-        // SAFETY: `LAST` names a slot of `SLOTS` (set below from an entry's `Arc`). Entries leave
-        // `SLOTS` only when their set is gone (`retain` below) or with `SLOTS` itself, whose drop
-        // first clears `LAST`; `set` is alive (borrowed), and numbers are never reused, so the
-        // entry of set `id` is still in `SLOTS` and its `Arc` keeps the slot alive.
-        return Some(f(unsafe { &*slot }));
+impl Owner for LiveSet {
+    type Item = Slot;
+    const ITEMS: &'static LocalKey<RefCell<Items<Self>>> = &SLOTS;
+    const REMEMBERED: &'static LocalKey<Remembered<Slot>> = &LAST;
+    fn number(&self) -> u64 {
+        self.id()
     }
-    with_slot_slow(set, make, f)
-}
-
-#[cold]
-fn with_slot_slow<R>(set: &Arc<LiveSet>, make: bool, f: impl FnOnce(&Slot) -> R) -> Option<R> {
-    let id = set.id();
-    SLOTS
-        .try_with(|slots| {
-            let mut slots = slots.try_borrow_mut().ok()?;
-            let remember = |slot: &Arc<Slot>| {
-                LAST.with(|last| last[id as usize % LAST_WAYS].set((id, Arc::as_ptr(slot))));
-            };
-            if let Some((_, slot)) = slots.0.iter().find(|(_, s)| s.set == id) {
-                remember(slot);
-                return Some(f(slot));
-            }
-            if !make {
-                return None;
-            }
-            // Sets of this thread's past that are gone: their slots go too.
-            slots.0.retain(|(s, _)| s.strong_count() > 0);
-            let slot = Arc::new(Slot::new(id));
-            set.slot_made(&slot);
-            slots.0.push((Arc::downgrade(set), slot.clone()));
-            remember(&slot);
-            Some(f(&slot))
-        })
-        .ok()
-        .flatten()
+    fn owner_of(slot: &Slot) -> u64 {
+        slot.set
+    }
+    fn weak(&self) -> Weak<Self> {
+        self.me()
+    }
+    fn new_item(&self) -> Slot {
+        Slot::new(self.id())
+    }
+    fn item_made(&self, slot: &Arc<Slot>) {
+        self.slot_made(slot);
+    }
+    fn item_gone(&self, slot: &Arc<Slot>) {
+        self.slot_gone(slot);
+    }
 }
 
 /// Records `addr` (`size`) in the calling thread's slot of `set` if it is empty, or if its
 /// allocation has gone stale there (it moves into the map); false when the map must record it.
 #[inline]
-pub(super) fn lend(set: &Arc<LiveSet>, addr: usize, size: usize) -> bool {
-    with_slot(set, true, |slot| match slot.lend(addr, size) {
+pub(super) fn lend(set: &LiveSet, addr: usize, size: usize) -> bool {
+    per_thread::with(set, true, |slot| match slot.lend(addr, size) {
         Lend::Lent => true,
         Lend::Taken => false,
         Lend::Stale => {
@@ -266,6 +228,6 @@ pub(super) fn lend(set: &Arc<LiveSet>, addr: usize, size: usize) -> bool {
 /// Takes `addr` (`size`) back from the calling thread's slot of `set` if it is there. A thread
 /// that never allocated through `set` has nothing lent: no slot is made for it.
 #[inline]
-pub(super) fn take_back(set: &Arc<LiveSet>, addr: usize, size: usize) -> bool {
-    with_slot(set, false, |slot| slot.take_back(addr, size)).unwrap_or(false)
+pub(super) fn take_back(set: &LiveSet, addr: usize, size: usize) -> bool {
+    per_thread::with(set, false, |slot| slot.take_back(addr, size)).unwrap_or(false)
 }

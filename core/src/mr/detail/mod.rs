@@ -8,5 +8,6 @@ pub(crate) mod free_list;
 pub(crate) mod live_set;
 pub(crate) mod live_slot;
 pub(crate) mod nvtx_bounds;
+mod per_thread;
 pub(crate) mod size_guard;
 pub(crate) mod stream_ordered;

@@ -30,8 +30,10 @@
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
+use std::thread::LocalKey;
 
 use crate::aligned::is_aligned;
+use crate::mr::detail::per_thread::{self, Items, Owner, Remembered, WAYS};
 
 use super::key::StreamKey;
 use super::Core;
@@ -51,7 +53,7 @@ pub(super) struct Hot {
 
 /// One thread's front in one core (see the module docs).
 #[derive(Debug)]
-pub(super) struct Front {
+pub(in crate::mr::detail) struct Front {
     /// The core's number ([`Core::id`](super::Core)): a core dropped and another made at the same
     /// address never sees this front.
     pub(super) core: u64,
@@ -163,73 +165,45 @@ pub(super) fn next_core_id() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// The calling thread's fronts, one per core it freed into; at the thread's end their blocks go
-/// back to their cores.
-#[derive(Default)]
-struct Fronts(Vec<(Weak<Core>, Arc<Front>)>);
-
-impl Drop for Fronts {
-    fn drop(&mut self) {
-        // First: `LAST` must not point at a front this drops (`LAST` outlives this: no destructor).
-        let _ = LAST.try_with(|last| last.iter().for_each(|e| e.set((0, std::ptr::null()))));
-        for (core, front) in self.0.drain(..) {
-            if let Some(core) = core.upgrade() {
-                core.front_gone(&front);
-            }
-        }
-    }
-}
-
 thread_local! {
-    static FRONTS: RefCell<Fronts> = const { RefCell::new(Fronts(Vec::new())) };
-    /// Core numbers and their fronts in `FRONTS`, the last used per `number % LAST_WAYS` (0: none;
-    /// numbers start at 1): one comparison finds the front of the pair's core, and the cores of a
-    /// binning resource (made one after another) each keep their own entry.
-    static LAST: [Cell<(u64, *const Front)>; LAST_WAYS] =
-        const { [const { Cell::new((0, std::ptr::null())) }; LAST_WAYS] };
+    /// The calling thread's fronts, one per core it freed into; at the thread's end their blocks
+    /// go back to their cores.
+    static FRONTS: RefCell<Items<Core>> = const { RefCell::new(Items::new()) };
+    /// The last front used per core number (see [`per_thread`]): one comparison finds the front of
+    /// the pair's core, and the cores of a binning resource (made one after another) each keep
+    /// their own entry.
+    static LAST: Remembered<Front> = const { [const { Cell::new((0, std::ptr::null())) }; WAYS] };
 }
 
-/// Entries of `LAST`.
-const LAST_WAYS: usize = 8;
-
-fn last_of(id: u64) -> usize {
-    id as usize % LAST_WAYS
+impl Owner for Core {
+    type Item = Front;
+    const ITEMS: &'static LocalKey<RefCell<Items<Self>>> = &FRONTS;
+    const REMEMBERED: &'static LocalKey<Remembered<Front>> = &LAST;
+    fn number(&self) -> u64 {
+        self.id
+    }
+    fn owner_of(front: &Front) -> u64 {
+        front.core
+    }
+    fn weak(&self) -> Weak<Self> {
+        self.me.clone()
+    }
+    fn new_item(&self) -> Front {
+        Front::new(self.id)
+    }
+    fn item_made(&self, front: &Arc<Front>) {
+        self.front_made(front);
+    }
+    fn item_gone(&self, front: &Arc<Front>) {
+        self.front_gone(front);
+    }
 }
 
 /// Runs `f` on the calling thread's front in `core` (made and listed in the core on first use);
 /// `None` while the thread is ending (its fronts are gone).
 #[inline]
 fn with_front<R>(core: &Core, f: impl FnOnce(&Front) -> R) -> Option<R> {
-    let (id, front) = LAST.with(|last| last[last_of(core.id)].get());
-    if id == core.id {
-        // SAFETY: `LAST` names a front of `FRONTS` (set below from an entry's `Arc`). Entries leave
-        // `FRONTS` only when their core is gone (`retain` below) or with `FRONTS` itself, whose
-        // drop first clears `LAST`; `core` is alive (borrowed), and numbers are never reused, so an
-        // entry of core `id` is still in `FRONTS` and its `Arc` keeps the front alive.
-        return Some(f(unsafe { &*front }));
-    }
-    with_front_slow(core, f)
-}
-
-#[cold]
-fn with_front_slow<R>(core: &Core, f: impl FnOnce(&Front) -> R) -> Option<R> {
-    FRONTS
-        .try_with(|fronts| {
-            let mut fronts = fronts.try_borrow_mut().ok()?;
-            if let Some((_, front)) = fronts.0.iter().find(|(_, fr)| fr.core == core.id) {
-                LAST.with(|last| last[last_of(core.id)].set((core.id, Arc::as_ptr(front))));
-                return Some(f(front));
-            }
-            // Cores of this thread's past that are gone: their fronts go too.
-            fronts.0.retain(|(c, _)| c.strong_count() > 0);
-            let front = Arc::new(Front::new(core.id));
-            core.front_made(&front);
-            fronts.0.push((core.me.clone(), front.clone()));
-            LAST.with(|last| last[last_of(core.id)].set((core.id, Arc::as_ptr(&front))));
-            Some(f(&front))
-        })
-        .ok()
-        .flatten()
+    per_thread::with(core, true, f)
 }
 
 /// Makes sure the calling thread has a front in `core`, so that the core hears of the thread's end
