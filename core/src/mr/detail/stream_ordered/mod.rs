@@ -75,7 +75,7 @@ pub(crate) use key::MarkerToken;
 pub(crate) use key::{Marker, Pending, PendingOn, StreamKey, TagClass};
 use key::{LEGACY, PER_THREAD};
 pub(crate) use shard::CacheLimits;
-use front::{Front, Hot};
+use front::{Front, Hot, Put};
 use shard::{best_unordered, region_in, Batch, Cached, Padded, Regions, Shard};
 pub(crate) use syncer::{default_syncer, Syncer};
 
@@ -1379,10 +1379,32 @@ impl Core {
     ) -> Result<()> {
         let key = self.key(stream);
         // Only verified frees: an unverified one must first be checked against the free blocks.
-        if verified && size <= self.cache.max_block && front::put(self, Hot { key, addr, size }) {
-            return Ok(());
+        if verified && size <= self.cache.max_block {
+            match front::put(self, Hot { key, addr, size }) {
+                Put::Kept => return Ok(()),
+                Put::Displaced(old) => {
+                    self.free_displaced(key, old);
+                    return Ok(());
+                }
+                Put::Refused => {}
+            }
         }
         self.free_slow(key, addr, size, verified, true)
+    }
+
+    /// The usual free path for a block displaced from the thread's front by a free on `key` (the
+    /// stream the current call names). Verified when it entered the front, and accepted then: an
+    /// error is logged, not returned to the caller, whose own free succeeded.
+    #[cold]
+    fn free_displaced(&self, key: StreamKey, old: Hot) {
+        if let Err(e) = self.free_slow(old.key, old.addr, old.size, true, old.key == key) {
+            tracing::error!(
+                "{}: a block displaced from a front [{:#x}, +{}): {e}",
+                self.name,
+                old.addr,
+                old.size
+            );
+        }
     }
 
     /// [`Core::deallocate`] past the front, for a free on `key`; `named`: the current call names

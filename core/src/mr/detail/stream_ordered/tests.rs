@@ -1722,6 +1722,54 @@ fn a_drained_front_block_is_never_recorded_on_by_another_streams_call() {
     }
 }
 
+/// A thread that left a block in its front and moved on to another stream or size gets its front
+/// back: after `DISPLACE_AFTER` frees in a row found it full, the next one takes its place and
+/// the old block goes the usual path, as a free on its own stream (a stream that only its own calls
+/// may name gets its block in an open batch, never an event from another stream's call: the
+/// recording syncer fails those). From then on the new pair takes no shared lock and gets the
+/// same block each time.
+#[test]
+fn a_thread_that_moved_on_to_another_stream_or_size_gets_its_front_back() {
+    let others: [(&str, Stream, usize); 4] = [
+        ("another size", fake_stream(1), 512),
+        ("own", fake_stream(2), 256),
+        ("ptds", Stream::PER_THREAD, 256),
+        ("foreign", fake_foreign_stream(2), 256),
+    ];
+    for (name, next, size) in others {
+        for first in [fake_stream(1), Stream::PER_THREAD, fake_foreign_stream(1)] {
+            if first == next {
+                continue;
+            }
+            let r = rig(1 << 20, POOL, CacheLimits::DEFAULT);
+            r.core.set_close_frees(3);
+            let old = r.alloc(first, 256);
+            r.free_checked(first, old, 256);
+            let mut last = 0;
+            for _ in 0..front::DISPLACE_AFTER {
+                last = r.alloc(next, size);
+                r.free_checked(next, last, size);
+            }
+            // `last` displaced `old`: the front serves the new pair now.
+            let in_front: Vec<usize> = r.core.front_blocks().iter().map(|h| h.addr).collect();
+            assert_eq!(in_front, [last], "{name} after {first:?}: the front's block");
+            let locks = r.core.shared_locks();
+            for _ in 0..16 {
+                let p = r.alloc(next, size);
+                assert_eq!(p, last, "{name} after {first:?}: the front's block");
+                r.free_checked(next, p, size);
+            }
+            assert_eq!(r.core.shared_locks(), locks, "{name} after {first:?}: no shared lock");
+            // The displaced block went back as a free on its stream, which gets it again.
+            assert_eq!(r.alloc(first, 256), old, "{name} after {first:?}");
+            r.free_checked(first, old, 256);
+            let st = r.core.stats();
+            assert_eq!(st.used, 0, "{name} after {first:?}: {st:?}");
+            r.core.check_invariants();
+        }
+    }
+}
+
 /// Whoever must see every free block drains the fronts: growth (the pool would otherwise grow
 /// or fail), a stream's retirement, and a thread's end.
 #[test]
