@@ -3,7 +3,6 @@
 //! [`Stream`] is the raw `CUstream` value, which is the same handle as the runtime's
 //! `cudaStream_t`: a stream from CuPy, PyTorch or Numba can be wrapped without conversion.
 
-use std::cell::Cell;
 use foldhash::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -166,8 +165,8 @@ impl Stream {
         }
         // Only the special handles name "the current device's" stream and need a current context;
         // an ordinary handle carries its own. The pools ask on every operation: a live stream we
-        // created is answered from a per-thread cache (see `known_ids`), any other with one
-        // driver call.
+        // created is answered from a table read without a lock (see `known_ids`), any other with
+        // one driver call.
         if self.is_default() || self.is_per_thread_default() {
             ensure_context()?;
         } else if let Some(id) = known_ids::get(self.0) {
@@ -189,6 +188,7 @@ impl Stream {
     ///
     /// Only for such a stream may a handle be kept and used after the call that named it: the
     /// driver does not guard against destroyed handles (`cuStreamGetId` on one can crash).
+    #[inline]
     pub(crate) fn owned_id(self) -> Option<u64> {
         if self.is_default() || self.is_per_thread_default() {
             return None;
@@ -399,91 +399,121 @@ impl ForeignStream {
 /// call for them: the pools ask for the id on every operation, to tell a live stream from a
 /// destroyed one whose handle was reused.
 ///
-/// A process-wide table maps each live owned handle to its id, and every creation or destruction
-/// of an owned stream bumps an epoch. Each thread caches a few `(handle, id, epoch)` entries; an
-/// entry is used only while the epoch has not moved, so a destroyed stream is never answered from
-/// a cache (its handle then falls back to the table, where it is gone, and to the driver). A
-/// stream destroyed elsewhere (CuPy, PyTorch) was never in the table: always the driver.
+/// A process-wide table maps each live owned handle to its id (under a lock, written only when an
+/// owned stream is created or destroyed). In front of it, a fixed array of slots, read without a
+/// lock and without thread-locals: each handle has one slot (a hash of the handle), which holds
+/// the first live owned stream to land there; `overflow` counts the live owned streams that hash
+/// there but are only in the table. A lookup reads its slot: the handle there is the answer, and a
+/// slot without overflow answers "not ours" (a stream made elsewhere: CuPy, PyTorch, the CUDA
+/// runtime), so only collisions reach the table. A stream destroyed elsewhere was never in the
+/// table: always the driver.
+///
+/// Why not a per-thread cache (until 2026-11-26): in librmm.so each thread-local costs a call to
+/// `__tls_get_addr`, one per allocation and one per free on our own streams, and its entries had
+/// to be voided by an epoch that every creation anywhere bumped.
+///
+/// Correctness needs no more than this: a call names a live stream, created before the call, so
+/// the call sees its creation (the slot's release store, or the table); while it lives, no other
+/// stream has its handle, and its slot (or table entry) stays.
 mod known_ids {
     use super::*;
-
-    static EPOCH: AtomicU64 = AtomicU64::new(0);
+    use std::sync::atomic::AtomicU32;
 
     fn table() -> &'static Mutex<HashMap<usize, u64>> {
         static TABLE: OnceLock<Mutex<HashMap<usize, u64>>> = OnceLock::new();
         TABLE.get_or_init(Mutex::default)
     }
 
-    /// Entries per thread: a thread works with a few streams at a time.
-    const WAYS: usize = 4;
+    /// Slots: a few hundred live owned streams rarely collide in 1024 (16 KiB).
+    const SLOT_BITS: u32 = 10;
 
-    /// `(handle, id, epoch)` entries and the next one to replace; [`NOT_OWNED`] as the id caches
-    /// "not a live owned stream" (a stream made elsewhere), so that such a handle, asked about on
-    /// every pool operation, costs neither the driver nor the table's lock while the epoch holds.
-    /// One cell per entry: a hit reads the entries it compares, not a copy of the whole cache.
-    struct Ways {
-        entries: [Cell<(usize, u64, u64)>; WAYS],
-        next: Cell<usize>,
+    struct Slot {
+        /// The handle of the live owned stream held here; 0 for none (never a real stream's handle:
+        /// 0 is the legacy default stream, which is never asked about).
+        handle: AtomicUsize,
+        /// Its id, written before `handle` (release) and read after it (acquire).
+        id: AtomicU64,
+        /// Live owned streams hashing here that only the table holds.
+        overflow: AtomicU32,
     }
 
-    /// The cached id of a handle that is not a live owned stream.
-    const NOT_OWNED: u64 = u64::MAX;
+    static SLOTS: [Slot; 1 << SLOT_BITS] = [const {
+        Slot {
+            handle: AtomicUsize::new(0),
+            id: AtomicU64::new(0),
+            overflow: AtomicU32::new(0),
+        }
+    }; 1 << SLOT_BITS];
 
-    thread_local! {
-        static CACHE: Ways = const {
-            Ways {
-                entries: [const { Cell::new((0, 0, u64::MAX)) }; WAYS],
-                next: Cell::new(0),
-            }
-        };
+    fn slot_index(raw: usize) -> usize {
+        // Fibonacci hashing: the handles are heap addresses, alike in their low and high bits.
+        ((raw as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOT_BITS)) as usize
     }
 
     /// The id of `raw` if it is a live stream created by [`OwnedStream`].
+    #[inline]
     pub(super) fn get(raw: usize) -> Option<u64> {
-        // Read before the table: a creation or destruction after this read leaves a stale epoch in
-        // the entry, positive or negative.
-        let epoch = EPOCH.load(Ordering::Acquire);
-        let lookup = || {
-            table()
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get(&raw)
-                .copied()
-        };
-        CACHE
-            .try_with(|ways| {
-                for entry in &ways.entries {
-                    let (handle, id, entry_epoch) = entry.get();
-                    if handle == raw && entry_epoch == epoch {
-                        return (id != NOT_OWNED).then_some(id);
-                    }
-                }
-                let id = lookup();
-                let next = ways.next.get();
-                ways.entries[next].set((raw, id.unwrap_or(NOT_OWNED), epoch));
-                ways.next.set((next + 1) % WAYS);
-                id
-            })
-            // A thread's locals being torn down: the table answers.
-            .unwrap_or_else(|_| lookup())
+        let slot = &SLOTS[slot_index(raw)];
+        if slot.handle.load(Ordering::Acquire) == raw {
+            return Some(slot.id.load(Ordering::Relaxed));
+        }
+        get_slow(raw, slot)
+    }
+
+    #[cold]
+    fn get_slow(raw: usize, slot: &Slot) -> Option<u64> {
+        if slot.overflow.load(Ordering::Acquire) == 0 {
+            // Read again after the acquire above: a stream moved from the table into the slot
+            // (`destroyed`) stored its handle before lowering `overflow`.
+            if slot.handle.load(Ordering::Acquire) == raw {
+                return Some(slot.id.load(Ordering::Relaxed));
+            }
+            return None;
+        }
+        table()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&raw)
+            .copied()
     }
 
     pub(super) fn created(raw: usize, id: u64) {
-        table()
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(raw, id);
-        // A thread given the new handle sees this bump, so no entry of an older stream with the
-        // same handle survives in its cache.
-        EPOCH.fetch_add(1, Ordering::AcqRel);
+        let mut table = table().lock().unwrap_or_else(PoisonError::into_inner);
+        table.insert(raw, id);
+        let slot = &SLOTS[slot_index(raw)];
+        // Slots change only under the table's lock.
+        if slot.handle.load(Ordering::Relaxed) == 0 {
+            slot.id.store(id, Ordering::Relaxed);
+            slot.handle.store(raw, Ordering::Release);
+        } else {
+            slot.overflow.fetch_add(1, Ordering::Release);
+        }
     }
 
     pub(super) fn destroyed(raw: usize) {
-        table()
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&raw);
-        EPOCH.fetch_add(1, Ordering::AcqRel);
+        let mut table = table().lock().unwrap_or_else(PoisonError::into_inner);
+        if table.remove(&raw).is_none() {
+            return;
+        }
+        let index = slot_index(raw);
+        let slot = &SLOTS[index];
+        if slot.handle.load(Ordering::Relaxed) != raw {
+            slot.overflow.fetch_sub(1, Ordering::Release);
+            return;
+        }
+        // Another live stream of this slot (only in the table) takes its place, so that the slot
+        // keeps answering without the lock.
+        let next = (slot.overflow.load(Ordering::Relaxed) > 0)
+            .then(|| table.iter().find(|(&h, _)| slot_index(h) == index))
+            .flatten();
+        match next {
+            Some((&handle, &id)) => {
+                slot.id.store(id, Ordering::Relaxed);
+                slot.handle.store(handle, Ordering::Release);
+                slot.overflow.fetch_sub(1, Ordering::Release);
+            }
+            None => slot.handle.store(0, Ordering::Release),
+        }
     }
 
     #[cfg(test)]
@@ -492,39 +522,88 @@ mod known_ids {
 
         // Fake handles: only the table and the caches see them, never the driver.
         #[test]
-        fn a_cached_id_never_outlives_its_stream() {
+        fn a_known_id_never_outlives_its_stream() {
             let (h, other) = (0xdead_0000_usize, 0xdead_1000_usize);
             assert_eq!(get(h), None, "unknown handles go to the driver");
-            assert_eq!(get(h), None, "and are cached as not owned");
             created(h, 7);
-            assert_eq!(get(h), Some(7), "a creation voids the negative entry");
             assert_eq!(get(h), Some(7));
-            assert_eq!(get(h), Some(7), "then from this thread's cache");
             std::thread::spawn(move || assert_eq!(get(h), Some(7), "other threads find it too"))
                 .join()
                 .unwrap();
             destroyed(h);
-            assert_eq!(get(h), None, "the cache entry died with the stream");
+            assert_eq!(get(h), None, "the id died with the stream");
             created(h, 9);
             assert_eq!(
                 get(h),
                 Some(9),
                 "a new stream reusing the handle has its own id"
             );
-            for i in 0..2 * WAYS {
+            for i in 0..8 {
                 created(other + i, i as u64);
                 assert_eq!(get(other + i), Some(i as u64));
             }
-            assert_eq!(
-                get(h),
-                Some(9),
-                "evicted from the cache, still in the table"
-            );
+            assert_eq!(get(h), Some(9), "others do not displace it");
             destroyed(h);
-            for i in 0..2 * WAYS {
+            for i in 0..8 {
                 destroyed(other + i);
                 assert_eq!(get(other + i), None);
             }
+        }
+
+        /// Many more live streams than slots: each still has its id, through the table, and
+        /// keeps it while the streams sharing its slot come and go.
+        #[test]
+        fn streams_sharing_a_slot_keep_their_ids() {
+            let handle = |i: usize| 0xbeef_0000_0000_usize + i * 0x240;
+            let n = 4 << SLOT_BITS;
+            for i in 0..n {
+                created(handle(i), 1000 + i as u64);
+            }
+            assert!((0..n).all(|i| get(handle(i)) == Some(1000 + i as u64)));
+            for i in (0..n).step_by(2) {
+                destroyed(handle(i));
+            }
+            for i in 0..n {
+                let expected = (i % 2 == 1).then_some(1000 + i as u64);
+                assert_eq!(get(handle(i)), expected, "stream {i}");
+            }
+            for i in (1..n).step_by(2) {
+                destroyed(handle(i));
+            }
+            // A reader never misses a live stream while others of its slot come and go: the
+            // slot's holder destroyed, and the reader's stream moved from the table into the slot.
+            let slot = slot_index(handle(0));
+            let mut same_slot = (n..).map(handle).filter(|&h| slot_index(h) == slot);
+            for round in 0..100u64 {
+                let holder = same_slot.next().unwrap();
+                let live = same_slot.next().unwrap();
+                let others: Vec<usize> = same_slot.by_ref().take(3).collect();
+                created(holder, 1);
+                created(live, round);
+                for &h in &others {
+                    created(h, 2);
+                }
+                let stop = std::sync::atomic::AtomicBool::new(false);
+                std::thread::scope(|scope| {
+                    let reader = scope.spawn(|| {
+                        let mut reads = 0u64;
+                        while !stop.load(Ordering::Relaxed) || reads < 100 {
+                            assert_eq!(get(live), Some(round));
+                            reads += 1;
+                        }
+                    });
+                    destroyed(holder);
+                    for &h in &others {
+                        destroyed(h);
+                    }
+                    stop.store(true, Ordering::Relaxed);
+                    reader.join().unwrap();
+                });
+                assert_eq!(get(live), Some(round));
+                destroyed(live);
+                assert_eq!(get(live), None);
+            }
+            assert!((0..n).all(|i| get(handle(i)).is_none()));
         }
     }
 }

@@ -213,13 +213,14 @@ impl Syncer for CudaSyncer {
         cuda::device_count().is_ok_and(|n| n == 1).then_some(0)
     }
     fn stream_id(&self, stream: Stream) -> (u64, bool) {
-        // A live stream of ours is answered from a per-thread cache, with no driver call. Any other
-        // handle is a stream made elsewhere, keyed by its driver id (`cuStreamGetId`, one call):
-        // its handle alone would not do, since the driver hands a destroyed stream's handle to a
-        // new stream while the old one's work is still queued (seen on driver 580 by the GPU test
-        // `a_foreign_stream_destroyed_after_a_free_and_its_handle_reused`, which failed when the
-        // key was the handle alone), and blocks of the old stream's open batch must not go to the
-        // new one unordered. The id is asked only while the call that names the stream runs.
+        // A live stream of ours is answered from a table read without a lock (`known_ids`), with
+        // no driver call. Any other handle is a stream made elsewhere, keyed by its driver id
+        // (`cuStreamGetId`, one call): its handle alone would not do, since the driver hands a
+        // destroyed stream's handle to a new stream while the old one's work is still queued (seen
+        // on driver 580 by the GPU test `a_foreign_stream_destroyed_after_a_free_and_its_handle_reused`,
+        // which failed when the key was the handle alone), and blocks of the old stream's open
+        // batch must not go to the new one unordered. The id is asked only while the call that
+        // names the stream runs.
         match stream.owned_id() {
             Some(id) => (id, true),
             None => (stream.id().unwrap_or(0), false),
