@@ -175,7 +175,10 @@ fn all_resources() -> Vec<(&'static str, Factory)> {
         // As RMM's benchmark: the arena takes all free memory but 64 MiB.
         ("arena", || {
             let (free, _) = cuda::mem_info(cuda::current_device()?)?;
-            let size = (free - (64 << 20)) & !(DEFAULT_ALIGNMENT - 1);
+            let size = free
+                .checked_sub(64 << 20)
+                .ok_or_else(|| rmm_core::Error::invalid(format!("{free} bytes free, not 64 MiB")))?
+                & !(DEFAULT_ALIGNMENT - 1);
             Ok(AnyResource::new(ArenaMemoryResource::new(
                 AnyResource::new(CudaMemoryResource::new()),
                 Some(size),
