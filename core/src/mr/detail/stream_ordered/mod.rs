@@ -316,6 +316,9 @@ pub(crate) struct Core {
     /// Blocks taken out of an ending thread's front and not yet freed (see [`Core::front_gone`]):
     /// while there are any, the counters are between two states and [`Core::stats`] waits.
     leaving: AtomicUsize,
+    /// Blocks of ending threads' fronts freed so far: an allocation about to fail checks that none
+    /// arrived since it flushed the caches (see [`Core::allocate`]).
+    left: AtomicU64,
     /// Frees that close a batch ([`CLOSE_FREES`]; smaller in some tests).
     close_frees: std::sync::atomic::AtomicU32,
     /// How often allocate, deallocate and spills took `global` (tests measure lock traffic).
@@ -387,6 +390,7 @@ impl Core {
             shard_budget: AtomicUsize::new(cache.budget(0, shards)),
             orphans: Mutex::new(Vec::new()),
             leaving: AtomicUsize::new(0),
+            left: AtomicU64::new(0),
             // The CPU tests close batches often, so that every path around closing runs.
             close_frees: std::sync::atomic::AtomicU32::new(if cfg!(test) {
                 3
@@ -499,6 +503,7 @@ impl Core {
             }
         }
         let mut g = self.lock_shared();
+        let left = self.left.load(Ordering::Acquire);
         g.passed.blocked = false;
         if g.passed.stranded >= COVER_AFTER_STRANDED_SKIPS {
             // Counted afresh even when nothing was left to cover.
@@ -557,13 +562,46 @@ impl Core {
             }
             Err(e) => Err(e),
         };
-        match grown {
+        let result = match grown {
             // Blocks of batches that no event closed yet (their streams may only be named by their
             // own calls): before failing, one device-wide synchronization covers them all.
             Err(e) if e.is_out_of_memory() && self.cover_open_batches(&mut g)? => {
                 self.take(&mut g, key, size, alignment, false)?.ok_or(e)
             }
             result => result,
+        };
+        match result {
+            // A block leaving an ending thread's front (see `front_gone`), or one that arrived in
+            // a shard after the flush above: its free returned long ago, so it must not be missed.
+            Err(e)
+                if e.is_out_of_memory()
+                    && (self.leaving.load(Ordering::Acquire) > 0
+                        || self.left.load(Ordering::Acquire) != left) =>
+            {
+                drop(g);
+                self.wait_while_blocks_leave_fronts();
+                let mut g = self.lock_shared();
+                self.flush_caches_for(&mut g, Some(key));
+                if let Some(addr) = self.take(&mut g, key, size, alignment, false)? {
+                    return Ok(addr);
+                }
+                // Its stream's batch may be open (a PTDS, a stream made elsewhere).
+                if self.cover_open_batches(&mut g)? {
+                    if let Some(addr) = self.take(&mut g, key, size, alignment, false)? {
+                        return Ok(addr);
+                    }
+                }
+                Err(e)
+            }
+            result => result,
+        }
+    }
+
+    /// Waits while a block is between an ending thread's front and the free lists.
+    #[cold]
+    fn wait_while_blocks_leave_fronts(&self) {
+        while self.leaving.load(Ordering::Acquire) > 0 {
+            std::thread::yield_now();
         }
     }
 
@@ -578,7 +616,16 @@ impl Core {
             batches.extend(lock(&shard.0).open.drain(..).map(|b| b.marker));
         }
         batches.append(&mut lock(&self.orphans));
-        if batches.is_empty() {
+        // A block in another thread's front, of a stream that only that thread's calls may name
+        // (its PTDS, a stream made elsewhere): requests leave it there (see `flush_caches_for`),
+        // so a thread that freed and then went idle would hold it until its end; the
+        // synchronization covers it too (its free returned before the drain below).
+        let held_in_fronts = || {
+            lock(&self.fronts)
+                .iter()
+                .any(|f| f.peek().is_some_and(|h| h.key.needs_marker()))
+        };
+        if batches.is_empty() && !held_in_fronts() {
             return Ok(false);
         }
         self.flush_caches(g);
@@ -1036,6 +1083,8 @@ impl Core {
                     h.size
                 );
             }
+            // Before `leaving` drops: whoever sees it drop sees this too.
+            self.left.fetch_add(1, Ordering::AcqRel);
             self.leaving.fetch_sub(1, Ordering::AcqRel);
         }
         // Its shard's open batches will not be closed by their thread: abandoned, their blocks
@@ -1615,9 +1664,7 @@ impl Core {
     pub(crate) fn check_invariants(&self) {
         // As `stats`: not while an ending thread's front block is between two places (checked
         // once here: the callers' threads are done but for their thread-local destructors).
-        while self.leaving.load(Ordering::Acquire) > 0 {
-            std::thread::yield_now();
-        }
+        self.wait_while_blocks_leave_fronts();
         let g = lock(&self.global);
         g.free.check_invariants();
         let mut stats_free = g.free.free_bytes();

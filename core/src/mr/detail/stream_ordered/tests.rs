@@ -1833,6 +1833,38 @@ fn fronts_are_drained_before_growing_at_retirement_and_at_thread_exit() {
     r.core.check_invariants();
 }
 
+/// A thread frees the whole pool (into its front) and ends; an allocation made as soon as that
+/// free returned races the thread's end, which moves the block from the front to the free lists:
+/// it must find the block, wherever it is then, and never fail with out-of-memory (seen under
+/// ThreadSanitizer's timing in the growth case of the test above).
+#[test]
+fn an_allocation_racing_a_threads_end_finds_the_block_leaving_its_front() {
+    for round in 0..300 {
+        let r = rig(MIB, Growth::Pool { maximum: Some(MIB) }, CacheLimits::DEFAULT);
+        let stream = if round % 2 == 0 { fake_stream(1) } else { Stream::PER_THREAD };
+        let (core, syncer) = (r.core.clone(), r.syncer.clone());
+        let (freed_tx, freed_rx) = std::sync::mpsc::channel();
+        let ending = std::thread::spawn(move || {
+            let p = naming(stream, || core.allocate(stream, MIB, 256)).unwrap();
+            let key = syncer.key(stream);
+            syncer.model().allocated(key, p, MIB).unwrap();
+            syncer.model().freed(key, p, MIB);
+            naming(stream, || core.deallocate(stream, p, MIB, true)).unwrap();
+            freed_tx.send(()).unwrap();
+        });
+        freed_rx.recv().unwrap();
+        let s2 = fake_stream(2);
+        let q = naming(s2, || r.core.allocate(s2, MIB, 256))
+            .unwrap_or_else(|e| panic!("round {round} ({stream:?}): {e}"));
+        let key = r.syncer.key(s2);
+        r.syncer.model().allocated(key, q, MIB).unwrap();
+        ending.join().unwrap();
+        assert_eq!(r.core.pool_size(), MIB, "round {round}: no growth");
+        r.free_checked(fake_stream(2), q, MIB);
+        r.core.check_invariants();
+    }
+}
+
 /// A core dropped with blocks in fronts synchronizes their streams and returns everything; a
 /// thread's front of a dropped core is never used again.
 #[test]
