@@ -7,7 +7,9 @@
 # criterion benchmark's 1-thread pairs. Resources: RMM_BENCH_RESOURCES (default "pool binning");
 # RMM_BENCH_PEER=0 skips RMM 26.10; RMM_BENCH_OURS another staging of ours (as in bench-gpu-run.sh),
 # RMM_BENCH_LABEL a suffix for our impl names (an A/B in one call).
-# Writes $OUT/one-thread.csv (impl,resource,workload,stream,threads,ns_per_op) and the logs.
+# Then benchmarks/peer/stream_switch_pair.cpp: one thread moving from stream kind to stream kind.
+# Writes $OUT/one-thread.csv (impl,resource,workload,stream,threads,ns_per_op),
+# $OUT/stream-switch.txt and the logs.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 B=$PWD/stage/bench
@@ -61,4 +63,8 @@ for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
         print(f"rmm-rs{sys.argv[2]},{res},pair256,{kind},{threads},{float(t.group(1)) * units[t.group(2)]:.2f}")
         name = None
 PY
-cat "$csv"
+# One thread moving from stream kind to stream kind on one resource (ours; RMM_BENCH_OURS's librmm.so).
+for r in ${RMM_BENCH_RESOURCES:-pool binning}; do
+    LD_LIBRARY_PATH=$OUR_LIBS "${pin[@]}" "$B/gxx/stream_switch_pair" 2000000 "$r"
+done >"$OUT/stream-switch${label:+-$label}.txt" 2>&1
+cat "$csv" "$OUT/stream-switch${label:+-$label}.txt"

@@ -5,7 +5,8 @@
 #   cccl.tar.gz        CCCL 3.5 + CUDA runtime headers (bindings-cpp/cmake/fetch-cccl.sh): our C++ headers
 #                      need CCCL >= 3.1 and the GPU machine's toolkit has 3.0.1
 #   rmmrs/librmm.so    our librmm (release), for the C++ side of the same workloads
-#   gxx/               both C++ binaries built here with g++, as a check and as a fallback should nvcc fail
+#   gxx/               both C++ binaries built here with g++, as a check and as a fallback should nvcc fail,
+#                      and stream_switch_pair (benchmarks/peer/stream_switch_pair.cpp, ours only)
 # benchmarks/peer/rmm_peer_bench.cpp is written once against RMM 26.x's C++ API; bench-gpu-run.sh
 # builds it there with nvcc twice: against RMM 26.10, and against our headers (<rmm/...>) + librmm.so.
 # Then, with the device tool:
@@ -60,6 +61,9 @@ IFS=';' read -r -a inc <<<"$cccl_dirs"
 g++ -std=c++20 -O2 -Wall -DRMM_BENCH_IMPL='"rmm-rs-cpp"' \
     -I bindings-cpp/include "${inc[@]/#/-I}" \
     -I "$U/nvidia/cu13/include" benchmarks/peer/rmm_peer_bench.cpp -o "$OUTDIR/gxx/rmmrs_cpp_bench" \
+    -L "$OUTDIR/rmmrs" -lrmm -L "$U/nvidia/cu13/lib" -l:libcudart.so.13 -lpthread
+g++ -std=c++20 -O2 -Wall -I bindings-cpp/include "${inc[@]/#/-I}" -I "$U/nvidia/cu13/include" \
+    benchmarks/peer/stream_switch_pair.cpp -o "$OUTDIR/gxx/stream_switch_pair" \
     -L "$OUTDIR/rmmrs" -lrmm -L "$U/nvidia/cu13/lib" -l:libcudart.so.13 -lpthread
 cp scripts/bench-table.py "$OUTDIR/"
 du -sh "$OUTDIR"
