@@ -111,45 +111,64 @@ fn a_reused_handle_comes_with_a_new_stream_id() {
     unsafe { device.deallocate_sync(buffer, bytes, 256).unwrap() };
 }
 
-/// A stream made elsewhere is destroyed right after the free that named it, and a new stream (with
-/// the same handle whenever the driver gives it back) gets the block: it sees the old stream's last
-/// write, never an older one, whatever the handle.
+/// A stream made elsewhere is destroyed, and a new stream (with the same handle whenever the driver
+/// gives it back) gets the pool's only block: it sees the old stream's last write, never an older
+/// one, whatever the handle. Two ways there:
+/// - the block is freed on the old stream right before it is destroyed;
+/// - the block was taken back from the thread's front on the old stream (so its free on the same
+///   handle asks no id: `Front::put_taken`), and after the old stream's end it is freed on the new
+///   one (ordered after the old one's work by an event, as a user must). With the old handle, that
+///   free goes back to the front under the dead stream's key: the new stream still gets the block
+///   only once the old stream's work is done (one device-wide synchronization), never from the
+///   front.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_foreign_stream_destroyed_after_a_free_and_its_handle_reused() {
     crate::testing::require_gpu();
     let bytes = 64 * MIB;
-    let pool = cuda_pool(bytes, Some(bytes));
-    let mut same_handle = 0;
-    for round in 0..10u8 {
-        let f = foreign();
-        let p = pool.allocate(f, bytes, 256).unwrap();
-        // SAFETY: `p` holds `bytes`; the free is ordered after the fills on `f`.
-        unsafe {
-            backlog(p, bytes, f, 40, 0x40 + round);
-            pool.deallocate(f, p, bytes, 256).unwrap();
+    for freed_on_the_new_stream in [false, true] {
+        let pool = cuda_pool(bytes, Some(bytes));
+        let mut same_handle = 0;
+        for round in 0..10u8 {
+            let last = 0x40 + round;
+            let f = foreign();
+            let mut p = pool.allocate(f, bytes, 256).unwrap();
+            if freed_on_the_new_stream {
+                // SAFETY: from allocate above, unused; freed once. Then taken back from the front.
+                unsafe { pool.deallocate(f, p, bytes, 256).unwrap() };
+                p = pool.allocate(f, bytes, 256).unwrap();
+            }
+            // SAFETY: `p` holds `bytes`; only `f` uses it.
+            unsafe { backlog(p, bytes, f, 40, last) };
+            let done = cu::Event::new(cu::EventFlags::DisableTiming).unwrap();
+            done.record(f).unwrap();
+            if !freed_on_the_new_stream {
+                // SAFETY: the free is ordered after the fills on `f`.
+                unsafe { pool.deallocate(f, p, bytes, 256).unwrap() };
+            }
+            destroy(f);
+            let g = foreign();
+            same_handle += usize::from(g == f);
+            if freed_on_the_new_stream {
+                g.wait_event(&done).unwrap();
+                // SAFETY: from allocate above; its uses are ordered before `g`'s later work.
+                unsafe { pool.deallocate(g, p, bytes, 256).unwrap() };
+            }
+            let q = pool.allocate(g, bytes, 256).unwrap();
+            assert_eq!(q, p, "the pool holds only this block");
+            assert_eq!(
+                read_ends(q, bytes, g),
+                [last; 32],
+                "round {round} (freed on the new stream: {freed_on_the_new_stream}): the new stream overtook the old one"
+            );
+            // SAFETY: from allocate above; `g`'s work on it is finished (read back above).
+            unsafe { pool.deallocate(g, q, bytes, 256).unwrap() };
+            destroy(g);
         }
-        destroy(f);
-        let g = foreign();
-        same_handle += usize::from(g == f);
-        let q = pool.allocate(g, bytes, 256).unwrap();
-        assert_eq!(q, p, "the pool holds only this block");
-        assert_eq!(
-            read_ends(q, bytes, g),
-            [0x40 + round; 32],
-            "round {round}: the new stream overtook the old one"
-        );
-        // SAFETY: from allocate above; `g`'s work on it is finished.
-        unsafe { pool.deallocate(g, q, bytes, 256).unwrap() };
-        destroy(g);
+        eprintln!("the new stream had the old handle in {same_handle}/10 rounds (freed on the new stream: {freed_on_the_new_stream})");
+        pool.core.check_invariants();
+        assert_eq!(pool.release_unused().unwrap(), bytes, "trimming names no dead stream");
     }
-    eprintln!("the new stream had the old handle in {same_handle}/10 rounds");
-    pool.core.check_invariants();
-    assert_eq!(
-        pool.release_unused().unwrap(),
-        bytes,
-        "trimming names no dead stream"
-    );
 }
 
 /// Blocks freed on one stream made elsewhere are allocated on another (both alive): the second is

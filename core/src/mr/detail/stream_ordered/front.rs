@@ -50,7 +50,7 @@ const BUSY: u8 = 2;
 /// enough that churn, where the front seldom serves, pays one more compare-and-swap per 64 frees.
 pub(super) const DISPLACE_AFTER: u32 = 64;
 
-/// What [`put`] did with a freed block.
+/// What [`Front::put`] did with a freed block.
 #[derive(Debug)]
 pub(super) enum Put {
     /// In the front.
@@ -81,11 +81,15 @@ pub(in crate::mr::detail) struct Front {
     /// Owner only: frees in a row that found the front full (an atomic only for `Sync`; relaxed
     /// loads and stores, no read-modify-write).
     refused: AtomicU32,
+    /// Owner only: the block this thread last took back from the front on a stream made elsewhere
+    /// (size 0: none), with the key it was taken on, so that its free on the same handle can go
+    /// back to the front without asking the driver for the stream's id again (see [`put_taken`]).
+    taken: UnsafeCell<Hot>,
 }
 
-// SAFETY: `hot` is written only by the owning thread (the one whose thread-local list holds the
-// front: `put` and `take` are called only through it), and only while `state` is `EMPTY`, when no
-// other thread reads it; other threads read it only while they hold `BUSY`, which they reach from
+// SAFETY: `taken` is read and written by the owning thread only (the one whose thread-local list
+// holds the front: `put`, `put_taken` and `take` are called only through it). `hot` is written
+// only by the owning thread, and only while `state` is `EMPTY`, when no other thread reads it; other threads read it only while they hold `BUSY`, which they reach from
 // `FULL` by a compare-and-swap (acquire, pairing with the owner's release store of `FULL`), and the
 // owner never writes it in `FULL` or `BUSY`.
 unsafe impl Sync for Front {}
@@ -101,6 +105,11 @@ impl Front {
                 size: 0,
             }),
             refused: AtomicU32::new(0),
+            taken: UnsafeCell::new(Hot {
+                key: StreamKey::of(crate::cuda::Stream::DEFAULT, || 0, || (0, true)),
+                addr: 0,
+                size: 0,
+            }),
         }
     }
 
@@ -189,8 +198,47 @@ impl Front {
         // Whoever moves it out of `FULL` first has the block.
         self.state
             .compare_exchange(FULL, EMPTY, Ordering::Acquire, Ordering::Relaxed)
-            .ok()
-            .map(|_| hot.addr)
+            .ok()?;
+        if !key.tracked() {
+            // SAFETY: `taken` is the owner's alone (this thread).
+            unsafe { *self.taken.get() = hot };
+        }
+        Some(hot.addr)
+    }
+
+    /// Owner only: puts back the block last taken on a stream made elsewhere, if this frees it
+    /// (`addr`, `size`) on the same handle (`raw`) and the front is empty; false otherwise (the
+    /// caller then asks for the stream's key and takes the usual path).
+    ///
+    /// The key is the one the block was taken on, without asking the driver again: the handle may
+    /// name another stream by now (the first destroyed, its handle reused), and then the key is
+    /// stale. That is safe because a block with a stale key only ever sits in this front. No
+    /// allocation can take it: their keys are asked fresh, and the old stream is gone. A drain
+    /// or this thread's end sends it to the old stream's batch without closing it, and one
+    /// device-wide synchronization covers that batch.
+    ///
+    /// # Safety
+    /// Called only by the thread that owns the front (see [`with_front`]).
+    #[inline]
+    unsafe fn put_taken(&self, raw: usize, addr: usize, size: usize) -> bool {
+        let taken = self.taken.get();
+        // SAFETY: `taken` is the owner's alone (the caller's contract).
+        let block = unsafe { *taken };
+        if block.size != size
+            || block.addr != addr
+            || block.key.tracked()
+            || block.key.stream().as_raw() != raw
+            || self.state.load(Ordering::Acquire) != EMPTY
+        {
+            return false;
+        }
+        // SAFETY: as above; once only.
+        unsafe { (*taken).size = 0 };
+        // SAFETY: the owner, `EMPTY`.
+        unsafe { self.write(block) };
+        self.refused.store(0, Ordering::Relaxed);
+        self.state.store(FULL, Ordering::Release);
+        true
     }
 
     /// Any thread: takes the block out, if any. Callers are serialized (the shared lock, or the
@@ -284,9 +332,18 @@ pub(super) fn take(core: &Core, key: StreamKey, size: usize, alignment: usize) -
     with_front(core, |front| unsafe { front.take(key, size, alignment) }).flatten()
 }
 
+/// Puts back the block the calling thread last took from its front of `core` on a stream made
+/// elsewhere, if this frees it on the same handle (see [`Front::put_taken`]).
+#[inline]
+pub(super) fn put_taken(core: &Core, raw: usize, addr: usize, size: usize) -> bool {
+    // SAFETY: `with_front` hands out the calling thread's own front.
+    with_front(core, |front| unsafe { front.put_taken(raw, addr, size) }).unwrap_or(false)
+}
+
 /// Puts a freed block in the calling thread's front of `core` (see [`Front::put`]).
 #[inline]
 pub(super) fn put(core: &Core, block: Hot) -> Put {
     // SAFETY: `with_front` hands out the calling thread's own front.
     with_front(core, |front| unsafe { front.put(block) }).unwrap_or(Put::Refused)
 }
+

@@ -1426,9 +1426,18 @@ impl Core {
         size: usize,
         verified: bool,
     ) -> Result<()> {
-        let key = self.key(stream);
         // Only verified frees: an unverified one must first be checked against the free blocks.
-        if verified && size <= self.cache.max_block {
+        let cacheable = verified && size <= self.cache.max_block;
+        // The pair on a stream made elsewhere: the block the thread just took from its front goes
+        // back without asking the driver for the stream's id a second time.
+        if cacheable
+            && !matches!(stream.as_raw(), 0 | LEGACY | PER_THREAD)
+            && front::put_taken(self, stream.as_raw(), addr, size)
+        {
+            return Ok(());
+        }
+        let key = self.key(stream);
+        if cacheable {
             match front::put(self, Hot { key, addr, size }) {
                 Put::Kept => return Ok(()),
                 Put::Displaced(old) => {
