@@ -28,12 +28,12 @@
 //! the loser finds it nowhere and is refused.
 
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::LocalKey;
 
 use super::live_set::LiveSet;
-use super::per_thread::{self, Items, Owner, Remembered, WAYS};
+use super::per_thread::{self, Items, Owner, Refusals, Remembered, WAYS};
 
 const EMPTY: u8 = 0;
 const LENT: u8 = 1;
@@ -67,7 +67,7 @@ pub(super) struct Slot {
     addr: AtomicUsize,
     size: AtomicUsize,
     /// Owner only: allocations since the slot last lent one that found it taken.
-    refused: AtomicU32,
+    refused: Refusals,
 }
 
 /// What a scan found for a pointer.
@@ -88,7 +88,7 @@ impl Slot {
             state: AtomicU8::new(EMPTY),
             addr: AtomicUsize::new(0),
             size: AtomicUsize::new(0),
-            refused: AtomicU32::new(0),
+            refused: Refusals::new(),
         }
     }
 
@@ -97,16 +97,13 @@ impl Slot {
     #[inline]
     fn lend(&self, addr: usize, size: usize) -> Lend {
         if self.state.load(Ordering::Relaxed) != EMPTY {
-            // Only the owner touches `refused`: relaxed loads and stores, no read-modify-write.
-            let refused = self.refused.load(Ordering::Relaxed) + 1;
-            if refused >= EVICT_AFTER {
-                self.refused.store(0, Ordering::Relaxed);
+            if self.refused.one_more(EVICT_AFTER) {
+                self.refused.reset();
                 return Lend::Stale;
             }
-            self.refused.store(refused, Ordering::Relaxed);
             return Lend::Taken;
         }
-        self.refused.store(0, Ordering::Relaxed);
+        self.refused.reset();
         // Only the owner leaves `EMPTY`, and nobody reads the fields in it.
         self.addr.store(addr, Ordering::Relaxed);
         self.size.store(size, Ordering::Relaxed);

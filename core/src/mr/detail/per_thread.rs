@@ -9,6 +9,7 @@
 //! At the thread's end every owner still alive hears of its item ([`Owner::item_gone`]).
 
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::LocalKey;
 
@@ -25,6 +26,32 @@ impl<O: Owner> Items<O> {
     /// No items (the `const` initializer of the thread-local).
     pub(super) const fn new() -> Self {
         Self(Vec::new())
+    }
+}
+
+/// An item's count of its owner thread's calls in a row that it turned away (a front full, a slot
+/// taken), after which the caller moves its content out for the new one: the owner alone counts,
+/// so an atomic only for `Sync`, with relaxed loads and stores and no read-modify-write.
+#[derive(Debug)]
+pub(super) struct Refusals(AtomicU32);
+
+impl Refusals {
+    pub(super) const fn new() -> Self {
+        Self(AtomicU32::new(0))
+    }
+
+    /// Owner only: counts one more refusal; true once `limit` are reached in a row.
+    #[inline]
+    pub(super) fn one_more(&self, limit: u32) -> bool {
+        let refused = self.0.load(Ordering::Relaxed).saturating_add(1);
+        self.0.store(refused, Ordering::Relaxed);
+        refused >= limit
+    }
+
+    /// Owner only: the item took one in; the count starts again.
+    #[inline]
+    pub(super) fn reset(&self) {
+        self.0.store(0, Ordering::Relaxed);
     }
 }
 

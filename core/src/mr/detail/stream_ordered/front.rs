@@ -32,12 +32,12 @@
 //! device-wide synchronization covers.
 
 use std::cell::{Cell, RefCell, UnsafeCell};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::LocalKey;
 
 use crate::aligned::is_aligned;
-use crate::mr::detail::per_thread::{self, Items, Owner, Remembered, WAYS};
+use crate::mr::detail::per_thread::{self, Items, Owner, Refusals, Remembered, WAYS};
 
 use super::key::StreamKey;
 use super::Core;
@@ -78,9 +78,8 @@ pub(in crate::mr::detail) struct Front {
     pub(super) core: u64,
     state: AtomicU8,
     hot: UnsafeCell<Hot>,
-    /// Owner only: frees in a row that found the front full (an atomic only for `Sync`; relaxed
-    /// loads and stores, no read-modify-write).
-    refused: AtomicU32,
+    /// Owner only: frees in a row that found the front full.
+    refused: Refusals,
     /// Owner only: the block this thread last took back from the front on a stream made elsewhere
     /// (size 0: none), with the key it was taken on, so that its free on the same handle can go
     /// back to the front without asking the driver for the stream's id again (see [`put_taken`]).
@@ -89,9 +88,10 @@ pub(in crate::mr::detail) struct Front {
 
 // SAFETY: `taken` is read and written by the owning thread only (the one whose thread-local list
 // holds the front: `put`, `put_taken` and `take` are called only through it). `hot` is written
-// only by the owning thread, and only while `state` is `EMPTY`, when no other thread reads it; other threads read it only while they hold `BUSY`, which they reach from
-// `FULL` by a compare-and-swap (acquire, pairing with the owner's release store of `FULL`), and the
-// owner never writes it in `FULL` or `BUSY`.
+// only by the owning thread, and only while `state` is `EMPTY`, when no other thread reads it;
+// other threads read it only while they hold `BUSY`, which they reach from `FULL` by a
+// compare-and-swap (acquire, pairing with the owner's release store of `FULL`), and the owner
+// never writes it in `FULL` or `BUSY`.
 unsafe impl Sync for Front {}
 
 impl Front {
@@ -104,7 +104,7 @@ impl Front {
                 addr: 0,
                 size: 0,
             }),
-            refused: AtomicU32::new(0),
+            refused: Refusals::new(),
             taken: UnsafeCell::new(Hot {
                 key: StreamKey::of(crate::cuda::Stream::DEFAULT, || 0, || (0, true)),
                 addr: 0,
@@ -125,9 +125,7 @@ impl Front {
             return unsafe { self.put_full(block) };
         }
         // SAFETY: the owner, `EMPTY` (the caller's contract).
-        unsafe { self.write(block) };
-        self.refused.store(0, Ordering::Relaxed);
-        self.state.store(FULL, Ordering::Release);
+        unsafe { self.fill(block) };
         Put::Kept
     }
 
@@ -137,9 +135,7 @@ impl Front {
     /// As for [`Front::put`].
     #[cold]
     unsafe fn put_full(&self, block: Hot) -> Put {
-        let refused = self.refused.load(Ordering::Relaxed) + 1;
-        if refused < DISPLACE_AFTER {
-            self.refused.store(refused, Ordering::Relaxed);
+        if !self.refused.one_more(DISPLACE_AFTER) {
             return Put::Refused;
         }
         // As in `take`: whoever moves it out of `FULL` first has the block (a drainer holding
@@ -155,18 +151,16 @@ impl Front {
         // it while it is written.
         let old = unsafe { *self.hot.get() };
         // SAFETY: the owner, `EMPTY`.
-        unsafe { self.write(block) };
-        self.refused.store(0, Ordering::Relaxed);
-        self.state.store(FULL, Ordering::Release);
+        unsafe { self.fill(block) };
         Put::Displaced(old)
     }
 
-    /// Writes the block.
+    /// Writes the block and hands it to the front (`FULL`); the refusals start again.
     ///
     /// # Safety
     /// The owner, while the state is `EMPTY`.
     #[inline]
-    unsafe fn write(&self, block: Hot) {
+    unsafe fn fill(&self, block: Hot) {
         let hot = self.hot.get();
         // SAFETY: the owner writes while `EMPTY`: no other thread reads `hot` (the contract and the
         // `Sync` comment); only the owner leaves `EMPTY`. Field by field: a whole `Hot` is copied
@@ -177,6 +171,8 @@ impl Front {
             (*hot).addr = block.addr;
             (*hot).size = block.size;
         }
+        self.refused.reset();
+        self.state.store(FULL, Ordering::Release);
     }
 
     /// Owner only: takes the block if it is `size` bytes at an `alignment`-aligned address freed on
@@ -235,9 +231,7 @@ impl Front {
         // SAFETY: as above; once only.
         unsafe { (*taken).size = 0 };
         // SAFETY: the owner, `EMPTY`.
-        unsafe { self.write(block) };
-        self.refused.store(0, Ordering::Relaxed);
-        self.state.store(FULL, Ordering::Release);
+        unsafe { self.fill(block) };
         true
     }
 

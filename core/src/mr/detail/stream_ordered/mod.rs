@@ -1072,17 +1072,8 @@ impl Core {
                 .drain()
                 .inspect(|_| _ = self.leaving.fetch_add(1, Ordering::AcqRel))
         };
-        // Verified when it entered the front, and accepted then: an error here is logged, never
-        // returned to a later caller.
         if let Some(h) = hot {
-            if let Err(e) = self.free_slow(h.key, h.addr, h.size, true, false) {
-                tracing::error!(
-                    "{}: a block leaving a front [{:#x}, +{}): {e}",
-                    self.name,
-                    h.addr,
-                    h.size
-                );
-            }
+            self.free_front_block(h, false);
             // Before `leaving` drops: whoever sees it drop sees this too.
             self.left.fetch_add(1, Ordering::AcqRel);
             self.leaving.fetch_sub(1, Ordering::AcqRel);
@@ -1431,7 +1422,8 @@ impl Core {
         // The pair on a stream made elsewhere: the block the thread just took from its front goes
         // back without asking the driver for the stream's id a second time.
         if cacheable
-            && !matches!(stream.as_raw(), 0 | LEGACY | PER_THREAD)
+            && !stream.is_default()
+            && !stream.is_per_thread_default()
             && front::put_taken(self, stream.as_raw(), addr, size)
         {
             return Ok(());
@@ -1441,7 +1433,7 @@ impl Core {
             match front::put(self, Hot { key, addr, size }) {
                 Put::Kept => return Ok(()),
                 Put::Displaced(old) => {
-                    self.free_displaced(key, old);
+                    self.free_front_block(old, old.key == key);
                     return Ok(());
                 }
                 Put::Refused => {}
@@ -1450,17 +1442,18 @@ impl Core {
         self.free_slow(key, addr, size, verified, true)
     }
 
-    /// The usual free path for a block displaced from the thread's front by a free on `key` (the
-    /// stream the current call names). Verified when it entered the front, and accepted then: an
-    /// error is logged, not returned to the caller, whose own free succeeded.
+    /// The usual free path for a block out of a front (displaced by a free, or its thread ended);
+    /// `named`: the current call names the block's stream. Verified when it entered the front, and
+    /// accepted then: an error is logged, never returned to a caller (whose own free, if any,
+    /// succeeded).
     #[cold]
-    fn free_displaced(&self, key: StreamKey, old: Hot) {
-        if let Err(e) = self.free_slow(old.key, old.addr, old.size, true, old.key == key) {
+    fn free_front_block(&self, block: Hot, named: bool) {
+        if let Err(e) = self.free_slow(block.key, block.addr, block.size, true, named) {
             tracing::error!(
-                "{}: a block displaced from a front [{:#x}, +{}): {e}",
+                "{}: a block leaving a front [{:#x}, +{}): {e}",
                 self.name,
-                old.addr,
-                old.size
+                block.addr,
+                block.size
             );
         }
     }
