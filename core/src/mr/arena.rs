@@ -356,7 +356,11 @@ impl MemoryResource for ArenaMemoryResource {
             self.name(),
             self.shared.allocate(stream, bytes)?,
             granule(bytes, None),
-        );
+            |ptr| {
+                // The block was never handed out: back to the arena at once.
+                let _ = self.shared.deallocate(stream, ptr, bytes);
+            },
+        )?;
         if let Some(nvtx) = &self.nvtx {
             nvtx.allocated(ptr, bytes);
         }
@@ -411,6 +415,11 @@ impl MemoryResource for ArenaMemoryResource {
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
         crate::resource::downcast::<Self>(other)
             .is_some_and(|o| Arc::ptr_eq(&self.shared, &o.shared))
+    }
+
+    /// From the live-allocation index (`None` when frees are unchecked).
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, _alignment: usize) -> Option<bool> {
+        self.live.is_live(ptr, granule(bytes, None))
     }
 }
 

@@ -170,6 +170,16 @@ pub trait MemoryResource: Any + Send + Sync {
 
     /// True when memory from `self` may be returned to `other` and vice versa.
     fn is_equal(&self, other: &dyn MemoryResource) -> bool;
+
+    /// Whether `ptr` is a live allocation of this resource that a free with `bytes` and
+    /// `alignment` would name: `Some(true)` when it is (sizes compared as `deallocate` compares
+    /// them), `Some(false)` when it is not, `None` when the resource keeps no record of what it
+    /// handed out (the default). An importer of a buffer described by another binary asks it
+    /// before adopting `(data, capacity)`.
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Option<bool> {
+        let _ = (ptr, bytes, alignment);
+        None
+    }
 }
 
 /// `other` as an `R`, looking through [`AnyResource`] wrappers (CCCL's `resource_cast`).
@@ -343,6 +353,9 @@ impl MemoryResource for AnyResource {
             None => other,
         };
         self.inner.is_equal(other)
+    }
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Option<bool> {
+        self.inner.is_live_allocation(ptr, bytes, alignment)
     }
 }
 
