@@ -13,8 +13,6 @@
 //! frees abort there); those children lift the cap after the out-of-memory error (an open item of
 //! docs/design/checked-frees.md).
 
-use std::process::Command;
-
 use crate::cuda::Stream;
 use crate::mr::{
     ArenaMemoryResource, ArenaOptions, BinningMemoryResource, FixedSizeMemoryResource,
@@ -131,13 +129,10 @@ fn allocating_until_the_host_is_exhausted_is_out_of_memory_not_an_abort() {
     let children: Vec<_> = KINDS
         .iter()
         .map(|kind| {
-            let child = Command::new(std::env::current_exe().unwrap())
-                .args([test, "--exact", "--nocapture", "--test-threads=1"])
-                .env(CHILD, kind)
-                // One malloc arena and a fixed mmap threshold: glibc otherwise serves the tables
-                // from per-thread heaps reserved 64 MiB at a time, which the cap already counts.
-                .env("MALLOC_ARENA_MAX", "1")
-                .env("MALLOC_MMAP_THRESHOLD_", "131072")
+            // One malloc arena and a fixed mmap threshold: glibc otherwise serves the tables from
+            // per-thread heaps reserved 64 MiB at a time, which the cap already counts.
+            let env = [(CHILD, *kind), ("MALLOC_ARENA_MAX", "1"), ("MALLOC_MMAP_THRESHOLD_", "131072")];
+            let child = crate::testing::rerun_test(test, &env)
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
