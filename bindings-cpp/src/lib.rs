@@ -16,6 +16,7 @@
 mod abi;
 mod buffers;
 mod capsules;
+mod debug_log;
 mod devices;
 mod handles;
 mod process_exit;

@@ -160,6 +160,10 @@ pub fn error_from_c(
     };
     match status {
         RMM_ERROR_OUT_OF_MEMORY => {
+            // An rmm error that crossed as is comes back as it was (its resource and detail).
+            if let Some(same) = parse_out_of_memory(&message, details.bytes) {
+                return same;
+            }
             let plain = Error::out_of_memory(details.bytes as usize, resource);
             let detail = if message.is_empty() || message == plain.to_string() {
                 String::new()
@@ -182,6 +186,16 @@ pub fn error_from_c(
                     rest.split_once(": ").map(|(orig, msg)| (name, orig, msg))
                 });
             match parsed {
+                // A driver entry point's name: the error comes back as it was.
+                Some((name, orig, msg)) if is_entry_point_name(orig) => Error::Cuda {
+                    code,
+                    name: name.to_owned(),
+                    message: msg.to_owned(),
+                    // SAFETY: `intern` returns a NUL-terminated copy that lives for the process.
+                    call: unsafe { std::ffi::CStr::from_ptr(super::handle::intern(orig)) }
+                        .to_str()
+                        .unwrap_or(call),
+                },
                 Some((name, orig, msg)) => Error::Cuda {
                     code,
                     name: name.to_owned(),
@@ -209,4 +223,32 @@ pub fn error_from_c(
             }
         )),
     }
+}
+
+/// The [`Error::OutOfMemory`] whose text is `message` (its `Display`, as [`rmm_error::set`] writes
+/// it) for `bytes` bytes, or `None` when `message` is anything else (or was cut short).
+fn parse_out_of_memory(message: &str, bytes: u64) -> Option<Error> {
+    let rest = message.strip_prefix("out of memory: ")?;
+    let (resource, rest) = rest.split_once(" could not allocate ")?;
+    let (count, rest) = rest.split_once(" bytes")?;
+    if count.parse::<u64>().ok()? != bytes {
+        return None;
+    }
+    let detail = match rest {
+        "" => String::new(),
+        _ => rest.strip_prefix(" (")?.strip_suffix(')')?.to_owned(),
+    };
+    Some(Error::OutOfMemory {
+        bytes: usize::try_from(bytes).ok()?,
+        resource: resource.to_owned(),
+        detail,
+    })
+}
+
+/// True for what a CUDA driver entry point may be called (`cuMemAlloc_v2`): kept as an error's
+/// `call` for the rest of the process, so anything else stays in the message.
+fn is_entry_point_name(name: &str) -> bool {
+    name.len() <= 64
+        && name.starts_with("cu")
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
