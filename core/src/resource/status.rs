@@ -225,6 +225,67 @@ pub fn error_from_c(
     }
 }
 
+/// An `rmm_error` out-parameter for the calls on the allocation path: only its header and the first
+/// byte of its message are written before the call, as the C++ headers do (`c_resource.hpp`), where
+/// zeroing the 512-byte message on every allocation and free would cost about a quarter of a call
+/// through a handle. Read it with [`ErrorOut::read`] after a failed call.
+pub struct ErrorOut(std::mem::MaybeUninit<rmm_error>);
+
+impl ErrorOut {
+    /// A slot whose header says `RMM_OK` and whose message is empty.
+    #[inline]
+    pub fn new() -> Self {
+        let mut slot = std::mem::MaybeUninit::<rmm_error>::uninit();
+        let p = slot.as_mut_ptr();
+        // SAFETY: field pointers into the slot; plain writes, nothing read.
+        unsafe {
+            std::ptr::addr_of_mut!((*p).kind).write(RMM_OK);
+            std::ptr::addr_of_mut!((*p).cuda_code).write(0);
+            std::ptr::addr_of_mut!((*p).bytes).write(0);
+            std::ptr::addr_of_mut!((*p).message).cast::<c_char>().write(0);
+        }
+        Self(slot)
+    }
+
+    /// The pointer to pass as a call's `err`.
+    #[inline]
+    pub fn as_mut_ptr(&mut self) -> *mut rmm_error {
+        self.0.as_mut_ptr()
+    }
+
+    /// What the call reported: the header, and the message up to its NUL.
+    ///
+    /// # Safety
+    /// The callee kept `rmm_c.h`'s contract: it left the message as it was, or wrote a
+    /// NUL-terminated one that fits (a message of its own, read up to the NUL only).
+    pub unsafe fn read(&self) -> rmm_error {
+        let p = self.0.as_ptr();
+        let mut out = rmm_error::new();
+        // SAFETY: the header was written by `new` or by the callee; the message's bytes up to its
+        // NUL were written by one of them (caller contract), and nothing past the NUL is read.
+        unsafe {
+            out.kind = std::ptr::addr_of!((*p).kind).read();
+            out.cuda_code = std::ptr::addr_of!((*p).cuda_code).read();
+            out.bytes = std::ptr::addr_of!((*p).bytes).read();
+            let message = std::ptr::addr_of!((*p).message).cast::<c_char>();
+            for i in 0..RMM_ERROR_MESSAGE_SIZE - 1 {
+                let c = message.add(i).read();
+                if c == 0 {
+                    break;
+                }
+                out.message[i] = c;
+            }
+        }
+        out
+    }
+}
+
+impl Default for ErrorOut {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// The [`Error::OutOfMemory`] whose text is `message` (its `Display`, as [`rmm_error::set`] writes
 /// it) for `bytes` bytes, or `None` when `message` is anything else (or was cut short).
 fn parse_out_of_memory(message: &str, bytes: u64) -> Option<Error> {
