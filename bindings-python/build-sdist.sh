@@ -26,8 +26,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tar -C "$work" -xzf "$sdist"
 top=$(ls "$work")
-mkdir -p "$work/$top/bindings-cpp"
+mkdir -p "$work/$top/bindings-cpp/rlib"
 cp -r bindings-cpp/src "$work/$top/bindings-cpp/src"
+# maturin drops the [lib] section whose path leaves the crate's folder: the manifest as written.
+cp bindings-cpp/rlib/Cargo.toml "$work/$top/bindings-cpp/rlib/Cargo.toml"
 python3 - "$work/$top/pyproject.toml" <<'PY'
 import re, sys
 path = sys.argv[1]
