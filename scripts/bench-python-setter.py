@@ -17,13 +17,12 @@ of N `get_current_device_resource()` calls); the fastest round is printed too (o
 the median moves with the load, the fastest round less). The target: every setter within 10 % of
 Python's, by the medians. `--check` makes the exit status non-zero when a setter misses it.
 
-librmm.so is loaded (RTLD_GLOBAL) before `import rmm`: --librmm, else $RMM_LIBRMM, else the
-package's rmm/lib/librmm.so, else the cargo target dir's release/librmm.so.
+The C++ case calls the native library the module runs with (`rmm._rmm._librmm_path()`); --librmm
+(or $RMM_LIBRMM) loads another one (RTLD_GLOBAL) before `import rmm`, which the module then binds to.
 """
 
 import argparse
 import ctypes
-import importlib.util
 import json
 import os
 import pathlib
@@ -44,20 +43,6 @@ class Handle(ctypes.Structure):
 class Error(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_int32), ("cuda_code", ctypes.c_int32), ("bytes", ctypes.c_uint64),
                 ("message", ctypes.c_char * 512)]
-
-
-def find_librmm(given):
-    if given:
-        return pathlib.Path(given)
-    if os.environ.get("RMM_LIBRMM"):
-        return pathlib.Path(os.environ["RMM_LIBRMM"])
-    spec = importlib.util.find_spec("rmm")
-    for where in (spec.submodule_search_locations or []) if spec else []:
-        candidate = pathlib.Path(where) / "lib" / "librmm.so"
-        if candidate.is_file():
-            return candidate
-    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    return target / "release" / "librmm.so"
 
 
 class Librmm:
@@ -115,9 +100,13 @@ def main():
     parser.add_argument("--check", action="store_true", help="exit non-zero when a setter is more than 10 %% slower")
     args = parser.parse_args()
 
-    librmm = Librmm(find_librmm(args.librmm))
+    given = args.librmm or os.environ.get("RMM_LIBRMM")
+    preloaded = ctypes.CDLL(given, mode=ctypes.RTLD_GLOBAL) if given else None
     import rmm
     import rmm.mr
+
+    librmm = Librmm(given or rmm._rmm._librmm_path())
+    del preloaded  # the library stays loaded; Librmm holds its own handle
 
     host = rmm.is_host_mode()
     upstream = rmm.mr.SystemMemoryResource if host else rmm.mr.CudaMemoryResource
