@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds the rmm-rs source distribution (maturin sdist: the Python package and the workspace crates
-# the extension needs) and checks it: no build outputs inside (no librmm.so, no compiled module), and
+# the extension needs) and checks it: no build outputs inside (no librmm_rs.so, no compiled module), and
 # the sources a build needs present.
 #
 #   bash bindings-python/build-sdist.sh [OUT_DIR]      (default: <cargo target dir>/sdist)
 #
 # `pip install rmm_rs-*.tar.gz` builds the extension module standalone (cargo and a network for
 # maturin are needed): the Python API works; the process's registry is then the module's own until
-# a librmm.so is loaded (rmm_core::registry). The binary wheel (build-wheel.sh) is what carries
-# librmm.so, the C++ headers and the CMake package.
+# a librmm_rs.so is loaded (rmm_core::registry). The binary wheel (build-wheel.sh) is what carries
+# librmm_rs.so, the C++ headers and the CMake package.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

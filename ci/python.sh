@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Python suite: builds rmm._rmm and librmm.so, runs pytest on bindings-python/tests. Tests marked `gpu`
+# Python suite: builds rmm._rmm and librmm_rs.so, runs pytest on bindings-python/tests. Tests marked `gpu`
 # skip with "needs a CUDA GPU" in host mode and run when a GPU is present.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -14,9 +14,9 @@ pip_install_if_missing numpy numpy || echo "numpy could not be installed: its te
 if [ "$RMM_FAILED" -eq 0 ]; then
     step "python build: cargo build --release -p rmm-python" build_python_ext
 fi
-# librmm.so (the C ABI that C++ links) for the tests that share one registry between it and Python.
+# librmm_rs.so (the C ABI that C++ links) for the tests that share one registry between it and Python.
 if [ "$RMM_FAILED" -eq 0 ]; then
-    step "python build: cargo build --release -p rmm-cpp (librmm.so)" cargo build --release --locked -p rmm-cpp
+    step "python build: cargo build --release -p rmm-cpp (librmm_rs.so)" cargo build --release --locked -p rmm-cpp
 fi
 # The CCCL headers, for the C++ test extension of test_capsules.py (std::unique_ptr<rmm::device_buffer>
 # to and from Python); without them those tests skip, naming the reason.
@@ -34,7 +34,7 @@ if [ "$RMM_FAILED" -eq 0 ]; then
         label="python cpu: pytest bindings-python/tests (gpu tests skip)"
     fi
     step "$label" env PYTHONPATH="$RMM_ROOT/bindings-python/python${PYTHONPATH:+:$PYTHONPATH}" \
-        RMM_LIBRMM="$(target_dir)/release/librmm.so" \
+        RMM_LIBRMM="$(target_dir)/release/librmm_rs.so" \
         python3 -m pytest bindings-python/tests -p no:cacheprovider
 fi
 # The source distribution: built and checked (no build outputs inside, the sources a build needs).

@@ -1,6 +1,6 @@
 //! librmm's own accessors, for resources that librmm made.
 //!
-//! When `librmm.so` is loaded before `rmm` (C++ or ctypes in the same process), the registry of
+//! When `librmm_rs.so` is loaded before `rmm` (C++ or ctypes in the same process), the registry of
 //! this module's rmm-core routes to librmm (`rmm_core::registry`), and a resource that C++ made (a
 //! `statistics_resource_adaptor`, a `pool_memory_resource`) reaches Python as a foreign handle:
 //! allocation works through its vtable, but its type lives in librmm's copy of rmm-core, so

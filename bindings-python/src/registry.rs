@@ -191,20 +191,20 @@ fn _flush_logs(py: Python<'_>) -> PyResult<()> {
     Ok(())
 }
 
-/// True when this module's registry calls go to another binary's registry (a librmm.so loaded
+/// True when this module's registry calls go to another binary's registry (a librmm_rs.so loaded
 /// before `rmm`): an rmm-rs diagnostic, not part of RMM's API.
 #[pyfunction]
 fn _registry_routes_to_librmm() -> bool {
     registry::routes_to_owner()
 }
 
-/// The path of the loaded librmm.so (the library PyTorch's pluggable allocator opens for
+/// The path of the loaded librmm_rs.so (the library PyTorch's pluggable allocator opens for
 /// `rmm_torch_allocate` / `rmm_torch_deallocate`), or None when none is loaded: an rmm-rs extra. In
-/// the wheel it is `rmm/lib/librmm.so`, loaded with the module.
+/// the wheel it is `rmm/lib/librmm_rs.so`, loaded with the module.
 #[pyfunction]
 fn _librmm_path() -> Option<String> {
     // SAFETY: RTLD_NOLOAD only looks up an already loaded object; the name is NUL-terminated.
-    let lib = unsafe { libc::dlopen(c"librmm.so".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
+    let lib = unsafe { libc::dlopen(rmm_core::registry::owner::OWNER_SONAME.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
     if lib.is_null() {
         return None;
     }

@@ -654,7 +654,7 @@ def _librmm_or_skip():
     root = pathlib.Path(__file__).resolve().parents[2]
     librmm = pathlib.Path(
         os.environ.get("RMM_LIBRMM")
-        or pathlib.Path(os.environ.get("CARGO_TARGET_DIR", root / "target")) / "release" / "librmm.so"
+        or pathlib.Path(os.environ.get("CARGO_TARGET_DIR", root / "target")) / "release" / "librmm_rs.so"
     )
     if not librmm.is_file():
         pytest.skip(f"{librmm} is not built (cargo build --release -p rmm-cpp, or set RMM_LIBRMM)")

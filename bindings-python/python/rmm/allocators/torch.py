@@ -1,7 +1,7 @@
 """RMM as PyTorch's CUDA allocator (RMM's ``rmm.allocators.torch``).
 
 ``rmm_torch_allocator`` is a ``torch.cuda.memory.CUDAPluggableAllocator`` over the C functions
-``rmm_torch_allocate`` / ``rmm_torch_deallocate`` of rmm-rs's ``librmm.so``, which allocate from
+``rmm_torch_allocate`` / ``rmm_torch_deallocate`` of rmm-rs's ``librmm_rs.so``, which allocate from
 the current resource of the tensor's device in the process's one registry (the one Python sets).
 It is ``None`` when PyTorch is missing or built without CUDA, as in RMM.
 
@@ -17,15 +17,15 @@ rmm_torch_allocator = None
 
 
 def _librmm_path() -> str:
-    """The ``librmm.so`` loaded in this process (the one whose registry Python uses; in the wheel
-    ``rmm/lib/librmm.so``, loaded with the module), else ``$RMM_LIBRMM``."""
+    """The ``librmm_rs.so`` loaded in this process (the one whose registry Python uses; in the wheel
+    ``rmm/lib/librmm_rs.so``, loaded with the module), else ``$RMM_LIBRMM``."""
     from rmm._rmm import _librmm_path as loaded
 
     path = loaded() or os.environ.get("RMM_LIBRMM")
     if not path:
         raise FileNotFoundError(
-            "rmm.allocators.torch: no librmm.so (which exports rmm_torch_allocate) is loaded; "
-            "install the rmm-rs wheel, or set RMM_LIBRMM to a librmm.so"
+            "rmm.allocators.torch: no librmm_rs.so (which exports rmm_torch_allocate) is loaded; "
+            "install the rmm-rs wheel, or set RMM_LIBRMM to a librmm_rs.so"
         )
     return str(pathlib.Path(path).absolute())
 
