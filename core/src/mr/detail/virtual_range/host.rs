@@ -229,7 +229,7 @@ impl Backing for HostBacking {
                 bytes,
                 resource: NAME.into(),
                 detail: format!(
-                    "the simulated device holds {used} of its {} bytes",
+                    "the simulated device was full: {used} of its {} bytes in use",
                     self.capacity
                 ),
             });

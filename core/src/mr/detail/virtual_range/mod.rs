@@ -444,24 +444,45 @@ impl VirtualRange {
         self.mapped_bits[word].fetch_and(!mask, Ordering::Release);
     }
 
-    /// True when every granule in `[first, last)` is mapped, from the bitmap alone.
-    fn all_mapped(&self, first: usize, last: usize) -> bool {
-        let mut i = first;
-        while i < last {
-            let (word, low) = (i / 64, i % 64);
-            let high = (last - word * 64).min(64);
+    /// The bitmap words and masks of the granules `[first, last)`.
+    fn words(first: usize, last: usize) -> impl Iterator<Item = (usize, u64)> {
+        let (first_word, end_word) = (first / 64, last.div_ceil(64));
+        (first_word..end_word).map(move |word| {
+            let low = first.max(word * 64) - word * 64;
+            let high = last.min((word + 1) * 64) - word * 64;
             let width = high - low;
             let mask = if width == 64 {
                 u64::MAX
             } else {
                 ((1u64 << width) - 1) << low
             };
-            if self.mapped_bits[word].load(Ordering::Acquire) & mask != mask {
-                return false;
-            }
-            i = (word + 1) * 64;
+            (word, mask)
+        })
+    }
+
+    /// True when every granule in `[first, last)` is mapped, from the bitmap alone.
+    fn all_mapped(&self, first: usize, last: usize) -> bool {
+        Self::words(first, last)
+            .all(|(word, mask)| self.mapped_bits[word].load(Ordering::Acquire) & mask == mask)
+    }
+
+    /// Bytes mapped in the granules that the span `[offset, offset + len)` covers: what
+    /// [`release`](Self::release) of it would give back now. Read from the bitmap, without a
+    /// lock (exact when no other thread maps or releases inside the span, as the caller owns it).
+    pub fn covered_mapped(&self, offset: usize, len: usize) -> usize {
+        let Ok(end) = self.span_end(offset, len) else {
+            return 0;
+        };
+        let (first, last) = (self.index_up(offset), self.index(end));
+        if first >= last {
+            return 0;
         }
-        true
+        let granules: u32 = Self::words(first, last)
+            .map(|(word, mask)| {
+                (self.mapped_bits[word].load(Ordering::Relaxed) & mask).count_ones()
+            })
+            .sum();
+        granules as usize * self.granularity
     }
 
     /// True when every granule the span touches is mapped (and accessible).

@@ -169,6 +169,10 @@ fn release_gives_back_the_covered_granules_between_live_neighbours() {
     }
     // [0.5 MiB, 7.5 MiB) covers granules 1..=6; granules 0 and 7 hold live bytes and stay, even
     // their halves inside the span.
+    assert_eq!(range.covered_mapped(MIB / 2, 7 * MIB), 6 * MIB);
+    assert_eq!(range.covered_mapped(0, 8 * MIB), 8 * MIB);
+    assert_eq!(range.covered_mapped(1, MIB), 0);
+    assert_eq!(range.covered_mapped(0, 17 * MIB), 0);
     // SAFETY: nothing uses granules 1..=6 (the live bytes are in granules 0 and 7).
     let released = unsafe { range.release(MIB / 2, 7 * MIB) }.unwrap();
     assert_eq!(released, 6 * MIB);
@@ -246,6 +250,7 @@ fn out_of_memory_maps_nothing_and_says_how_much_is_mapped_and_free() {
     );
     assert!(text.contains(&format!("{} bytes free", MIB)), "{text}");
     assert!(detail.contains("simulated device"), "{text}");
+    eprintln!("{text}");
     // Nothing half-mapped: granule 3 (which fitted) was given back.
     assert!(!range.is_mapped(3 * MIB, 1));
     assert_eq!(range.stats().mapped, 3 * MIB);
@@ -581,6 +586,9 @@ proptest! {
         let reserved = range.reserved();
         let mut model = std::collections::BTreeSet::new();
         for op in ops {
+            let op_span = match op {
+                Op::Ensure(o, l) | Op::Release(o, l) => (o, l),
+            };
             match op {
                 Op::Ensure(o, l) => {
                     let got = range.ensure_mapped(o, l);
@@ -604,6 +612,10 @@ proptest! {
                 }
             }
             prop_assert_eq!(range.stats().mapped, model.len() * G);
+            prop_assert_eq!(range.covered_mapped(0, reserved), model.len() * G);
+            let (o, l) = match op_span { (o, l) if o + l <= reserved => (o, l), _ => (0, 0) };
+            let covered = (o.div_ceil(G)..(o + l) / G).filter(|i| model.contains(i)).count();
+            prop_assert_eq!(range.covered_mapped(o, l), covered * G);
             prop_assert_eq!(record.live.load(Ordering::Relaxed), model.len() as isize);
             for i in 0..reserved / G {
                 prop_assert_eq!(range.is_mapped(i * G, G), model.contains(&i));
