@@ -206,9 +206,11 @@ pub(crate) unsafe fn free_reservation(base: usize, bytes: usize) -> Result<()> {
 /// Why [`create`] failed.
 #[derive(Debug)]
 pub(crate) enum CreateError {
-    /// The driver refused the requested shareable handle kinds (`CUDA_ERROR_NOT_SUPPORTED`,
-    /// `CUDA_ERROR_NOT_PERMITTED` or `CUDA_ERROR_INVALID_VALUE` with kinds requested: no IMEX channel
-    /// for fabric handles, a combination the driver does not take): try fewer kinds.
+    /// The call failed, other than out of memory, with shareable handle kinds requested: the
+    /// driver may refuse the kinds (`CUDA_ERROR_NOT_SUPPORTED` or `CUDA_ERROR_NOT_PERMITTED`
+    /// without an IMEX channel for fabric handles, `CUDA_ERROR_INVALID_VALUE` for a combination it
+    /// does not take, and drivers differ in which): try fewer kinds, and the error stands if it
+    /// comes back with none.
     HandleKinds(Error),
     /// Any other failure, out-of-memory ([`Error::OutOfMemory`]) included.
     Other(Error),
@@ -231,27 +233,18 @@ pub(crate) fn create(
         unsafe { sys::cuMemCreate(&mut handle, bytes, &prop, 0) },
         "cuMemCreate",
     );
-    if !handles.is_none()
-        && matches!(
-            status,
-            sys::CUresult::CUDA_ERROR_NOT_SUPPORTED
-                | sys::CUresult::CUDA_ERROR_NOT_PERMITTED
-                | sys::CUresult::CUDA_ERROR_INVALID_VALUE
-        )
-    {
-        return Err(CreateError::HandleKinds(cuda_error(status, "cuMemCreate")));
-    }
-    if status == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-        return Err(CreateError::Other(Error::OutOfMemory {
+    match status {
+        sys::CUresult::CUDA_SUCCESS => Ok(handle),
+        sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Err(CreateError::Other(Error::OutOfMemory {
             bytes,
             resource: resource.to_owned(),
             detail: "cuMemCreate".to_owned(),
-        }));
+        })),
+        other if !handles.is_none() => {
+            Err(CreateError::HandleKinds(cuda_error(other, "cuMemCreate")))
+        }
+        other => Err(CreateError::Other(cuda_error(other, "cuMemCreate"))),
     }
-    if status != sys::CUresult::CUDA_SUCCESS {
-        return Err(CreateError::Other(cuda_error(status, "cuMemCreate")));
-    }
-    Ok(handle)
 }
 
 /// `cuMemRelease`: gives the handle up; the memory goes back once it is also unmapped everywhere
