@@ -392,6 +392,19 @@ pub(crate) fn import_fabric(device: DeviceId, fabric: &[u8; 64]) -> Result<Alloc
     Ok(handle)
 }
 
+/// True when `device` may read and write `addr` (`cuMemGetAccess`): what `cuMemSetAccess`
+/// really granted, for the GPU tests to check against the range's books.
+#[cfg(test)]
+pub(crate) fn can_read_write(addr: usize, device: DeviceId) -> Result<bool> {
+    driver()?;
+    let mut flags: std::ffi::c_ulonglong = 0;
+    let at = location(device);
+    // SAFETY: both pointers are valid for the call; the driver only reads `at`.
+    let status = unsafe { sys::cuMemGetAccess(&mut flags, &at, addr as sys::CUdeviceptr) };
+    check(status, "cuMemGetAccess")?;
+    Ok(flags == sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE as u64)
+}
+
 /// The device (in this process's numbering) whose memory `handle` is
 /// (`cuMemGetAllocationPropertiesFromHandle`): how an importer learns where the memory lives.
 pub(crate) fn allocation_device(handle: AllocationHandle) -> Result<DeviceId> {

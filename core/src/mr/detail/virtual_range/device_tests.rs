@@ -59,6 +59,7 @@ fn on_a_gpu_the_range_grows_in_place_granule_by_granule() {
         assert!(get(at(&range, step * g), g)
             .iter()
             .all(|&b| b == step as u8 + 1));
+        assert!(vmm::can_read_write(at(&range, step * g) as usize, device).unwrap());
     }
     let across = get(at(&range, 3 * g + g / 2), g);
     assert!(across[..g / 2].iter().all(|&b| b == 4));
@@ -161,10 +162,14 @@ fn on_two_gpus_a_peer_reads_memory_it_was_granted() {
     let g = range.granularity();
     range.ensure_mapped(0, g).unwrap();
     put(at(&range, 0), g, 0x31);
+    let peer_may = |offset: usize| vmm::can_read_write(at(&range, offset) as usize, 1).unwrap();
+    assert!(!peer_may(0), "device 1 had access before the grant");
     range.grant_access(&[1]).unwrap();
     assert_eq!(range.peers(), vec![1]);
+    assert!(peer_may(0));
     // A granule mapped after the grant is accessible to the peer too.
     range.ensure_mapped(g, g).unwrap();
+    assert!(peer_may(g));
     put(at(&range, g), g, 0x32);
 
     // Device 1 copies both granules into its own memory with its own copy engine.
@@ -182,4 +187,6 @@ fn on_two_gpus_a_peer_reads_memory_it_was_granted() {
     // The options' peers do the same at construction.
     let granted = device_range(VirtualRangeOptions::default().reserve(1 << 30).peers(&[1]));
     assert_eq!(granted.peers(), vec![1]);
+    granted.ensure_mapped(0, 1).unwrap();
+    assert!(vmm::can_read_write(granted.base() as usize, 1).unwrap());
 }
