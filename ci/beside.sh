@@ -29,13 +29,17 @@ rmm_wheels() {
     [ -f "$RMM_SITE/librmm/lib64/librmm.so" ]
 }
 
-# The CUDA runtime headers (and CCCL, unused here: RMM's wheel brings its own) from PyPI wheels.
+# The CUDA runtime headers (and CCCL, unused here: RMM's wheel brings its own) from PyPI wheels,
+# and libcudart.so.13 (RMM's inline code calls the runtime, as RMM's users do).
 CUDA_INCLUDE=
+CUDART_DIR=$BUILD/cudart/nvidia/cu13/lib
 cuda_headers() {
     local out
     out=$(bash bindings-cpp/cmake/fetch-cccl.sh "$CCCL_DIR") || return 1
     CUDA_INCLUDE=$(printf '%s\n' "$out" | tail -n 1 | cut -d';' -f2)
-    [ -f "$CUDA_INCLUDE/cuda_runtime_api.h" ]
+    [ -f "$CUDA_INCLUDE/cuda_runtime_api.h" ] || return 1
+    [ -f "$CUDART_DIR/libcudart.so.13" ] ||
+        python3 -m pip install -q --no-deps --target "$BUILD/cudart" 'nvidia-cuda-runtime==13.0.96' </dev/null
 }
 
 need_python || fail "python3 could not be installed"
@@ -52,12 +56,12 @@ if [ "$RMM_FAILED" -eq 0 ]; then
     fi
 fi
 if [ "$have_rmm" = 1 ]; then
-    step "beside cuda headers: fetch-cccl.sh $CCCL_DIR" cuda_headers
+    step "beside cuda headers: fetch-cccl.sh $CCCL_DIR, libcudart" cuda_headers
     step "beside build: cargo build --release -p rmm-cpp (librmm_rs.so)" cargo build --release --locked -p rmm-cpp
 fi
 if [ "$have_rmm" = 1 ] && [ "$RMM_FAILED" -eq 0 ]; then
     step "beside cpp: beside/tests/cpp/run.sh (g++ against RMM 26.10's wheel + librmm_rs.so)" \
-        bash beside/tests/cpp/run.sh "$RMM_SITE" "$(target_dir)/release" "$CUDA_INCLUDE" "$BUILD/cpp"
+        bash beside/tests/cpp/run.sh "$RMM_SITE" "$(target_dir)/release" "$CUDA_INCLUDE" "$BUILD/cpp" "$CUDART_DIR"
 fi
 
 finish beside
