@@ -1,5 +1,6 @@
 # The parts of librmm_rs.so's C ABI (<rmm_rs/rmm_c.h>) and of the adapter <rmm_rs/resource.hpp>
-# that the module uses. The header is the reference; bindings-cpp/src/header_check.rs keeps it true.
+# that the module uses. The headers are the reference: the generated C++ calls what they declare,
+# so a declaration here that drifts from them fails to compile.
 
 from libc.stddef cimport size_t
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
@@ -34,8 +35,10 @@ cdef extern from "rmm_rs/rmm_c.h" nogil:
         char message[512]
 
     ctypedef struct rmm_resource_vtable:
+        int (*allocate)(void* self, void* stream, size_t bytes, size_t alignment, void** out,
+                        rmm_error* err) noexcept nogil
         int (*deallocate)(void* self, void* stream, void* ptr, size_t bytes, size_t alignment,
-                          rmm_error* err)
+                          rmm_error* err) noexcept nogil
 
     ctypedef struct rmm_resource:
         void* self

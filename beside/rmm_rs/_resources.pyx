@@ -790,7 +790,51 @@ def is_host_mode():
     return rmm_is_host_mode() != 0
 
 
-# ---- Diagnostics for the tests -----------------------------------------------------------------
+# ---- Diagnostics for the tests and benchmarks/beside ---------------------------------------------
+
+
+cdef extern from "<chrono>" namespace "std::chrono" nogil:
+    cdef cppclass steady_clock_time_point "std::chrono::steady_clock::time_point":
+        pass
+    steady_clock_time_point steady_now "std::chrono::steady_clock::now"()
+
+
+cdef extern from * nogil:
+    """
+    static double rmm_rs_elapsed_ns(std::chrono::steady_clock::time_point a,
+                                    std::chrono::steady_clock::time_point b)
+    {
+      return std::chrono::duration<double, std::nano>(b - a).count();
+    }
+    """
+    double elapsed_ns "rmm_rs_elapsed_ns"(steady_clock_time_point a, steady_clock_time_point b)
+
+
+def _c_abi_temporaries_ns_per_pair(DeviceMemoryResource mr, size_t pairs=100000):
+    """tests/ext/cudf_style.pyx's temporaries loop (1-2.5 KiB pairs, default stream) straight on our
+    handle's vtable, without RMM's ref: what the ref adds is the difference."""
+    cdef rmm_resource h = borrow_handle(mr)
+    cdef size_t sizes[4]
+    sizes[:] = [1024, 1536, 2048, 2560]
+    cdef size_t i, n
+    cdef void* p = NULL
+    cdef rmm_error err
+    cdef int status = RMM_OK
+    cdef steady_clock_time_point start, stop
+    with nogil:
+        for i in range(1000 + pairs):
+            if i == 1000:  # after the warm-up
+                start = steady_now()
+            n = sizes[i % 4]
+            status = h.vtable.allocate(h.self, NULL, n, 256, &p, &err)
+            if status != RMM_OK:
+                break
+            status = h.vtable.deallocate(h.self, NULL, p, n, 256, &err)
+            if status != RMM_OK:
+                break
+        stop = steady_now()
+    check(status, err)
+    return elapsed_ns(start, stop) / pairs
 
 
 def _upstream_is_foreign(BaseResourceAdaptor mr):
