@@ -130,7 +130,7 @@ def test_rmm_cupy_allocator_over_our_pool(current):
     previous = cupy.cuda.get_allocator()
     cupy.cuda.set_allocator(rmm_cupy_allocator)
     try:
-        a = cupy.arange(1 << 20, dtype=cupy.float32)
+        a = cupy.arange(1 << 20, dtype=cupy.float64)
         b = (a * 2).sum()
         assert float(b) == float((1 << 20) * ((1 << 20) - 1))
         assert stats.allocation_counts.current_count >= 2
