@@ -8,6 +8,8 @@
 #   stage/wheels/*.whl               the rmm-rs Python wheel (bindings-python/build-wheel.sh: abi3,
 #                                    manylinux_2_28, librmm_rs.so + headers + CMake package inside)
 #   stage/python/                    the pytest suite and its config (pyproject.toml)
+#   stage/beside/                    the rmm-rs-cu13 wheel (import rmm_rs, beside RMM 26.10) and the
+#                                    cuDF-style test extension (test-ext/), for scripts/gpu-beside.sh
 #   stage/peer/rmm-python/           RMM's own Python suite (../shared/peer-tests, unmodified; run by
 #                                    scripts/peer/python.sh there, since ../shared does not travel)
 #   stage/cpp/bin, stage/cpp/lib     prebuilt C++ test executables + the shared libraries they need
@@ -20,7 +22,8 @@
 #                                    skips; dropped again when stage/ + .whl/ would pass 64 MiB)
 #
 # Then, with the device tool: run `bash scripts/gpu-run.sh` with carry ["stage"] (add ".whl" for the
-# peer). Options: RMM_STAGE_PEER=0 skips the peer download.
+# peer), and `bash scripts/gpu-beside.sh` with carry ["stage", ".whl"]. Options: RMM_STAGE_PEER=0
+# skips the peer download.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../ci/lib.sh"
 cd "$RMM_ROOT" || exit 1
@@ -95,6 +98,18 @@ else
     status=1
 fi
 rm -f bindings-python/python/rmm/GIT_COMMIT
+
+# ---- Beside RMM (issue 25): the rmm-rs-cu13 wheel and the cuDF-style test extension ---------------
+# For scripts/gpu-beside.sh there, with RMM 26.10's own wheels from .whl/ (docs/beside-rmm.md).
+log "beside: bash scripts/build-beside-wheel.sh stage/beside (Cython over RMM 26.10's wheels)"
+if bash scripts/build-beside-wheel.sh "$STAGE/beside" >"$STAGE/beside-build.log" 2>&1; then
+    rm -f "$STAGE/beside-build.log"
+    manifest "beside: $(cd "$STAGE/beside" && ls rmm_rs_cu13-*.whl) ($(du -k "$STAGE"/beside/rmm_rs_cu13-*.whl | cut -f1) KiB), test-ext/$(cd "$STAGE/beside/test-ext" && ls)"
+else
+    tail -20 "$STAGE/beside-build.log"
+    manifest "beside: NOT STAGED (scripts/build-beside-wheel.sh failed: stage/beside-build.log)"
+    status=1
+fi
 
 # ---- Peer: RMM's own Python suite (run against our wheel there) ---------------------------------
 peer_suite=$RMM_ROOT/../shared/peer-tests/rmm-python
@@ -267,4 +282,5 @@ fi
 echo
 echo "Staged into stage/ (see stage/MANIFEST.txt). On the GPU machine, with carry [\"stage\", \".whl\"]:"
 echo "  bash scripts/gpu-run.sh"
+echo "  bash scripts/gpu-beside.sh      (rmm-rs beside RMM 26.10: needs .whl/ carried)"
 exit "$status"
