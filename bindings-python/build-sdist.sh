@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds the rmm-rs source distribution (maturin sdist: the Python package and the workspace crates
-# the extension needs) and checks it: no build outputs inside (no librmm.so, no compiled module), and
+# the extension needs) and checks it: no build outputs inside (no librmm_rs.so, no compiled module), and
 # the sources a build needs present.
 #
 #   bash bindings-python/build-sdist.sh [OUT_DIR]      (default: <cargo target dir>/sdist)
 #
-# The extension module is a client of the native library (librmm, crate rmm-cpp), which the binary
-# wheel carries (build-wheel.sh). An sdist carries no binaries, so its build links librmm's C entry
+# The extension module is a client of the native library (librmm_rs, crate rmm-cpp), which the binary
+# wheel carries (build-wheel.sh). An sdist carries no binaries, so its build links librmm_rs's C entry
 # points into the module itself: this script adds their sources (bindings-cpp/src, the `rmm-c-abi`
 # crate's) to what maturin packs and turns on the module's `bundled-native` feature in the sdist's
 # pyproject.toml. `pip install rmm_rs-*.tar.gz` then builds a module that is the process's native
@@ -21,7 +21,7 @@ rm -rf "$OUT" && mkdir -p "$OUT"
 python3 -m maturin sdist -m bindings-python/Cargo.toml -o "$OUT" >&2
 sdist=$(ls "$OUT"/rmm_rs-*.tar.gz)
 
-# The bundled build: librmm's sources beside rmm-c-abi's manifest, and the feature turned on.
+# The bundled build: librmm_rs's sources beside rmm-c-abi's manifest, and the feature turned on.
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tar -C "$work" -xzf "$sdist"
@@ -35,7 +35,7 @@ import re, sys
 path = sys.argv[1]
 text = open(path).read()
 assert "features" not in text.split("[tool.maturin]", 1)[1].split("\n[", 1)[0], "pyproject.toml sets features already"
-text = text.replace("[tool.maturin]\n", "[tool.maturin]\n# The sdist's module carries librmm's C entry points (bindings-python/build-sdist.sh).\nfeatures = [\"bundled-native\"]\n", 1)
+text = text.replace("[tool.maturin]\n", "[tool.maturin]\n# The sdist's module carries librmm_rs's C entry points (bindings-python/build-sdist.sh).\nfeatures = [\"bundled-native\"]\n", 1)
 open(path, "w").write(text)
 PY
 tar -C "$work" -czf "$sdist" "$top"

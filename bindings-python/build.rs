@@ -1,23 +1,23 @@
-//! Links the extension module against the native library, librmm (crate `rmm-cpp`), which makes the
+//! Links the extension module against the native library, librmm_rs (crate `rmm-cpp`), which makes the
 //! resources, holds the registry and creates the streams that Python uses (`src/native.rs`): the
-//! module records librmm's SONAME as a needed library and looks for it through RUNPATH
-//! `$ORIGIN/lib`, so the loader brings librmm in, or binds to the one already loaded, before the
-//! module runs. The wheel carries librmm once, in `rmm/lib/`; a development build copies it there
+//! module records librmm_rs's SONAME as a needed library and looks for it through RUNPATH
+//! `$ORIGIN/lib`, so the loader brings librmm_rs in, or binds to the one already loaded, before the
+//! module runs. The wheel carries librmm_rs once, in `rmm/lib/`; a development build copies it there
 //! (ci/python.sh, the README's recipe).
 //!
 //! What is linked:
-//! - `RMM_PYTHON_LINK_LIBRMM=<dir>`: `<dir>/librmm.so` itself (bindings-python/build-wheel.sh);
-//! - otherwise a stub with librmm's SONAME and no symbols, made here: the entry points stay
+//! - `RMM_PYTHON_LINK_LIBRMM=<dir>`: `<dir>/librmm_rs.so` itself (bindings-python/build-wheel.sh);
+//! - otherwise a stub with librmm_rs's SONAME and no symbols, made here: the entry points stay
 //!   undefined in the module (as Python's own symbols do) and are bound at load time to the real
-//!   librmm, so the module links whether or not librmm is built yet;
-//! - with the `bundled-native` feature (the source distribution, which has no librmm), nothing:
+//!   librmm_rs, so the module links whether or not librmm_rs is built yet;
+//! - with the `bundled-native` feature (the source distribution, which has no librmm_rs), nothing:
 //!   the module carries the entry points itself (`rmm-c-abi`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The file name and SONAME of the native library (one place to change it).
-const NATIVE_LIBRARY: &str = "librmm.so";
+const NATIVE_LIBRARY: &str = "librmm_rs.so";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -34,7 +34,7 @@ fn main() {
         }
         None => stub(),
     };
-    // --no-as-needed: the module's calls into librmm are bound at load time, so an as-needed link
+    // --no-as-needed: the module's calls into librmm_rs are bound at load time, so an as-needed link
     // (which sees no symbol taken from the stub) would drop the dependency.
     println!("cargo:rustc-cdylib-link-arg=-Wl,--no-as-needed");
     println!("cargo:rustc-cdylib-link-arg={}", library.display());

@@ -114,10 +114,10 @@ target_dir() {
 
 # The file name of the native library (librmm: the C ABI and the process's one engine), which the
 # extension module links (bindings-python/build.rs) and finds in rmm/lib/ through RUNPATH $ORIGIN/lib.
-RMM_NATIVE_LIBRARY=librmm.so
+RMM_NATIVE_LIBRARY=librmm_rs.so
 
 # Builds rmm._rmm and the native library it links (crate rmm-cpp) in release mode and puts both in
-# the pure-Python package, as the wheel lays them out (rmm/_rmm.abi3.so, rmm/lib/librmm.so), so that
+# the pure-Python package, as the wheel lays them out (rmm/_rmm.abi3.so, rmm/lib/librmm_rs.so), so that
 # PYTHONPATH=bindings-python/python imports it without installing anything.
 build_python_ext() {
     (cd "$RMM_ROOT" && cargo build --release --locked -p rmm-cpp -p rmm-python) || return 1

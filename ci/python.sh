@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Python suite: builds rmm._rmm and the native library it links (librmm.so, in rmm/lib/ as the wheel
+# Python suite: builds rmm._rmm and the native library it links (librmm_rs.so, in rmm/lib/ as the wheel
 # has it), runs pytest on bindings-python/tests, checks the type stubs against the module (mypy's
 # stubtest) and builds the sdist. Tests marked `gpu` skip with "needs a CUDA GPU" in host mode and
 # run when a GPU is present.

@@ -2,7 +2,7 @@
 
     python3 scripts/tour_shared.py LIBRMM_SO CPP_TOUR_SO RUST_TOUR_SO [CPP_BUFFERS_SO]   (scripts/tour.sh runs it)
 
-librmm.so (the C ABI, owner of the process's one registry) is loaded first; every other copy of the
+librmm_rs.so (the C ABI, owner of the process's one registry) is loaded first; every other copy of the
 rmm core in the process (the Rust library's, Python's rmm._rmm) finds it at its first registry use and
 routes there. Then: C++ sets a pool under a statistics adaptor as the current device resource; Rust,
 C++ and Python allocate from "the current device resource"; C++ and Python print the same counters;

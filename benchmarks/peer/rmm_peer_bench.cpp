@@ -1,7 +1,7 @@
 // The allocation workloads of docs/benchmarks.md, written once against RMM 26.x's public C++ API.
 //
 // Built twice on the GPU machine by nvcc (scripts/bench-gpu-run.sh): against RMM 26.10 from the
-// librmm-cu13 wheel, and against rmm-rs's headers and librmm.so, with RMM_BENCH_IMPL naming which.
+// librmm-cu13 wheel, and against rmm-rs's headers and librmm_rs.so, with RMM_BENCH_IMPL naming which.
 // Prints one CSV row per configuration (flushed at once, so a crash keeps the rows before it):
 //   impl,resource,workload,threads,ops,seconds,ns_per_op,stream
 // where an op is one allocate+free pair (pair256, multistream, empty) or one step of the random

@@ -1,4 +1,4 @@
-//! The hand-written `include/rmm/rmm_c.h` matches the entry points defined here: every `rmm_*`
+//! The hand-written `include/rmm_rs/rmm_c.h` matches the entry points defined here: every `rmm_*`
 //! function the header declares is defined with `#[no_mangle]` in `src/`, and the other way round,
 //! with the same number of parameters and the same C types (`*mut T` is `T*`, `*const T` is
 //! `const T*`, `c_int` is `int`, `usize` is `size_t`, ...).
@@ -178,14 +178,14 @@ fn rmm_c_h_declares_exactly_the_exported_functions_with_their_signatures() {
     // The sources where this test was built, else (a staged test executable on another machine,
     // run from the repository root) the checkout it runs in.
     let candidates = [PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from("bindings-cpp")];
-    let Some(root) = candidates.iter().find(|r| r.join("include/rmm/rmm_c.h").is_file() && r.join("src").is_dir()) else {
+    let Some(root) = candidates.iter().find(|r| r.join("include/rmm_rs/rmm_c.h").is_file() && r.join("src").is_dir()) else {
         rmm_core::testing::skip(
             "header_check::rmm_c_h_declares_exactly_the_exported_functions_with_their_signatures",
             "the bindings-cpp sources are not on this machine",
         );
         return;
     };
-    let header = std::fs::read_to_string(root.join("include/rmm/rmm_c.h")).expect("rmm_c.h is readable");
+    let header = std::fs::read_to_string(root.join("include/rmm_rs/rmm_c.h")).expect("rmm_c.h is readable");
     let declared = header_signatures(&header);
     let defined = rust_signatures(&root.join("src"));
     assert!(defined.len() > 80, "found only {} exported functions in src/", defined.len());

@@ -38,7 +38,7 @@ pub(crate) type FailureCallback = unsafe extern "C" fn(usize, *mut c_void) -> c_
 /// `rmm_callback_release` / `rmm_failure_callback_release`.
 pub(crate) type ReleaseContext = unsafe extern "C" fn(*mut c_void);
 
-// The declarations of rmm_c.h that this module calls (bindings-cpp/include/rmm/rmm_c.h documents
+// The declarations of rmm_c.h that this module calls (bindings-cpp/include/rmm_rs/rmm_c.h documents
 // each; bindings-cpp/src/header_check.rs checks the header against librmm's definitions).
 extern "C" {
     pub(crate) fn rmm_abi_version() -> u32;
@@ -367,7 +367,7 @@ pub(crate) fn check_abi() -> Result<()> {
     )))
 }
 
-/// The path of the object that defines the native entry points (librmm.so; the module itself when
+/// The path of the object that defines the native entry points (librmm_rs.so; the module itself when
 /// it carries them), as the loader names it.
 pub(crate) fn library_path() -> Option<String> {
     // SAFETY: `info` is a valid out-parameter; dladdr only reads the loader's tables.

@@ -205,9 +205,9 @@ fn _registry_routes_to_librmm() -> bool {
     registry::routes_to_owner()
 }
 
-/// The path of the native library (librmm.so, which PyTorch's pluggable allocator opens for
+/// The path of the native library (librmm_rs.so, which PyTorch's pluggable allocator opens for
 /// `rmm_torch_allocate` / `rmm_torch_deallocate`): an rmm-rs extra. In the wheel it is
-/// `rmm/lib/librmm.so`, loaded with the module; None only if the loader cannot name it.
+/// `rmm/lib/librmm_rs.so`, loaded with the module; None only if the loader cannot name it.
 #[pyfunction]
 fn _librmm_path() -> Option<String> {
     native::library_path()

@@ -22,10 +22,11 @@ PACKAGE = pathlib.Path(rmm.__file__).resolve().parent
 
 
 def _header():
-    """rmm_c.h of the checkout, else the one the installed wheel carries."""
+    """rmm_c.h (``rmm_rs/rmm_c.h``; ``<rmm/rmm_c.h>`` only includes it) of the checkout, else the one
+    the installed wheel carries."""
     for include in (ROOT / "bindings-cpp" / "include", PACKAGE / "include"):
-        if (include / "rmm" / "rmm_c.h").is_file():
-            return include / "rmm" / "rmm_c.h"
+        if (include / "rmm_rs" / "rmm_c.h").is_file():
+            return include / "rmm_rs" / "rmm_c.h"
     return None
 
 

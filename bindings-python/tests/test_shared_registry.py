@@ -1,9 +1,9 @@
-"""One registry per process: with librmm.so (the C ABI, what C++ links) loaded before ``import rmm``,
+"""One registry per process: with librmm_rs.so (the C ABI, what C++ links) loaded before ``import rmm``,
 Python's current device resource is librmm's, in both directions.
 
 Each check runs in a fresh interpreter (the registry is chosen at its first use, so the order of
 loading matters) and drives librmm through its C ABI with ctypes, as C++ code would through it.
-Skipped when librmm.so has not been built (``cargo build --release -p rmm-cpp``; ci/python.sh does).
+Skipped when librmm_rs.so has not been built (``cargo build --release -p rmm-cpp``; ci/python.sh does).
 """
 
 import os

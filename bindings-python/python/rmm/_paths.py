@@ -9,7 +9,7 @@ _PACKAGE = pathlib.Path(__file__).resolve().parent
 
 #: The file name of the native library: the C ABI and the process's one engine, which ``rmm._rmm``
 #: links (the wheel carries it in ``rmm/lib/``).
-NATIVE_LIBRARY = "librmm.so"
+NATIVE_LIBRARY = "librmm_rs.so"
 
 
 def _existing(path: pathlib.Path, what: str) -> str:

@@ -2,7 +2,7 @@
  * @file per_device_resource.hpp
  * @brief The per-device current resource (RMM 26.x names), kept by librmm's one process-wide registry.
  *
- * The registry lives in librmm.so (shared with Python and Rust), not in this header: a resource set
+ * The registry lives in librmm_rs.so (shared with Python and Rust), not in this header: a resource set
  * here is the one `rmm.mr.get_current_device_resource()` sees in Python, and vice versa.
  *
  * Setting: any `cuda::mr::any_resource<device_accessible>` can be set. If it holds one of rmm's own

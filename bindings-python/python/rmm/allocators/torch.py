@@ -1,8 +1,9 @@
 """RMM as PyTorch's CUDA allocator (RMM's ``rmm.allocators.torch``).
 
 ``rmm_torch_allocator`` is a ``torch.cuda.memory.CUDAPluggableAllocator`` over the C functions
-``rmm_torch_allocate`` / ``rmm_torch_deallocate`` of rmm-rs's native library (``librmm.so``), which allocate from
-the current resource of the tensor's device in the process's one registry (the one Python sets).
+``rmm_torch_allocate`` / ``rmm_torch_deallocate`` of rmm-rs's native library (``librmm_rs.so``),
+which allocate from the current resource of the tensor's device in the process's one registry (the
+one Python sets).
 It is ``None`` when PyTorch is missing or built without CUDA, as in RMM.
 
 Use ``torch.cuda.memory.change_current_allocator(rmm_torch_allocator)`` before PyTorch allocates.
@@ -18,7 +19,7 @@ rmm_torch_allocator = None
 
 def _librmm_path() -> str:
     """The native library of this process (the one the module links, whose registry Python uses;
-    in the wheel ``rmm/lib/librmm.so``), else ``$RMM_LIBRMM``."""
+    in the wheel ``rmm/lib/librmm_rs.so``), else ``$RMM_LIBRMM``."""
     from rmm._paths import NATIVE_LIBRARY
     from rmm._rmm import _librmm_path as loaded
 

@@ -4,7 +4,7 @@ functions and the logging switches; the same objects as ``rmm.pylibrmm.memory_re
 Every resource derives from :class:`DeviceMemoryResource` and offers
 ``allocate(nbytes, stream=DEFAULT_STREAM) -> int`` and ``deallocate(ptr, nbytes,
 stream=DEFAULT_STREAM)``. The current device resource is the process's one: C++ and Rust code in
-the same process (through ``librmm.so``) see what :func:`set_current_device_resource` sets, and
+the same process (through ``librmm_rs.so``) see what :func:`set_current_device_resource` sets, and
 :func:`get_current_device_resource` sees what they set.
 """
 

@@ -11,3 +11,4 @@ pub(crate) mod nvtx_bounds;
 mod per_thread;
 pub(crate) mod size_guard;
 pub(crate) mod stream_ordered;
+pub(crate) mod virtual_range;

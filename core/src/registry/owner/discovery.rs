@@ -79,7 +79,7 @@ impl OwnerTable {
 }
 
 /// The SONAME of the registry owner.
-pub const OWNER_SONAME: &CStr = c"librmm.so";
+pub const OWNER_SONAME: &CStr = c"librmm_rs.so";
 
 /// Finds an already-loaded registry owner other than this binary: first the library loaded under
 /// [`OWNER_SONAME`] (found even when it was loaded `RTLD_LOCAL`, e.g. as a Python extension's
