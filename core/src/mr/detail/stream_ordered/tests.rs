@@ -1,7 +1,10 @@
 //! Stream-ordering behaviour of [`Core`], checked against the recording model (no CUDA).
 
 use super::model::{fake_foreign_stream, fake_stream, naming, ModelUpstream, RecordingSyncer};
+use super::batches::MAX_OPEN;
 use super::*;
+use crate::aligned::align_up;
+use crate::error::Error;
 use crate::mr::detail::free_list::BlockTag;
 use crate::mr::SimulatedMemoryResource;
 
