@@ -21,7 +21,8 @@ rows=("$@")
 if [[ ${#rows[@]} -eq 0 ]]; then
     for r in pool binning arena; do
         for s in pair.legacy pair.ptds pair.foreign multistream.legacy multistream.foreign \
-            random.legacy random.ptds random.foreign; do
+            random.legacy random.ptds random.foreign rmmrandom.legacy rmmrandom.ptds \
+            rmmrandom.foreign; do
             rows+=("$r $s")
         done
     done
@@ -36,7 +37,12 @@ ir() { # ops filter -> total instructions
 echo "| row | instructions per op |"
 echo "| --- | ---: |"
 for row in "${rows[@]}"; do
-    if [[ "$row" == *random* ]]; then n1=4000 n2=20000; else n1=20000 n2=100000; fi
+    case "$row" in
+        # Whole rounds of 2000 steps, warm-up (a tenth) included.
+        *rmmrandom*) n1=20000 n2=60000 ;;
+        *random*) n1=4000 n2=20000 ;;
+        *) n1=20000 n2=100000 ;;
+    esac
     a=$(ir $n1 "$row")
     b=$(ir $n2 "$row")
     echo "| $row | $(( (b - a) * 10 / (11 * (n2 - n1)) )) |"
