@@ -604,17 +604,17 @@ mod tests {
         let b = sb.first_fit(512).unwrap();
         assert_eq!(
             (a, b),
-            (2 * MIB - 256, 2 * MIB - 768),
-            "first fit carves the end of the lowest-addressed free block"
+            (MIB, MIB + 256),
+            "first fit carves the start of the lowest-addressed free block"
         );
         assert_eq!(sb.used(), 768);
         sb.free(a, 256).unwrap();
         assert_eq!(
             sb.first_fit(256),
-            Some(b - 256),
-            "the free block at the start comes first (the hole at the end is not lower)"
+            Some(a),
+            "the hole at the start comes first (the rest of the superblock is higher)"
         );
-        sb.free(b - 256, 256).unwrap();
+        sb.free(a, 256).unwrap();
         assert!(sb.free(b, 512).is_ok());
         assert!(
             sb.free(b, 512).is_err(),

@@ -12,6 +12,7 @@ use super::blocks::{Blocks, Global};
 use super::growth::Grown;
 use super::key::{Pending, PendingOn, StreamKey, TagClass};
 use super::shard::{best_unordered, Cached};
+use crate::mr::detail::free_list::BlockId;
 use super::{front, lock, Core};
 
 /// How many best-fit candidates an allocation looks at for one it can use without ordering.
@@ -273,8 +274,8 @@ impl Core {
         let (block, start, end, tag) = match best_unordered(list, key, size, alignment) {
             Some((block, start, end)) => (block, start, end, None),
             None => {
-                // (streams to order after, block size, block, start, tag)
-                let mut best: Option<(usize, usize, usize, usize, &Pending)> = None;
+                // (streams to order after, block size, block, start, end, tag)
+                let mut best: Option<(usize, usize, BlockId, usize, usize, &Pending)> = None;
                 let mut blocked = false;
                 let mut stranded = 0;
                 for class in list.classes() {
@@ -287,7 +288,8 @@ impl Core {
                         }
                         let rank = (fit.tag.foreign(key), fit.len);
                         if best.as_ref().is_none_or(|b| rank < (b.0, b.1)) {
-                            best = Some((rank.0, rank.1, fit.block, fit.start, fit.tag));
+                            let end = fit.block + fit.len;
+                            best = Some((rank.0, rank.1, fit.id, fit.start, end, fit.tag));
                         }
                         if !matches!(class, TagClass::Mixed) {
                             // One stream to wait for in every orderable block of the class: the
@@ -297,10 +299,10 @@ impl Core {
                     }
                 }
                 g.passed.scanned(blocked, stranded);
-                let Some((_, len, block, start, tag)) = best else {
+                let Some((_, _, block, start, end, tag)) = best else {
                     return Ok(None);
                 };
-                (block, start, block + len, Some(tag.clone()))
+                (block, start, end, Some(tag.clone()))
             }
         };
         // Only from a large block: refilling from the best fit of a small hole would leave the

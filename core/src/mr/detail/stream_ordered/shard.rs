@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::aligned::is_aligned;
-use crate::mr::detail::free_list::FreeList;
+use crate::mr::detail::free_list::{BlockId, FreeList};
 
 use super::key::{Marker, Pending, StreamKey, TagClass};
 
@@ -197,18 +197,18 @@ impl Shard {
 
 /// The best fit in `list` for `size` bytes at an `alignment`-aligned address among the blocks
 /// `key` may use without any ordering (untagged, or pending on `key` alone), as `(block, start, end
-/// of the block)`.
+/// of the block)`: a good fit in each of the two classes (see `free_list.rs`), the smaller one.
 pub(super) fn best_unordered(
     list: &FreeList<Pending>,
     key: StreamKey,
     size: usize,
     alignment: usize,
-) -> Option<(usize, usize, usize)> {
+) -> Option<(BlockId, usize, usize)> {
     [TagClass::Empty, TagClass::Owner(key)]
         .into_iter()
-        .filter_map(|class| list.fits_in(class, size, alignment).next())
+        .filter_map(|class| list.good_fit_in(class, size, alignment))
         .min_by_key(|f| (f.len, f.block))
-        .map(|f| (f.block, f.start, f.block + f.len))
+        .map(|f| (f.id, f.start, f.block + f.len))
 }
 
 /// One shard per cache line pair, so threads on different shards do not share lines.
