@@ -477,6 +477,11 @@ impl<T: BlockTag> FreeList<T> {
     fn link(&mut self, id: u32) {
         let class = self.nodes[id as usize].tag.class();
         let slot = self.slot_of(class);
+        self.link_to(id, slot);
+    }
+
+    /// Puts block `id` at the head of its bin in the size index in `slot` (its class's).
+    fn link_to(&mut self, id: u32, slot: u32) {
         let bin = bin_of(self.nodes[id as usize].size);
         let bins = &mut self.bins[slot as usize];
         let head = bins.head(bin);
@@ -490,6 +495,12 @@ impl<T: BlockTag> FreeList<T> {
 
     /// Takes block `id` out of its bin's list (dropping its class when that empties it).
     fn unlink(&mut self, id: u32) {
+        self.unlink_from_bin(id, true);
+    }
+
+    /// Takes block `id` out of its bin's list; with `drop_empty_class`, drops its class when that
+    /// empties it (else the caller links a block into that class again at once).
+    fn unlink_from_bin(&mut self, id: u32, drop_empty_class: bool) {
         let Node {
             slot,
             prev,
@@ -507,7 +518,7 @@ impl<T: BlockTag> FreeList<T> {
             let bin = bin_of(size);
             if next == NIL {
                 bins.unmark(bin);
-                if bins.is_empty() {
+                if drop_empty_class && bins.is_empty() {
                     self.classes.retain(|&(_, s)| s != slot);
                     self.idle.push(slot);
                 }
@@ -566,15 +577,47 @@ impl<T: BlockTag> FreeList<T> {
         let old_size = self.nodes[id as usize].size;
         debug_assert_eq!(addr + size, self.nodes[id as usize].end(), "the end stays");
         self.free_bytes = self.free_bytes - old_size + size;
-        if bin_of(old_size) == bin_of(size) && !class_may_change {
+        if class_may_change {
+            self.unlink(id);
             let node = &mut self.nodes[id as usize];
             (node.addr, node.size) = (addr, size);
-            return;
+            self.link(id);
+        } else if bin_of(old_size) != bin_of(size) {
+            self.unlink_from_bin(id, false);
+            let node = &mut self.nodes[id as usize];
+            (node.addr, node.size) = (addr, size);
+            let slot = node.slot;
+            self.link_to(id, slot);
+        } else {
+            let node = &mut self.nodes[id as usize];
+            (node.addr, node.size) = (addr, size);
         }
-        self.unlink(id);
+    }
+
+    /// Grows block `id` upwards to end at `end` (re-keyed in the address index), folding `tag` into
+    /// its tag, and relinks it.
+    fn grow_up(&mut self, id: u32, end: usize, tag: &T) {
         let node = &mut self.nodes[id as usize];
-        (node.addr, node.size) = (addr, size);
-        self.link(id);
+        let (old_end, old_size, old_class) = (node.end(), node.size, node.tag.class());
+        node.tag.merge(tag);
+        let class_changed = node.tag.class() != old_class;
+        let size = end - node.addr;
+        self.by_end.remove(&old_end);
+        self.by_end.insert(end, id);
+        self.free_bytes += size - old_size;
+        if class_changed {
+            self.unlink(id);
+            self.nodes[id as usize].size = size;
+            self.link(id);
+        } else if bin_of(old_size) != bin_of(size) {
+            self.unlink_from_bin(id, false);
+            let node = &mut self.nodes[id as usize];
+            node.size = size;
+            let slot = node.slot;
+            self.link_to(id, slot);
+        } else {
+            self.nodes[id as usize].size = size;
+        }
     }
 
     /// The block that ends at `end`, if any.
@@ -643,26 +686,20 @@ impl<T: BlockTag> FreeList<T> {
                 let grown = node.size + size;
                 self.resize_below_end(n, addr, grown, changed);
             }
-            (Some(p), next) => {
-                // The previous block and the range (and the next block) become one block that
-                // ends where the last of them ends.
+            (Some(p), None) => self.grow_up(p, end, &tag),
+            (Some(p), Some(n)) => {
+                // The previous block, the range and the next block become one block that ends
+                // where the next one ends.
                 let prev_block = self.remove(p);
                 let (start, mut merged) = (prev_block.addr, prev_block.tag);
                 merged.merge(&tag);
-                match next {
-                    None => {
-                        self.add(start, end - start, region, merged);
-                    }
-                    Some(n) => {
-                        let node = &mut self.nodes[n as usize];
-                        let old = node.tag.class();
-                        merged.merge(&node.tag);
-                        node.tag = merged;
-                        let changed = node.tag.class() != old;
-                        let grown = node.end() - start;
-                        self.resize_below_end(n, start, grown, changed);
-                    }
-                }
+                let node = &mut self.nodes[n as usize];
+                let old = node.tag.class();
+                merged.merge(&node.tag);
+                node.tag = merged;
+                let changed = node.tag.class() != old;
+                let grown = node.end() - start;
+                self.resize_below_end(n, start, grown, changed);
             }
         }
     }

@@ -173,11 +173,15 @@ impl Core {
                 .any(|b| b.addr < addr + size && addr < b.addr + b.size)
                 || s.free.overlaps(addr, size)
         };
-        if !verified && overlaps(&s) {
-            return Err(Error::invalid(format!(
-                "{}: [{addr:#x}, +{size}) is already free",
-                self.name
-            )));
+        if !verified {
+            if overlaps(&s) {
+                return Err(Error::invalid(format!(
+                    "{}: [{addr:#x}, +{size}) is already free",
+                    self.name
+                )));
+            }
+            // Another shard may hold it too: `insert_free` checks from now on.
+            self.unverified_in_shards.store(true, Ordering::Relaxed);
         }
         debug_assert!(
             !overlaps(&s),
@@ -251,15 +255,19 @@ impl Core {
         ))
     }
 
-    /// Returns a block from a shard to the shared list. A block freed twice into two shards is
-    /// found here at the latest (dropped, with an error logged, rather than handed out twice).
+    /// Returns a block from a shard to the shared list. A block freed twice into two shards (only
+    /// frees not verified against the live allocations can be) is found here at the latest
+    /// (dropped, with an error logged, rather than handed out twice).
     pub(super) fn insert_free(&self, g: &mut Global, addr: usize, size: usize, region: usize, tag: Pending) {
         let in_region = g
             .regions
             .get(&region)
             .is_some_and(|&len| region <= addr && addr + size <= region + len)
             && self.on_boundary(addr, size, region);
-        if in_region && !g.free.overlaps(addr, size) {
+        let twice = || {
+            self.unverified_in_shards.load(Ordering::Relaxed) && g.free.overlaps(addr, size)
+        };
+        if in_region && !twice() {
             g.free.insert(addr, size, region, tag);
         } else {
             tracing::error!(

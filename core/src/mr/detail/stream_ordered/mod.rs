@@ -59,7 +59,7 @@
 //! `tests.rs` serve the CPU tests.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use crate::aligned::DEFAULT_ALIGNMENT;
@@ -146,6 +146,9 @@ pub(crate) struct Core {
     /// Blocks of ending threads' fronts freed so far: an allocation about to fail checks that none
     /// arrived since it flushed the caches (see [`Core::allocate`]).
     left: AtomicU64,
+    /// Set once a free not verified against the live allocations went to a shard: from then on a
+    /// block coming back from a shard is checked against the shared list ([`Core::insert_free`]).
+    unverified_in_shards: AtomicBool,
     /// Frees that close a batch ([`CLOSE_FREES`]; smaller in some tests).
     close_frees: std::sync::atomic::AtomicU32,
     /// How often allocate, deallocate and spills took `global` (tests measure lock traffic).
@@ -218,6 +221,7 @@ impl Core {
             orphans: Mutex::new(Vec::new()),
             leaving: AtomicUsize::new(0),
             left: AtomicU64::new(0),
+            unverified_in_shards: AtomicBool::new(false),
             // The CPU tests close batches often, so that every path around closing runs.
             close_frees: std::sync::atomic::AtomicU32::new(if cfg!(test) {
                 3
