@@ -1,4 +1,4 @@
-//! An address-ordered, coalescing free list with good-fit lookup in O(1) and first-fit lookup.
+//! An address-ordered, coalescing free list with good-fit lookup in O(1).
 //!
 //! Glossary:
 //! - *block*: a free range `[addr, addr + size)`;
@@ -20,7 +20,7 @@
 //!   own bin without a search, and the tightest of a few blocks there is taken
 //!   ([`FreeList::good_fit_in`]); taking it, or splitting it, only relinks lists;
 //! - blocks are found by address only where address order matters: coalescing a freed range with
-//!   its neighbours, the overlap check of a free that was not verified, first fit, and iteration.
+//!   its neighbours, the overlap check of a free that was not verified, and iteration.
 //!   That index is keyed by each block's *end* address, which stays put when a block is cut from
 //!   its start (every take) or grows downwards (a free just before a free block), so most takes and
 //!   frees leave it alone.
@@ -751,18 +751,6 @@ impl<T: BlockTag> FreeList<T> {
         (size > 0 && self.nodes[id as usize].size >= size).then(|| self.take_start(id, size))
     }
 
-    /// Removes and returns `size` bytes from the start of the lowest-addressed block that holds
-    /// them: the block keeps its end (its key in the address index), and a free of the piece
-    /// grows it back downwards.
-    pub(crate) fn take_first_fit(&mut self, size: usize) -> Option<FreeBlock<T>> {
-        let id = self
-            .by_end
-            .values()
-            .copied()
-            .find(|&id| self.nodes[id as usize].size >= size)?;
-        Some(self.take_start(id, size))
-    }
-
     /// The free blocks of class `class` that can hold `size` bytes starting at an
     /// `alignment`-aligned address (`alignment` a power of two): those among the first
     /// [`OWN_BIN_SCAN`] blocks of the request's own bin, then the larger bins' in order of size
@@ -1042,11 +1030,8 @@ mod tests {
         assert_eq!((b.addr, b.size, b.region), (2000, 256, 2000));
         assert_eq!(fl.free_bytes(), 1000 + 44 + 500);
         assert!(fl.take_best_fit(2000).is_none());
-        let f = fl.take_first_fit(400).unwrap();
-        assert_eq!(
-            f.addr, 0,
-            "first fit takes the start of the lowest-addressed block that fits"
-        );
+        let f = fl.take_prefix(0, 400).unwrap();
+        assert_eq!(f.addr, 0, "a prefix is the start of its block");
         assert_eq!(fl.largest(), 600, "the block shrank in place");
         fl.insert(0, 400, 0, ());
         assert_eq!(fl.largest(), 1000, "and grew back in place on the free");
@@ -1289,7 +1274,10 @@ mod tests {
                 prop_assert_eq!(&listed, &fitting, "fits_in lists exactly the blocks that fit");
                 let got = match op {
                     0 => fl.take_best_fit(size),
-                    1 => fl.take_first_fit(size),
+                    1 => {
+                        let start = runs.get(pick % runs.len().max(1)).map_or(0, |&(s, _)| s * UNIT);
+                        fl.take_prefix(start, size)
+                    }
                     2 => {
                         let fit = fl.classes().find_map(|c| {
                             fl.fits_in(c, size, alignment).next().map(|f| (f.id, f.start))
@@ -1319,7 +1307,8 @@ mod tests {
                     }
                 };
                 let expected = match op {
-                    0 | 1 => runs.iter().any(|&(_, l)| l >= units),
+                    0 => runs.iter().any(|&(_, l)| l >= units),
+                    1 => runs.get(pick % runs.len().max(1)).is_some_and(|&(_, l)| l >= units),
                     2 => !fitting.is_empty(),
                     _ => false,
                 };
