@@ -105,7 +105,11 @@ impl Superblock {
             }
             from = end;
         }
-        debug_assert!(false, "no run of {units} units although the longest has {}", self.longest);
+        debug_assert!(
+            false,
+            "no run of {units} units although the longest has {}",
+            self.longest
+        );
         None
     }
 
@@ -314,9 +318,7 @@ impl Bits {
             return w * 64 + clear.trailing_zeros() as usize;
         }
         match first_one(&self.full, w + 1, true) {
-            Some(w) if w < self.words.len() => {
-                w * 64 + (!self.words[w]).trailing_zeros() as usize
-            }
+            Some(w) if w < self.words.len() => w * 64 + (!self.words[w]).trailing_zeros() as usize,
             _ => self.words.len() * 64,
         }
     }
@@ -349,7 +351,11 @@ impl Bits {
         for (w, &word) in self.words.iter().enumerate() {
             let (sw, bit) = (w / 64, 1u64 << (w % 64));
             assert_eq!(self.any[sw] & bit != 0, word != 0, "summary of word {w}");
-            assert_eq!(self.full[sw] & bit != 0, word == u64::MAX, "summary of word {w}");
+            assert_eq!(
+                self.full[sw] & bit != 0,
+                word == u64::MAX,
+                "summary of word {w}"
+            );
         }
     }
 }
@@ -392,7 +398,11 @@ fn words_of(unit: usize, units: usize) -> impl Iterator<Item = (usize, u64)> {
         }
         let (w, bit) = (at / 64, at % 64);
         let n = (64 - bit).min(end - at);
-        let mask = if n == 64 { u64::MAX } else { ((1u64 << n) - 1) << bit };
+        let mask = if n == 64 {
+            u64::MAX
+        } else {
+            ((1u64 << n) - 1) << bit
+        };
         at += n;
         Some((w, mask))
     })
@@ -413,14 +423,34 @@ mod tests {
         assert_eq!((a, b), (MIB, MIB + 256));
         assert_eq!(sb.used(), 768);
         sb.free(a, 256).unwrap();
-        assert_eq!(sb.first_fit(512), Some(MIB + 768), "the hole at the start is too small");
-        assert_eq!(sb.first_fit(256), Some(a), "and is the lowest that fits 256 bytes");
+        assert_eq!(
+            sb.first_fit(512),
+            Some(MIB + 768),
+            "the hole at the start is too small"
+        );
+        assert_eq!(
+            sb.first_fit(256),
+            Some(a),
+            "and is the lowest that fits 256 bytes"
+        );
         sb.free(a, 256).unwrap();
         sb.free(b, 512).unwrap();
-        assert!(sb.free(b, 512).is_err(), "a double free is an error, not a corruption");
-        assert!(sb.free(b + 256, 256).is_err(), "so is a free inside free space");
-        assert!(sb.free(2 * MIB - 256, 512).is_err(), "a range past the end is an error");
-        assert!(sb.free(MIB + 768 + 1, 256).is_err(), "a range off the units is an error");
+        assert!(
+            sb.free(b, 512).is_err(),
+            "a double free is an error, not a corruption"
+        );
+        assert!(
+            sb.free(b + 256, 256).is_err(),
+            "so is a free inside free space"
+        );
+        assert!(
+            sb.free(2 * MIB - 256, 512).is_err(),
+            "a range past the end is an error"
+        );
+        assert!(
+            sb.free(MIB + 768 + 1, 256).is_err(),
+            "a range off the units is an error"
+        );
         sb.free(MIB + 768, 512).unwrap();
         assert!(sb.is_empty());
         assert_eq!(sb.largest(), MIB, "everything coalesced");
@@ -473,7 +503,8 @@ mod tests {
             let mut live: Vec<(usize, usize)> = Vec::new();
             for (alloc, n, pick) in ops {
                 if alloc || live.is_empty() {
-                    let expected = (0..units).find(|&u| u + n <= units && free[u..u + n].iter().all(|&f| f));
+                    let expected =
+                        (0..units).find(|&u| u + n <= units && free[u..u + n].iter().all(|&f| f));
                     let got = sb.first_fit(n * UNIT).map(|a| (a - UNIT * 64) / UNIT);
                     prop_assert_eq!(got, expected);
                     if let Some(u) = got {
@@ -488,7 +519,10 @@ mod tests {
                     }
                     sb.free(UNIT * 64 + u * UNIT, n * UNIT).unwrap();
                     free[u..u + n].iter_mut().for_each(|f| *f = true);
-                    prop_assert!(sb.free(UNIT * 64 + u * UNIT, n * UNIT).is_err(), "double free");
+                    prop_assert!(
+                        sb.free(UNIT * 64 + u * UNIT, n * UNIT).is_err(),
+                        "double free"
+                    );
                 }
                 sb.check_invariants();
                 prop_assert_eq!(sb.free_bytes(), free.iter().filter(|&&f| f).count() * UNIT);

@@ -326,7 +326,10 @@ impl<'a, T: BlockTag> Iterator for Fits<'a, T> {
             let Some(start) = align_up(node.addr, self.alignment) else {
                 continue;
             };
-            if start.checked_add(self.size).is_some_and(|e| e <= node.end()) {
+            if start
+                .checked_add(self.size)
+                .is_some_and(|e| e <= node.end())
+            {
                 return Some(Fit {
                     id: BlockId(id),
                     block: node.addr,
@@ -390,7 +393,11 @@ impl<T: BlockTag> FreeList<T> {
     }
 
     /// The blocks of `bin`, with their ids.
-    fn bin_blocks<'a>(&'a self, bins: &SizeBins, bin: usize) -> impl Iterator<Item = (u32, &'a Node<T>)> {
+    fn bin_blocks<'a>(
+        &'a self,
+        bins: &SizeBins,
+        bin: usize,
+    ) -> impl Iterator<Item = (u32, &'a Node<T>)> {
         self.list_from(bins.head(bin))
     }
 
@@ -433,7 +440,12 @@ impl<T: BlockTag> FreeList<T> {
     /// module docs): the tightest of the first [`OWN_BIN_SCAN`] blocks of the request's own bin,
     /// else of the first [`BIN_SCAN`] fits of the lowest larger bin that has one, else of the rest
     /// of the own bin.
-    pub(crate) fn good_fit_in(&self, class: T::Class, size: usize, alignment: usize) -> Option<Fit<'_, T>> {
+    pub(crate) fn good_fit_in(
+        &self,
+        class: T::Class,
+        size: usize,
+        alignment: usize,
+    ) -> Option<Fit<'_, T>> {
         let bins = self.bins_of(class)?;
         let own = bin_of(size.max(1));
         let (found, rest) = self.tightest(bins.head(own), OWN_BIN_SCAN, false, size, alignment);
@@ -445,7 +457,9 @@ impl<T: BlockTag> FreeList<T> {
                 break;
             };
             bin = next;
-            found = self.tightest(bins.heads[bin], BIN_SCAN, true, size, alignment).0;
+            found = self
+                .tightest(bins.heads[bin], BIN_SCAN, true, size, alignment)
+                .0;
         }
         let (id, start) = found?;
         let node = &self.nodes[id as usize];
@@ -907,10 +921,20 @@ impl<T: BlockTag> FreeList<T> {
         for (&end, &id) in &self.by_end {
             let e = &self.nodes[id as usize];
             assert!(!self.vacant.contains(&id), "block {id} is also vacant");
-            assert_eq!(e.end(), end, "block {:#x} indexed under a wrong end", e.addr);
+            assert_eq!(
+                e.end(),
+                end,
+                "block {:#x} indexed under a wrong end",
+                e.addr
+            );
             assert!(e.size > 0, "empty block at {:#x}", e.addr);
             if let Some(p) = prev {
-                assert!(p.end() <= e.addr, "blocks {:#x} and {:#x} overlap", p.addr, e.addr);
+                assert!(
+                    p.end() <= e.addr,
+                    "blocks {:#x} and {:#x} overlap",
+                    p.addr,
+                    e.addr
+                );
                 assert!(
                     !(p.end() == e.addr && p.region == e.region),
                     "adjacent blocks {:#x} and {:#x} of one region were not coalesced",
@@ -947,7 +971,11 @@ impl<T: BlockTag> FreeList<T> {
                     assert_eq!(n.tag.class(), class, "block {:#x} in a wrong class", n.addr);
                     assert_eq!(bin_of(n.size), bin, "block {:#x} in a wrong bin", n.addr);
                     assert_eq!(n.prev, before, "broken back link at {:#x}", n.addr);
-                    assert_eq!(self.by_end.get(&n.end()), Some(&at), "a listed block is not indexed");
+                    assert_eq!(
+                        self.by_end.get(&n.end()),
+                        Some(&at),
+                        "a listed block is not indexed"
+                    );
                     linked += 1;
                     before = at;
                     at = n.next;
@@ -955,9 +983,16 @@ impl<T: BlockTag> FreeList<T> {
             }
         }
         for &slot in &self.idle {
-            assert!(self.bins[slot as usize].is_empty(), "an idle size index holds blocks");
+            assert!(
+                self.bins[slot as usize].is_empty(),
+                "an idle size index holds blocks"
+            );
         }
-        assert_eq!(linked, self.by_end.len(), "size index and address index disagree");
+        assert_eq!(
+            linked,
+            self.by_end.len(),
+            "size index and address index disagree"
+        );
     }
 }
 
@@ -993,7 +1028,11 @@ mod tests {
             assert!(bin < LEVELS * SUB_BINS);
             last = bin;
         }
-        assert_eq!(bin_of(256), bin_of(256 + 15), "one step holds 1/16 of its power of two");
+        assert_eq!(
+            bin_of(256),
+            bin_of(256 + 15),
+            "one step holds 1/16 of its power of two"
+        );
         assert_ne!(bin_of(256), bin_of(256 + 16));
     }
 
@@ -1073,8 +1112,16 @@ mod tests {
             [0x20000, 0x10000, 0x30000],
             "the own bin first (latest free first, those that hold the request), then larger bins"
         );
-        assert_eq!(fl.take_best_fit(4200).map(|b| b.addr), Some(0x20000), "an exact fit");
-        assert_eq!(fl.take_best_fit(4200).map(|b| b.addr), Some(0x10000), "within 1/16");
+        assert_eq!(
+            fl.take_best_fit(4200).map(|b| b.addr),
+            Some(0x20000),
+            "an exact fit"
+        );
+        assert_eq!(
+            fl.take_best_fit(4200).map(|b| b.addr),
+            Some(0x10000),
+            "within 1/16"
+        );
         fl.check_invariants();
     }
 
@@ -1087,7 +1134,10 @@ mod tests {
         for i in 1..=2 * OWN_BIN_SCAN {
             fl.insert(i * 0x10000, 4096, i * 0x10000, ());
         }
-        assert_eq!(fl.fits_in((), 4200, 1).map(|f| f.block).collect::<Vec<_>>(), [0]);
+        assert_eq!(
+            fl.fits_in((), 4200, 1).map(|f| f.block).collect::<Vec<_>>(),
+            [0]
+        );
         assert_eq!(fl.take_best_fit(4200).map(|b| b.addr), Some(0));
         assert_eq!(fl.len(), 2 * OWN_BIN_SCAN);
         fl.check_invariants();
@@ -1213,7 +1263,11 @@ mod tests {
 
     impl Model {
         fn region_of(unit: usize) -> usize {
-            *REGIONS.iter().rev().find(|&&r| r <= unit).expect("a region")
+            *REGIONS
+                .iter()
+                .rev()
+                .find(|&&r| r <= unit)
+                .expect("a region")
         }
 
         /// The maximal free runs `(start, len)` in units, ignoring tags, within regions.

@@ -12,8 +12,8 @@ use super::blocks::{Blocks, Global};
 use super::growth::Grown;
 use super::key::{Pending, PendingOn, StreamKey, TagClass};
 use super::shard::{best_unordered, Cached};
-use crate::mr::detail::free_list::BlockId;
 use super::{front, lock, Core};
+use crate::mr::detail::free_list::BlockId;
 
 /// How many best-fit candidates an allocation looks at for one it can use without ordering.
 const SCAN: usize = 16;

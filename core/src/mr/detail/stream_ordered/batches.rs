@@ -79,7 +79,13 @@ impl Core {
     /// [`CLOSE_BYTES`] bytes, one event recorded on the stream now closes the batch, this free
     /// included, but only when `named`: the current call names the stream (a block leaving a front
     /// may be of a stream the call does not name, which may be gone: its batch stays open).
-    pub(super) fn join_batch(&self, s: &mut Shard, key: StreamKey, size: usize, named: bool) -> Pending {
+    pub(super) fn join_batch(
+        &self,
+        s: &mut Shard,
+        key: StreamKey,
+        size: usize,
+        named: bool,
+    ) -> Pending {
         let i = match s.open.iter().position(|b| b.marker.owner == key) {
             Some(i) => i,
             None => {
@@ -100,8 +106,7 @@ impl Core {
         b.frees += 1;
         b.bytes = b.bytes.saturating_add(size);
         let tag = Pending::one(PendingOn::Marker(b.marker.clone()));
-        if named
-            && (b.frees >= self.close_frees.load(Ordering::Relaxed) || b.bytes >= CLOSE_BYTES)
+        if named && (b.frees >= self.close_frees.load(Ordering::Relaxed) || b.bytes >= CLOSE_BYTES)
         {
             self.close_batch(s, i);
         }

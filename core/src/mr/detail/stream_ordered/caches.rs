@@ -20,7 +20,11 @@ impl Core {
     /// takes the blocks back), since `for_key` could not take them from the shared list either
     /// (only a device-wide synchronization would free them) and there they would block every
     /// stream. Returns the blocks moved and the bytes left behind so.
-    pub(super) fn flush_caches_for(&self, g: &mut Global, for_key: Option<StreamKey>) -> (usize, usize) {
+    pub(super) fn flush_caches_for(
+        &self,
+        g: &mut Global,
+        for_key: Option<StreamKey>,
+    ) -> (usize, usize) {
         let keep = |tag: &Pending| for_key.is_some_and(|key| tag.waits_on_live_batch(key));
         let (mut moved, mut kept) = (0, 0);
         for shard in self.shards.iter() {

@@ -258,15 +258,21 @@ impl Core {
     /// Returns a block from a shard to the shared list. A block freed twice into two shards (only
     /// frees not verified against the live allocations can be) is found here at the latest
     /// (dropped, with an error logged, rather than handed out twice).
-    pub(super) fn insert_free(&self, g: &mut Global, addr: usize, size: usize, region: usize, tag: Pending) {
+    pub(super) fn insert_free(
+        &self,
+        g: &mut Global,
+        addr: usize,
+        size: usize,
+        region: usize,
+        tag: Pending,
+    ) {
         let in_region = g
             .regions
             .get(&region)
             .is_some_and(|&len| region <= addr && addr + size <= region + len)
             && self.on_boundary(addr, size, region);
-        let twice = || {
-            self.unverified_in_shards.load(Ordering::Relaxed) && g.free.overlaps(addr, size)
-        };
+        let twice =
+            || self.unverified_in_shards.load(Ordering::Relaxed) && g.free.overlaps(addr, size);
         if in_region && !twice() {
             g.free.insert(addr, size, region, tag);
         } else {

@@ -273,7 +273,11 @@ impl Drop for Core {
             tags.extend(s.recent.drain(..).map(|b| b.tag));
             tags.extend(std::mem::take(&mut s.free).into_blocks().map(|b| b.tag));
         }
-        let fronts = std::mem::take(self.fronts.get_mut().unwrap_or_else(PoisonError::into_inner));
+        let fronts = std::mem::take(
+            self.fronts
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
         for h in fronts.iter().filter_map(|f| f.drain()) {
             used = used.wrapping_sub(h.size);
             // A stream only its calls may name: an open batch (a device-wide synchronization).
