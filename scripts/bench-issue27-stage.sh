@@ -3,11 +3,11 @@
 # network are), then drops what its two calls do not use, so that stage/ and .whl/ fit one carry:
 #
 #   stage/wheels/     our Python wheel                      (scripts/gpu-stage.sh)
-#   stage/cpp/        our librmm.so, CCCL 3.5, RMM's C++ benchmark sources, rapids-logger
+#   stage/cpp/        our librmm_rs.so, CCCL 3.5, RMM's C++ benchmark sources, rapids-logger
 #   .whl/             RMM 26.10's wheels (rmm-cu13, librmm-cu13, rapids-logger)
 #   stage/peerbench/  Google Benchmark, RMM 26.10's and 26.08's librmm (gpu-stage.sh runs
 #                     scripts/peer-bench-stage.sh)
-#   stage/bench/      the Rust criterion benchmark, our librmm.so, RMM's wheels and CUDA headers,
+#   stage/bench/      the Rust criterion benchmark, our librmm_rs.so, RMM's wheels and CUDA headers,
 #                     g++ builds of benchmarks/peer/rmm_peer_bench.cpp (scripts/bench-stage.sh)
 #
 #   bash scripts/bench-issue27-stage.sh
@@ -23,8 +23,8 @@ bash scripts/bench-stage.sh || { echo "bench-stage.sh failed"; status=1; }
 # Not used by the two calls: the test suites and the tour.
 rm -rf stage/rust stage/python stage/peer stage/tour stage/bin stage/cpp/bin stage/cpp/lib \
     stage/cpp/googletest.tar.gz .whl/dask
-for need in stage/wheels stage/cpp/librmm.so stage/cpp/cccl.tar.gz stage/cpp/peer-tests.tar.gz \
-    stage/peerbench/gbench.tar.gz stage/bench/allocations stage/bench/rmmrs/librmm.so; do
+for need in stage/wheels stage/cpp/librmm_rs.so stage/cpp/cccl.tar.gz stage/cpp/peer-tests.tar.gz \
+    stage/peerbench/gbench.tar.gz stage/bench/allocations stage/bench/rmmrs/librmm_rs.so; do
     ls $need >/dev/null 2>&1 || { echo "missing: $need"; status=1; }
 done
 ls .whl/rmm_cu13-26.10*.whl >/dev/null 2>&1 || { echo "missing: .whl/rmm_cu13-26.10*.whl"; status=1; }

@@ -89,7 +89,7 @@ if want peer; then
         -L "$U/librmm/lib64" -lrmm -L "$U/rapids_logger/lib64" -lrapids_logger
     build rmmrs_cpp_bench nvcc -std=c++20 -O2 -cudart shared -DRMM_BENCH_IMPL='"rmm-rs-cpp"' \
         -I "$W/cccl/nvidia/cu13/include/cccl" -I bindings-cpp/include \
-        benchmarks/peer/rmm_peer_bench.cpp -o "$W/bin/rmmrs_cpp_bench" -L "$B/rmmrs" -lrmm
+        benchmarks/peer/rmm_peer_bench.cpp -o "$W/bin/rmmrs_cpp_bench" -L "$B/rmmrs" -lrmm_rs
     csv=$OUT/bench/peer.csv
     echo "impl,resource,workload,threads,ops,seconds,ns_per_op,stream" >"$csv"
     # One-thread cells on one CPU: a 1-thread cell moved by up to 2x when the scheduler moved it.
