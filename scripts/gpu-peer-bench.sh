@@ -11,7 +11,9 @@
 # $OUT/peer-bench/peer-bench.md and .csv (ours vs each RMM, ratios), the JSON of each program and variant, summary.txt. The build dir,
 # build/peer-bench-gpu, stays on a warm machine: a second call only runs.
 # Environment: OUT (default /tmp/rmm-gpu-out), RMM_PEER_BENCH_MIN_TIME, RMM_PEER_BENCH_TIMEOUT,
-# RMM_PEER_BENCH_VARIANTS, RMM_PEER_JOBS.
+# RMM_PEER_BENCH_VARIANTS, RMM_PEER_JOBS, and scripts/peer/bench.sh's RMM_PEER_BENCH_REPETITIONS,
+# RMM_PEER_BENCH_FALLBACK_ONLY, RMM_PEER_RANDOM_RUNS, RMM_PEER_REPLAY_LOGS (scripts/bench-issue27.sh
+# sets them all).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 ROOT=$PWD
