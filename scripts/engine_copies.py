@@ -21,7 +21,12 @@ import subprocess
 import sys
 
 ENGINE = re.compile(r"^<?rmm_core::mr::")
-POOL_CORE = re.compile(r"^<?rmm_core::mr::detail::stream_ordered::Core\b")
+# Core's own items, and those of its impl blocks in stream_ordered's rooms (allocate, free, growth,
+# ...), which demangle as `stream_ordered::<room>::<impl [Trait for ]...::Core>::<name>`.
+POOL_CORE = re.compile(
+    r"^<?rmm_core::mr::detail::stream_ordered::"
+    r"(?:Core\b|\w+::<impl (?:[^<>]* for )?rmm_core::mr::detail::stream_ordered::Core>)"
+)
 CORE = re.compile(r"^<?rmm_core::")
 
 
