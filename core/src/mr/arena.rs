@@ -412,6 +412,10 @@ impl MemoryResource for ArenaMemoryResource {
         crate::resource::downcast::<Self>(other)
             .is_some_and(|o| Arc::ptr_eq(&self.shared, &o.shared))
     }
+
+    fn upstream(&self) -> Option<&AnyResource> {
+        Some(self.shared.upstream())
+    }
 }
 
 #[cfg(test)]

@@ -185,6 +185,10 @@ impl MemoryResource for FailureCallbackResourceAdaptor {
         crate::resource::downcast::<Self>(other)
             .is_some_and(|o| Arc::ptr_eq(&self.identity, &o.identity))
     }
+
+    fn upstream(&self) -> Option<&AnyResource> {
+        Some(&self.upstream)
+    }
 }
 
 #[cfg(test)]

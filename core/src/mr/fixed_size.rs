@@ -298,6 +298,10 @@ impl MemoryResource for FixedSizeMemoryResource {
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
         crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.core, &o.core))
     }
+
+    fn upstream(&self) -> Option<&AnyResource> {
+        Some(self.core.upstream())
+    }
 }
 
 #[cfg(test)]

@@ -92,31 +92,10 @@ impl ResourceKind {
     }
 }
 
-/// The upstream of `resource` when it is one of this copy of rmm-core's adaptors or sub-allocators
-/// (`None` for the others, and for resources without an upstream).
+/// The upstream of `resource` as an owner (`None` for a resource without one): what the resource
+/// itself says ([`MemoryResource::upstream`]).
 pub fn upstream_of(resource: &dyn MemoryResource) -> Option<AnyResource> {
-    macro_rules! first_of {
-        ($($ty:ty => $get:ident),* $(,)?) => {
-            $(if let Some(r) = downcast::<$ty>(resource) {
-                return Some(r.$get().clone());
-            })*
-        };
-    }
-    first_of! {
-        PoolMemoryResource => upstream_resource,
-        FixedSizeMemoryResource => upstream_resource,
-        BinningMemoryResource => upstream_resource,
-        ArenaMemoryResource => upstream,
-        AlignedResourceAdaptor => upstream,
-        LimitingResourceAdaptor => upstream,
-        LoggingResourceAdaptor => upstream,
-        StatisticsResourceAdaptor => upstream,
-        TrackingResourceAdaptor => upstream,
-        ThreadSafeResourceAdaptor => upstream,
-        PrefetchResourceAdaptor => upstream,
-        FailureCallbackResourceAdaptor => upstream,
-    }
-    None
+    resource.upstream().cloned()
 }
 
 resource_kinds! {
@@ -239,7 +218,10 @@ mod tests {
             built += 1;
             assert_eq!(ResourceKind::of(&resource), kind);
             assert_eq!(resource.name(), rmm_name, "{kind:?}");
-            assert_eq!(upstream_of(&resource).is_some(), kind.has_upstream(), "{kind:?}");
+            match upstream_of(&resource) {
+                Some(up) => assert!(kind.has_upstream() && up.name() == "system_memory_resource"),
+                None => assert!(!kind.has_upstream(), "{kind:?} has no upstream"),
+            }
         }
         // Without a GPU only the CUDA pools and SAM cannot be built.
         assert!(built >= ResourceKind::ALL.len() - 5, "built {built}");

@@ -344,6 +344,10 @@ impl MemoryResource for PoolMemoryResource {
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
         crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.core, &o.core))
     }
+
+    fn upstream(&self) -> Option<&AnyResource> {
+        Some(self.core.upstream())
+    }
 }
 
 #[cfg(test)]

@@ -96,6 +96,10 @@ impl MemoryResource for PrefetchResourceAdaptor {
         crate::resource::downcast::<Self>(other)
             .is_some_and(|o| Arc::ptr_eq(&self.identity, &o.identity))
     }
+
+    fn upstream(&self) -> Option<&AnyResource> {
+        Some(&self.upstream)
+    }
 }
 
 #[cfg(test)]

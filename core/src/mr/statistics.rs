@@ -312,6 +312,10 @@ impl MemoryResource for StatisticsResourceAdaptor {
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
         crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.inner, &o.inner))
     }
+
+    fn upstream(&self) -> Option<&AnyResource> {
+        Some(&self.inner.upstream)
+    }
 }
 
 #[cfg(test)]

@@ -170,6 +170,20 @@ pub trait MemoryResource: Any + Send + Sync {
 
     /// True when memory from `self` may be returned to `other` and vice versa.
     fn is_equal(&self, other: &dyn MemoryResource) -> bool;
+
+    /// The resource this one allocates from (RMM's `get_upstream_resource`) when it is an adaptor
+    /// or a sub-allocator; `None` for a resource without one (the default).
+    ///
+    /// ```
+    /// use rmm_core::{AnyResource, MemoryResource, mr::{StatisticsResourceAdaptor, SystemMemoryResource}};
+    /// let system = AnyResource::new(SystemMemoryResource::new());
+    /// let stats = AnyResource::new(StatisticsResourceAdaptor::new(system.clone()));
+    /// assert!(MemoryResource::upstream(&stats).is_some_and(|up| up.ptr_eq(&system)));
+    /// assert!(MemoryResource::upstream(&system).is_none());
+    /// ```
+    fn upstream(&self) -> Option<&AnyResource> {
+        None
+    }
 }
 
 /// `other` as an `R`, looking through [`AnyResource`] wrappers (CCCL's `resource_cast`).
@@ -343,6 +357,9 @@ impl MemoryResource for AnyResource {
             None => other,
         };
         self.inner.is_equal(other)
+    }
+    fn upstream(&self) -> Option<&AnyResource> {
+        self.inner.upstream()
     }
 }
 
