@@ -37,15 +37,13 @@ class aligned_resource_adaptor : public detail::c_resource {
    * @brief An adaptor over @p upstream_mr aligning allocations of at least @p alignment_threshold bytes to @p alignment.
    * @throws rmm::logic_error when @p alignment is not a power of two
    */
-  explicit aligned_resource_adaptor(device_any_resource const& upstream_mr, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT, std::size_t alignment_threshold = default_alignment_threshold)
-    : aligned_resource_adaptor{detail::upstream_holder{upstream_mr}, alignment, alignment_threshold}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  explicit aligned_resource_adaptor(Upstream const& upstream_mr, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT, std::size_t alignment_threshold = default_alignment_threshold)
-    : aligned_resource_adaptor{detail::upstream_holder{upstream_mr}, alignment, alignment_threshold}
+  explicit aligned_resource_adaptor(detail::upstream_holder upstream_mr, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT, std::size_t alignment_threshold = default_alignment_threshold)
+    : detail::c_resource{detail::make_handle(
+        [&](rmm_resource* out, rmm_error* err) {
+          return rmm_aligned_resource_adaptor_new(upstream_mr.handle(), alignment, alignment_threshold, out, err);
+        },
+        "aligned_resource_adaptor")},
+      upstream_{std::move(upstream_mr)}
   {
   }
 
@@ -53,16 +51,6 @@ class aligned_resource_adaptor : public detail::c_resource {
   [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
 
  private:
-  aligned_resource_adaptor(detail::upstream_holder upstream, std::size_t alignment, std::size_t alignment_threshold)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_aligned_resource_adaptor_new(upstream.handle(), alignment, alignment_threshold, out, err);
-        },
-        "aligned_resource_adaptor")},
-      upstream_{std::move(upstream)}
-  {
-  }
-
   detail::upstream_holder upstream_;
 };
 

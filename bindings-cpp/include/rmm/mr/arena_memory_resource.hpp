@@ -34,15 +34,13 @@ class arena_memory_resource : public detail::c_resource {
    * @brief An arena over @p upstream_mr of @p arena_size bytes (nullopt: the default); @p dump_log_on_failure logs the arena state when it runs out.
    * @throws rmm::out_of_memory when the upstream cannot provide the arena
    */
-  explicit arena_memory_resource(device_any_resource const& upstream_mr, std::optional<std::size_t> arena_size = std::nullopt, bool dump_log_on_failure = false)
-    : arena_memory_resource{detail::upstream_holder{upstream_mr}, arena_size, dump_log_on_failure}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  explicit arena_memory_resource(Upstream const& upstream_mr, std::optional<std::size_t> arena_size = std::nullopt, bool dump_log_on_failure = false)
-    : arena_memory_resource{detail::upstream_holder{upstream_mr}, arena_size, dump_log_on_failure}
+  explicit arena_memory_resource(detail::upstream_holder upstream_mr, std::optional<std::size_t> arena_size = std::nullopt, bool dump_log_on_failure = false)
+    : detail::c_resource{detail::make_handle(
+        [&](rmm_resource* out, rmm_error* err) {
+          return rmm_arena_memory_resource_new(upstream_mr.handle(), detail::size_or_none(arena_size), dump_log_on_failure ? 1 : 0, out, err);
+        },
+        "arena_memory_resource")},
+      upstream_{std::move(upstream_mr)}
   {
   }
 
@@ -50,16 +48,6 @@ class arena_memory_resource : public detail::c_resource {
   [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
 
  private:
-  arena_memory_resource(detail::upstream_holder upstream, std::optional<std::size_t> arena_size, bool dump_log_on_failure)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_arena_memory_resource_new(upstream.handle(), detail::size_or_none(arena_size), dump_log_on_failure ? 1 : 0, out, err);
-        },
-        "arena_memory_resource")},
-      upstream_{std::move(upstream)}
-  {
-  }
-
   detail::upstream_holder upstream_;
 };
 

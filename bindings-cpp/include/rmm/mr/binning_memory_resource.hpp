@@ -31,15 +31,8 @@ namespace rmm::mr {
 class binning_memory_resource : public detail::c_resource {
  public:
   /** @brief A resource without bins over @p upstream_mr (add them with add_bin()). */
-  explicit binning_memory_resource(device_any_resource const& upstream_mr)
-    : binning_memory_resource{detail::upstream_holder{upstream_mr}, std::nullopt}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  explicit binning_memory_resource(Upstream const& upstream_mr)
-    : binning_memory_resource{detail::upstream_holder{upstream_mr}, std::nullopt}
+  explicit binning_memory_resource(detail::upstream_holder upstream_mr)
+    : binning_memory_resource{std::move(upstream_mr), std::nullopt}
   {
   }
 
@@ -47,15 +40,8 @@ class binning_memory_resource : public detail::c_resource {
    * @brief A resource with fixed-size bins of 2^@p min_size_exponent ... 2^@p max_size_exponent bytes.
    * @throws rmm::logic_error when the exponents are negative or min > max
    */
-  binning_memory_resource(device_any_resource const& upstream_mr, int8_t min_size_exponent, int8_t max_size_exponent)
-    : binning_memory_resource{detail::upstream_holder{upstream_mr}, std::pair<int, int>{min_size_exponent, max_size_exponent}}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream. */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  binning_memory_resource(Upstream const& upstream_mr, int8_t min_size_exponent, int8_t max_size_exponent)
-    : binning_memory_resource{detail::upstream_holder{upstream_mr}, std::pair<int, int>{min_size_exponent, max_size_exponent}}
+  binning_memory_resource(detail::upstream_holder upstream_mr, int8_t min_size_exponent, int8_t max_size_exponent)
+    : binning_memory_resource{std::move(upstream_mr), std::pair<int, int>{min_size_exponent, max_size_exponent}}
   {
   }
 

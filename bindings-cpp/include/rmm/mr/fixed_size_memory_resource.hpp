@@ -39,15 +39,13 @@ class fixed_size_memory_resource : public detail::c_resource {
    * @brief A resource over @p upstream_mr of @p block_size-byte blocks, @p blocks_to_preallocate of them taken at once.
    * @throws rmm::out_of_memory when the upstream cannot provide the first chunk
    */
-  explicit fixed_size_memory_resource(device_any_resource const& upstream_mr, std::size_t block_size = default_block_size, std::size_t blocks_to_preallocate = default_blocks_to_preallocate)
-    : fixed_size_memory_resource{detail::upstream_holder{upstream_mr}, block_size, blocks_to_preallocate}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  explicit fixed_size_memory_resource(Upstream const& upstream_mr, std::size_t block_size = default_block_size, std::size_t blocks_to_preallocate = default_blocks_to_preallocate)
-    : fixed_size_memory_resource{detail::upstream_holder{upstream_mr}, block_size, blocks_to_preallocate}
+  explicit fixed_size_memory_resource(detail::upstream_holder upstream_mr, std::size_t block_size = default_block_size, std::size_t blocks_to_preallocate = default_blocks_to_preallocate)
+    : detail::c_resource{detail::make_handle(
+        [&](rmm_resource* out, rmm_error* err) {
+          return rmm_fixed_size_memory_resource_new(upstream_mr.handle(), block_size, blocks_to_preallocate, out, err);
+        },
+        "fixed_size_memory_resource")},
+      upstream_{std::move(upstream_mr)}
   {
   }
 
@@ -63,16 +61,6 @@ class fixed_size_memory_resource : public detail::c_resource {
   }
 
  private:
-  fixed_size_memory_resource(detail::upstream_holder upstream, std::size_t block_size, std::size_t blocks_to_preallocate)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_fixed_size_memory_resource_new(upstream.handle(), block_size, blocks_to_preallocate, out, err);
-        },
-        "fixed_size_memory_resource")},
-      upstream_{std::move(upstream)}
-  {
-  }
-
   detail::upstream_holder upstream_;
 };
 

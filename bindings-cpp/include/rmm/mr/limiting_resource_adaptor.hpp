@@ -34,15 +34,13 @@ class limiting_resource_adaptor : public detail::c_resource {
    * @brief An adaptor over @p upstream_mr allowing @p allocation_limit bytes, counting sizes rounded up to @p alignment.
    * @throws rmm::logic_error when @p alignment is not a power of two
    */
-  limiting_resource_adaptor(device_any_resource const& upstream_mr, std::size_t allocation_limit, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT)
-    : limiting_resource_adaptor{detail::upstream_holder{upstream_mr}, allocation_limit, alignment}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  limiting_resource_adaptor(Upstream const& upstream_mr, std::size_t allocation_limit, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT)
-    : limiting_resource_adaptor{detail::upstream_holder{upstream_mr}, allocation_limit, alignment}
+  limiting_resource_adaptor(detail::upstream_holder upstream_mr, std::size_t allocation_limit, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT)
+    : detail::c_resource{detail::make_handle(
+        [&](rmm_resource* out, rmm_error* err) {
+          return rmm_limiting_resource_adaptor_new(upstream_mr.handle(), allocation_limit, alignment, out, err);
+        },
+        "limiting_resource_adaptor")},
+      upstream_{std::move(upstream_mr)}
   {
   }
 
@@ -66,16 +64,6 @@ class limiting_resource_adaptor : public detail::c_resource {
   }
 
  private:
-  limiting_resource_adaptor(detail::upstream_holder upstream, std::size_t allocation_limit, std::size_t alignment)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_limiting_resource_adaptor_new(upstream.handle(), allocation_limit, alignment, out, err);
-        },
-        "limiting_resource_adaptor")},
-      upstream_{std::move(upstream)}
-  {
-  }
-
   detail::upstream_holder upstream_;
 };
 

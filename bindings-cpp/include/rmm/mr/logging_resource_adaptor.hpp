@@ -105,19 +105,16 @@ class logging_resource_adaptor : public detail::c_resource {
    * @param auto_flush flush every line as it is written
    * @throws rmm::logic_error when RMM_LOG_FILE is unset (default name) or the file cannot be created
    */
-  explicit logging_resource_adaptor(device_any_resource const& upstream,
+  explicit logging_resource_adaptor(detail::upstream_holder upstream,
                                     std::string const& filename = get_default_filename(),
                                     bool auto_flush             = false)
-    : logging_resource_adaptor{detail::upstream_holder{upstream}, filename, auto_flush}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  explicit logging_resource_adaptor(Upstream const& upstream,
-                                    std::string const& filename = get_default_filename(),
-                                    bool auto_flush             = false)
-    : logging_resource_adaptor{detail::upstream_holder{upstream}, filename, auto_flush}
+    : detail::c_resource{detail::make_handle(
+        [&](rmm_resource* out, rmm_error* err) {
+          return rmm_logging_resource_adaptor_new(upstream.handle(), filename.c_str(), auto_flush ? 1 : 0, out,
+                                                  err);
+        },
+        "logging_resource_adaptor")},
+      upstream_{std::move(upstream)}
   {
   }
 
@@ -127,15 +124,16 @@ class logging_resource_adaptor : public detail::c_resource {
    * every line with @p auto_flush, and when the last copy is destroyed. A stream that fails
    * loses the lines (allocations still succeed); flush() then throws.
    */
-  logging_resource_adaptor(device_any_resource const& upstream, std::ostream& stream, bool auto_flush = false)
-    : logging_resource_adaptor{detail::upstream_holder{upstream}, stream, auto_flush}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  logging_resource_adaptor(Upstream const& upstream, std::ostream& stream, bool auto_flush = false)
-    : logging_resource_adaptor{detail::upstream_holder{upstream}, stream, auto_flush}
+  logging_resource_adaptor(detail::upstream_holder upstream, std::ostream& stream, bool auto_flush = false)
+    : detail::c_resource{detail::make_handle(
+        [&](rmm_resource* out, rmm_error* err) {
+          // The stream stays the caller's: no release function.
+          return rmm_logging_resource_adaptor_new_with_sink(upstream.handle(), &detail::ostream_write,
+                                                            &detail::ostream_flush, &stream, nullptr,
+                                                            auto_flush ? 1 : 0, out, err);
+        },
+        "logging_resource_adaptor")},
+      upstream_{std::move(upstream)}
   {
   }
 
@@ -144,17 +142,9 @@ class logging_resource_adaptor : public detail::c_resource {
    * @brief Logs to the rapids_logger sinks @p sinks (each gets every line, pattern "%v"), through a
    * rapids_logger::logger that the adaptor owns. Lines, flushing and failures as for a std::ostream.
    */
-  logging_resource_adaptor(device_any_resource const& upstream, std::initializer_list<rapids_logger::sink_ptr> sinks,
+  logging_resource_adaptor(detail::upstream_holder upstream, std::initializer_list<rapids_logger::sink_ptr> sinks,
                            bool auto_flush = false)
-    : logging_resource_adaptor{detail::upstream_holder{upstream}, make_logger(sinks), auto_flush}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  logging_resource_adaptor(Upstream const& upstream, std::initializer_list<rapids_logger::sink_ptr> sinks,
-                           bool auto_flush = false)
-    : logging_resource_adaptor{detail::upstream_holder{upstream}, make_logger(sinks), auto_flush}
+    : logging_resource_adaptor{std::move(upstream), make_logger(sinks), auto_flush}
   {
   }
 #endif
@@ -196,30 +186,6 @@ class logging_resource_adaptor : public detail::c_resource {
   [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
 
  private:
-  logging_resource_adaptor(detail::upstream_holder upstream, std::string const& filename, bool auto_flush)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_logging_resource_adaptor_new(upstream.handle(), filename.c_str(), auto_flush ? 1 : 0, out,
-                                                  err);
-        },
-        "logging_resource_adaptor")},
-      upstream_{std::move(upstream)}
-  {
-  }
-
-  logging_resource_adaptor(detail::upstream_holder upstream, std::ostream& stream, bool auto_flush)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          // The stream stays the caller's: no release function.
-          return rmm_logging_resource_adaptor_new_with_sink(upstream.handle(), &detail::ostream_write,
-                                                            &detail::ostream_flush, &stream, nullptr,
-                                                            auto_flush ? 1 : 0, out, err);
-        },
-        "logging_resource_adaptor")},
-      upstream_{std::move(upstream)}
-  {
-  }
-
 #if __has_include(<rapids_logger/logger.hpp>)
   static std::unique_ptr<rapids_logger::logger> make_logger(std::initializer_list<rapids_logger::sink_ptr> sinks)
   {

@@ -35,19 +35,16 @@ class pool_memory_resource : public detail::c_resource {
    * @throws rmm::logic_error when a size is not a multiple of 256
    * @throws rmm::out_of_memory when the upstream cannot provide the initial pool
    */
-  pool_memory_resource(device_any_resource const& upstream_mr,
+  pool_memory_resource(detail::upstream_holder upstream_mr,
                        std::size_t initial_pool_size,
                        std::optional<std::size_t> maximum_pool_size = std::nullopt)
-    : pool_memory_resource{detail::upstream_holder{upstream_mr}, initial_pool_size, maximum_pool_size}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  pool_memory_resource(Upstream const& upstream_mr,
-                       std::size_t initial_pool_size,
-                       std::optional<std::size_t> maximum_pool_size = std::nullopt)
-    : pool_memory_resource{detail::upstream_holder{upstream_mr}, initial_pool_size, maximum_pool_size}
+    : detail::c_resource{detail::make_handle(
+        [&](rmm_resource* out, rmm_error* err) {
+          return rmm_pool_memory_resource_new(upstream_mr.handle(), initial_pool_size,
+                                              detail::size_or_none(maximum_pool_size), out, err);
+        },
+        "pool_memory_resource")},
+      upstream_{std::move(upstream_mr)}
   {
   }
 
@@ -73,19 +70,6 @@ class pool_memory_resource : public detail::c_resource {
   }
 
  private:
-  pool_memory_resource(detail::upstream_holder upstream,
-                       std::size_t initial_pool_size,
-                       std::optional<std::size_t> maximum_pool_size)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_pool_memory_resource_new(upstream.handle(), initial_pool_size,
-                                              detail::size_or_none(maximum_pool_size), out, err);
-        },
-        "pool_memory_resource")},
-      upstream_{std::move(upstream)}
-  {
-  }
-
   detail::upstream_holder upstream_;
 };
 

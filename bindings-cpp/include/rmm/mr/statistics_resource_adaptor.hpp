@@ -68,15 +68,13 @@ class statistics_resource_adaptor : public detail::c_resource {
   };
 
   /** @brief An adaptor over @p upstream_mr (any device-accessible resource, a user's C++ one included). */
-  explicit statistics_resource_adaptor(device_any_resource const& upstream_mr)
-    : statistics_resource_adaptor{detail::upstream_holder{upstream_mr}}
-  {
-  }
-
-  /** @brief An adaptor over the rmm resource @p upstream_mr (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  explicit statistics_resource_adaptor(Upstream const& upstream_mr)
-    : statistics_resource_adaptor{detail::upstream_holder{upstream_mr}}
+  explicit statistics_resource_adaptor(detail::upstream_holder upstream_mr)
+    : detail::c_resource{detail::make_handle(
+        [&](rmm_resource* out, rmm_error* err) {
+          return rmm_statistics_resource_adaptor_new(upstream_mr.handle(), out, err);
+        },
+        "statistics_resource_adaptor")},
+      upstream_{std::move(upstream_mr)}
   {
   }
 
@@ -135,16 +133,6 @@ class statistics_resource_adaptor : public detail::c_resource {
   }
 
  private:
-  explicit statistics_resource_adaptor(detail::upstream_holder upstream)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_statistics_resource_adaptor_new(upstream.handle(), out, err);
-        },
-        "statistics_resource_adaptor")},
-      upstream_{std::move(upstream)}
-  {
-  }
-
   static counter convert(rmm_counter const& c) noexcept { return counter{c.value, c.peak, c.total}; }
 
   detail::upstream_holder upstream_;

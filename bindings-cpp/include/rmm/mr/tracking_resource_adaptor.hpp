@@ -74,15 +74,13 @@ class tracking_resource_adaptor : public detail::c_resource {
    * @brief An adaptor over @p upstream_mr; @p capture_stacks records a stack trace per allocation.
    * @throws nothing beyond librmm failures (rmm::logic_error)
    */
-  explicit tracking_resource_adaptor(device_any_resource const& upstream_mr, bool capture_stacks = false)
-    : tracking_resource_adaptor{detail::upstream_holder{upstream_mr}, capture_stacks}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  explicit tracking_resource_adaptor(Upstream const& upstream_mr, bool capture_stacks = false)
-    : tracking_resource_adaptor{detail::upstream_holder{upstream_mr}, capture_stacks}
+  explicit tracking_resource_adaptor(detail::upstream_holder upstream_mr, bool capture_stacks = false)
+    : detail::c_resource{detail::make_handle(
+        [&](rmm_resource* out, rmm_error* err) {
+          return rmm_tracking_resource_adaptor_new(upstream_mr.handle(), capture_stacks ? 1 : 0, out, err);
+        },
+        "tracking_resource_adaptor")},
+      upstream_{std::move(upstream_mr)}
   {
   }
 
@@ -154,16 +152,6 @@ class tracking_resource_adaptor : public detail::c_resource {
   }
 
  private:
-  tracking_resource_adaptor(detail::upstream_holder upstream, bool capture_stacks)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_tracking_resource_adaptor_new(upstream.handle(), capture_stacks ? 1 : 0, out, err);
-        },
-        "tracking_resource_adaptor")},
-      upstream_{std::move(upstream)}
-  {
-  }
-
   /** @brief The stack of the outstanding allocation at @p ptr, as text. */
   [[nodiscard]] std::string allocation_stack(void const* ptr) const
   {
