@@ -28,7 +28,7 @@ namespace rmm::mr {
  * `any_resource<device_accessible>`, a user's C++ resource included; an rmm resource passes its
  * librmm handle through.
  */
-class aligned_resource_adaptor : public detail::c_resource {
+class aligned_resource_adaptor : public detail::resource_over_upstream {
  public:
   /** @brief RMM's default threshold: 0, every allocation is aligned. */
   static constexpr std::size_t default_alignment_threshold = 0;
@@ -38,20 +38,13 @@ class aligned_resource_adaptor : public detail::c_resource {
    * @throws rmm::logic_error when @p alignment is not a power of two
    */
   explicit aligned_resource_adaptor(detail::upstream_holder upstream_mr, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT, std::size_t alignment_threshold = default_alignment_threshold)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_aligned_resource_adaptor_new(upstream_mr.handle(), alignment, alignment_threshold, out, err);
+    : resource_over_upstream{std::move(upstream_mr),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
+          return rmm_aligned_resource_adaptor_new(up, alignment, alignment_threshold, out, err);
         },
-        "aligned_resource_adaptor")},
-      upstream_{std::move(upstream_mr)}
+        "aligned_resource_adaptor"}
   {
   }
-
-  /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
-  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
-
- private:
-  detail::upstream_holder upstream_;
 };
 
 static_assert(cuda::mr::resource_with<aligned_resource_adaptor, cuda::mr::device_accessible>);

@@ -28,7 +28,7 @@ namespace rmm::mr {
  * Differs from RMM in one respect: add_bin() takes the bin resource as an owning
  * `any_resource` (librmm keeps it alive), where RMM takes a non-owning reference.
  */
-class binning_memory_resource : public detail::c_resource {
+class binning_memory_resource : public detail::resource_over_upstream {
  public:
   /** @brief A resource without bins over @p upstream_mr (add them with add_bin()). */
   explicit binning_memory_resource(detail::upstream_holder upstream_mr)
@@ -45,9 +45,6 @@ class binning_memory_resource : public detail::c_resource {
   {
   }
 
-  /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
-  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
-
   /**
    * @brief Adds a bin for allocations up to @p allocation_size bytes: @p bin_resource (kept alive by
    * librmm), or a new fixed_size_memory_resource over the upstream when nullopt.
@@ -63,19 +60,15 @@ class binning_memory_resource : public detail::c_resource {
 
  private:
   binning_memory_resource(detail::upstream_holder upstream, std::optional<std::pair<int, int>> exponents)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
+    : resource_over_upstream{std::move(upstream),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
           return exponents.has_value()
-                   ? rmm_binning_memory_resource_new_with_exponents(upstream.handle(), exponents->first,
-                                                                    exponents->second, out, err)
-                   : rmm_binning_memory_resource_new(upstream.handle(), out, err);
+                   ? rmm_binning_memory_resource_new_with_exponents(up, exponents->first, exponents->second, out, err)
+                   : rmm_binning_memory_resource_new(up, out, err);
         },
-        "binning_memory_resource")},
-      upstream_{std::move(upstream)}
+        "binning_memory_resource"}
   {
   }
-
-  detail::upstream_holder upstream_;
 };
 
 static_assert(cuda::mr::resource_with<binning_memory_resource, cuda::mr::device_accessible>);

@@ -98,7 +98,7 @@ inline void rapids_logger_release(void* context) noexcept { delete static_cast<r
  * the one taking rapids_logger sinks when rapids-logger's headers are on the include path (then
  * link rapids_logger::rapids_logger; librmm itself does not use rapids-logger).
  */
-class logging_resource_adaptor : public detail::c_resource {
+class logging_resource_adaptor : public detail::resource_over_upstream {
  public:
   /**
    * @brief Logs to @p filename (created or truncated; default: get_default_filename()).
@@ -108,13 +108,11 @@ class logging_resource_adaptor : public detail::c_resource {
   explicit logging_resource_adaptor(detail::upstream_holder upstream,
                                     std::string const& filename = get_default_filename(),
                                     bool auto_flush             = false)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_logging_resource_adaptor_new(upstream.handle(), filename.c_str(), auto_flush ? 1 : 0, out,
-                                                  err);
+    : resource_over_upstream{std::move(upstream),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
+          return rmm_logging_resource_adaptor_new(up, filename.c_str(), auto_flush ? 1 : 0, out, err);
         },
-        "logging_resource_adaptor")},
-      upstream_{std::move(upstream)}
+        "logging_resource_adaptor"}
   {
   }
 
@@ -125,15 +123,13 @@ class logging_resource_adaptor : public detail::c_resource {
    * loses the lines (allocations still succeed); flush() then throws.
    */
   logging_resource_adaptor(detail::upstream_holder upstream, std::ostream& stream, bool auto_flush = false)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
+    : resource_over_upstream{std::move(upstream),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
           // The stream stays the caller's: no release function.
-          return rmm_logging_resource_adaptor_new_with_sink(upstream.handle(), &detail::ostream_write,
-                                                            &detail::ostream_flush, &stream, nullptr,
-                                                            auto_flush ? 1 : 0, out, err);
+          return rmm_logging_resource_adaptor_new_with_sink(up, &detail::ostream_write, &detail::ostream_flush, &stream,
+                                                            nullptr, auto_flush ? 1 : 0, out, err);
         },
-        "logging_resource_adaptor")},
-      upstream_{std::move(upstream)}
+        "logging_resource_adaptor"}
   {
   }
 
@@ -182,9 +178,6 @@ class logging_resource_adaptor : public detail::c_resource {
       "logging_resource_adaptor::get_file_name");
   }
 
-  /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
-  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
-
  private:
 #if __has_include(<rapids_logger/logger.hpp>)
   static std::unique_ptr<rapids_logger::logger> make_logger(std::initializer_list<rapids_logger::sink_ptr> sinks)
@@ -196,20 +189,17 @@ class logging_resource_adaptor : public detail::c_resource {
 
   logging_resource_adaptor(detail::upstream_holder upstream, std::unique_ptr<rapids_logger::logger> logger,
                            bool auto_flush)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
+    : resource_over_upstream{std::move(upstream),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
           // librmm owns the logger from here on, also when the call fails (it then releases it at once).
           return rmm_logging_resource_adaptor_new_with_sink(
-            upstream.handle(), &detail::rapids_logger_write, &detail::rapids_logger_flush, logger.release(),
+            up, &detail::rapids_logger_write, &detail::rapids_logger_flush, logger.release(),
             &detail::rapids_logger_release, auto_flush ? 1 : 0, out, err);
         },
-        "logging_resource_adaptor")},
-      upstream_{std::move(upstream)}
+        "logging_resource_adaptor"}
   {
   }
 #endif
-
-  detail::upstream_holder upstream_;
 };
 
 static_assert(cuda::mr::resource_with<logging_resource_adaptor, cuda::mr::device_accessible>);

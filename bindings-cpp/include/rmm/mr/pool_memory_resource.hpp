@@ -27,7 +27,7 @@ namespace rmm::mr {
  * `any_resource<device_accessible>`, a user's C++ resource included: the pool's upstream calls then
  * land in it; an rmm resource passes its librmm handle through.
  */
-class pool_memory_resource : public detail::c_resource {
+class pool_memory_resource : public detail::resource_over_upstream {
  public:
   /**
    * @brief A pool over @p upstream_mr holding @p initial_pool_size bytes at first and at most
@@ -38,18 +38,13 @@ class pool_memory_resource : public detail::c_resource {
   pool_memory_resource(detail::upstream_holder upstream_mr,
                        std::size_t initial_pool_size,
                        std::optional<std::size_t> maximum_pool_size = std::nullopt)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_pool_memory_resource_new(upstream_mr.handle(), initial_pool_size,
-                                              detail::size_or_none(maximum_pool_size), out, err);
+    : resource_over_upstream{std::move(upstream_mr),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
+          return rmm_pool_memory_resource_new(up, initial_pool_size, detail::size_or_none(maximum_pool_size), out, err);
         },
-        "pool_memory_resource")},
-      upstream_{std::move(upstream_mr)}
+        "pool_memory_resource"}
   {
   }
-
-  /** @brief The upstream resource (a reference, valid while this pool or a copy lives). */
-  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
 
   /** @brief The bytes the pool holds from its upstream. */
   [[nodiscard]] std::size_t pool_size() const
@@ -68,9 +63,6 @@ class pool_memory_resource : public detail::c_resource {
     if (maximum == RMM_SIZE_NONE) { return std::nullopt; }
     return static_cast<std::size_t>(maximum);
   }
-
- private:
-  detail::upstream_holder upstream_;
 };
 
 static_assert(cuda::mr::resource_with<pool_memory_resource, cuda::mr::device_accessible>);

@@ -106,6 +106,32 @@ rmm_resource make_handle(Make&& make, const char* what)
   return handle;
 }
 
+/**
+ * @brief The base of librmm's sub-allocators and adaptors: the resource's handle, made by a C
+ * constructor from the upstream's handle, and the upstream, for get_upstream_resource().
+ */
+class resource_over_upstream : public c_resource {
+ public:
+  /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
+  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
+
+ protected:
+  /**
+   * @brief Calls the C constructor @p make (`int(rmm_resource upstream, rmm_resource* out, rmm_error*
+   * err)`) with @p upstream's handle, and keeps @p upstream; throws on failure (naming @p what).
+   */
+  template <class Make>
+  resource_over_upstream(upstream_holder upstream, Make&& make, const char* what)
+    : c_resource{make_handle([&](rmm_resource* out, rmm_error* err) { return make(upstream.handle(), out, err); },
+                             what)},
+      upstream_{std::move(upstream)}
+  {
+  }
+
+ private:
+  upstream_holder upstream_;
+};
+
 /** @brief Calls the C accessor @p get (`int(T* out, rmm_error* err)`) and returns its value; throws on failure. */
 template <class T, class Get>
 T get_value(Get&& get, const char* what)
