@@ -356,7 +356,11 @@ impl MemoryResource for ArenaMemoryResource {
             self.name(),
             self.shared.allocate(stream, bytes)?,
             granule(bytes, None),
-        );
+            |ptr| {
+                // The block was never handed out: back to the arena at once.
+                let _ = self.shared.deallocate(stream, ptr, bytes);
+            },
+        )?;
         if let Some(nvtx) = &self.nvtx {
             nvtx.allocated(ptr, bytes);
         }
@@ -415,6 +419,11 @@ impl MemoryResource for ArenaMemoryResource {
 
     fn upstream(&self) -> Option<&AnyResource> {
         Some(self.shared.upstream())
+    }
+
+    /// From the live-allocation index (`None` when frees are unchecked).
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, _alignment: usize) -> Option<bool> {
+        self.live.is_live(ptr, granule(bytes, None))
     }
 }
 

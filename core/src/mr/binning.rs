@@ -257,10 +257,15 @@ impl MemoryResource for BinningMemoryResource {
         // RMM routes zero bytes to the smallest bin too (BinningTest.ZeroByteAllocationsUseBinResource);
         // the null it gets back is no allocation, which `allocated` does not record.
         let ptr = self.route(bytes, alignment, |r| r.allocate(stream, bytes, alignment))?;
-        Ok(self
-            .inner
+        self.inner
             .live
-            .allocated(self.name(), ptr, granule(bytes, Some(alignment))))
+            .allocated(self.name(), ptr, granule(bytes, Some(alignment)), |ptr| {
+                // SAFETY: just allocated by the resource `route` picks for these arguments, and
+                // never handed out.
+                let _ = self.route(bytes, alignment, |r| unsafe {
+                    r.deallocate(stream, ptr, bytes, alignment)
+                });
+            })
     }
 
     /// # Errors
@@ -318,6 +323,11 @@ impl MemoryResource for BinningMemoryResource {
 
     fn upstream(&self) -> Option<&AnyResource> {
         Some(&self.inner.upstream)
+    }
+
+    /// From the live-allocation index (`None` when frees are unchecked).
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Option<bool> {
+        self.inner.live.is_live(ptr, granule(bytes, Some(alignment)))
     }
 }
 

@@ -256,9 +256,13 @@ impl MemoryResource for FixedSizeMemoryResource {
             .core
             .allocate(stream, self.block_size, DEFAULT_ALIGNMENT)?;
         let ptr = align_up(block, alignment.max(DEFAULT_ALIGNMENT)).unwrap_or(block) as *mut u8;
-        Ok(self
-            .live
-            .allocated(self.name(), ptr, granule(bytes, Some(alignment))))
+        self.live
+            .allocated(self.name(), ptr, granule(bytes, Some(alignment)), |_| {
+                // The block was never handed out: back to the engine at once.
+                let _ = self
+                    .core
+                    .deallocate(stream, block, self.block_size, self.verified);
+            })
     }
 
     /// # Errors
@@ -301,6 +305,11 @@ impl MemoryResource for FixedSizeMemoryResource {
 
     fn upstream(&self) -> Option<&AnyResource> {
         Some(self.core.upstream())
+    }
+
+    /// From the live-allocation index (`None` when frees are unchecked).
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Option<bool> {
+        self.live.is_live(ptr, granule(bytes, Some(alignment)))
     }
 }
 

@@ -296,7 +296,11 @@ impl MemoryResource for PoolMemoryResource {
         let block = self
             .core
             .allocate(stream, size, alignment.max(DEFAULT_ALIGNMENT))?;
-        let ptr = self.live.allocated(self.name(), block as *mut u8, size);
+        let verified = self.live.mode() == FreeChecks::Checked;
+        let ptr = self.live.allocated(self.name(), block as *mut u8, size, |block| {
+            // The block was never handed out: back to the engine at once.
+            let _ = self.core.deallocate(stream, block as usize, size, verified);
+        })?;
         if let Some(nvtx) = &self.nvtx {
             nvtx.sync_heaps(self.core.regions_generation(), || self.core.regions());
             nvtx.allocated(ptr, bytes);
@@ -347,6 +351,14 @@ impl MemoryResource for PoolMemoryResource {
 
     fn upstream(&self) -> Option<&AnyResource> {
         Some(self.core.upstream())
+    }
+
+    /// From the live-allocation index (`None` when frees are unchecked).
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, _alignment: usize) -> Option<bool> {
+        match align_up(bytes, DEFAULT_ALIGNMENT) {
+            Some(size) => self.live.is_live(ptr, size),
+            None => self.live.is_live(ptr, 0).map(|_| false),
+        }
     }
 }
 

@@ -184,6 +184,16 @@ pub trait MemoryResource: Any + Send + Sync {
     fn upstream(&self) -> Option<&AnyResource> {
         None
     }
+
+    /// Whether `ptr` is a live allocation of this resource that a free with `bytes` and
+    /// `alignment` would name: `Some(true)` when it is (sizes compared as `deallocate` compares
+    /// them), `Some(false)` when it is not, `None` when the resource keeps no record of what it
+    /// handed out (the default). An importer of a buffer described by another binary asks it
+    /// before adopting `(data, capacity)`.
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Option<bool> {
+        let _ = (ptr, bytes, alignment);
+        None
+    }
 }
 
 /// `other` as an `R`, looking through [`AnyResource`] wrappers (CCCL's `resource_cast`).
@@ -360,6 +370,10 @@ impl MemoryResource for AnyResource {
     }
     fn upstream(&self) -> Option<&AnyResource> {
         self.inner.upstream()
+    }
+
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Option<bool> {
+        self.inner.is_live_allocation(ptr, bytes, alignment)
     }
 }
 
