@@ -88,7 +88,10 @@ impl ResourceKind {
 
     /// The kind of a C code; `None` for a code this version does not know.
     pub fn from_code(code: i32) -> Option<ResourceKind> {
-        usize::try_from(code).ok().and_then(|i| Self::ALL.get(i)).copied()
+        usize::try_from(code)
+            .ok()
+            .and_then(|i| Self::ALL.get(i))
+            .copied()
     }
 }
 

@@ -4,6 +4,7 @@ pub(crate) mod arena;
 pub(crate) mod arena_impl;
 pub(crate) mod driver;
 pub(crate) mod fixed_list;
+pub(crate) mod forward;
 pub(crate) mod free_list;
 pub(crate) mod live_set;
 pub(crate) mod live_slot;
