@@ -539,7 +539,9 @@ fi
 # sanitize: scripts/gpu-sanitize.sh (memcheck, racecheck, synccheck on a subset of the Rust GPU tests,
 #   the nvcc-built C++ tests and the Python GPU tests) within RMM_SANITIZE_BUDGET (240) s; name the
 #   part cpp before it in the same command so the nvcc-built tests exist. Counted: runs clean /
-#   with errors (a run the budget left out is a skip); per tool "N errors" in summary.txt.
+#   with errors (a run the budget left out is a skip); per tool "N errors" in summary.txt, and one
+#   "sanitize finding:" line per run with errors naming it and what went wrong ("sanitize not
+#   run:" lines for the rest; scripts/gpu-sanitize-selftest.sh checks that on CPU).
 if want sanitize; then
     RMM_SANITIZE_BUDGET=${RMM_SANITIZE_BUDGET:-240} bash scripts/gpu-sanitize.sh >"$OUT/sanitize.out" 2>&1
     grep -E '^sanitize ' "$OUT/sanitize.out" | while IFS= read -r line; do say "  $line"; done

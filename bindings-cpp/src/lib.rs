@@ -28,6 +28,8 @@ mod tracking_report;
 mod views;
 
 #[cfg(test)]
+mod bad_input_table;
+#[cfg(test)]
 mod header_check;
 #[cfg(test)]
 mod tests;

@@ -13,10 +13,11 @@ use std::sync::Arc;
 use crate::aligned::{align_up, check_alignment, DEFAULT_ALIGNMENT};
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
+use crate::mr::detail::forward::forward_to_upstream;
 use crate::mr::detail::live_set::{granule, FreeCheck, FreeChecks};
 use crate::mr::detail::stream_ordered::{default_syncer, CacheLimits, Core, Growth, Syncer};
 use crate::mr::PoolStatistics;
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::resource::{AnyResource, MemoryResource};
 
 /// A resource of equal-sized blocks (RMM's `fixed_size_memory_resource`).
 ///
@@ -256,9 +257,13 @@ impl MemoryResource for FixedSizeMemoryResource {
             .core
             .allocate(stream, self.block_size, DEFAULT_ALIGNMENT)?;
         let ptr = align_up(block, alignment.max(DEFAULT_ALIGNMENT)).unwrap_or(block) as *mut u8;
-        Ok(self
-            .live
-            .allocated(self.name(), ptr, granule(bytes, Some(alignment))))
+        self.live
+            .allocated(self.name(), ptr, granule(bytes, Some(alignment)), |_| {
+                // The block was never handed out: back to the engine at once.
+                let _ = self
+                    .core
+                    .deallocate(stream, block, self.block_size, self.verified);
+            })
     }
 
     /// # Errors
@@ -287,16 +292,16 @@ impl MemoryResource for FixedSizeMemoryResource {
             })
     }
 
-    fn access(&self) -> Access {
-        self.core.upstream().access()
+    /// From the live-allocation index (`None` when frees are unchecked).
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Option<bool> {
+        self.live.is_live(ptr, granule(bytes, Some(alignment)))
     }
 
-    fn name(&self) -> &str {
-        "fixed_size_memory_resource"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.core, &o.core))
+    forward_to_upstream! {
+        name: "fixed_size_memory_resource",
+        upstream: upstream_resource,
+        identity: core,
+        forward: access
     }
 }
 

@@ -6,33 +6,54 @@
 
 #![allow(non_camel_case_types)]
 
-use std::ffi::{c_char, c_int};
+use std::ffi::{c_char, c_int, CStr};
 
 use crate::error::Error;
 
-/// Success.
-pub const RMM_OK: c_int = 0;
+/// Writes the status constants and [`STATUS_CODES`] from one row per status (`rmm_status` in
+/// `rmm_c.h`, compared with this list by `bindings-cpp/src/header_check.rs`).
+macro_rules! status_codes {
+    ($($(#[$doc:meta])* $name:ident = $code:literal,)*) => {
+        $($(#[$doc])* pub const $name: c_int = $code;)*
 
-/// The resource could not provide the memory ([`Error::OutOfMemory`]).
-pub const RMM_ERROR_OUT_OF_MEMORY: c_int = 1;
+        /// Every status, `RMM_OK` first: its C name and code.
+        pub const STATUS_CODES: &[(&CStr, c_int)] = &[$((
+            match CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+                Ok(name) => name,
+                Err(_) => panic!("a status name has no interior NUL"),
+            },
+            $code,
+        )),*];
+    };
+}
 
-/// A CUDA call failed ([`Error::Cuda`]); `cuda_code` holds the `CUresult`.
-pub const RMM_ERROR_CUDA: c_int = 2;
+status_codes! {
+    /// Success.
+    RMM_OK = 0,
+    /// The resource could not provide the memory ([`Error::OutOfMemory`]).
+    RMM_ERROR_OUT_OF_MEMORY = 1,
+    /// A CUDA call failed ([`Error::Cuda`]); `cuda_code` holds the `CUresult`.
+    RMM_ERROR_CUDA = 2,
+    /// An argument was invalid, including NULL out-pointers and invalid handles ([`Error::InvalidArgument`]).
+    RMM_ERROR_INVALID_ARGUMENT = 3,
+    /// No CUDA driver ([`Error::NoDriver`]).
+    RMM_ERROR_NO_DRIVER = 4,
+    /// No (such) CUDA device ([`Error::NoDevice`]).
+    RMM_ERROR_NO_DEVICE = 5,
+    /// Not supported ([`Error::Unsupported`]).
+    RMM_ERROR_UNSUPPORTED = 6,
+    /// An internal failure: a Rust panic (or, from a C++ resource, an unexpected exception) was caught.
+    RMM_ERROR_PANIC = 7,
+}
 
-/// An argument was invalid, including NULL out-pointers and invalid handles ([`Error::InvalidArgument`]).
-pub const RMM_ERROR_INVALID_ARGUMENT: c_int = 3;
-
-/// No CUDA driver ([`Error::NoDriver`]).
-pub const RMM_ERROR_NO_DRIVER: c_int = 4;
-
-/// No (such) CUDA device ([`Error::NoDevice`]).
-pub const RMM_ERROR_NO_DEVICE: c_int = 5;
-
-/// Not supported ([`Error::Unsupported`]).
-pub const RMM_ERROR_UNSUPPORTED: c_int = 6;
-
-/// An internal failure: a Rust panic (or, from a C++ resource, an unexpected exception) was caught.
-pub const RMM_ERROR_PANIC: c_int = 7;
+/// The C name of `status`, e.g. `"RMM_ERROR_OUT_OF_MEMORY"`; `"RMM_ERROR_UNKNOWN"` for a code that
+/// is no status.
+pub fn status_name(status: c_int) -> &'static CStr {
+    STATUS_CODES
+        .iter()
+        .find(|&&(_, code)| code == status)
+        .map_or(c"RMM_ERROR_UNKNOWN", |&(name, _)| name)
+}
 
 /// Capacity of [`rmm_error::message`], NUL included.
 pub const RMM_ERROR_MESSAGE_SIZE: usize = 512;
