@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# C++ suite: configures bindings-cpp with CMake (which builds librmm.so through cargo), builds the
+# C++ suite: configures bindings-cpp with CMake (which builds librmm_rs.so through cargo), builds the
 # GoogleTest tests and runs them with ctest. GPU tests skip themselves in host mode. Then installs the
 # CMake package into a temporary prefix, moves it (it must be relocatable), and builds and runs the
-# downstream example bindings-cpp/examples against it with find_package(rmm), linking librmm.so and
-# then librmm.a.
+# downstream example bindings-cpp/examples against it with find_package(rmm), linking librmm_rs.so and
+# then librmm_rs.a.
 # CCCL (>= 3.1) and the CUDA runtime headers come from PyPI wheels (bindings-cpp/cmake/fetch-cccl.sh,
 # into $RMM_CCCL_DIR): no nvcc or CUDA toolkit is needed.
 set -uo pipefail
@@ -57,7 +57,7 @@ install_package() {
     cmake --install "$BUILD_DIR" --prefix "$PKG_TMP/installed" || return 1
     mv "$PKG_TMP/installed" "$PREFIX" || return 1
     local f
-    for f in lib/librmm.so lib/librmm.a include/rmm/rmm_c.h include/rmm/mr/pool_memory_resource.hpp \
+    for f in lib/librmm_rs.so lib/librmm_rs.a include/rmm/rmm_c.h include/rmm_rs/rmm_c.h include/rmm/mr/pool_memory_resource.hpp \
         lib/cmake/rmm/rmm-config.cmake lib/cmake/rmm/rmm-config-version.cmake lib/cmake/rmm/fetch-cccl.sh; do
         [ -f "$PREFIX/$f" ] || { echo "ERROR: $f is not installed" >&2; return 1; }
     done
@@ -95,8 +95,8 @@ if [ "$built" -eq 1 ]; then
     PREFIX=$PKG_TMP/prefix
     step "cpp install: cmake --install $BUILD_DIR, relocated to $PREFIX" install_package
     if [ "$RMM_FAILED" -eq 0 ] || [ -f "$PREFIX/lib/cmake/rmm/rmm-config.cmake" ]; then
-        step "cpp example: find_package(rmm) + rmm::rmm (librmm.so)" build_and_run_example "$PKG_TMP/example"
-        step "cpp example: find_package(rmm) + rmm::rmm_static (librmm.a)" \
+        step "cpp example: find_package(rmm) + rmm::rmm (librmm_rs.so)" build_and_run_example "$PKG_TMP/example"
+        step "cpp example: find_package(rmm) + rmm::rmm_static (librmm_rs.a)" \
             build_and_run_example "$PKG_TMP/example-static" -DRMM_EXAMPLE_STATIC=ON
         step "cpp tour library: find_package(rmm) + rmm::rmm (bindings-cpp/examples/tour)" \
             build_tour_library "$PKG_TMP/tour"

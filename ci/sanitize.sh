@@ -102,7 +102,7 @@ memcheck_c_entry_points() {
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "rmm":
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "rmm_rs":
         print(m["executable"])
 ' | tail -1)
     [ -n "$exe" ] || { echo "rmm-cpp's test binary was not built"; return 1; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks, second half (runs THERE, on the GPU machine, with stage/ carried; see bench-stage.sh).
 # Builds benchmarks/peer/rmm_peer_bench.cpp with nvcc twice (against RMM 26.10's wheel, and against
-# our <rmm/...> headers + librmm.so; g++-built copies from stage/bench/gxx are the fallback), then runs
+# our <rmm/...> headers + librmm_rs.so; g++-built copies from stage/bench/gxx are the fallback), then runs
 # RMM 26.10, our C++ build and the Rust criterion benchmark on the same workloads in one go. Writes
 # $OUT/bench.csv (every number), $OUT/bench.md (the tables for docs/benchmarks.md) and the logs.
 # Every workload runs on four kinds of stream (own, foreign, legacy, ptds: see rmm_peer_bench.cpp).
@@ -21,7 +21,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 B=$ROOT/stage/bench
 # Ours from another staging (an A/B of two builds in one call): a folder with `allocations` and
-# `rmmrs/librmm.so`, as `scripts/bench-stage.sh` leaves them; RMM and the headers stay from $B.
+# `rmmrs/librmm_rs.so`, as `scripts/bench-stage.sh` leaves them; RMM and the headers stay from $B.
 OURS=${RMM_BENCH_OURS:-$B}
 W=/tmp/rmm-bench-work
 OUT=${OUT:-/tmp/rmm-bench-out}
@@ -58,7 +58,7 @@ build() { # name, then the compile command
 # Ours: CCCL 3.5 first (the toolkit's CCCL 3.0.1 has no any_resource), then our headers.
 [ "$cpp_side" != 0 ] && build rmmrs_cpp_bench nvcc -std=c++20 -O2 -cudart shared -DRMM_BENCH_IMPL='"rmm-rs-cpp"' \
     -I "$W/cccl/nvidia/cu13/include/cccl" -I bindings-cpp/include \
-    benchmarks/peer/rmm_peer_bench.cpp -o "$W/bin/rmmrs_cpp_bench" -L "$B/rmmrs" -lrmm
+    benchmarks/peer/rmm_peer_bench.cpp -o "$W/bin/rmmrs_cpp_bench" -L "$B/rmmrs" -lrmm_rs
 
 # One process per implementation and resource; it runs every workload x stream kind x thread count,
 # each on a fresh resource. --iters is the total of pair/multistream operations over all threads.

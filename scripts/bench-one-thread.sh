@@ -63,7 +63,7 @@ for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
         print(f"rmm-rs{sys.argv[2]},{res},pair256,{kind},{threads},{float(t.group(1)) * units[t.group(2)]:.2f}")
         name = None
 PY
-# One thread moving from stream kind to stream kind on one resource (ours; RMM_BENCH_OURS's librmm.so).
+# One thread moving from stream kind to stream kind on one resource (ours; RMM_BENCH_OURS's librmm_rs.so).
 for r in ${RMM_BENCH_RESOURCES:-pool binning}; do
     LD_LIBRARY_PATH=$OUR_LIBS "${pin[@]}" "$B/gxx/stream_switch_pair" 2000000 "$r"
 done >"$OUT/stream-switch${label:+-$label}.txt" 2>&1

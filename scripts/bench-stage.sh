@@ -4,11 +4,11 @@
 #   wheels/            RMM 26.10 (librmm-cu13, rapids-logger) and the CUDA 13.0 runtime/crt header wheels
 #   cccl.tar.gz        CCCL 3.5 + CUDA runtime headers (bindings-cpp/cmake/fetch-cccl.sh): our C++ headers
 #                      need CCCL >= 3.1 and the GPU machine's toolkit has 3.0.1
-#   rmmrs/librmm.so    our librmm (release), for the C++ side of the same workloads
+#   rmmrs/librmm_rs.so    our librmm (release), for the C++ side of the same workloads
 #   gxx/               both C++ binaries built here with g++, as a check and as a fallback should nvcc fail,
 #                      and stream_switch_pair (benchmarks/peer/stream_switch_pair.cpp, ours only)
 # benchmarks/peer/rmm_peer_bench.cpp is written once against RMM 26.x's C++ API; bench-gpu-run.sh
-# builds it there with nvcc twice: against RMM 26.10, and against our headers (<rmm/...>) + librmm.so.
+# builds it there with nvcc twice: against RMM 26.10, and against our headers (<rmm/...>) + librmm_rs.so.
 # Then, with the device tool:
 #   bash scripts/bench-gpu-run.sh      (carry ["stage"])
 set -euo pipefail
@@ -30,11 +30,11 @@ for line in sys.stdin:
 cp "$exe" "$OUTDIR/allocations"
 strip "$OUTDIR/allocations"
 
-echo "==> ours: cargo build --release -p rmm-cpp (librmm.so)"
+echo "==> ours: cargo build --release -p rmm-cpp (librmm_rs.so)"
 cargo build --release --locked -q -p rmm-cpp
 target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import sys, json; print(json.load(sys.stdin)["target_directory"])')
-cp "$target/release/librmm.so" "$OUTDIR/rmmrs/librmm.so"
-strip --strip-debug "$OUTDIR/rmmrs/librmm.so"
+cp "$target/release/librmm_rs.so" "$OUTDIR/rmmrs/librmm_rs.so"
+strip --strip-debug "$OUTDIR/rmmrs/librmm_rs.so"
 
 echo "==> CCCL 3.5 + CUDA runtime headers"
 cccl_dirs=$(bash bindings-cpp/cmake/fetch-cccl.sh "$ROOT/build/cccl" | tail -n 1)
@@ -61,10 +61,10 @@ IFS=';' read -r -a inc <<<"$cccl_dirs"
 g++ -std=c++20 -O2 -Wall -DRMM_BENCH_IMPL='"rmm-rs-cpp"' \
     -I bindings-cpp/include "${inc[@]/#/-I}" \
     -I "$U/nvidia/cu13/include" benchmarks/peer/rmm_peer_bench.cpp -o "$OUTDIR/gxx/rmmrs_cpp_bench" \
-    -L "$OUTDIR/rmmrs" -lrmm -L "$U/nvidia/cu13/lib" -l:libcudart.so.13 -lpthread
+    -L "$OUTDIR/rmmrs" -lrmm_rs -L "$U/nvidia/cu13/lib" -l:libcudart.so.13 -lpthread
 g++ -std=c++20 -O2 -Wall -I bindings-cpp/include "${inc[@]/#/-I}" -I "$U/nvidia/cu13/include" \
     benchmarks/peer/stream_switch_pair.cpp -o "$OUTDIR/gxx/stream_switch_pair" \
-    -L "$OUTDIR/rmmrs" -lrmm -L "$U/nvidia/cu13/lib" -l:libcudart.so.13 -lpthread
+    -L "$OUTDIR/rmmrs" -lrmm_rs -L "$U/nvidia/cu13/lib" -l:libcudart.so.13 -lpthread
 cp scripts/bench-table.py "$OUTDIR/"
 du -sh "$OUTDIR"
 echo "Staged. On the GPU machine (carry [\"stage\"]): bash scripts/bench-gpu-run.sh"

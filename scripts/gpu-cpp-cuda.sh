@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # C++ suite with the CUDA (nvcc) tests, on the GPU machine: configures bindings-cpp against a
-# PREBUILT librmm.so (no cargo there) and a carried CCCL (>= 3.1) include dir, builds every test
+# PREBUILT librmm_rs.so (no cargo there) and a carried CCCL (>= 3.1) include dir, builds every test
 # (test_cuda_thrust.cu with nvcc included), runs ctest and writes its output to OUT_DIR.
 #
 #   scripts/gpu-cpp-cuda.sh LIBRMM_SO CCCL_INCLUDE_DIR OUT_DIR
 #
-# LIBRMM_SO         librmm.so built here (cargo build --release -p rmm-cpp; target/release/librmm.so)
+# LIBRMM_SO         librmm_rs.so built here (cargo build --release -p rmm-cpp; target/release/librmm_rs.so)
 # CCCL_INCLUDE_DIR  the dir holding cuda/, cub/, thrust/ of CCCL >= 3.1 (e.g. the pip wheel's
 #                   nvidia/cu13/include/cccl): the toolkit's CCCL 3.0.1 is too old for cuda::mr
 # OUT_DIR           gets configure.log, build.log and ctest.log
@@ -28,7 +28,7 @@ mkdir -p "$OUT" || exit 1
 OUT=$(abs "$OUT")
 BUILD=${RMM_CPP_CUDA_BUILD_DIR:-build/cpp-cuda}
 
-[ -f "$LIBRMM" ] || { echo "no librmm.so at $LIBRMM" | tee "$OUT/configure.log" >&2; exit 2; }
+[ -f "$LIBRMM" ] || { echo "no librmm_rs.so at $LIBRMM" | tee "$OUT/configure.log" >&2; exit 2; }
 [ -f "$CCCL/cuda/__memory_resource/any_resource.h" ] ||
     { echo "$CCCL is not a CCCL >= 3.1 include dir (no cuda/__memory_resource/any_resource.h)" | tee "$OUT/configure.log" >&2; exit 2; }
 

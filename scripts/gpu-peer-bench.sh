@@ -4,14 +4,16 @@
 #
 #   bash scripts/gpu-peer-bench.sh      # build both variants (nvcc + g++), run, table; logs in $OUT
 #
-# Unpacks stage/cpp (our librmm.so, CCCL 3.5, RMM's benchmark sources, rapids-logger) and
+# Unpacks stage/cpp (our librmm_rs.so, CCCL 3.5, RMM's benchmark sources, rapids-logger) and
 # stage/peerbench (Google Benchmark, RMM's librmm), then runs scripts/peer/bench.sh, which builds
 # RMM's cpp/benchmarks unmodified three times (find_package(rmm) of ours; RMM 26.10's librmm; RMM
 # 26.08's, the line of the sources) and runs each program with --benchmark_min_time=0.05s. Results:
 # $OUT/peer-bench/peer-bench.md and .csv (ours vs each RMM, ratios), the JSON of each program and variant, summary.txt. The build dir,
 # build/peer-bench-gpu, stays on a warm machine: a second call only runs.
 # Environment: OUT (default /tmp/rmm-gpu-out), RMM_PEER_BENCH_MIN_TIME, RMM_PEER_BENCH_TIMEOUT,
-# RMM_PEER_BENCH_VARIANTS, RMM_PEER_JOBS.
+# RMM_PEER_BENCH_VARIANTS, RMM_PEER_JOBS, and scripts/peer/bench.sh's RMM_PEER_BENCH_REPETITIONS,
+# RMM_PEER_BENCH_FALLBACK_ONLY, RMM_PEER_RANDOM_RUNS, RMM_PEER_REPLAY_LOGS (scripts/bench-issue27.sh
+# sets them all).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 ROOT=$PWD
@@ -20,7 +22,7 @@ OUT=${OUT:-/tmp/rmm-gpu-out}
 W=$ROOT/build/peer-bench-gpu
 LOGS=${RMM_PEER_OUT:-$OUT/peer-bench}
 mkdir -p "$LOGS" "$W/src"
-for f in cpp/librmm.so cpp/cccl.tar.gz cpp/peer-tests.tar.gz peerbench/gbench.tar.gz peerbench/librmm-26.10.tar.gz \
+for f in cpp/librmm_rs.so cpp/cccl.tar.gz cpp/peer-tests.tar.gz peerbench/gbench.tar.gz peerbench/librmm-26.10.tar.gz \
     peerbench/librmm-26.08.tar.gz; do
     [ -f "$STAGE/$f" ] || { echo "peer-bench: stage/$f is missing (run scripts/gpu-stage.sh and scripts/peer-bench-stage.sh here first)"; exit 1; }
 done
@@ -35,7 +37,7 @@ if [ ! -f "$W/src/.unpacked" ]; then
         tar -C "$W/src/librmm-26.08" -xzf "$STAGE/peerbench/librmm-26.08.tar.gz" && touch "$W/src/.unpacked" ||
         { echo "peer-bench: unpacking the stage failed"; exit 1; }
 fi
-export RMM_PEER_PREBUILT_LIBRARY=$STAGE/cpp/librmm.so
+export RMM_PEER_PREBUILT_LIBRARY=$STAGE/cpp/librmm_rs.so
 export RMM_PEER_CCCL_DIR=$W/src/nvidia/cu13/include/cccl
 export RMM_PEER_BENCH_DIR=$W/src/rmm-cpp-benchmarks
 export RMM_PEER_GBENCH_PREFIX=$W/src/gbench

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # RMM's own C++ tests on the GPU machine (from the repo root, with stage/ carried; see
 # scripts/gpu-stage.sh): unpacks what gpu-stage.sh staged (RMM's tests, CCCL 3.5, googletest,
-# rapids-logger) and runs scripts/peer/cpp.sh against the staged librmm.so, nvcc compiling the .cu
+# rapids-logger) and runs scripts/peer/cpp.sh against the staged librmm_rs.so, nvcc compiling the .cu
 # sources. No cargo and no network are needed.
 #
 #   bash scripts/gpu-peer-cpp.sh        # build (nvcc + g++) and run; logs in $OUT (or $RMM_PEER_OUT)
@@ -21,7 +21,7 @@ OUT=${OUT:-/tmp/rmm-gpu-out}
 W=$ROOT/build/peer-cpp-gpu
 LOGS=${RMM_PEER_OUT:-$OUT}
 mkdir -p "$LOGS" "$W/src"
-for f in librmm.so cccl.tar.gz googletest.tar.gz peer-tests.tar.gz; do
+for f in librmm_rs.so cccl.tar.gz googletest.tar.gz peer-tests.tar.gz; do
     [ -f "$STAGE/cpp/$f" ] || { echo "peer-cpp: stage/cpp/$f is missing (run scripts/gpu-stage.sh here first)"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 done
 logger=$(ls "$STAGE"/cpp/rapids_logger-*.whl 2>/dev/null | head -1)
@@ -31,7 +31,7 @@ if [ ! -f "$W/src/.unpacked" ]; then
         tar -C "$W/src" -xzf "$STAGE/cpp/peer-tests.tar.gz" && touch "$W/src/.unpacked" ||
         { echo "peer-cpp: unpacking stage/cpp failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 fi
-export RMM_PEER_PREBUILT_LIBRARY=$STAGE/cpp/librmm.so
+export RMM_PEER_PREBUILT_LIBRARY=$STAGE/cpp/librmm_rs.so
 export RMM_PEER_CCCL_DIR=$W/src/nvidia/cu13/include/cccl
 export RMM_PEER_TESTS_DIR=$W/src/rmm-cpp
 export RMM_GOOGLETEST_SOURCE=$W/src/googletest

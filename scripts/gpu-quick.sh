@@ -9,7 +9,7 @@
 #                                              (GPU) tests whose names contain a FILTER, one at a
 #                                              time, with their output (--nocapture)
 #
-# Example (the driver calls by name of the random churn, docs/benchmarks.md, sixth session):
+# Example (the driver calls by name of the random churn, archive/benchmarks-history.md, sixth session):
 #   bash scripts/gpu-quick.sh run driver_calls_of_binning
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -26,10 +26,10 @@ export RMM_TEST_SKIP_LOG=$OUT/skips.txt
 : >"$RMM_TEST_SKIP_LOG"
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
-# The staged owner_routing test loads this librmm.so (there is no cargo here to build one).
-export RMM_LIBRMM_PATH=$STAGE/cpp/lib/librmm.so
+# The staged owner_routing test loads this librmm_rs.so (there is no cargo here to build one).
+export RMM_LIBRMM_PATH=$STAGE/cpp/lib/librmm_rs.so
 # ... and the Python shared-registry tests load this one first.
-export RMM_LIBRMM=$STAGE/cpp/librmm.so
+export RMM_LIBRMM=$STAGE/cpp/librmm_rs.so
 
 say() { echo "$*" | tee -a "$SUMMARY"; }
 total_pass=0 total_fail=0 total_skip=0
@@ -167,7 +167,7 @@ fi
 # ---- C++ --------------------------------------------------------------------------------------
 if want cpp; then
 # First choice: rebuild every C++ test here with nvcc (the Thrust tests need it) against the staged
-# librmm.so and CCCL headers, and run them with ctest (scripts/gpu-cpp-cuda.sh). If that cannot be
+# librmm_rs.so and CCCL headers, and run them with ctest (scripts/gpu-cpp-cuda.sh). If that cannot be
 # built, the g++-built executables from stage/cpp/bin run instead, and the failed build counts as one
 # failure.
 cp_=0 cf=0 cs=0 n=0 note=""
@@ -208,13 +208,13 @@ if [ "${RMM_CPP_PREBUILT:-0}" = 1 ]; then
     # Asked for: only the g++-built executables (no nvcc rebuild; the Thrust/CCCL .cu tests are left
     # out), when device time is short.
     say "  cpp: RMM_CPP_PREBUILT=1: the g++-built executables only (the nvcc-only .cu tests not run)"
-elif [ -f "$STAGE/cpp/librmm.so" ] && [ -f "$STAGE/cpp/cccl.tar.gz" ]; then
+elif [ -f "$STAGE/cpp/librmm_rs.so" ] && [ -f "$STAGE/cpp/cccl.tar.gz" ]; then
     W=/tmp/rmm-cpp-cuda
     rm -rf "$W" && mkdir -p "$W"
     tar -C "$W" -xzf "$STAGE/cpp/cccl.tar.gz"
     [ -f "$STAGE/cpp/googletest.tar.gz" ] && tar -C "$W" -xzf "$STAGE/cpp/googletest.tar.gz" &&
         export RMM_GOOGLETEST_SOURCE=$W/googletest
-    RMM_CPP_CUDA_BUILD_DIR=$W/build bash scripts/gpu-cpp-cuda.sh "$STAGE/cpp/librmm.so" \
+    RMM_CPP_CUDA_BUILD_DIR=$W/build bash scripts/gpu-cpp-cuda.sh "$STAGE/cpp/librmm_rs.so" \
         "$W/nvidia/cu13/include/cccl" "$W/logs" >>"$OUT/cpp.log" 2>&1
     rc=$?
     for f in configure build ctest; do
@@ -266,12 +266,25 @@ if [ -x "$STAGE/bin/tour" ]; then
 fi
 if [ -f "$STAGE/tour/librmm_tour_cpp.so" ] && [ -d /tmp/site/rmm ]; then
     # The shared stop: C++ sets a pool + statistics as the current resource, Rust, C++ and Python
-    # allocate from it in one process (librmm.so from stage/cpp, the owner of the one registry).
+    # allocate from it in one process (librmm_rs.so from stage/cpp, the owner of the one registry).
     tour_buffers=()
     [ -f "$STAGE/tour/librmm_tour_buffers.so" ] && tour_buffers=("$STAGE/tour/librmm_tour_buffers.so")
-    PYTHONPATH=/tmp/site python3 -u scripts/tour_shared.py "$STAGE/cpp/librmm.so" \
+    PYTHONPATH=/tmp/site python3 -u scripts/tour_shared.py "$STAGE/cpp/librmm_rs.so" \
         "$STAGE/tour/librmm_tour_cpp.so" "$STAGE/tour/libtour_shared.so" "${tour_buffers[@]}" >>"$OUT/tour.log" 2>&1 &&
         say "tour:   shared stop ran (tour.log)" || say "tour:   shared stop exit $? (tour.log)"
+fi
+# One engine per process (issue 26): DeviceBuffer(size=256) by who set the current resource, and
+# which loaded objects carry the engine with the tour's C++ library loaded (not tests: never counted).
+if [ -d /tmp/site/rmm ]; then
+    rust_setter=()
+    [ -f "$STAGE/tour/libbench_setter.so" ] && rust_setter=(--rust-lib "$STAGE/tour/libbench_setter.so")
+    PYTHONPATH=/tmp/site timeout 300 python3 scripts/bench-python-setter.py "${rust_setter[@]}" \
+        --json "$OUT/bench-python-setter.json" >"$OUT/bench-python-setter.log" 2>&1
+    say "setter: $(tail -1 "$OUT/bench-python-setter.log") (bench-python-setter.log)"
+    tour_cpp=()
+    [ -f "$STAGE/tour/librmm_tour_cpp.so" ] && tour_cpp=("$STAGE/tour/librmm_tour_cpp.so")
+    PYTHONPATH=/tmp/site python3 scripts/engine_copies.py --check "${tour_cpp[@]}" >>"$OUT/bench-python-setter.log" 2>&1
+    say "engine: $(tail -1 "$OUT/bench-python-setter.log") (bench-python-setter.log)"
 fi
 if ls .whl/rmm_cu13-*.whl >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then
     {

@@ -5,13 +5,16 @@
 #   stage/rust/<package>__<target>.gz   Rust test executables (debug info stripped, gzipped)
 #   stage/bin/tour                   the Rust tour example (run there for show, not counted)
 #   stage/tour/*.so                  the C++ and Rust libraries of the tour's shared stop (scripts/tour_shared.py)
+#                                    and the Rust setter of scripts/bench-python-setter.py
 #   stage/wheels/*.whl               the rmm-rs Python wheel (bindings-python/build-wheel.sh: abi3,
-#                                    manylinux_2_28, librmm.so + headers + CMake package inside)
+#                                    manylinux_2_28, librmm_rs.so + headers + CMake package inside)
 #   stage/python/                    the pytest suite and its config (pyproject.toml)
+#   stage/beside/                    the rmm-rs-cu13 wheel (import rmm_rs, beside RMM 26.10) and the
+#                                    cuDF-style test extension (test-ext/), for scripts/gpu-beside.sh
 #   stage/peer/rmm-python/           RMM's own Python suite (../shared/peer-tests, unmodified; run by
 #                                    scripts/peer/python.sh there, since ../shared does not travel)
 #   stage/cpp/bin, stage/cpp/lib     prebuilt C++ test executables + the shared libraries they need
-#   stage/cpp/librmm.so, cccl.tar.gz, googletest.tar.gz   for the nvcc rebuild there (gpu-cpp-cuda.sh)
+#   stage/cpp/librmm_rs.so, cccl.tar.gz, googletest.tar.gz   for the nvcc rebuild there (gpu-cpp-cuda.sh)
 #   stage/cpp/peer-tests.tar.gz, rapids_logger-*.whl   RMM's own C++ tests, for scripts/gpu-peer-cpp.sh
 #   stage/peerbench/                 Google Benchmark + RMM 26.10's librmm, for scripts/gpu-peer-bench.sh
 #   stage/MANIFEST.txt               what was staged, and what was not and why
@@ -20,7 +23,8 @@
 #                                    skips; dropped again when stage/ + .whl/ would pass 64 MiB)
 #
 # Then, with the device tool: run `bash scripts/gpu-run.sh` with carry ["stage"] (add ".whl" for the
-# peer). Options: RMM_STAGE_PEER=0 skips the peer download.
+# peer), and `bash scripts/gpu-beside.sh` with carry ["stage", ".whl"]. Options: RMM_STAGE_PEER=0
+# skips the peer download.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../ci/lib.sh"
 cd "$RMM_ROOT" || exit 1
@@ -80,7 +84,7 @@ else
 fi
 
 # ---- Python: wheel + tests ----------------------------------------------------------------------
-log "python: bash bindings-python/build-wheel.sh (maturin, manylinux_2_28, librmm.so inside)"
+log "python: bash bindings-python/build-wheel.sh (maturin, manylinux_2_28, librmm_rs.so inside)"
 # rmm.__git_commit__ (RMM reads it from the package's GIT_COMMIT file), only while the wheel builds.
 git rev-parse HEAD >bindings-python/python/rmm/GIT_COMMIT 2>/dev/null || rm -f bindings-python/python/rmm/GIT_COMMIT
 if bash bindings-python/build-wheel.sh "$STAGE/wheels" >"$STAGE/wheel-build.log" 2>&1; then
@@ -95,6 +99,18 @@ else
     status=1
 fi
 rm -f bindings-python/python/rmm/GIT_COMMIT
+
+# ---- Beside RMM (issue 25): the rmm-rs-cu13 wheel and the cuDF-style test extension ---------------
+# For scripts/gpu-beside.sh there, with RMM 26.10's own wheels from .whl/ (docs/beside-rmm.md).
+log "beside: bash scripts/build-beside-wheel.sh stage/beside (Cython over RMM 26.10's wheels)"
+if bash scripts/build-beside-wheel.sh "$STAGE/beside" >"$STAGE/beside-build.log" 2>&1; then
+    rm -f "$STAGE/beside-build.log"
+    manifest "beside: $(cd "$STAGE/beside" && ls rmm_rs_cu13-*.whl) ($(du -k "$STAGE"/beside/rmm_rs_cu13-*.whl | cut -f1) KiB), test-ext/$(cd "$STAGE/beside/test-ext" && ls)"
+else
+    tail -20 "$STAGE/beside-build.log"
+    manifest "beside: NOT STAGED (scripts/build-beside-wheel.sh failed: stage/beside-build.log)"
+    status=1
+fi
 
 # ---- Peer: RMM's own Python suite (run against our wheel there) ---------------------------------
 peer_suite=$RMM_ROOT/../shared/peer-tests/rmm-python
@@ -157,32 +173,32 @@ PY
         status=1
     fi
     # For the rebuild there with nvcc (scripts/gpu-cpp-cuda.sh; the sources travel with the working
-    # tree): our librmm.so, the CCCL >= 3.1 headers (the toolkit there has 3.0.1) and googletest's
+    # tree): our librmm_rs.so, the CCCL >= 3.1 headers (the toolkit there has 3.0.1) and googletest's
     # sources (that machine may have no GTest package).
-    so="$(target_dir)/release/librmm.so"
+    so="$(target_dir)/release/librmm_rs.so"
     if [ -f "$so" ] && cccl_dirs=$(bash bindings-cpp/cmake/fetch-cccl.sh "$RMM_ROOT/build/cccl" | tail -n 1); then
-        cp "$so" "$STAGE/cpp/librmm.so" && strip --strip-debug "$STAGE/cpp/librmm.so"
+        cp "$so" "$STAGE/cpp/librmm_rs.so" && strip --strip-debug "$STAGE/cpp/librmm_rs.so"
         tar -C "$RMM_ROOT/build/cccl" -czf "$STAGE/cpp/cccl.tar.gz" nvidia/cu13/include/cccl
         gtest_src=${RMM_GOOGLETEST_SOURCE:-/usr/src/googletest}
         [ -d "$gtest_src" ] && tar -C "$(dirname "$gtest_src")" -czf "$STAGE/cpp/googletest.tar.gz" "$(basename "$gtest_src")"
-        manifest "cpp nvcc rebuild: librmm.so, cccl.tar.gz ($(du -k "$STAGE/cpp/cccl.tar.gz" | cut -f1) KiB), googletest.tar.gz"
+        manifest "cpp nvcc rebuild: librmm_rs.so, cccl.tar.gz ($(du -k "$STAGE/cpp/cccl.tar.gz" | cut -f1) KiB), googletest.tar.gz"
     else
-        manifest "cpp nvcc rebuild: NOT STAGED (no release librmm.so or no CCCL headers)"
+        manifest "cpp nvcc rebuild: NOT STAGED (no release librmm_rs.so or no CCCL headers)"
     fi
 fi
 
 # ---- C++ peer: RMM's own C++ tests, run there by scripts/gpu-peer-cpp.sh --------------------------
 # (The cpp helper's block.) RMM's cpp/tests and cpp/benchmarks from ../shared/peer-tests (not part of
-# the repo, so staged) and the rapids-logger wheel; librmm.so, CCCL and googletest are staged above.
+# the repo, so staged) and the rapids-logger wheel; librmm_rs.so, CCCL and googletest are staged above.
 peer_src=${RMM_PEER_TESTS_DIR:-$RMM_ROOT/../shared/peer-tests/rmm-cpp}
-if [ -f "$peer_src/CMakeLists.txt" ] && [ -f "$STAGE/cpp/librmm.so" ]; then
+if [ -f "$peer_src/CMakeLists.txt" ] && [ -f "$STAGE/cpp/librmm_rs.so" ]; then
     peer_parent=$(cd "$peer_src/.." && pwd)
     tar -C "$peer_parent" -czf "$STAGE/cpp/peer-tests.tar.gz" "$(basename "$peer_src")" rmm-cpp-benchmarks &&
         python3 -m pip download -q --no-deps --only-binary=:all: -d "$STAGE/cpp" "${RMM_RAPIDS_LOGGER_WHEEL:-rapids-logger==0.3.0}" </dev/null &&
         manifest "cpp peer: peer-tests.tar.gz (RMM's C++ tests and benchmarks), $(cd "$STAGE/cpp" && ls rapids_logger-*.whl)" ||
         manifest "cpp peer: NOT STAGED (tar or pip download of rapids-logger failed)"
 else
-    manifest "cpp peer: NOT STAGED (no $peer_src/CMakeLists.txt or no release librmm.so)"
+    manifest "cpp peer: NOT STAGED (no $peer_src/CMakeLists.txt or no release librmm_rs.so)"
 fi
 
 # ---- The tour's shared stop (C++, Rust and Python in one process), to run there too -------------
@@ -190,6 +206,9 @@ log "tour: bash scripts/tour.sh here (builds the C++ and Rust tour libraries)"
 if bash scripts/tour.sh >"$STAGE/tour-here.log" 2>&1; then
     mkdir -p "$STAGE/tour"
     cp build/tour/cpp/librmm_tour_cpp.so "$(target_dir)/release/examples/libtour_shared.so" "$STAGE/tour/"
+    # The Rust setter of scripts/bench-python-setter.py (a pool made by a Rust library's own rmm-core).
+    cargo build --release --locked -q -p rmm --example bench_setter &&
+        cp "$(target_dir)/release/examples/libbench_setter.so" "$STAGE/tour/"
     # The buffer stop's C++ library (<rmm/python.hpp>), built when the Python headers were found.
     [ -f build/tour/cpp/librmm_tour_buffers.so ] && cp build/tour/cpp/librmm_tour_buffers.so "$STAGE/tour/"
     strip --strip-debug "$STAGE"/tour/*.so
@@ -267,4 +286,5 @@ fi
 echo
 echo "Staged into stage/ (see stage/MANIFEST.txt). On the GPU machine, with carry [\"stage\", \".whl\"]:"
 echo "  bash scripts/gpu-run.sh"
+echo "  bash scripts/gpu-beside.sh      (rmm-rs beside RMM 26.10: needs .whl/ carried)"
 exit "$status"

@@ -44,23 +44,23 @@ build_python_ext
 cargo build --release --locked -q -p rmm --example tour_shared
 CCCL_INCLUDE_DIRS=$(bash bindings-cpp/cmake/fetch-cccl.sh "$RMM_ROOT/build/cccl" | tail -n 1)
 PREFIX=$RMM_ROOT/build/tour/prefix
-# The installed rmm package (librmm.so as cargo just built it, headers, CMake config), then the C++
+# The installed rmm package (librmm_rs.so as cargo just built it, headers, CMake config), then the C++
 # part against it with find_package(rmm), as any downstream project builds.
 quietly configure-rmm cmake -S bindings-cpp -B build/tour/rmm -G Ninja -DRMM_BUILD_TESTS=OFF \
-    "-DRMM_CCCL_INCLUDE_DIRS=$CCCL_INCLUDE_DIRS" "-DRMM_PREBUILT_LIBRARY=$TARGET/release/librmm.so"
+    "-DRMM_CCCL_INCLUDE_DIRS=$CCCL_INCLUDE_DIRS" "-DRMM_PREBUILT_LIBRARY=$TARGET/release/librmm_rs.so"
 quietly build-rmm cmake --build build/tour/rmm
 rm -rf "$PREFIX"
 quietly install-rmm cmake --install build/tour/rmm --prefix "$PREFIX"
 quietly configure-cpp env RMM_CCCL_INCLUDE_DIRS="$CCCL_INCLUDE_DIRS" \
     cmake -S bindings-cpp/examples/tour -B build/tour/cpp -G Ninja "-DCMAKE_PREFIX_PATH=$PREFIX"
 quietly build-cpp cmake --build build/tour/cpp
-echo "built: $PREFIX/lib/librmm.so, build/tour/cpp/librmm_tour_cpp.so, $TARGET/release/examples/libtour_shared.so"
+echo "built: $PREFIX/lib/librmm_rs.so, build/tour/cpp/librmm_tour_cpp.so, $TARGET/release/examples/libtour_shared.so"
 
 log "C++, Rust and Python share one resource (python3 scripts/tour_shared.py)"
 buffers_lib=()
 [ -f build/tour/cpp/librmm_tour_buffers.so ] && buffers_lib=(build/tour/cpp/librmm_tour_buffers.so)
 PYTHONPATH="$RMM_ROOT/bindings-python/python" python3 -u scripts/tour_shared.py \
-    "$PREFIX/lib/librmm.so" build/tour/cpp/librmm_tour_cpp.so "$TARGET/release/examples/libtour_shared.so" \
+    "$PREFIX/lib/librmm_rs.so" build/tour/cpp/librmm_tour_cpp.so "$TARGET/release/examples/libtour_shared.so" \
     "${buffers_lib[@]}"
 
 echo

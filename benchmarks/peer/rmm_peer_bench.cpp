@@ -1,7 +1,7 @@
 // The allocation workloads of docs/benchmarks.md, written once against RMM 26.x's public C++ API.
 //
 // Built twice on the GPU machine by nvcc (scripts/bench-gpu-run.sh): against RMM 26.10 from the
-// librmm-cu13 wheel, and against rmm-rs's headers and librmm.so, with RMM_BENCH_IMPL naming which.
+// librmm-cu13 wheel, and against rmm-rs's headers and librmm_rs.so, with RMM_BENCH_IMPL naming which.
 // Prints one CSV row per configuration (flushed at once, so a crash keeps the rows before it):
 //   impl,resource,workload,threads,ops,seconds,ns_per_op,stream
 // where an op is one allocate+free pair (pair256, multistream, empty) or one step of the random
@@ -16,6 +16,9 @@
 //   random       RMM's RANDOM_ALLOCATIONS_BENCH: 73% chance to allocate (size uniform in [1, max])
 //                while under the usage cap and the allocation count, else free a random live
 //                allocation;
+//   rmmrandom    the same shape as RMM's `random_allocations -n 1000 -m 4` runs it: rounds of 2000
+//                steps (1000 allocations of [1 B, 4 MiB], everything freed by the end of a round),
+//                about `--iters` steps per thread (whole rounds); an op is one step;
 //   multistream  RMM's MULTI_STREAM_ALLOCATIONS shape reduced to the allocator: allocate 256 bytes on
 //                one of the thread's two streams and free it on the other, `--iters` times;
 //   empty        the same loop as pair256 through a resource that does nothing: the dispatch floor.
@@ -172,6 +175,38 @@ long random_loop(rmm::device_async_resource_ref mr,
   return ops + static_cast<long>(live.size());
 }
 
+long rmm_random_loop(rmm::device_async_resource_ref mr, cuda::stream_ref stream, std::uint64_t seed, long steps) {
+  constexpr long allocations = 1000;
+  constexpr std::size_t max_size = std::size_t{4} << 20;
+  splitmix64 gen{seed};
+  struct live_block {
+    void* ptr;
+    std::size_t size;
+  };
+  std::vector<live_block> live;
+  live.reserve(allocations);
+  long done = 0;
+  while (done < steps) {
+    long made = 0;
+    for (long step = 0; step < 2 * allocations; ++step) {
+      std::size_t size = 1 + gen.next() % max_size;
+      if (live.empty() || (gen.next() % 100 < 73 && made < allocations)) {
+        live.push_back({mr.allocate(stream, size, kAlign), size});
+        ++made;
+      } else {
+        std::size_t i = gen.next() % live.size();
+        mr.deallocate(stream, live[i].ptr, live[i].size, kAlign);
+        live[i] = live.back();
+        live.pop_back();
+      }
+    }
+    for (auto const& b : live) { mr.deallocate(stream, b.ptr, b.size, kAlign); }
+    live.clear();
+    done += 2 * allocations;
+  }
+  return done;
+}
+
 std::vector<std::string> split(std::string const& list) {
   std::vector<std::string> out;
   std::stringstream in{list};
@@ -248,6 +283,7 @@ void run_one(options const& opt, std::string const& workload, std::string const&
       return random_loop(mr, cuda::stream_ref{a}, opt, 1234u + static_cast<std::uint64_t>(t), opt.max_usage / threads);
     }
     if (workload == "multistream") { return multistream_loop(mr, cuda::stream_ref{a}, cuda::stream_ref{b}, iters); }
+    if (workload == "rmmrandom") { return rmm_random_loop(mr, cuda::stream_ref{a}, 4321u + static_cast<std::uint64_t>(t), iters); }
     return pair_loop(mr, cuda::stream_ref{a}, iters);
   };
 

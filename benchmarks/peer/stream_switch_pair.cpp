@@ -6,7 +6,7 @@
 //
 // usage: stream_switch_pair [PAIRS=2000000] [pool|binning] [KINDS=legacy,ptds,own,foreign]
 // Prints min/median/max ns per pair over 7 runs per kind. Built by scripts/bench-stage.sh (g++,
-// against our headers and librmm.so) and run by scripts/bench-one-thread.sh.
+// against our headers and librmm_rs.so) and run by scripts/bench-one-thread.sh.
 #include <rmm/mr/pool_memory_resource.hpp>
 #include <rmm/mr/cuda_memory_resource.hpp>
 #include <rmm/mr/binning_memory_resource.hpp>

@@ -1,6 +1,6 @@
 //! librmm: the C++ binding and the process-wide owner of the registry and the C ABI.
 //!
-//! This crate defines and exports the C entry points of `include/rmm/rmm_c.h` (`#[no_mangle]` at
+//! This crate defines and exports the C entry points of `include/rmm_rs/rmm_c.h` (`#[no_mangle]` at
 //! each definition), one file per area. They are thin: the logic lives in rmm-core, and the handle
 //! protocol they share (handles, vtables, status codes, panic guards, out-pointer checks) in
 //! `rmm_core::resource`. Because librmm links its own copy of rmm-core, the registry static of that

@@ -1,7 +1,7 @@
 //! PyTorch's pluggable allocator over the process's one registry: `rmm_torch_allocate` and
 //! `rmm_torch_deallocate` (declared in `rmm_c.h`), the functions that RMM ships in
 //! `_torch_allocator.so` under the names `allocate` / `deallocate`. Python's
-//! `rmm.allocators.torch` builds `torch.cuda.memory.CUDAPluggableAllocator(<librmm.so>,
+//! `rmm.allocators.torch` builds `torch.cuda.memory.CUDAPluggableAllocator(<librmm_rs.so>,
 //! "rmm_torch_allocate", "rmm_torch_deallocate")` from them.
 //!
 //! Both use the per-device resource of `device` (set from Python, C++ or Rust), with `device` made

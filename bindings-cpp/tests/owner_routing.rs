@@ -1,4 +1,4 @@
-//! A Rust binary with its own copy of rmm-core shares the process's one registry once librmm.so is
+//! A Rust binary with its own copy of rmm-core shares the process's one registry once librmm_rs.so is
 //! loaded: its registry calls route to librmm through the C ABI, and its resources cross without a
 //! wrapper in either direction.
 //!
@@ -40,7 +40,7 @@ impl MemoryResource for Counting {
     }
 }
 
-/// Builds librmm.so for this test: `cargo test` builds only the rlib of this crate, not its
+/// Builds librmm_rs.so for this test: `cargo test` builds only the rlib of this crate, not its
 /// cdylib. A separate target folder keeps the nested cargo clear of the outer one's lock.
 /// `RMM_LIBRMM_PATH` names a prebuilt one instead (the GPU machine has no cargo).
 fn build_librmm() -> std::path::PathBuf {
@@ -58,7 +58,7 @@ fn build_librmm() -> std::path::PathBuf {
         .status()
         .expect("cargo runs");
     assert!(status.success(), "cargo build -p rmm-cpp failed");
-    let lib_path = target_dir.join("debug/librmm.so");
+    let lib_path = target_dir.join("debug/librmm_rs.so");
     assert!(lib_path.exists(), "{} was not built", lib_path.display());
     lib_path
 }

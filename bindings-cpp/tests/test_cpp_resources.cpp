@@ -321,6 +321,26 @@ TEST(Composition, UpstreamIsTheUsersResource)
   EXPECT_EQ(c->live.load(), 0);
 }
 
+// One constructor takes every kind of upstream: an rmm resource and an any_resource holding one (its
+// librmm handle passes through), a user's resource type and a resource_ref to it (boxed).
+TEST(Composition, EveryKindOfUpstreamArgument)
+{
+  rmm::mr::system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
+  auto c = std::make_shared<counts>();
+  {
+    counting_resource user{c};
+    rmm::mr::limiting_resource_adaptor over_rmm{sys, 1 << 20};
+    rmm::mr::limiting_resource_adaptor over_any{device_any{sys}, 1 << 20};
+    rmm::mr::limiting_resource_adaptor over_user{user, 1 << 20};
+    rmm::mr::limiting_resource_adaptor over_ref{rmm::device_async_resource_ref{user}, 1 << 20};
+    for (auto* lim : {&over_rmm, &over_any, &over_user, &over_ref}) { round_trip(*lim, 4096); }
+    EXPECT_EQ(c->allocs.load(), 2);  // the user's resource served the last two
+    EXPECT_TRUE(over_rmm.get_upstream_resource() == rmm::device_async_resource_ref{sys});
+  }
+  EXPECT_EQ(c->live.load(), 0);
+  static_assert(!std::is_constructible_v<rmm::mr::limiting_resource_adaptor, int, std::size_t>);
+}
+
 TEST(Composition, RmmUpstreamHandlePassesThrough)
 {
   rmm::mr::system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();

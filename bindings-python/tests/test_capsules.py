@@ -1,5 +1,5 @@
 """Buffers and resources across languages with no copy: a small C++ extension module
-(``capsule_ext/rmm_capsule_test.cpp``, built here with g++ against librmm.so and the Python headers)
+(``capsule_ext/rmm_capsule_test.cpp``, built here with g++ against librmm_rs.so and the Python headers)
 makes buffers in C++ and hands them to Python as ``rmm.DeviceBuffer``, takes them back, holds them,
 and passes memory resources both ways, through the versioned capsules of ``<rmm/python.hpp>``.
 
@@ -7,9 +7,9 @@ What a user would notice is asserted: the same address on both sides (no copy), 
 reference counts, and a statistics adaptor showing every allocation freed exactly once, after the
 last owner (in either language) let go, through the resource that made it even when another one is
 current by then. Each scenario runs in a fresh interpreter that loads the extension (and so
-librmm.so) before ``import rmm``, so C++ and Python share one registry.
+librmm_rs.so) before ``import rmm``, so C++ and Python share one registry.
 
-Skipped when librmm.so is not built (``cargo build --release -p rmm-cpp``; ci/python.sh does) or
+Skipped when librmm_rs.so is not built (``cargo build --release -p rmm-cpp``; ci/python.sh does) or
 g++ is missing. The ``std::unique_ptr<rmm::device_buffer>`` tests also need the CCCL headers
 (``RMM_CCCL_INCLUDE_DIRS``, ``;``-separated, as ci/cpp.sh fetches them) and skip without them.
 """
@@ -25,6 +25,7 @@ import textwrap
 import pytest
 
 import rmm
+from rmm._paths import NATIVE_LIBRARY
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SOURCE = pathlib.Path(__file__).resolve().parent / "capsule_ext" / "rmm_capsule_test.cpp"
@@ -39,8 +40,9 @@ def _librmm():
     if explicit:
         return pathlib.Path(explicit)
     target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    built = target / "release" / "librmm.so"
-    return built if built.is_file() or not (PACKAGE / "lib" / "librmm.so").is_file() else PACKAGE / "lib" / "librmm.so"
+    built = target / "release" / NATIVE_LIBRARY
+    carried = PACKAGE / "lib" / NATIVE_LIBRARY
+    return built if built.is_file() or not carried.is_file() else carried
 
 
 def _include():
@@ -83,7 +85,7 @@ def ext_dir(tmp_path_factory):
         pytest.fail(f"building the test extension failed:\n{' '.join(e.cmd)}\n{e.stderr}")
 
 
-# Loads the extension (and with it librmm.so) first, then rmm: one registry. `stats` is a
+# Loads the extension (and with it librmm_rs.so) first, then rmm: one registry. `stats` is a
 # statistics adaptor made current in Python; C++ allocates through it as the current resource.
 PRELUDE = """
 import gc, sys, weakref

@@ -157,11 +157,11 @@ def test_torch_allocator_library_is_the_loaded_librmm_or_rmm_librmm(monkeypatch,
     from rmm.allocators.torch import _librmm_path
 
     loaded = rmm._rmm._librmm_path()
-    if loaded is not None:  # the wheel (or a test that loaded librmm.so first)
+    if loaded is not None:  # the wheel (or a test that loaded librmm_rs.so first)
         assert _librmm_path() == str(pathlib.Path(loaded).absolute())
         return
     monkeypatch.delenv("RMM_LIBRMM", raising=False)
     with pytest.raises(FileNotFoundError, match="RMM_LIBRMM"):
         _librmm_path()
-    monkeypatch.setenv("RMM_LIBRMM", str(tmp_path / "librmm.so"))
-    assert _librmm_path() == str(tmp_path / "librmm.so")
+    monkeypatch.setenv("RMM_LIBRMM", str(tmp_path / "librmm_rs.so"))
+    assert _librmm_path() == str(tmp_path / "librmm_rs.so")

@@ -1,5 +1,5 @@
 //! The Rust part of the tour's shared stop (`scripts/tour.sh`): a `cdylib` that Python loads with
-//! ctypes after `librmm.so`. It uses only the `rmm` crate's public API; because librmm is already
+//! ctypes after `librmm_rs.so`. It uses only the `rmm` crate's public API; because librmm is already
 //! loaded when this library first asks for the current resource, `rmm::registry` routes to librmm's
 //! registry, so these containers come from whatever C++ or Python made the current device resource.
 //!

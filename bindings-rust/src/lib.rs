@@ -8,7 +8,7 @@
 //! - **Containers**: [`DeviceBuffer`], [`DeviceVector`], [`DeviceScalar`], freed on their own stream
 //!   and device through the resource that made them.
 //! - **The current resource** per device ([`registry`]), shared with C++ and Python when
-//!   `librmm.so` is loaded.
+//!   `librmm_rs.so` is loaded.
 //! - **Errors** are typed values ([`Error`]: `OutOfMemory`, `Cuda`, `InvalidArgument`, `NoDriver`,
 //!   `NoDevice`, `Unsupported`), never panics.
 //! - **Other languages** ([`interop`], docs/cross-language.md): buffers move and resources are

@@ -6,6 +6,9 @@
 //!   a size uniform in [1, 1 MiB] while under the allocation count and the usage cap, else free a
 //!   random live allocation), 10 000 allocations per thread, the same splitmix64 sequence as the
 //!   C++ side;
+//! - `rmmrandom/<resource>.<kind>/<threads>`: the shape of RMM's own `random_allocations -n 1000
+//!   -m 4`: rounds of 2000 steps (1000 allocations of [1 B, 4 MiB], 73% chance to allocate, all freed
+//!   by the end of the round), four rounds per thread (`rmmrandom` of the C++ side);
 //! - `multistream/<resource>.<kind>/<threads>`: RMM's MULTI_STREAM_ALLOCATIONS shape reduced to the
 //!   allocator: allocate 256 bytes on one of the thread's two streams, free it on the other;
 //! - `pair256/empty.<kind>/<threads>`: the pair loop through a resource that does nothing (the
@@ -31,7 +34,7 @@
 //! cannot exist there, and `foreign` ones are made-up handles that never reach a driver (the pools
 //! see streams they did not create, which is what matters for their cost).
 //! `RMM_BENCH_KINDS` (a comma list, default all) picks the kinds, `RMM_BENCH_RESOURCES` the resources,
-//! `RMM_BENCH_WORKLOADS` (`pair256`, `multistream`, `random`, `stream_id`; default all) the workloads: criterion's
+//! `RMM_BENCH_WORKLOADS` (`pair256`, `multistream`, `random`, `rmmrandom`, `stream_id`; default all) the workloads: criterion's
 //! filter skips measurements but not the warm-ups around them, which would fill a profile of one
 //! workload with another's.
 
@@ -54,6 +57,10 @@ const THREADS: [usize; 3] = [1, 4, 16];
 const RANDOM_ALLOCATIONS: usize = 10_000;
 const RANDOM_MAX_SIZE: usize = 1 << 20;
 const RANDOM_MAX_USAGE: usize = 16_000 << 20;
+/// `rmmrandom`: allocations per round, their largest size, rounds per thread and run.
+const RMM_RANDOM_ALLOCATIONS: u64 = 1000;
+const RMM_RANDOM_MAX_SIZE: u64 = 4 << 20;
+const RMM_RANDOM_ROUNDS: u64 = 4;
 
 /// A resource that hands out one static address and frees nothing: dispatch cost alone.
 struct EmptyResource;
@@ -296,6 +303,34 @@ fn random_loop(mr: &AnyResource, stream: Stream, seed: u64, usage_cap: usize) ->
     ops + leftover
 }
 
+/// `rmmrandom` (see the module comment): [`RMM_RANDOM_ROUNDS`] rounds; returns the steps.
+fn rmm_random_loop(mr: &AnyResource, stream: Stream, seed: u64) -> u64 {
+    let mut gen = SplitMix64(seed);
+    let mut live: Vec<(*mut u8, usize)> = Vec::with_capacity(RMM_RANDOM_ALLOCATIONS as usize);
+    for _ in 0..RMM_RANDOM_ROUNDS {
+        let mut made = 0;
+        for _ in 0..2 * RMM_RANDOM_ALLOCATIONS {
+            let size = 1 + (gen.next() % RMM_RANDOM_MAX_SIZE) as usize;
+            if live.is_empty() || (gen.next() % 100 < 73 && made < RMM_RANDOM_ALLOCATIONS) {
+                let p = mr
+                    .allocate(stream, size, DEFAULT_ALIGNMENT)
+                    .expect("random allocation");
+                live.push((p, size));
+                made += 1;
+            } else {
+                let (p, s) = live.swap_remove((gen.next() % live.len() as u64) as usize);
+                // SAFETY: `p` came from `mr` with size `s`.
+                unsafe { mr.deallocate(stream, p, s, DEFAULT_ALIGNMENT).expect("free") };
+            }
+        }
+        for (p, s) in live.drain(..) {
+            // SAFETY: as above.
+            unsafe { mr.deallocate(stream, p, s, DEFAULT_ALIGNMENT).expect("free") };
+        }
+    }
+    RMM_RANDOM_ROUNDS * 2 * RMM_RANDOM_ALLOCATIONS
+}
+
 /// The kinds of stream a benchmark thread can use (see the module comment).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
@@ -505,51 +540,12 @@ fn bench(c: &mut Criterion) {
     }
     multi.finish();
 
-    let mut random = c.benchmark_group("random");
-    // One workload run takes milliseconds to seconds (cuda): ten flat samples, not a linear ramp.
-    random.sample_size(10);
-    random.sampling_mode(SamplingMode::Flat);
-    for (name, factory) in if workload_wanted("random") {
-        resources()
-    } else {
-        Vec::new()
-    } {
-        for &kind in &kinds {
-            // A fresh resource per kind of stream, as the C++ side (what one kind leaves behind
-            // does not slow the next).
-            let Some(mr) = make(name, factory) else {
-                continue;
-            };
-            for threads in THREADS {
-                let streams = Streams::new(kind, threads);
-                let cap = RANDOM_MAX_USAGE / threads;
-                let ops = AtomicUsize::new(0);
-                streams.run(threads, &|t, a, _| {
-                    ops.fetch_add(
-                        random_loop(&mr, a, 1234 + t as u64, cap) as usize,
-                        Ordering::Relaxed,
-                    );
-                });
-                random.throughput(Throughput::Elements(ops.into_inner() as u64));
-                random.bench_with_input(
-                    BenchmarkId::new(format!("{name}.{}", kind.name()), threads),
-                    &threads,
-                    |b, _| {
-                        b.iter_custom(|iters| {
-                            (0..iters)
-                                .map(|_| {
-                                    streams.run(threads, &|t, a, _| {
-                                        random_loop(&mr, a, 1234 + t as u64, cap);
-                                    })
-                                })
-                                .sum()
-                        });
-                    },
-                );
-            }
-        }
-    }
-    random.finish();
+    churn(c, &kinds, "random", &|mr, a, t, threads| {
+        random_loop(mr, a, 1234 + t as u64, RANDOM_MAX_USAGE / threads)
+    });
+    churn(c, &kinds, "rmmrandom", &|mr, a, t, _| {
+        rmm_random_loop(mr, a, 4321 + t as u64)
+    });
 
     // What a stream made elsewhere costs per call before any allocator work: its id
     // (`cuStreamGetId`), asked on every allocate and deallocate because the driver hands a destroyed
@@ -575,6 +571,56 @@ fn bench(c: &mut Criterion) {
         }
         ids.finish();
     }
+}
+
+/// A churn workload (`random`, `rmmrandom`): `run(resource, stream, thread, threads)` runs one
+/// thread's share and returns its steps.
+fn churn(
+    c: &mut Criterion,
+    kinds: &[Kind],
+    workload: &str,
+    run: &(dyn Fn(&AnyResource, Stream, usize, usize) -> u64 + Sync),
+) {
+    if !workload_wanted(workload) {
+        return;
+    }
+    let mut group = c.benchmark_group(workload);
+    // One workload run takes milliseconds to seconds (cuda): ten flat samples, not a linear ramp.
+    group.sample_size(10);
+    group.sampling_mode(SamplingMode::Flat);
+    for (name, factory) in resources() {
+        for &kind in kinds {
+            // A fresh resource per kind of stream, as the C++ side (what one kind leaves behind
+            // does not slow the next).
+            let Some(mr) = make(name, factory) else {
+                continue;
+            };
+            for threads in THREADS {
+                let streams = Streams::new(kind, threads);
+                let ops = AtomicUsize::new(0);
+                streams.run(threads, &|t, a, _| {
+                    ops.fetch_add(run(&mr, a, t, threads) as usize, Ordering::Relaxed);
+                });
+                group.throughput(Throughput::Elements(ops.into_inner() as u64));
+                group.bench_with_input(
+                    BenchmarkId::new(format!("{name}.{}", kind.name()), threads),
+                    &threads,
+                    |b, _| {
+                        b.iter_custom(|iters| {
+                            (0..iters)
+                                .map(|_| {
+                                    streams.run(threads, &|t, a, _| {
+                                        run(&mr, a, t, threads);
+                                    })
+                                })
+                                .sum()
+                        });
+                    },
+                );
+            }
+        }
+    }
+    group.finish();
 }
 
 criterion_group!(benches, bench);

@@ -115,6 +115,17 @@ impl Level {
         Self::ALL.into_iter().find(|l| l.name() == name)
     }
 
+    /// The level whose value (`level as u8`, rapids_logger's `level_enum` value) is `code`, if any.
+    ///
+    /// ```
+    /// use rmm_core::debug_log::Level;
+    /// assert_eq!(Level::from_code(3), Some(Level::Warn));
+    /// assert_eq!(Level::from_code(7), None);
+    /// ```
+    pub fn from_code(code: i32) -> Option<Level> {
+        usize::try_from(code).ok().and_then(|i| Self::ALL.get(i)).copied()
+    }
+
     /// The name in log lines (spdlog's `%l`: `warning` for [`Level::Warn`]).
     const fn line_name(self) -> &'static str {
         match self {

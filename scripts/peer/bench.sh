@@ -19,6 +19,16 @@
 #                           else .whl/librmm_cu13-<version>*.whl, else pip download librmm-cu13==<version>
 #   RMM_PEER_BENCH_RUN      1: run the benchmarks (default: 1 when a GPU is visible, else 0)
 #   RMM_PEER_BENCH_MIN_TIME Google Benchmark's --benchmark_min_time (default 0.05s)
+#   RMM_PEER_BENCH_REPETITIONS  --benchmark_repetitions (default 1); the table shows each cell's
+#                           median and spread
+#   RMM_PEER_RANDOM_RUNS    RANDOM_ALLOCATIONS_BENCH runs, ';'-separated LABEL=ARGS (default "=-n 1000":
+#                           one run, 5 resources x 6 maximum sizes); a run with a label writes
+#                           RANDOM_ALLOCATIONS_BENCH-LABEL.json
+#   RMM_PEER_BENCH_FALLBACK_ONLY  variants (e.g. rmm-26.08) that run only the programs that did not
+#                           build for any other RMM variant
+#   RMM_PEER_REPLAY_LOGS    recorded logs for REPLAY_BENCH besides the synthetic one, space-separated
+#                           LABEL=PATH (benchmarks/python/record_replay_log.py writes them); each writes
+#                           REPLAY_BENCH-LABEL.json
 #   RMM_PEER_BENCH_TIMEOUT  seconds per benchmark program (default 90)
 #   RMM_PEER_BENCH_VARIANTS "ours rmm-26.10 rmm-26.08" (default), or some of them
 #   and those of scripts/peer/common.sh (RMM_PEER_PREBUILT_LIBRARY, RMM_PEER_CCCL_DIR, RMM_PEER_RAPIDS_LOGGER).
@@ -121,13 +131,21 @@ done
 log_csv=$BUILD/replay-log.csv
 python3 "$ROOT/scripts/peer/make_replay_log.py" "$log_csv" || die "could not write the replay log"
 min_time=${RMM_PEER_BENCH_MIN_TIME:-0.05s}
+repetitions=${RMM_PEER_BENCH_REPETITIONS:-1}
 limit=${RMM_PEER_BENCH_TIMEOUT:-90}
-# Arguments per program: the sizes RMM's defaults would sweep are cut down to fit one device call.
-bench_args() {
+# Runs per program, one "LABEL=ARGS" a line (an empty label: the program's own name): the sizes
+# RMM's defaults would sweep are cut down to fit one device call.
+bench_runs() {
     case $1 in
-        RANDOM_ALLOCATIONS_BENCH) echo "-n 1000" ;;  # 5 resources x 6 maximum sizes (1 MiB to 4 GiB), 1000 allocations
-        REPLAY_BENCH) echo "-f $log_csv" ;;           # 5 resources (pool, arena, binning, cuda, managed)
-        *) echo "" ;;
+        # 5 resources x 6 maximum sizes (1 MiB to 4 GiB), 1000 allocations, unless told otherwise.
+        RANDOM_ALLOCATIONS_BENCH) tr ';' '\n' <<<"${RMM_PEER_RANDOM_RUNS:-=-n 1000}" ;;
+        # 5 resources (pool, arena, binning, cuda, managed) on the synthetic log, then on each recorded one.
+        REPLAY_BENCH)
+            echo "=-f $log_csv"
+            for entry in ${RMM_PEER_REPLAY_LOGS:-}; do
+                [ -s "${entry#*=}" ] && echo "${entry%%=*}=-f ${entry#*=}" || echo "peer bench: no replay log ${entry#*=}" >&2
+            done ;;
+        *) echo "=" ;;
     esac
 }
 for variant in $VARIANTS; do
@@ -135,12 +153,23 @@ for variant in $VARIANTS; do
     for exe in "$BUILD/$variant"/gbenchmarks/*; do
         [ -x "$exe" ] || continue
         name=$(basename "$exe")
-        start=$(date +%s.%N)
-        # shellcheck disable=SC2046  # bench_args is a word list
-        timeout "$limit" "$exe" $(bench_args "$name") "--benchmark_min_time=$min_time" \
-            "--benchmark_out=$OUT/$variant/$name.json" --benchmark_out_format=json >"$OUT/$variant/$name.txt" 2>&1
-        rc=$?
-        printf '  %-5s %-34s exit %3s  %6.1f s\n' "$variant" "$name" "$rc" "$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { print e - s }')"
+        if [[ " ${RMM_PEER_BENCH_FALLBACK_ONLY:-} " == *" $variant "* ]]; then
+            built_elsewhere=0
+            for other in $VARIANTS; do
+                [ "$other" != ours ] && [ "$other" != "$variant" ] && [ -x "$BUILD/$other/gbenchmarks/$name" ] && built_elsewhere=1
+            done
+            [ "$built_elsewhere" = 1 ] && continue
+        fi
+        while IFS= read -r run; do
+            label=${run%%=*} args=${run#*=}
+            file=$name${label:+-$label}
+            start=$(date +%s.%N)
+            # shellcheck disable=SC2086  # args is a word list
+            timeout "$limit" "$exe" $args "--benchmark_min_time=$min_time" "--benchmark_repetitions=$repetitions" \
+                "--benchmark_out=$OUT/$variant/$file.json" --benchmark_out_format=json >"$OUT/$variant/$file.txt" 2>&1
+            rc=$?
+            printf '  %-5s %-40s exit %3s  %6.1f s\n' "$variant" "$file" "$rc" "$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { print e - s }')"
+        done < <(bench_runs "$name")
     done
 done
 # shellcheck disable=SC2086  # VARIANTS is a list

@@ -3,34 +3,54 @@
 
     bench_table.py OUT [VARIANT ...]
 
-Reads OUT/<variant>/<PROGRAM>.json (Google Benchmark's JSON, one per program and variant) and writes
-OUT/peer-bench.csv (program, benchmark, time unit, real time per variant, ours/<each other variant>)
-and OUT/peer-bench.md (the same as a markdown table), and prints the markdown. A ratio above 1
-means ours is slower. A benchmark that reported an error (Google
-Benchmark's error_occurred) or did not run in one variant shows why instead of a time.
+Reads OUT/<variant>/<PROGRAM>.json (Google Benchmark's JSON, one per program and variant; a
+program run several times, e.g. REPLAY_BENCH on several logs, has one file per run,
+<PROGRAM>-<label>.json) and writes OUT/peer-bench.csv (program, benchmark, time unit, real time
+per variant, ours/<each other variant>, the spread per variant) and OUT/peer-bench.md (the same as
+a markdown table), and prints the markdown. With --benchmark_repetitions a cell is the median of
+the repetitions, and its spread is (slowest - fastest) / median. A ratio above 1 means ours is
+slower. A benchmark that reported an error (Google Benchmark's error_occurred) or did not run in one
+variant shows why instead of a time. The summary gives the geometric mean over every benchmark and
+over the allocator-bound programs (ALLOCATOR_BOUND), and lists the cells above 1.0 by more than
+their spread.
 """
 import csv
 import glob
 import json
 import os
+import statistics
 import sys
+
+# The programs whose time is mostly allocation (issue 27's target: geometric mean <= 0.5 over them).
+ALLOCATOR_BOUND = ("RANDOM_ALLOCATIONS_BENCH", "REPLAY_BENCH", "CUDA_STREAM_POOL_BENCH", "ASYNC_PRIMING_BENCH")
 
 
 def load(out, variant):
-    """{(program, benchmark): (real_time, unit, error)} for one variant."""
+    """{(program, benchmark): (median real_time, unit, error, spread)} for one variant."""
     results = {}
     for path in sorted(glob.glob(os.path.join(out, variant, "*.json"))):
         program = os.path.basename(path)[:-5]
         try:
             data = json.load(open(path))
         except (OSError, ValueError) as e:
-            results[(program, "(all)")] = (None, "", f"no results: {e}")
+            results[(program, "(all)")] = (None, "", f"no results: {e}", None)
             continue
+        runs = {}
         for b in data.get("benchmarks", []):
             if b.get("run_type") == "aggregate":
                 continue
+            name = b.get("run_name", b["name"])
             error = b.get("error_message") if b.get("error_occurred") else None
-            results[(program, b["name"])] = (b.get("real_time"), b.get("time_unit", ""), error)
+            runs.setdefault(name, []).append((b.get("real_time"), b.get("time_unit", ""), error))
+        for name, reps in runs.items():
+            errors = [e for _, _, e in reps if e]
+            times = [t for t, _, e in reps if not e and t is not None]
+            if errors or not times:
+                results[(program, name)] = (None, reps[0][1], errors[0] if errors else "no time", None)
+                continue
+            median = statistics.median(times)
+            spread = (max(times) - min(times)) / median if len(times) > 1 and median else None
+            results[(program, name)] = (median, reps[0][1], None, spread)
     return results
 
 
@@ -48,9 +68,10 @@ def main():
     for program, name in keys:
         row = {"program": program, "benchmark": name, "unit": ""}
         for v in variants:
-            t, unit, error = data[v].get((program, name), (None, "", "not run"))
+            t, unit, error, spread = data[v].get((program, name), (None, "", "not run", None))
             row[v] = t if error is None else None
             row[v + "_error"] = error or ""
+            row[v + "_spread"] = spread
             row["unit"] = row["unit"] or unit
         for p in peers:
             ok = "ours" in variants and row.get("ours") and row[p]
@@ -58,11 +79,13 @@ def main():
         rows.append(row)
     with open(os.path.join(out, "peer-bench.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["program", "benchmark", "unit"] + variants + [f"ours/{p}" for p in peers])
+        w.writerow(["program", "benchmark", "unit"] + variants + [f"ours/{p}" for p in peers] +
+                   [f"spread {v}" for v in variants])
         for r in rows:
             w.writerow([r["program"], r["benchmark"], r["unit"]] +
                        [fmt(r[v]) if r[v] is not None else r[v + "_error"] for v in variants] +
-                       [f"{r['ratio ' + p]:.2f}" if r["ratio " + p] else "" for p in peers])
+                       [f"{r['ratio ' + p]:.2f}" if r["ratio " + p] else "" for p in peers] +
+                       [f"{r[v + '_spread']:.3f}" if r[v + "_spread"] is not None else "" for v in variants])
     lines = ["| program | benchmark | unit | " + " | ".join(variants) + " | " +
              " | ".join(f"ours/{p}" for p in peers) + " |",
              "| --- | --- | --- | " + " | ".join("---:" for _ in variants + peers) + " |"]
@@ -71,18 +94,31 @@ def main():
         cells += [f"{r['ratio ' + p]:.2f}" if r["ratio " + p] else "" for p in peers]
         lines.append(f"| {r['program']} | `{r['benchmark']}` | {r['unit']} | " + " | ".join(cells) + " |")
     lines.append("")
+    def geomean(ratios):
+        geo = 1.0
+        for x in ratios:
+            geo *= x
+        return geo ** (1 / len(ratios))
+
     for p in peers:
         ratios = [r["ratio " + p] for r in rows if r["ratio " + p]]
         if not ratios:
             lines.append(f"ours against {p}: no benchmark ran in both")
             continue
-        geo = 1.0
-        for x in ratios:
-            geo *= x
-        geo **= 1 / len(ratios)
         lines.append(f"ours against {p}: {len(ratios)} benchmarks in both; geometric mean of the time ratio "
-                     f"{geo:.2f} (ours faster in {sum(1 for x in ratios if x < 1)}, slower in "
+                     f"{geomean(ratios):.2f} (ours faster in {sum(1 for x in ratios if x < 1)}, slower in "
                      f"{sum(1 for x in ratios if x > 1)})")
+        bound = [r["ratio " + p] for r in rows
+                 if r["ratio " + p] and r["program"].split("-")[0] in ALLOCATOR_BOUND]
+        if bound:
+            lines.append(f"ours against {p}, allocator-bound programs ({', '.join(ALLOCATOR_BOUND)}): "
+                         f"{len(bound)} benchmarks, geometric mean {geomean(bound):.2f}")
+        # Slower beyond the spread: the ratio's excess over 1 exceeds both sides' spreads.
+        over = [r for r in rows if r["ratio " + p] and r["ratio " + p] > 1 +
+                max(r.get("ours_spread") or 0, r[p + "_spread"] or 0)]
+        for r in over:
+            lines.append(f"  slower than {p} beyond the spread: {r['program']} `{r['benchmark']}` "
+                         f"{r['ratio ' + p]:.2f}")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(out, "peer-bench.md"), "w") as f:
         f.write(text)

@@ -6,7 +6,7 @@
 # Here (no nvcc): cargo builds librmm through bindings-cpp's CMake project, which is installed into
 # $BUILD/prefix; g++ compiles every source (.cu ones as C++: those with device code fail); the
 # programs run in host mode (no GPU: most RMM tests need one and fail or skip).
-# On the GPU machine (scripts/gpu-run.sh): RMM_PEER_PREBUILT_LIBRARY=<librmm.so> (no cargo there),
+# On the GPU machine (scripts/gpu-run.sh): RMM_PEER_PREBUILT_LIBRARY=<librmm_rs.so> (no cargo there),
 # RMM_PEER_CCCL_DIR=<CCCL >= 3.1 include dir>, nvcc compiles the .cu sources, and the toolkit gives
 # the CUDA runtime. No network is needed there when RMM_PEER_RAPIDS_LOGGER (an unpacked
 # rapids-logger wheel or its .whl) and RMM_PEER_TESTS_DIR are given.

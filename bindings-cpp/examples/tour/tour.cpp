@@ -1,6 +1,6 @@
 // The C++ part of the tour's shared stop, written against RMM 26.x's C++ API only (<rmm/...>).
 //
-// Python loads librmm.so first, then this library (ctypes), then the Rust part. C++ makes a pool
+// Python loads librmm_rs.so first, then this library (ctypes), then the Rust part. C++ makes a pool
 // (over CUDA memory, or over system memory in host mode) under a statistics adaptor and sets it as the
 // current device resource of the process's one registry, which librmm owns; Rust and Python then
 // allocate from "the current device resource" and the counters printed here include their allocations.

@@ -1,7 +1,7 @@
 // A small C++ extension module for bindings-python/tests/test_capsules.py: it makes buffers in C++
 // (librmm's C ABI, and with RMM_TEST_CXX_API the C++ API's std::unique_ptr<rmm::device_buffer>) and
 // hands them to Python, takes them back, holds them, and passes memory resources both ways, all
-// through <rmm/python_capsules.hpp> / <rmm/python.hpp>. Built by the test with g++ against librmm.so.
+// through <rmm/python_capsules.hpp> / <rmm/python.hpp>. Built by the test with g++ against librmm_rs.so.
 #define PY_SSIZE_T_CLEAN
 #ifdef RMM_TEST_CXX_API
 #include <rmm/python.hpp>

@@ -207,6 +207,24 @@ pub fn supports_pageable_memory_access(device: DeviceId) -> bool {
     .unwrap_or(false)
 }
 
+/// True when `device` can access memory of `peer` (`cuDeviceCanAccessPeer`); a device can always
+/// access its own memory.
+///
+/// # Errors
+/// Invalid devices or host mode.
+pub fn can_access_peer(device: DeviceId, peer: DeviceId) -> Result<bool> {
+    let handle = check_device(device)?;
+    let peer_handle = check_device(peer)?;
+    if device == peer {
+        return Ok(true);
+    }
+    let mut can = 0;
+    // SAFETY: both handles are valid devices; `can` is a valid out-pointer.
+    let status = unsafe { sys::cuDeviceCanAccessPeer(&mut can, handle, peer_handle) };
+    check(status, "cuDeviceCanAccessPeer")?;
+    Ok(can != 0)
+}
+
 /// True when `device` supports concurrent managed access (needed by managed memory pools).
 pub fn supports_concurrent_managed_access(device: DeviceId) -> bool {
     attribute(

@@ -10,7 +10,8 @@
 //! - thin `Result` wrappers, one per driver call or small group ([`check`] turns a `CUresult` into
 //!   an [`Error`]): [`alloc`] (the immediate allocators and placement advice), [`mempool`]
 //!   (memory pools and stream-ordered allocation from them), [`memory`] (copies, fills, pointer
-//!   queries), [`device`];
+//!   queries), [`device`], [`vmm`] (virtual memory: reservations, physical granules, mappings,
+//!   access, shareable handles);
 //! - safe types: [`Stream`], [`OwnedStream`], [`StreamPool`], [`Event`], [`DeviceGuard`].
 //!
 //! Glossary:
@@ -25,6 +26,7 @@ pub mod event;
 pub mod memory;
 pub(crate) mod mempool;
 pub mod stream;
+pub mod vmm;
 
 use std::ffi::CStr;
 use std::sync::OnceLock;

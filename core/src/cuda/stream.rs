@@ -408,7 +408,7 @@ impl ForeignStream {
 /// runtime), so only collisions reach the table. A stream destroyed elsewhere was never in the
 /// table: always the driver.
 ///
-/// Why not a per-thread cache (until 2026-11-26): in librmm.so each thread-local costs a call to
+/// Why not a per-thread cache (until 2026-11-26): in librmm_rs.so each thread-local costs a call to
 /// `__tls_get_addr`, one per allocation and one per free on our own streams, and its entries had
 /// to be voided by an epoch that every creation anywhere bumped.
 ///

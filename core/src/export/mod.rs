@@ -16,7 +16,7 @@
 //!   export's own reference back.
 //!
 //! The structs are versioned (`version` is checked first); the C declarations are in
-//! `bindings-cpp/include/rmm/rmm_c.h`, and the bindings wrap them in versioned capsules
+//! `bindings-cpp/include/rmm_rs/rmm_c.h`, and the bindings wrap them in versioned capsules
 //! (docs/cross-language.md).
 
 mod buffer;

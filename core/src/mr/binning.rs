@@ -20,6 +20,7 @@ use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use crate::aligned::{align_up, check_alignment, DEFAULT_ALIGNMENT};
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
+use crate::mr::detail::forward::forward_to_upstream;
 use crate::mr::detail::live_set::{granule, FreeCheck, FreeChecks};
 use crate::mr::detail::stream_ordered::{default_syncer, CacheLimits, Syncer};
 use crate::mr::FixedSizeMemoryResource;
@@ -314,17 +315,15 @@ impl MemoryResource for BinningMemoryResource {
         })
     }
 
-    fn name(&self) -> &str {
-        "binning_memory_resource"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.inner, &o.inner))
-    }
-
     /// From the live-allocation index (`None` when frees are unchecked).
     fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Option<bool> {
         self.inner.live.is_live(ptr, granule(bytes, Some(alignment)))
+    }
+
+    forward_to_upstream! {
+        name: "binning_memory_resource",
+        upstream: upstream_resource,
+        identity: inner,
     }
 }
 

@@ -13,10 +13,11 @@ use std::sync::Arc;
 use crate::aligned::{align_up, check_alignment, DEFAULT_ALIGNMENT};
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
+use crate::mr::detail::forward::forward_to_upstream;
 use crate::mr::detail::live_set::{granule, FreeCheck, FreeChecks};
 use crate::mr::detail::stream_ordered::{default_syncer, CacheLimits, Core, Growth, Syncer};
 use crate::mr::PoolStatistics;
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::resource::{AnyResource, MemoryResource};
 
 /// A resource of equal-sized blocks (RMM's `fixed_size_memory_resource`).
 ///
@@ -292,21 +293,16 @@ impl MemoryResource for FixedSizeMemoryResource {
             })
     }
 
-    fn access(&self) -> Access {
-        self.core.upstream().access()
-    }
-
-    fn name(&self) -> &str {
-        "fixed_size_memory_resource"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.core, &o.core))
-    }
-
     /// From the live-allocation index (`None` when frees are unchecked).
     fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Option<bool> {
         self.live.is_live(ptr, granule(bytes, Some(alignment)))
+    }
+
+    forward_to_upstream! {
+        name: "fixed_size_memory_resource",
+        upstream: upstream_resource,
+        identity: core,
+        forward: access
     }
 }
 

@@ -19,8 +19,9 @@ use std::sync::Arc;
 use crate::aligned::{align_up, check_alignment, DEFAULT_ALIGNMENT};
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
+use crate::mr::detail::forward::forward_to_upstream;
 use crate::mr::detail::live_set::{no_room, Freed, LiveSet, NoRoom, Sizes};
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::resource::{AnyResource, MemoryResource};
 
 #[derive(Debug)]
 struct Inner {
@@ -227,16 +228,11 @@ impl MemoryResource for LimitingResourceAdaptor {
         Some(self.inner.live.contains(ptr as usize, bytes))
     }
 
-    fn access(&self) -> Access {
-        self.inner.upstream.access()
-    }
-
-    fn name(&self) -> &str {
-        "limiting_resource_adaptor"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.inner, &o.inner))
+    forward_to_upstream! {
+        name: "limiting_resource_adaptor",
+        upstream: upstream,
+        identity: inner,
+        forward: access
     }
 }
 
@@ -244,6 +240,7 @@ impl MemoryResource for LimitingResourceAdaptor {
 mod tests {
     use super::*;
     use crate::mr::{CudaMemoryResource, SimulatedMemoryResource, SystemMemoryResource};
+    use crate::resource::Access;
     use crate::testing::Probe;
 
     const MIB: usize = 1 << 20;

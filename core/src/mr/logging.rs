@@ -26,7 +26,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crate::cuda::Stream;
 use crate::debug_log::{os_thread_id, report_unheard, WallClock};
 use crate::error::{Error, Result};
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::mr::detail::forward::forward_to_upstream;
+use crate::resource::{AnyResource, MemoryResource};
 
 /// The environment variable [`LoggingResourceAdaptor::from_env`] reads (as RMM's).
 pub const LOG_FILE_ENV: &str = "RMM_LOG_FILE";
@@ -480,16 +481,11 @@ impl MemoryResource for LoggingResourceAdaptor {
         })
     }
 
-    fn access(&self) -> Access {
-        self.inner.upstream.access()
-    }
-
-    fn name(&self) -> &str {
-        "logging_resource_adaptor"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.inner, &o.inner))
+    forward_to_upstream! {
+        name: "logging_resource_adaptor",
+        upstream: upstream,
+        identity: inner,
+        forward: access
     }
 }
 
@@ -497,6 +493,7 @@ impl MemoryResource for LoggingResourceAdaptor {
 mod tests {
     use super::*;
     use crate::mr::{SimulatedMemoryResource, SystemMemoryResource};
+    use crate::resource::Access;
     use crate::testing::{Probe, SharedBuffer};
 
     /// A writer that always fails.

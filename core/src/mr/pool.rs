@@ -24,12 +24,13 @@ use std::sync::Arc;
 use crate::aligned::{align_down, align_up, check_alignment, is_aligned, DEFAULT_ALIGNMENT};
 use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
+use crate::mr::detail::forward::forward_to_upstream;
 use crate::mr::detail::live_set::{FreeCheck, FreeChecks};
 use crate::mr::detail::nvtx_bounds::{self, NvtxBounds};
 use crate::mr::detail::stream_ordered::{
     default_syncer, CacheLimits, Core, CoreStats, Growth, Syncer,
 };
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::resource::{AnyResource, MemoryResource};
 
 /// Counters of a [`PoolMemoryResource`], exact at the moment they are taken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -340,24 +341,19 @@ impl MemoryResource for PoolMemoryResource {
         }
     }
 
-    fn access(&self) -> Access {
-        self.core.upstream().access()
-    }
-
-    fn name(&self) -> &str {
-        "pool_memory_resource"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.core, &o.core))
-    }
-
     /// From the live-allocation index (`None` when frees are unchecked).
     fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, _alignment: usize) -> Option<bool> {
         match align_up(bytes, DEFAULT_ALIGNMENT) {
             Some(size) => self.live.is_live(ptr, size),
             None => self.live.is_live(ptr, 0).map(|_| false),
         }
+    }
+
+    forward_to_upstream! {
+        name: "pool_memory_resource",
+        upstream: upstream_resource,
+        identity: core,
+        forward: access
     }
 }
 

@@ -32,8 +32,9 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
+use crate::mr::detail::forward::forward_to_upstream;
 use crate::mr::detail::live_set::{no_room, Freed, LiveSet, NoRoom, Sizes};
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::resource::{AnyResource, MemoryResource};
 
 /// A counter (RMM's `statistics_resource_adaptor::counter`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -385,16 +386,11 @@ impl MemoryResource for StatisticsResourceAdaptor {
         Some(self.inner.live.contains(ptr as usize, bytes))
     }
 
-    fn access(&self) -> Access {
-        self.inner.upstream.access()
-    }
-
-    fn name(&self) -> &str {
-        "statistics_resource_adaptor"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.inner, &o.inner))
+    forward_to_upstream! {
+        name: "statistics_resource_adaptor",
+        upstream: upstream,
+        identity: inner,
+        forward: access
     }
 }
 
@@ -402,6 +398,7 @@ impl MemoryResource for StatisticsResourceAdaptor {
 mod tests {
     use super::*;
     use crate::mr::{SimulatedMemoryResource, SystemMemoryResource};
+    use crate::resource::Access;
     use crate::testing::Probe;
 
     const fn counter(value: i64, peak: i64, total: i64) -> Counter {

@@ -20,8 +20,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
+use crate::mr::detail::forward::forward_to_upstream;
 use crate::mr::detail::live_set::{granule, no_room, not_handed_out};
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::resource::{AnyResource, MemoryResource};
 
 /// One outstanding allocation (RMM's `allocation_info`, with its pointer).
 #[derive(Clone, Debug)]
@@ -301,16 +302,11 @@ impl MemoryResource for TrackingResourceAdaptor {
         Some(tracked.is_some_and(|t| t != 0 && granule(t, None) == granule(bytes, None)))
     }
 
-    fn access(&self) -> Access {
-        self.inner.upstream.access()
-    }
-
-    fn name(&self) -> &str {
-        "tracking_resource_adaptor"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.inner, &o.inner))
+    forward_to_upstream! {
+        name: "tracking_resource_adaptor",
+        upstream: upstream,
+        identity: inner,
+        forward: access
     }
 }
 
@@ -318,6 +314,7 @@ impl MemoryResource for TrackingResourceAdaptor {
 mod tests {
     use super::*;
     use crate::mr::{SimulatedMemoryResource, SystemMemoryResource};
+    use crate::resource::Access;
     use crate::testing::Probe;
 
     #[test]

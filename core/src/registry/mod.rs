@@ -8,7 +8,7 @@
 //! as the caller keeps it.
 //!
 //! # One registry per process
-//! The process-wide owner of this state is `librmm.so` (crate `rmm-cpp`), which exports it through
+//! The process-wide owner of this state is `librmm_rs.so` (crate `rmm-cpp`), which exports it through
 //! the C ABI ([`crate::resource::handle`]). The free functions here use [`process_registry`], chosen once, at
 //! first use:
 //! - if another binary's registry owner is already loaded ([`owner::find_loaded_owner`]:

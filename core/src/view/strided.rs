@@ -396,9 +396,9 @@ impl StridedMemoryView {
             readonly: parts.readonly,
             owner: owner.as_ref().map_or(std::ptr::null(), ViewOwner::id),
             device_copy: std::ptr::null(),
-            // The copy of rmm-core that acquired the view, in the top bits (registry::owner).
+            // The copy of rmm-core that acquired the view, in the top bits (`view::domain`).
             generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed)
-                | crate::registry::owner::view_domain_bits(),
+                | super::domain::view_domain_bits(),
         };
         alive()
             .lock()

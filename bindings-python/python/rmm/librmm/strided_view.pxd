@@ -11,7 +11,7 @@
 #
 # The struct lives in the Python object: valid while the object does; its pointers (shape, strides,
 # byte_strides, format) are valid until view.release(), after which `generation` is 0 and every
-# pointer NULL. Layout: bindings-cpp/include/rmm/rmm_c.h (checked by core's tests).
+# pointer NULL. Layout: bindings-cpp/include/rmm_rs/rmm_c.h (checked by core's tests).
 
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint64_t, uintptr_t
 

@@ -5,8 +5,8 @@
 //! - *upstream block*: the one allocation of `arena_size` bytes the resource takes from its
 //!   upstream at construction; everything below is a range of it. It is the hard cap.
 //! - *superblock*: a range of the upstream block, normally [`SUPERBLOCK_SIZE`] (1 MiB) and a
-//!   multiple of 256 bytes, that one arena carves small allocations from. It keeps its own free list
-//!   ([`FreeList`], one region: the superblock), with first fit and coalescing.
+//!   multiple of 256 bytes, that one arena carves small allocations from. It keeps its free space
+//!   as a bitmap of 256-byte units ([`Superblock`]), with first fit and implicit coalescing.
 //! - *arena*: the superblocks of one stream (or of one thread, for the per-thread default stream),
 //!   behind its own mutex.
 //! - *global arena*: what no arena holds: free space ([`FreeList`] with one region, the upstream
@@ -17,7 +17,7 @@
 //! Invariants:
 //! - every byte of the upstream block is in exactly one place: a global free block, a large
 //!   allocation, or one superblock (of an arena or of the orphans);
-//! - inside a superblock, a byte is either free (in its free list) or handed out;
+//! - inside a superblock, a byte is either free (its unit's bit is set) or handed out;
 //! - an orphan superblock always has live blocks (it joins the global free space when its last
 //!   block is freed); arenas may hold empty superblocks until a defragmentation or their thread's
 //!   exit;
@@ -34,116 +34,10 @@ use crate::cuda::Event;
 use crate::error::{Error, Result};
 use crate::mr::detail::free_list::FreeList;
 
+pub(crate) use super::arena_superblock::Superblock;
+
 /// The size of a superblock, and the threshold above which requests go to the global arena.
 pub(crate) const SUPERBLOCK_SIZE: usize = 1 << 20;
-
-/// A range of the upstream block owned by one arena, with its free blocks.
-#[derive(Debug)]
-pub(crate) struct Superblock {
-    start: usize,
-    size: usize,
-    /// `free.largest()`, cached so that first fit over an arena skips full superblocks quickly.
-    largest: usize,
-    free: FreeList<()>,
-}
-
-impl Superblock {
-    /// A wholly free superblock `[start, start + size)`.
-    pub(crate) fn new(start: usize, size: usize) -> Self {
-        let mut free = FreeList::new();
-        free.insert(start, size, start, ());
-        Self {
-            start,
-            size,
-            largest: size,
-            free,
-        }
-    }
-
-    /// Start address.
-    #[cfg(test)]
-    pub(crate) fn start(&self) -> usize {
-        self.start
-    }
-
-    /// Length in bytes.
-    #[cfg(test)]
-    pub(crate) fn size(&self) -> usize {
-        self.size
-    }
-
-    /// True when nothing in it is handed out.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.free.free_bytes() == self.size
-    }
-
-    /// Bytes handed out.
-    pub(crate) fn used(&self) -> usize {
-        self.size - self.free.free_bytes()
-    }
-
-    /// Bytes free.
-    pub(crate) fn free_bytes(&self) -> usize {
-        self.free.free_bytes()
-    }
-
-    /// The largest free block.
-    pub(crate) fn largest(&self) -> usize {
-        self.largest
-    }
-
-    fn contains(&self, addr: usize) -> bool {
-        addr >= self.start && addr - self.start < self.size
-    }
-
-    /// First fit: `size` bytes from the lowest free block that holds them.
-    fn first_fit(&mut self, size: usize) -> Option<usize> {
-        if self.largest < size {
-            return None;
-        }
-        let block = self.free.take_first_fit(size)?;
-        self.largest = self.free.largest();
-        Some(block.addr)
-    }
-
-    /// Returns `[addr, addr + size)`, coalescing it with its free neighbours.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when the range runs past the superblock or is (partly) free
-    /// already (a double free); nothing changes then.
-    fn free(&mut self, addr: usize, size: usize) -> Result<()> {
-        if size > self.size - (addr - self.start) {
-            return Err(Error::invalid(format!(
-                "{addr:#x} (+{size}) runs past the end of its arena superblock [{:#x}, +{})",
-                self.start, self.size
-            )));
-        }
-        if self.free.overlaps(addr, size) {
-            return Err(Error::invalid(format!(
-                "{addr:#x} (+{size}) is not allocated (double free?)"
-            )));
-        }
-        self.free.insert(addr, size, self.start, ());
-        self.largest = self.free.largest();
-        Ok(())
-    }
-
-    fn describe(&self, out: &mut String, indent: &str) {
-        let _ = writeln!(
-            out,
-            "{indent}superblock [{:#x}, +{}): used {}, free {} in {} blocks, largest {}",
-            self.start,
-            self.size,
-            self.used(),
-            self.free.free_bytes(),
-            self.free.len(),
-            self.largest
-        );
-        for b in self.free.iter() {
-            let _ = writeln!(out, "{indent}  free [{:#x}, +{})", b.addr, b.size);
-        }
-    }
-}
 
 /// Superblocks sorted by start address.
 #[derive(Debug, Default)]
@@ -192,15 +86,15 @@ impl Superblocks {
     fn index_of(&self, addr: usize) -> Option<usize> {
         let i = self
             .list
-            .partition_point(|sb| sb.start <= addr)
+            .partition_point(|sb| sb.start() <= addr)
             .checked_sub(1)?;
         self.list[i].contains(addr).then_some(i)
     }
 
     /// Adds a superblock (which must not overlap the others).
     pub(crate) fn insert(&mut self, sb: Superblock) {
-        let i = self.list.partition_point(|s| s.start < sb.start);
-        debug_assert!(i == self.list.len() || self.list[i].start >= sb.start + sb.size);
+        let i = self.list.partition_point(|s| s.start() < sb.start());
+        debug_assert!(i == self.list.len() || self.list[i].start() >= sb.start() + sb.size());
         self.list.insert(i, sb);
     }
 
@@ -213,20 +107,20 @@ impl Superblocks {
     /// Removes and returns the superblock starting at `start`.
     pub(crate) fn remove(&mut self, start: usize) -> Option<Superblock> {
         let i = self.index_of(start)?;
-        (self.list[i].start == start).then(|| self.list.remove(i))
+        (self.list[i].start() == start).then(|| self.list.remove(i))
     }
 
     /// First fit over the superblocks in address order, then inside the first that can hold it.
     pub(crate) fn first_fit(&mut self, size: usize) -> Option<usize> {
         self.list
             .iter_mut()
-            .find(|sb| sb.largest >= size)?
+            .find(|sb| sb.largest() >= size)?
             .first_fit(size)
     }
 
     /// The lowest-addressed superblock whose largest free block holds `size` bytes, removed.
     pub(crate) fn take_first_that_fits(&mut self, size: usize) -> Option<Superblock> {
-        let i = self.list.iter().position(|sb| sb.largest >= size)?;
+        let i = self.list.iter().position(|sb| sb.largest() >= size)?;
         Some(self.list.remove(i))
     }
 
@@ -242,7 +136,7 @@ impl Superblocks {
         sb.free(addr, size)?;
         Ok(Freed::Done {
             now_empty: sb.is_empty(),
-            superblock: sb.start,
+            superblock: sb.start(),
         })
     }
 
@@ -281,22 +175,16 @@ impl Superblocks {
     pub(crate) fn check_invariants(&self) {
         for w in self.list.windows(2) {
             assert!(
-                w[0].start + w[0].size <= w[1].start,
+                w[0].start() + w[0].size() <= w[1].start(),
                 "superblocks {:#x} and {:#x} overlap",
-                w[0].start,
-                w[1].start
+                w[0].start(),
+                w[1].start()
             );
         }
         for sb in &self.list {
-            sb.free.check_invariants();
-            assert_eq!(
-                sb.largest,
-                sb.free.largest(),
-                "stale largest in superblock {:#x}",
-                sb.start
-            );
+            sb.check_invariants();
             assert!(
-                sb.start % crate::DEFAULT_ALIGNMENT == 0 && sb.size % crate::DEFAULT_ALIGNMENT == 0
+                sb.start() % crate::DEFAULT_ALIGNMENT == 0 && sb.size() % crate::DEFAULT_ALIGNMENT == 0
             );
         }
     }
@@ -515,7 +403,7 @@ impl Global {
     /// its neighbours), one with live blocks becomes an orphan.
     pub(crate) fn release(&mut self, sb: Superblock) {
         if sb.is_empty() {
-            self.free.insert(sb.start, sb.size, self.base, ());
+            self.free.insert(sb.start(), sb.size(), self.base, ());
         } else {
             self.orphans.insert(sb);
         }
@@ -596,41 +484,6 @@ mod tests {
     use super::*;
 
     const MIB: usize = SUPERBLOCK_SIZE;
-
-    #[test]
-    fn superblock_first_fit_and_coalescing() {
-        let mut sb = Superblock::new(MIB, MIB);
-        let a = sb.first_fit(256).unwrap();
-        let b = sb.first_fit(512).unwrap();
-        assert_eq!(
-            (a, b),
-            (2 * MIB - 256, 2 * MIB - 768),
-            "first fit carves the end of the lowest-addressed free block"
-        );
-        assert_eq!(sb.used(), 768);
-        sb.free(a, 256).unwrap();
-        assert_eq!(
-            sb.first_fit(256),
-            Some(b - 256),
-            "the free block at the start comes first (the hole at the end is not lower)"
-        );
-        sb.free(b - 256, 256).unwrap();
-        assert!(sb.free(b, 512).is_ok());
-        assert!(
-            sb.free(b, 512).is_err(),
-            "a double free is an error, not a corruption"
-        );
-        assert!(
-            sb.free(MIB + MIB - 256, 512).is_err(),
-            "a range past the end is an error"
-        );
-        assert!(
-            sb.free(a, 256).is_err(),
-            "a double free of the last block is an error"
-        );
-        assert!(sb.is_empty());
-        assert_eq!(sb.largest(), MIB, "everything coalesced");
-    }
 
     #[test]
     fn global_carves_superblocks_and_large_blocks_and_takes_them_back() {

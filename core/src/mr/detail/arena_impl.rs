@@ -194,6 +194,25 @@ impl Shared {
         }
     }
 
+    /// Runs `f` on the arena of `stream` for the calling thread: borrowed from the thread-local
+    /// cache when it is there (no reference count changes hands), else as [`Shared::arena_for`]
+    /// finds or makes it. `f` must not look at the thread-local cache.
+    #[inline]
+    fn with_arena<R>(self: &Arc<Self>, stream: Stream, f: impl FnOnce(&Arena) -> R) -> R {
+        let key = ArenaKey::of(stream);
+        let mut f = Some(f);
+        let cached = LOCAL.try_with(|local| {
+            let local = local.try_borrow().ok()?;
+            let arena = local.find(self.id, key)?;
+            f.take().map(|f| f(arena))
+        });
+        match (cached, f) {
+            (Ok(Some(done)), _) => done,
+            (_, Some(f)) => f(&self.arena_for(stream)),
+            (_, None) => unreachable!("`f` ran only if it returned"),
+        }
+    }
+
     /// The arena of stream `key`, created on first use.
     fn stream_arena(&self, key: usize) -> Arc<Arena> {
         let mut global = self.lock_global();
@@ -359,7 +378,7 @@ impl Shared {
                 global.allocate_large(size)
             })
         } else {
-            self.allocate_small(&self.arena_for(stream), size)
+            self.with_arena(stream, |arena| self.allocate_small(arena, size))
         };
         match found {
             Some(addr) => Ok(addr as *mut u8),
@@ -488,9 +507,7 @@ impl Shared {
             self.lock_global().free_large(addr, size)?;
             return synced;
         }
-        let arena = self.arena_for(stream);
-        let fast = arena.lock().free(addr, size)?;
-        drop(arena);
+        let fast = self.with_arena(stream, |arena| arena.lock().free(addr, size))?;
         if let Freed::Done { .. } = fast {
             return Ok(());
         }
@@ -727,6 +744,21 @@ struct LocalEntry {
 }
 
 impl Local {
+    /// The arena of `key` for resource `id`, if this thread has it already.
+    #[inline]
+    fn find(&self, id: u64, key: ArenaKey) -> Option<&Arc<Arena>> {
+        let entry = self.entries.iter().find(|e| e.id == id)?;
+        match key {
+            ArenaKey::Thread(stream) => entry.thread_arenas[stream as usize].as_ref(),
+            ArenaKey::Stream(key) => entry
+                .streams
+                .iter()
+                .rev()
+                .find(|(k, _)| *k == key)
+                .map(|(_, arena)| arena),
+        }
+    }
+
     fn arena(&mut self, shared: &Arc<Shared>, key: ArenaKey) -> Arc<Arena> {
         let i = match self.entries.iter().position(|e| e.id == shared.id) {
             Some(i) => i,

@@ -2,8 +2,10 @@
 
 pub(crate) mod arena;
 pub(crate) mod arena_impl;
+mod arena_superblock;
 pub(crate) mod driver;
 pub(crate) mod fixed_list;
+pub(crate) mod forward;
 pub(crate) mod free_list;
 pub(crate) mod live_set;
 pub(crate) mod live_slot;
@@ -11,3 +13,4 @@ pub(crate) mod nvtx_bounds;
 mod per_thread;
 pub(crate) mod size_guard;
 pub(crate) mod stream_ordered;
+pub(crate) mod virtual_range;

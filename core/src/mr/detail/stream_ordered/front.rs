@@ -20,11 +20,11 @@
 //!
 //! A free finding the front full takes the usual path (displacing the block there would cost a
 //! compare-and-swap and a second free's work on every free of churning workloads, where the front
-//! rarely serves the next allocation: measured, random churn through binning got 10% slower),
-//! except after [`DISPLACE_AFTER`] such frees in a row: the front's block then goes the usual path
-//! and the new one takes its place. Without that, a thread that once left a block of one size or
-//! stream in its front and then moved on (a pair loop on another stream, another size) kept it there
-//! for good and took the usual path on every later pair (2-3x the time per pair on the GPU machine).
+//! rarely serves the next allocation), except after [`DISPLACE_AFTER`] such frees in a row: the
+//! front's block then goes the usual path and the new one takes its place. Without that, a thread
+//! that once left a block of one size or stream in its front and then moved on (a pair loop on
+//! another stream, another size) would keep it there for good and take the usual path on every
+//! later pair (docs/design/pool.md, "Measurements behind the code").
 //! The block in a front leaves it for the usual free path when displaced, drained or when the
 //! thread ends (tagged then as a free on its stream). Its stream may be one that only the call naming it may record on
 //! (a PTDS, a stream made elsewhere): then it joins an open batch of that stream without closing it

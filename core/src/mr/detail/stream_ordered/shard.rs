@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::aligned::is_aligned;
-use crate::mr::detail::free_list::FreeList;
+use crate::mr::detail::free_list::{BlockId, FreeList};
 
 use super::key::{Marker, Pending, StreamKey, TagClass};
 
@@ -13,7 +13,7 @@ pub(crate) struct CacheLimits {
     /// Requests and frees above this size never touch a shard.
     pub max_block: usize,
     /// Blocks a shard's LIFO of recent frees keeps (exact-size reuse); beyond that, the oldest go
-    /// back to the shared list in batches of [`SPILL_BATCH`](super::SPILL_BATCH).
+    /// back to the shared list in batches of [`SPILL_BATCH`](super::free::SPILL_BATCH).
     pub recent: usize,
     /// Bytes a shard may always hold.
     pub min_bytes: usize,
@@ -29,13 +29,10 @@ pub(crate) struct CacheLimits {
 impl CacheLimits {
     /// What the pool uses: blocks up to 4 MiB (the largest default bin), 16 recent blocks, 8 to
     /// 256 MiB per shard, 64 MiB refills. The upper values are for random churn from many threads
-    /// in a large pool (RMM's random workload: sizes up to 1 MiB, hundreds live per thread): with
-    /// [`CacheLimits::FIXED`]'s 64 MiB shards and 16 MiB refills one operation in ten took the
-    /// shared lock there, and 16 threads ran no faster than one; with these, one in eighty
-    /// (host-mode count). Measured on the H100 (docs/benchmarks.md, 2026-11-25): faster at 16
-    /// threads on our own streams and the legacy stream, slower on streams made elsewhere and the
-    /// per-thread default stream when threads come and go over one pool. Small pools are
-    /// unaffected: the budget is at most `pool / (2 × shards)`, a refill at most the room left.
+    /// in a large pool (RMM's random workload: sizes up to 1 MiB, hundreds live per thread), where
+    /// smaller shards send many more operations to the shared lock (docs/design/pool.md,
+    /// "Measurements behind the code"). Small pools are unaffected: the budget is at most
+    /// `pool / (2 × shards)`, a refill at most the room left.
     pub(crate) const DEFAULT: CacheLimits = CacheLimits {
         max_block: 4 << 20,
         recent: 16,
@@ -44,7 +41,7 @@ impl CacheLimits {
         refill: 64 << 20,
     };
     /// What fixed-size resources and binning's bins use: 8 to 64 MiB per shard, 16 MiB refills
-    /// (the larger pool values made binning's random churn slower on the H100).
+    /// (bins are many, and each holds one size: larger shards only hold memory back).
     pub(crate) const FIXED: CacheLimits = CacheLimits {
         max_bytes: 64 << 20,
         refill: 16 << 20,
@@ -149,8 +146,7 @@ impl Shard {
     ///
     /// Only the `depth` latest frees are looked at: the LIFO holds up to `depth` plus a spill batch,
     /// and when a thread allocates on one stream and frees on another (RMM's multi-stream shape)
-    /// none of them is usable, so a scan of all of them cost every allocation a few hundred
-    /// instructions for nothing.
+    /// none of them is usable, so a scan of all of them would cost every allocation for nothing.
     pub(super) fn take(
         &mut self,
         key: StreamKey,
@@ -201,18 +197,18 @@ impl Shard {
 
 /// The best fit in `list` for `size` bytes at an `alignment`-aligned address among the blocks
 /// `key` may use without any ordering (untagged, or pending on `key` alone), as `(block, start, end
-/// of the block)`.
+/// of the block)`: a good fit in each of the two classes (see `free_list.rs`), the smaller one.
 pub(super) fn best_unordered(
     list: &FreeList<Pending>,
     key: StreamKey,
     size: usize,
     alignment: usize,
-) -> Option<(usize, usize, usize)> {
+) -> Option<(BlockId, usize, usize)> {
     [TagClass::Empty, TagClass::Owner(key)]
         .into_iter()
-        .filter_map(|class| list.fits_in(class, size, alignment).next())
+        .filter_map(|class| list.good_fit_in(class, size, alignment))
         .min_by_key(|f| (f.len, f.block))
-        .map(|f| (f.block, f.start, f.block + f.len))
+        .map(|f| (f.id, f.start, f.block + f.len))
 }
 
 /// One shard per cache line pair, so threads on different shards do not share lines.

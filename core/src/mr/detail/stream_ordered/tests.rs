@@ -1,7 +1,10 @@
 //! Stream-ordering behaviour of [`Core`], checked against the recording model (no CUDA).
 
 use super::model::{fake_foreign_stream, fake_stream, naming, ModelUpstream, RecordingSyncer};
+use super::batches::MAX_OPEN;
 use super::*;
+use crate::aligned::align_up;
+use crate::error::Error;
 use crate::mr::detail::free_list::BlockTag;
 use crate::mr::SimulatedMemoryResource;
 
@@ -176,8 +179,8 @@ fn a_block_of_the_own_stream_is_preferred_whatever_its_size_rank() {
     r.free(b, pb, 4 * KIB);
     assert_eq!(r.alloc(b, KIB), pb);
     assert_eq!(r.syncer.counts().stream_waits, 0);
-    // A still gets its own holes, best fit first.
-    assert_eq!(r.alloc(a, KIB), holes[0]);
+    // A still gets its own holes (each a best fit).
+    assert!(holes.contains(&r.alloc(a, KIB)));
     assert_eq!(r.syncer.counts().stream_waits, 0);
     r.core.check_invariants();
 }
