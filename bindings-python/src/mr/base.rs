@@ -347,8 +347,9 @@ unsafe extern "C" fn release_callbacks(context: *mut c_void) {
 /// A resource made of two Python functions (RMM's `CallbackMemoryResource`):
 /// `allocate_func(nbytes, stream) -> int` and `deallocate_func(ptr, nbytes, stream)`, where `stream`
 /// is a `Stream`. A `MemoryError` from `allocate_func` is raised as `MemoryError`, any other
-/// exception as `RuntimeError`, as in RMM. The functions take part in cycle collection: a cycle
-/// through them (a function that refers to the resource) is collected, and its memory returned.
+/// exception as `RuntimeError`, as in RMM. The functions take part in cycle collection (a cycle
+/// through them, a function that refers to the resource, is collected), but the resource never
+/// drops them itself: buffers of the same cycle still free through `deallocate_func`.
 #[pyclass(extends = PyDeviceMemoryResource, frozen, module = "rmm.pylibrmm.memory_resource", name = "CallbackMemoryResource")]
 pub(crate) struct PyCallbackMemoryResource {
     /// The functions, shared with librmm's context (None for a resource made outside Python).
@@ -388,12 +389,6 @@ impl PyCallbackMemoryResource {
         match &self.callables {
             Some(callables) => callables.traverse(&visit, |c| vec![&c.allocate, &c.deallocate]),
             None => Ok(()),
-        }
-    }
-
-    fn __clear__(&self) {
-        if let Some(callables) = &self.callables {
-            callables.clear();
         }
     }
 }
