@@ -286,6 +286,18 @@ fn from_cai_impl(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<Stream>)
     };
     let cai = obj.getattr("__cuda_array_interface__")?;
     let get = |k: &str| -> PyResult<Option<Bound<'_, PyAny>>> { Ok(cai.get_item(k).ok().filter(|v| !v.is_none())) };
+    // Versions 0 to 3 are the interface's; a later one may mean fields this reader does not know.
+    if let Some(version) = get("version")? {
+        match version.extract::<i64>() {
+            Ok(0..=3) => {}
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "unsupported __cuda_array_interface__ version {} (0 to 3 are known)",
+                    version.repr()?
+                )))
+            }
+        }
+    }
     if get("mask")?.is_some() {
         return Err(PyBufferError::new_err("masked CUDA arrays are not supported"));
     }

@@ -438,6 +438,11 @@ def test_cuda_array_interface_producers():
     bad.__cuda_array_interface__["strides"] = (16, 6)
     with pytest.raises(ValueError, match="multiple of the item size"):
         StridedMemoryView(bad)
+    for version in (99, 4, -1, "3", 2.5):
+        with pytest.raises(ValueError, match="unsupported __cuda_array_interface__ version"):
+            StridedMemoryView.from_cuda_array_interface(CAI(version=version))
+    for version in (0, 1, 2, 3):
+        assert StridedMemoryView.from_cuda_array_interface(CAI(version=version)).shape == (3, 2)
 
 
 def test_to_device_copies_the_struct_into_the_resources_memory():
