@@ -114,6 +114,11 @@ impl BufferExport {
         buffer.get().exports.fetch_add(1, Ordering::AcqRel);
         Self(buffer.clone().unbind())
     }
+
+    /// The exported buffer (for a view's `__traverse__`).
+    pub(crate) fn buffer(&self) -> &Py<PyDeviceBuffer> {
+        &self.0
+    }
 }
 
 impl Drop for BufferExport {

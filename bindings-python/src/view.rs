@@ -18,6 +18,7 @@ use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
 use rmm_core::cuda::{self, Event, EventFlags, Stream};
 use rmm_core::view::dlpack::{
     device_type as dt, type_code, DLDevice, DLManagedTensor, DLManagedTensorVersioned,
@@ -733,6 +734,27 @@ impl PyStridedMemoryView {
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
+    }
+
+    /// The exporting object, the metadata and, when this view alone holds it, the Python object
+    /// its owner keeps alive (the producer, or a DeviceBuffer's export), for the cycle collector.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.exporting_obj)?;
+        visit.call(&self.meta)?;
+        // A shared owner (a capsule exported from this view holds it too) is not this view's alone.
+        if let Some(owner) = self.view.as_ref().and_then(|v| v.owner()).filter(|o| o.holders() == 1) {
+            if let Some(producer) = owner.downcast_ref::<Py<PyAny>>() {
+                visit.call(producer)?;
+            } else if let Some(export) = owner.downcast_ref::<BufferExport>() {
+                visit.call(export.buffer())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases the view (the collector breaking a cycle through it).
+    fn __clear__(&mut self) {
+        Python::attach(|py| self.clear(py));
     }
 
     fn __exit__(&mut self, py: Python<'_>, _t: &Bound<'_, PyAny>, _v: &Bound<'_, PyAny>, _tb: &Bound<'_, PyAny>) {
