@@ -296,18 +296,12 @@ fn every_other_rmm_c_h_number_is_a_rust_constant() {
         ("RMM_ACCESS_DEVICE", i128::from(Access::DEVICE.bits())),
         ("RMM_ACCESS_HOST", i128::from(Access::HOST.bits())),
     ]);
-    // RMM_LOG_LEVEL_*: the debug log's levels, whose codes `Level` defines.
-    let level = |name: &str| {
-        let level = name.strip_prefix("RMM_LOG_LEVEL_")?;
-        rmm_core::debug_log::Level::from_name(&level.to_lowercase()).map(|l| l as i128)
-    };
     let listed = |name: &str| {
         ResourceKind::ALL.iter().any(|k| k.c_name() == name) || STATUS_CODES.iter().any(|(n, _)| n.to_bytes() == name.as_bytes())
     };
     let mut wrong = Vec::new();
     for (name, value) in header.iter().filter(|(name, _)| !listed(name)) {
-        let expected =
-            rust.get(name).copied().or_else(|| access.get(name.as_str()).copied()).or_else(|| level(name));
+        let expected = rust.get(name).copied().or_else(|| access.get(name.as_str()).copied());
         if expected != Some(*value) {
             wrong.push(format!("{name}: rmm_c.h {value}, Rust {expected:?}"));
         }
