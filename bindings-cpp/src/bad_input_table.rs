@@ -282,7 +282,9 @@ fn cases() -> Vec<Case> {
         shown(&r)
     }));
     // Views.
-    let host = Box::leak(Box::new([0u8; 64])).as_ptr() as usize;
+    /// Host memory the views describe (never read).
+    static HOST: [u8; 64] = [0; 64];
+    let host = HOST.as_ptr() as usize;
     let dev = |device_type, device_id| DLDevice { device_type, device_id };
     cases.push(rust("view: NULL data with 4 elements", "Err(InvalidArgument)", || view(f32_parts(0, vec![4], None, CPU))));
     cases.push(rust("view: NULL data with no elements (shape [0])", "Ok", || view(f32_parts(0, vec![0], None, CPU))));

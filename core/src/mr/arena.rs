@@ -352,15 +352,18 @@ impl MemoryResource for ArenaMemoryResource {
         if bytes == 0 {
             return Ok(std::ptr::null_mut());
         }
-        let ptr = self.live.allocated(
-            self.name(),
-            self.shared.allocate(stream, bytes)?,
-            granule(bytes, None),
-            |ptr| {
-                // The block was never handed out: back to the arena at once.
-                let _ = self.shared.deallocate(stream, ptr, bytes);
-            },
-        )?;
+        let ptr = self
+            .live
+            .allocated(
+                self.name(),
+                self.shared.allocate(stream, bytes)?,
+                granule(bytes, None),
+                |ptr| {
+                    // The block was never handed out: back to the arena at once.
+                    let _ = self.shared.deallocate(stream, ptr, bytes);
+                },
+            )
+            .map_err(|e| e.error(self.name(), bytes))?;
         if let Some(nvtx) = &self.nvtx {
             nvtx.allocated(ptr, bytes);
         }

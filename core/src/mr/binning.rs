@@ -267,6 +267,7 @@ impl MemoryResource for BinningMemoryResource {
                     r.deallocate(stream, ptr, bytes, alignment)
                 });
             })
+            .map_err(|e| e.error(self.name(), bytes))
     }
 
     /// # Errors

@@ -264,6 +264,7 @@ impl MemoryResource for FixedSizeMemoryResource {
                     .core
                     .deallocate(stream, block, self.block_size, self.verified);
             })
+            .map_err(|e| e.error(self.name(), bytes))
     }
 
     /// # Errors

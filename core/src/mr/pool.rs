@@ -302,11 +302,14 @@ impl MemoryResource for PoolMemoryResource {
         let block = self
             .core
             .allocate(stream, size, alignment.max(DEFAULT_ALIGNMENT))?;
-        let verified = self.live.mode() == FreeChecks::Checked;
-        let ptr = self.live.allocated(self.name(), block as *mut u8, size, |block| {
-            // The block was never handed out: back to the engine at once.
-            let _ = self.core.deallocate(stream, block as usize, size, verified);
-        })?;
+        let ptr = self
+            .live
+            .allocated(self.name(), block as *mut u8, size, |block| {
+                // The block was never handed out: back to the engine at once (checked: `allocated`
+                // only fails for a checked pool).
+                let _ = self.core.deallocate(stream, block as usize, size, true);
+            })
+            .map_err(|e| e.error(self.name(), size))?;
         if let Some(nvtx) = &self.nvtx {
             nvtx.sync_heaps(self.core.regions_generation(), || self.core.regions());
             nvtx.allocated(ptr, bytes);

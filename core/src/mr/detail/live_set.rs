@@ -315,6 +315,15 @@ impl From<TryReserveError> for NoRoom {
     }
 }
 
+impl NoRoom {
+    /// The allocation error of `name` for a request of `size` bytes whose record found no room.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn error(self, name: &str, size: usize) -> Error {
+        no_room(name, size)
+    }
+}
+
 impl LiveSet {
     /// An empty index comparing sizes as `sizes` says.
     pub(crate) fn new(sizes: Sizes) -> Arc<Self> {
@@ -373,8 +382,21 @@ impl LiveSet {
     /// and leaves the index unchanged.
     #[inline]
     pub(crate) fn remove(&self, name: &str, addr: usize, size: usize) -> Result<usize> {
-        self.take(name, addr, size)?
-            .ok_or_else(|| self.refusal(name, addr, size, None))
+        if let Some(live) = live_slot::take_back(self, addr, size) {
+            return Ok(live);
+        }
+        self.remove_unlent(name, addr, size)
+    }
+
+    /// [`LiveSet::remove`] of what the calling thread's slot does not hold.
+    fn remove_unlent(&self, name: &str, addr: usize, size: usize) -> Result<usize> {
+        match self.shard(addr).with(|m| m.remove_if(addr, size, self.sizes)) {
+            Ok(live) => Ok(live),
+            Err(Some(live)) => Err(self.refusal(name, addr, size, Some(live))),
+            Err(None) => self
+                .take_lent(name, addr, size)?
+                .ok_or_else(|| self.refusal(name, addr, size, None)),
+        }
     }
 
     /// [`LiveSet::remove`], with `Ok(None)` for a pointer that is not live at all (only a live
@@ -598,8 +620,9 @@ impl FreeCheck {
 
     /// Records an allocation of `size` (a [`granule`]; a null pointer is not recorded) and passes
     /// it on. When the host has no memory to record it, `give_back` returns the block to the
-    /// engine and the allocation fails with [`Error::OutOfMemory`]. Takes the pointer, not the
-    /// allocation's `Result`: this is on every allocation's path, and an `Error` is large.
+    /// engine and the allocation fails ([`NoRoom::error`] makes its [`Error::OutOfMemory`]). Takes
+    /// the pointer, not the allocation's `Result`, and fails with a unit: this is on every
+    /// allocation's path, and an `Error` is large.
     #[inline]
     pub(crate) fn allocated(
         &self,
@@ -607,7 +630,7 @@ impl FreeCheck {
         ptr: *mut u8,
         size: usize,
         give_back: impl FnOnce(*mut u8),
-    ) -> Result<*mut u8> {
+    ) -> Result<*mut u8, NoRoom> {
         if let Some(set) = &self.0 {
             if !ptr.is_null() {
                 match set.insert(ptr as usize, size) {
@@ -615,7 +638,7 @@ impl FreeCheck {
                     Ok(Some(old)) => handed_out_twice(name, ptr as usize, size, old),
                     Err(NoRoom) => {
                         give_back(ptr);
-                        return Err(no_room(name, size));
+                        return Err(NoRoom);
                     }
                 }
             }
@@ -679,7 +702,8 @@ pub(super) mod tests {
         let err = without_room(|| {
             check.allocated("t", 0x2000 as *mut u8, 512, |p| given_back = Some(p as usize))
         })
-        .unwrap_err();
+        .unwrap_err()
+        .error("t", 512);
         assert!(err.is_out_of_memory(), "{err}");
         assert!(err.to_string().contains("given back"), "{err}");
         assert_eq!(given_back, Some(0x2000), "the block went back to its resource");

@@ -16,7 +16,9 @@
 //! - `LENT`: one live allocation; the owner takes it back with one compare-and-swap to `EMPTY`, a
 //!   scanner claims it with one to `BUSY`;
 //! - `BUSY`: a scanner reads it, under the set's list lock; it then stores `EMPTY` (the free is
-//!   its) or `LENT` again (not the allocation it looked for).
+//!   its) or `LENT` again (not the allocation it looked for);
+//! - `UNLISTED`: a new slot until its set lists it (where scanners find it); one the host had no
+//!   memory to list stays so, and, not being `EMPTY`, is never lent to.
 //!
 //! A long-lived allocation would keep its slot from every later one (a thread that first allocates
 //! its working buffer, then churns temporaries): after [`EVICT_AFTER`] allocations in a row found
@@ -28,7 +30,7 @@
 //! the loser finds it nowhere and is refused.
 
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::LocalKey;
 
@@ -38,6 +40,7 @@ use super::per_thread::{self, Items, Owner, Refusals, Remembered, WAYS};
 const EMPTY: u8 = 0;
 const LENT: u8 = 1;
 const BUSY: u8 = 2;
+const UNLISTED: u8 = 3;
 
 /// Allocations in a row that find the slot taken before its allocation moves into the map: rare
 /// enough that a churn with many live allocations (which rarely frees the slot's) pays the list
@@ -68,9 +71,6 @@ pub(super) struct Slot {
     size: AtomicUsize,
     /// Owner only: allocations since the slot last lent one that found it taken.
     refused: Refusals,
-    /// Set once the slot is in its set's list (where scanners find it); an unlisted slot (the
-    /// host had no memory to list it) is never lent to.
-    listed: AtomicBool,
 }
 
 /// What a scan found for a pointer.
@@ -88,26 +88,22 @@ impl Slot {
     fn new(set: u64) -> Self {
         Self {
             set,
-            state: AtomicU8::new(EMPTY),
+            state: AtomicU8::new(UNLISTED),
             addr: AtomicUsize::new(0),
             size: AtomicUsize::new(0),
             refused: Refusals::new(),
-            listed: AtomicBool::new(false),
         }
     }
 
-    /// Its set listed it (see `listed`).
+    /// Its set listed it: it may be lent to from now on (its owner thread calls this).
     pub(super) fn listed(&self) {
-        self.listed.store(true, Ordering::Relaxed);
+        self.state.store(EMPTY, Ordering::Relaxed);
     }
 
     /// Owner only: records an allocation if the slot is empty; otherwise the map records it, and
     /// after [`EVICT_AFTER`] such refusals in a row the caller evicts the slot's allocation.
     #[inline]
     fn lend(&self, addr: usize, size: usize) -> Lend {
-        if !self.listed.load(Ordering::Relaxed) {
-            return Lend::Taken;
-        }
         if self.state.load(Ordering::Relaxed) != EMPTY {
             if self.refused.one_more(EVICT_AFTER) {
                 self.refused.reset();
@@ -205,7 +201,7 @@ impl Slot {
 
     /// True while an allocation is lent to it.
     pub(super) fn is_lent(&self) -> bool {
-        self.state.load(Ordering::Acquire) != EMPTY
+        matches!(self.state.load(Ordering::Acquire), LENT | BUSY)
     }
 }
 
