@@ -100,6 +100,7 @@ impl PyDeviceBuffer {
             return Ok(Self { buf: Some(buf), stream: stream.object(py)?, mr });
         }
         clear_parked();
+        let _frames = crate::timeline::frames_for_detach(py);
         let buf = py
             .detach(|| -> Result<DeviceBuffer> {
                 if ptr == 0 {
