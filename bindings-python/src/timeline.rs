@@ -12,6 +12,7 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -32,6 +33,9 @@ struct PyFrame {
     line: u32,
     name: CString,
 }
+
+/// Whether the last `_timeline_start` asked for Python frames (the provider is installed then).
+static PYTHON_STACKS: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     /// Frames left by a call that released the GIL before allocating.
@@ -71,7 +75,7 @@ fn frames_now(py: Python<'_>) -> Vec<PyFrame> {
 /// timeline records: for calls that release the GIL and then allocate.
 pub(crate) fn frames_for_detach(py: Python<'_>) -> LeftFrames {
     // SAFETY: takes nothing, reads an atomic.
-    if unsafe { native::rmm_timeline_is_recording() } == 0 {
+    if !PYTHON_STACKS.load(Ordering::Relaxed) || unsafe { native::rmm_timeline_is_recording() } == 0 {
         return LeftFrames(false);
     }
     let frames = frames_now(py);
@@ -146,6 +150,7 @@ fn _timeline_start(
         unsafe { native::rmm_timeline_set_stack_provider(provider, std::ptr::null_mut(), err) }
     })
     .into_py_result()?;
+    PYTHON_STACKS.store(python_stacks, Ordering::Relaxed);
     let path_ptr: *const c_char = path.as_ref().map_or(std::ptr::null(), |p| p.as_ptr());
     let path_addr = path_ptr as usize;
     py.detach(|| {

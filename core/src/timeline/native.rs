@@ -1,5 +1,7 @@
 //! Native call stacks for the recorder: return addresses captured with `backtrace`, each distinct
-//! address symbolized once (symbolizing costs milliseconds; a program allocates from few places).
+//! address symbolized once (symbolizing costs milliseconds; a program allocates from few places),
+//! and each distinct stack built once and shared (the same call site gives the same `Stack`, which
+//! the pickle then writes once).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -9,7 +11,17 @@ use super::event::{Frame, Stack};
 /// Frames deeper than this are left out.
 const MAX_FRAMES: usize = 64;
 
-static SYMBOLS: Mutex<Option<HashMap<usize, Arc<[Frame]>>>> = Mutex::new(None);
+/// Distinct stacks kept at most; the cache starts over beyond (a program with more call sites
+/// than this pays for building stacks again, not for memory).
+const MAX_STACKS: usize = 1 << 16;
+
+#[derive(Default)]
+struct Cache {
+    symbols: HashMap<usize, Arc<[Frame]>>,
+    stacks: HashMap<Vec<usize>, Stack>,
+}
+
+static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
 /// The calling thread's stack, innermost first, without the recorder's own frames.
 pub(super) fn capture() -> Stack {
@@ -18,11 +30,14 @@ pub(super) fn capture() -> Stack {
         ips.push(frame.ip() as usize);
         ips.len() < MAX_FRAMES
     });
-    let mut symbols = SYMBOLS.lock().unwrap_or_else(PoisonError::into_inner);
-    let cache = symbols.get_or_insert_with(HashMap::new);
+    let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+    let cache = cache.get_or_insert_with(Cache::default);
+    if let Some(stack) = cache.stacks.get(&ips) {
+        return stack.clone();
+    }
     let mut frames = Vec::with_capacity(ips.len());
-    for ip in ips {
-        let resolved = cache.entry(ip).or_insert_with(|| resolve(ip));
+    for &ip in &ips {
+        let resolved = cache.symbols.entry(ip).or_insert_with(|| resolve(ip));
         frames.extend(resolved.iter().cloned());
     }
     // The recorder's own frames (capture, record_*) and the adaptor's are noise for a reader.
@@ -31,7 +46,12 @@ pub(super) fn capture() -> Stack {
         .position(|f| !is_recorder_frame(&f.name))
         .unwrap_or(0);
     frames.drain(..first_caller);
-    frames.into()
+    let stack: Stack = frames.into();
+    if cache.stacks.len() >= MAX_STACKS {
+        cache.stacks.clear();
+    }
+    cache.stacks.insert(ips, stack.clone());
+    stack
 }
 
 fn is_recorder_frame(name: &str) -> bool {
