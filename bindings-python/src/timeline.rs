@@ -2,12 +2,15 @@
 //! stopped and read from Python, and the stack provider that gives each recorded allocation the
 //! Python frames of its caller.
 //!
-//! Frames are read on the allocating thread when it holds the GIL (CuPy's and PyTorch's allocation
-//! hooks run so). Calls of this module that release the GIL before they allocate (`DeviceBuffer`,
-//! `DeviceMemoryResource.allocate`) leave their frames in a thread-local first ([`frames_for_detach`]),
-//! where the provider finds them. The provider never waits for the GIL: an allocation on a thread
-//! without it and without left frames has no Python stack (its native stack, if asked for, is
-//! recorded instead).
+//! Frames are read on the allocating thread: at once when it holds the GIL (CuPy's allocation hook
+//! runs so); from a thread-local where calls of this module that release the GIL before they
+//! allocate (`DeviceBuffer`, `DeviceMemoryResource.allocate`) leave them first
+//! ([`frames_for_detach`]); otherwise, on a Python thread that released the GIL (PyTorch's
+//! operators release it around their work, allocations included), by taking the GIL back for the
+//! walk. Threads that Python does not know (C++ or Rust threads) get no Python frames (their
+//! native stack, if asked for, is recorded instead). Taking the GIL back inside an allocation can
+//! deadlock only if the allocating code holds a lock that a thread holding the GIL waits for; with
+//! `python_stacks=False` the provider is not installed at all.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -106,10 +109,17 @@ unsafe extern "C" fn python_stack(_context: *mut c_void, sink: Option<TimelineFr
     let frames = std::panic::catch_unwind(|| {
         // SAFETY: asks whether this thread holds the GIL; callable from any thread.
         if unsafe { PyGILState_Check() } == 1 {
-            Some(Python::attach(frames_now))
-        } else {
-            LEFT.try_with(|left| left.borrow().clone()).ok().flatten()
+            return Some(Python::attach(frames_now));
         }
+        if let Some(left) = LEFT.try_with(|left| left.borrow().clone()).ok().flatten() {
+            return Some(left);
+        }
+        // SAFETY: reads this thread's Python thread state, if it has one; callable without the GIL.
+        if unsafe { pyo3::ffi::PyGILState_GetThisThreadState() }.is_null() {
+            return None; // not a Python thread (C++ or Rust threads): no Python frames
+        }
+        // A Python thread that released the GIL to allocate (PyTorch's operators do): wait for it.
+        Python::try_attach(frames_now)
     })
     .ok()
     .flatten();

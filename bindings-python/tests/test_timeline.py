@@ -218,3 +218,19 @@ def test_torch_memory_viz_reads_our_snapshot(recorder):
     assert "entries" in text
     html = _memory_viz.trace_plot(snap)
     assert "snapshot.pickle" in html
+
+
+def test_an_allocation_that_released_the_gil_gets_its_python_frames(recorder):
+    """PyTorch's operators release the GIL and then allocate through rmm_torch_allocate; ctypes.CDLL
+    calls release it too: the provider takes the GIL back for the frames."""
+    import ctypes
+
+    lib = ctypes.CDLL(rmm._rmm._librmm_path())
+    lib.rmm_torch_allocate.restype = ctypes.c_void_p
+    lib.rmm_torch_allocate.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+    lib.rmm_torch_deallocate.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+    ptr = lib.rmm_torch_allocate(5555, 0, None)
+    snap = rmm.timeline.snapshot()
+    lib.rmm_torch_deallocate(ptr, 5555, 0, None)
+    (alloc,) = entries_at(snap, ptr)
+    assert alloc["frames"][0]["name"] == "test_an_allocation_that_released_the_gil_gets_its_python_frames"
