@@ -763,7 +763,7 @@ void rmm_debug_log_flush(void);
  * too. Snapshots have the data of PyTorch's torch.cuda.memory._snapshot() (pickle: what memory_viz
  * reads), or JSON, or RMM's CSV allocation log (for rmm-replay). */
 
-/** rmm_timeline_start flag: capture native stacks when no stack provider gives one (costly). */
+/** rmm_timeline_start flag: capture native stacks, before the stack provider's frames (costly). */
 #define RMM_TIMELINE_NATIVE_STACKS 1
 /** rmm_timeline_start flag: forget what was recorded before. */
 #define RMM_TIMELINE_CLEAR 2

@@ -7,8 +7,7 @@ resource, so every allocation made from the current device resource is recorded 
 CuPy and Numba on rmm's allocators, PyTorch on ``rmm_torch_allocator``, C++ code on
 ``rmm::mr::get_current_device_resource_ref()`` and Rust code on the ``rmm`` crate - with its size,
 stream, device, time, thread, resource stack and the caller's stack: the Python frames of the
-allocating thread (when it holds the GIL, or called through ``rmm``), or with
-``native_stacks=True`` the native frames of C++ and Rust callers. Pool and arena segment growth and
+allocating thread, and with ``native_stacks=True`` the native frames of C++ and Rust code before them. Pool and arena segment growth and
 trim, and out-of-memory failures, are recorded too.
 
 :func:`snapshot` returns the data of ``torch.cuda.memory._snapshot()`` (``segments`` with their
@@ -58,8 +57,8 @@ def start(
     python_stacks
         Record the Python frames of the allocating thread.
     native_stacks
-        Record native (C++, Rust) frames where no Python frames are given (costly: microseconds per
-        allocation).
+        Record native (C++, Rust) frames too, before the Python frames (as PyTorch's
+        ``stacks="all"``; costly: microseconds per allocation).
     clear
         Forget what was recorded before.
     dump_on_oom

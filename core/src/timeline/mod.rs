@@ -21,8 +21,8 @@
 //! `registry::recording` installs the adaptor over each device's current resource.
 //!
 //! Caller stacks: a binding may install a [`set_stack_provider`] (Python gives its frames from
-//! there); otherwise, with [`Options::native_stacks`], the native stack is captured and symbolized
-//! (each distinct return address once).
+//! there); with [`Options::native_stacks`] the native stack is captured and symbolized (each
+//! distinct return address once) and put before the provider's frames.
 
 mod event;
 mod native;
@@ -51,8 +51,8 @@ use crate::error::{Error, Result};
 pub struct Options {
     /// How many events the ring keeps (PyTorch's `max_entries`); at least 1.
     pub max_entries: usize,
-    /// Capture the native stack of each allocation when no stack provider gives one (costly:
-    /// microseconds per event).
+    /// Capture the native stack of each allocation, before the frames a stack provider gives
+    /// (costly: microseconds per event).
     pub native_stacks: bool,
     /// Write a snapshot here when an allocation fails for lack of memory (the format from the
     /// extension, see [`Format::from_path`]); once per [`start`].
@@ -173,16 +173,23 @@ pub fn set_stack_provider(provider: Option<StackProvider>) {
         .unwrap_or_else(PoisonError::into_inner) = provider;
 }
 
-/// The caller's stack for an event being recorded now.
+/// The caller's stack for an event being recorded now: the provider's (a binding's frames), and
+/// with `native` the native frames before them, innermost first (as PyTorch's `stacks="all"`: a
+/// C++ function called from Python shows both its own frames and its Python callers).
 fn caller_stack(native: bool) -> Option<Stack> {
     let provider = STACK_PROVIDER
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
-    if let Some(stack) = provider.and_then(|p| p()) {
-        return Some(stack);
+    let given = provider.and_then(|p| p());
+    if !native {
+        return given;
     }
-    native.then(native::capture)
+    let native = native::capture();
+    Some(match given {
+        None => native,
+        Some(given) => native.iter().chain(given.iter()).cloned().collect(),
+    })
 }
 
 /// What a recording site knows about an allocation or free.

@@ -55,9 +55,14 @@ pub(super) fn capture() -> Stack {
 }
 
 fn is_recorder_frame(name: &str) -> bool {
-    name.contains("rmm_core::timeline::")
-        || name.contains("backtrace::")
-        || name.contains("RecordingResourceAdaptor")
+    const RECORDER: [&str; 5] = [
+        "backtrace::",
+        "rmm_core::timeline::native::",
+        "rmm_core::timeline::caller_stack",
+        "rmm_core::timeline::record_",
+        "rmm_core::timeline::event",
+    ];
+    RECORDER.iter().any(|p| name.starts_with(p)) || name.contains("RecordingResourceAdaptor")
 }
 
 fn resolve(ip: usize) -> Arc<[Frame]> {

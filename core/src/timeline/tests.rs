@@ -501,3 +501,33 @@ fn a_pytorch_style_snapshot_without_our_keys_reads() {
     assert_eq!(s.segments[0].allocated_size, 512);
     assert_eq!(s.device_traces[0][0].device_free, Some(1 << 20));
 }
+
+#[test]
+fn native_frames_come_before_the_providers_frames() {
+    let _serial = test_lock();
+    let mr = RecordingResourceAdaptor::new(SystemMemoryResource::new());
+    let python: Stack = Arc::from(vec![Frame {
+        filename: "main.py".to_owned(),
+        line: 1,
+        name: "<module>".to_owned(),
+    }]);
+    let given = python.clone();
+    set_stack_provider(Some(Arc::new(move || Some(given.clone()))));
+    fresh(Options {
+        native_stacks: true,
+        ..Options::default()
+    });
+    let p = allocate_from_a_named_function(&mr);
+    let s = snapshot();
+    stop();
+    set_stack_provider(None);
+    let frames = &s.device_traces[0].iter().find(|e| e.addr == p as u64).unwrap().frames;
+    let named = frames
+        .iter()
+        .position(|f| f.name.contains("allocate_from_a_named_function"))
+        .expect("the native caller");
+    assert_eq!(frames.last(), python.first(), "{frames:#?}");
+    assert!(named < frames.len() - 1);
+    // SAFETY: allocated above with these arguments.
+    unsafe { mr.deallocate(Stream::DEFAULT, p, KIB, 256).unwrap() };
+}
