@@ -67,7 +67,11 @@ impl RecordingResourceAdaptor {
         let adaptor = Self {
             inner: Arc::new(inner),
         };
-        adaptor.note_segments();
+        // Only while recording: a segment noted now is shown until the recorder is cleared, and a
+        // pool dropped before recording starts would otherwise linger in snapshots.
+        if timeline::is_recording() {
+            adaptor.note_segments();
+        }
         adaptor
     }
 
