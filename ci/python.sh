@@ -12,6 +12,11 @@ pip_install_if_missing pytest pytest || fail "pytest could not be installed"
 # numpy: DeviceBuffer.copy_to_host returns an array and pickling protocol 5 goes through one (the
 # tests that need it skip without it, naming it).
 pip_install_if_missing numpy numpy || echo "numpy could not be installed: its tests skip"
+# Headless Chromium for tests/test_timeline_browser.py (Debian's package, ~65 MB; it skips without).
+if ! command -v chromium-headless-shell >/dev/null 2>&1 && ! command -v chromium >/dev/null 2>&1; then
+    timeout 300 bash -c "source '$RMM_ROOT/ci/lib.sh' && apt_install chromium-headless-shell" </dev/null ||
+        echo "chromium-headless-shell could not be installed: the browser test of rmm.timeline skips"
+fi
 
 # mypy's stubtest compares bindings-python/python/rmm/_rmm.pyi with the built module; pinned, since
 # what it checks grows from release to release.

@@ -23,6 +23,7 @@ mod process_exit;
 mod registry;
 mod resources;
 mod streams;
+mod timeline;
 mod torch_allocator;
 mod tracking_report;
 mod views;

@@ -19,7 +19,7 @@ use rmm_core::mr::{
     CudaAsyncManagedMemoryResource, CudaAsyncMemoryResource, CudaAsyncOptions, CudaAsyncViewMemoryResource,
     ExportHandleType, FailureCallbackResourceAdaptor, FixedSizeMemoryResource, LimitingResourceAdaptor,
     LoggingResourceAdaptor, ManagedMemoryResource, PinnedHostMemoryResource, PoolMemoryResource,
-    PrefetchResourceAdaptor, SamHeadroomMemoryResource, SimulatedMemoryResource, StatisticsResourceAdaptor,
+    PrefetchResourceAdaptor, RecordingResourceAdaptor, SamHeadroomMemoryResource, SimulatedMemoryResource, StatisticsResourceAdaptor,
     ThreadSafeResourceAdaptor, TrackingResourceAdaptor,
 };
 use rmm_core::registry::owner::rmm_counter;
@@ -702,6 +702,19 @@ pub unsafe extern "C" fn rmm_prefetch_resource_adaptor_new(
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe { over(upstream, out, err, |u| Ok(PrefetchResourceAdaptor::new(u))) }
+}
+
+/// A new `recording_resource_adaptor` over `upstream` (BORROWED): reports what passes through it to
+/// the memory timeline while it records (`rmm_timeline_start`).
+///
+/// # Safety
+/// `upstream` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_recording_resource_adaptor_new(
+    upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe { over(upstream, out, err, |u| Ok(RecordingResourceAdaptor::new(u))) }
 }
 
 /// A new `thread_safe_resource_adaptor` over `upstream` (BORROWED).

@@ -173,4 +173,21 @@ fn registry_calls_route_to_the_loaded_librmm() {
     assert!(owner::pool_size(&stats).is_err(), "not a pool");
     // A resource of this binary is answered here.
     assert_eq!(owner::resource_kind(&mine), Some(ResourceKind::Other));
+
+    // The memory timeline is librmm's too: this copy's start/snapshot/stop go to librmm's recorder,
+    // which wraps the process's current resource and records what this binary allocates from it.
+    use rmm_core::registry::recording;
+    recording::start_recording(&rmm_core::timeline::Options { clear: true, ..Default::default() }).unwrap();
+    assert!(recording::is_recording());
+    assert!(!rmm_core::timeline::is_recording(), "this copy's own recorder stays off");
+    let current = registry::current_resource().unwrap();
+    assert_eq!(owner::resource_kind(&current), Some(ResourceKind::Recording));
+    let p = current.allocate(Stream::DEFAULT, 3333, 256).unwrap();
+    let snapshot = recording::snapshot().unwrap();
+    assert!(snapshot.segments.iter().any(|s| s.address == p as u64 && s.total_size == 3333));
+    // SAFETY: from `current` with these arguments.
+    unsafe { current.deallocate(Stream::DEFAULT, p, 3333, 256).unwrap() };
+    recording::stop_recording().unwrap();
+    assert!(!recording::is_recording());
+    assert_ne!(owner::resource_kind(&registry::current_resource().unwrap()), Some(ResourceKind::Recording));
 }

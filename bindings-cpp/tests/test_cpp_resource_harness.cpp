@@ -24,6 +24,7 @@
 #include <rmm/mr/pinned_host_memory_resource.hpp>
 #include <rmm/mr/pool_memory_resource.hpp>
 #include <rmm/mr/prefetch_resource_adaptor.hpp>
+#include <rmm/mr/recording_resource_adaptor.hpp>
 #include <rmm/mr/sam_headroom_memory_resource.hpp>
 #include <rmm/mr/statistics_resource_adaptor.hpp>
 #include <rmm/mr/system_memory_resource.hpp>
@@ -196,6 +197,10 @@ std::vector<std::pair<std::string, adaptor_maker<Up>>> adaptors()
     {"prefetch",
      [](Up const& up, bool host) {
        return plain(device_any{rmm::mr::prefetch_resource_adaptor{up}}, host);
+     }},
+    {"recording",
+     [](Up const& up, bool host) {
+       return plain(device_any{rmm::mr::recording_resource_adaptor{up}}, host);
      }},
     {"failure_callback",
      [](Up const& up, bool host) {

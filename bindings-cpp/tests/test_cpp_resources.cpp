@@ -17,12 +17,14 @@
 #include <rmm/mr/per_device_resource.hpp>
 #include <rmm/mr/pool_memory_resource.hpp>
 #include <rmm/mr/prefetch_resource_adaptor.hpp>
+#include <rmm/mr/recording_resource_adaptor.hpp>
 #include <rmm/mr/statistics_resource_adaptor.hpp>
 #include <rmm/mr/system_memory_resource.hpp>
 #include <rmm/mr/thread_safe_resource_adaptor.hpp>
 #include <rmm/mr/tracking_resource_adaptor.hpp>
 #include <rmm/resource_ref.hpp>
 #include <rmm/rmm_c.h>
+#include <rmm/timeline.hpp>
 
 #include <cuda/memory_resource>
 #include <cuda/stream_ref>
@@ -101,6 +103,7 @@ static_assert(value_type_v<rmm::mr::binning_memory_resource>);
 static_assert(value_type_v<rmm::mr::logging_resource_adaptor>);
 static_assert(value_type_v<rmm::mr::failure_callback_resource_adaptor<>>);
 static_assert(value_type_v<rmm::mr::prefetch_resource_adaptor>);
+static_assert(value_type_v<rmm::mr::recording_resource_adaptor>);
 static_assert(value_type_v<rmm::mr::thread_safe_resource_adaptor>);
 static_assert(!std::is_convertible_v<rmm::mr::system_memory_resource, rmm::mr::prefetch_resource_adaptor>);
 static_assert(!std::is_convertible_v<rmm::mr::system_memory_resource, rmm::mr::thread_safe_resource_adaptor>);
@@ -513,6 +516,59 @@ TEST(PrefetchResourceAdaptor, ForwardsToUpstream)
   ASSERT_NE(as, nullptr);
   EXPECT_TRUE(*as == stats);
   EXPECT_TRUE(up == rmm::device_async_resource_ref{stats});
+}
+
+TEST(RecordingResourceAdaptor, ForwardsToUpstreamAndIsRecordedWhileTheTimelineRecords)
+{
+  rmm::mr::statistics_resource_adaptor stats{rmm::mr::detail::unchecked_system_memory_resource()};
+  rmm::mr::recording_resource_adaptor rec{stats};
+  round_trip(rec, 1000);
+  EXPECT_EQ(stats.get_allocations_counter().total, 1);
+  auto up = rec.get_upstream_resource();
+  EXPECT_TRUE(up == rmm::device_async_resource_ref{stats});
+
+  rmm::timeline::options opts;
+  opts.clear = true;
+  rmm::timeline::start(opts);
+  void* p = rec.allocate_sync(4321, 256);
+  auto json_bytes = rmm::timeline::snapshot(rmm::timeline::format::json);
+  rec.deallocate_sync(p, 4321, 256);
+  rmm::timeline::stop();
+  std::string json(reinterpret_cast<char const*>(json_bytes.data()), json_bytes.size());
+  EXPECT_NE(json.find("\"size\":4321"), std::string::npos) << json.substr(0, 400);
+  EXPECT_NE(json.find("recording_resource_adaptor > statistics_resource_adaptor"), std::string::npos);
+}
+
+TEST(Timeline, RecordsTheCurrentResourceWithNativeStacksAndWritesPickles)
+{
+  auto before = rmm::mr::get_current_device_resource_ref();
+  rmm::timeline::options opts;
+  opts.native_stacks = true;
+  opts.clear         = true;
+  rmm::timeline::start(opts);
+  EXPECT_TRUE(rmm::timeline::is_recording());
+  auto ref = rmm::mr::get_current_device_resource_ref();
+  EXPECT_FALSE(ref == before);  // a recording_resource_adaptor over it
+  void* p = ref.allocate_sync(8192, 256);
+  auto pickle = rmm::timeline::snapshot();
+  ASSERT_GE(pickle.size(), 2u);
+  EXPECT_EQ(pickle[0], std::byte{0x80});  // pickle PROTO
+  auto json_bytes = rmm::timeline::snapshot(rmm::timeline::format::json);
+  std::string json(reinterpret_cast<char const*>(json_bytes.data()), json_bytes.size());
+  // The native stack names this test's body (C++ frames, symbolized by librmm).
+  EXPECT_NE(json.find("RecordsTheCurrentResourceWithNativeStacks"), std::string::npos) << json.substr(0, 2000);
+  auto path = ::testing::TempDir() + "timeline.pickle";
+  rmm::timeline::dump_snapshot(path);
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_EQ(in.get(), 0x80);
+  EXPECT_THROW(rmm::timeline::dump_snapshot(::testing::TempDir() + "timeline.txt"), rmm::logic_error);
+  ref.deallocate_sync(p, 8192, 256);
+  rmm::timeline::stop();
+  EXPECT_FALSE(rmm::timeline::is_recording());
+  EXPECT_TRUE(rmm::mr::get_current_device_resource_ref() == before);
+  opts.max_entries = 0;
+  EXPECT_THROW(rmm::timeline::start(opts), rmm::logic_error);
+  std::remove(path.c_str());
 }
 
 TEST(ThreadSafeResourceAdaptor, ManyThreads)

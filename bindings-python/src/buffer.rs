@@ -191,6 +191,7 @@ impl PyDeviceBuffer {
             return Ok(Self::from_parts(buf, stream.object(py)?, mr));
         }
         clear_parked();
+        let _frames = crate::timeline::frames_for_detach(py);
         let buf = py
             .detach(|| -> Result<DeviceBuffer> {
                 if ptr == 0 {

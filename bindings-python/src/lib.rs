@@ -30,6 +30,7 @@ mod mr;
 mod native;
 mod registry;
 mod stream;
+mod timeline;
 mod view;
 
 /// The extension module. Flat on purpose: the Python package decides where each name lives.
@@ -44,5 +45,6 @@ fn _rmm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     buffer::register(m)?;
     logger::register(m)?;
     view::register(m)?;
+    timeline::register(m)?;
     Ok(())
 }

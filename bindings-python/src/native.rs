@@ -37,6 +37,10 @@ pub(crate) type DeallocateCallback =
 pub(crate) type FailureCallback = unsafe extern "C" fn(usize, *mut c_void) -> c_int;
 /// `rmm_callback_release` / `rmm_failure_callback_release`.
 pub(crate) type ReleaseContext = unsafe extern "C" fn(*mut c_void);
+/// `rmm_timeline_frame_sink`: takes one frame of a caller's stack.
+pub(crate) type TimelineFrameSink = unsafe extern "C" fn(*mut c_void, *const c_char, u32, *const c_char);
+/// `rmm_timeline_stack_fn`: gives the calling thread's stack to the sink.
+pub(crate) type TimelineStackFn = unsafe extern "C" fn(*mut c_void, Option<TimelineFrameSink>, *mut c_void) -> c_int;
 
 // The declarations of rmm_c.h that this module calls (bindings-cpp/include/rmm_rs/rmm_c.h documents
 // each; bindings-cpp/src/header_check.rs checks the header against librmm's definitions).
@@ -236,9 +240,33 @@ extern "C" {
     ) -> c_int;
     pub(crate) fn rmm_prefetch_resource_adaptor_new(upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error)
         -> c_int;
+    pub(crate) fn rmm_recording_resource_adaptor_new(upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error)
+        -> c_int;
     pub(crate) fn rmm_thread_safe_resource_adaptor_new(
         upstream: rmm_resource,
         out: *mut rmm_resource,
+        err: *mut rmm_error,
+    ) -> c_int;
+
+    pub(crate) fn rmm_timeline_start(
+        max_entries: u64,
+        flags: u32,
+        dump_on_oom: *const c_char,
+        err: *mut rmm_error,
+    ) -> c_int;
+    pub(crate) fn rmm_timeline_stop(err: *mut rmm_error) -> c_int;
+    pub(crate) fn rmm_timeline_is_recording() -> c_int;
+    pub(crate) fn rmm_timeline_clear();
+    pub(crate) fn rmm_timeline_snapshot(
+        format: c_int,
+        data: *mut *mut c_void,
+        length: *mut usize,
+        err: *mut rmm_error,
+    ) -> c_int;
+    pub(crate) fn rmm_timeline_bytes_free(data: *mut c_void, length: usize);
+    pub(crate) fn rmm_timeline_set_stack_provider(
+        provide: Option<TimelineStackFn>,
+        context: *mut c_void,
         err: *mut rmm_error,
     ) -> c_int;
 

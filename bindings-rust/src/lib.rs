@@ -17,6 +17,9 @@
 //!   `#[cxx::bridge]` as `rmm::device_async_resource_ref`), `cudarc` (`rmm::cudarc`: our memory as
 //!   cudarc device pointers and kernel arguments, cudarc streams as ours).
 //!
+//! - **The memory timeline** ([`timeline`]): the process's allocations over time, from every
+//!   language, with native stacks, written as PyTorch memory snapshots (memory_viz).
+//!
 //! Without a GPU everything runs on host memory ([`cuda::is_host_mode`]).
 //!
 //! ```
@@ -48,6 +51,7 @@ pub use rmm_core::{
     ResourceRef, Result, DEFAULT_ALIGNMENT,
 };
 
+pub mod timeline;
 pub mod view;
 
 /// The object model: [`MemoryResource`], [`Access`], [`AnyResource`], [`ResourceRef`]. (The C handle

@@ -514,7 +514,7 @@ impl WallClock {
 }
 
 /// `HH:MM:SS` of `secs` since the epoch in local time (UTC if the time zone cannot be read).
-fn local_hms(secs: u64) -> [u8; 8] {
+pub(crate) fn local_hms(secs: u64) -> [u8; 8] {
     let t = libc::time_t::try_from(secs).unwrap_or(libc::time_t::MAX);
     let mut tm = std::mem::MaybeUninit::<libc::tm>::zeroed();
     // SAFETY: both pointers are valid for the call; localtime_r writes only `tm` and is thread-safe.

@@ -16,11 +16,13 @@
 //! - [`debug_log`]: RMM's debug log (`RMM_DEBUG_LOG_FILE`, levels) over `tracing`;
 //! - [`view`]: typed strided views, DLPack 1.x, and their C struct;
 //! - [`export`]: buffers and resources handed to another binary as plain C structs;
-//! - [`aligned`]: alignment arithmetic.
+//! - [`aligned`]: alignment arithmetic;
+//! - [`timeline`]: the memory timeline (recorder of allocations, frees, segments and
+//!   out-of-memory failures; snapshots in PyTorch's memory_viz format).
 //!
 //! The top-level modules import one way, `cuda` ← `resource` ← `mr` ← `registry` ← `buffer` ←
-//! `view`/`export` (`error`, `aligned`, `size` and `debug_log` below them all); `tests/layers.rs`
-//! fails on a loop.
+//! `view`/`export`, with `timeline` between `cuda` and `mr` (`error`, `aligned`, `size` and
+//! `debug_log` below them all); `tests/layers.rs` fails on a loop.
 
 pub mod aligned;
 pub mod buffer;
@@ -32,6 +34,7 @@ pub mod mr;
 pub mod registry;
 pub mod resource;
 pub mod size;
+pub mod timeline;
 pub mod view;
 
 #[cfg(any(test, feature = "testing"))]

@@ -238,6 +238,7 @@ int rmm_resource_is_equal(rmm_resource a, rmm_resource b);
 #define RMM_RESOURCE_KIND_THREAD_SAFE 20
 #define RMM_RESOURCE_KIND_PREFETCH 21
 #define RMM_RESOURCE_KIND_FAILURE_CALLBACK 22
+#define RMM_RESOURCE_KIND_RECORDING 23
 
 /** The kind of `resource` in `*kind_out` and, when `upstream_out` is not NULL, its upstream (an
  *  OWNING handle; {NULL, NULL} for a resource without one). `resource` must be a resource of this
@@ -435,6 +436,11 @@ int rmm_logging_resource_adaptor_get_file_name(rmm_resource resource, char* buf,
 /** A new prefetch_resource_adaptor over `upstream`: each allocation is prefetched to the current
  *  device on its stream (a no-op for memory that cannot be prefetched). */
 int rmm_prefetch_resource_adaptor_new(rmm_resource upstream, rmm_resource* out, rmm_error* err);
+
+/** A new recording_resource_adaptor over `upstream` (an rmm-rs extra): reports every allocation,
+ *  free and out-of-memory failure through it to the memory timeline while the timeline records
+ *  (rmm_timeline_start), and only forwards otherwise. */
+int rmm_recording_resource_adaptor_new(rmm_resource upstream, rmm_resource* out, rmm_error* err);
 
 /** A new thread_safe_resource_adaptor over `upstream`: one mutex around every upstream call. */
 int rmm_thread_safe_resource_adaptor_new(rmm_resource upstream, rmm_resource* out, rmm_error* err);
@@ -746,6 +752,58 @@ int rmm_debug_log_flush_level(void);
 
 /** Writes out the lines buffered below the flush level. */
 void rmm_debug_log_flush(void);
+
+/* ---- Memory timeline (bindings-cpp/src/timeline.rs): the process's allocations over time ----
+ *
+ * One recorder per process, off by default. rmm_timeline_start turns it on and puts a
+ * recording_resource_adaptor over each device's resource (unless one is there), so every
+ * allocation made from the registry, in any language, is recorded: size, stream, device, time,
+ * thread, resource stack and the caller's stack (from the stack provider, or native frames with
+ * RMM_TIMELINE_NATIVE_STACKS); pool and arena segment growth and trim, and out-of-memory failures,
+ * too. Snapshots have the data of PyTorch's torch.cuda.memory._snapshot() (pickle: what memory_viz
+ * reads), or JSON, or RMM's CSV allocation log (for rmm-replay). */
+
+/** rmm_timeline_start flag: capture native stacks, before the stack provider's frames (costly). */
+#define RMM_TIMELINE_NATIVE_STACKS 1
+/** rmm_timeline_start flag: forget what was recorded before. */
+#define RMM_TIMELINE_CLEAR 2
+/** Snapshot formats. */
+#define RMM_TIMELINE_FORMAT_PICKLE 0
+#define RMM_TIMELINE_FORMAT_JSON 1
+#define RMM_TIMELINE_FORMAT_CSV 2
+
+/** Takes one frame of a caller's stack, innermost first (strings valid for the call). */
+typedef void (*rmm_timeline_frame_sink)(void* sink_context, const char* filename, uint32_t line, const char* name);
+/** Gives the calling thread's stack to `sink`, one call per frame, and returns 1; 0 when it has none. */
+typedef int (*rmm_timeline_stack_fn)(void* context, rmm_timeline_frame_sink sink, void* sink_context);
+
+/** Turns the recorder on, keeping the last `max_entries` events (at least 1). `dump_on_oom`: NULL,
+ *  or a file (.pickle, .json, .csv) the snapshot is written to at the first out-of-memory failure. */
+int rmm_timeline_start(uint64_t max_entries, uint32_t flags, const char* dump_on_oom, rmm_error* err);
+
+/** Turns the recorder off and puts back the resources rmm_timeline_start wrapped (where still
+ *  current); what was recorded stays for rmm_timeline_snapshot. */
+int rmm_timeline_stop(rmm_error* err);
+
+/** 1 while the recorder is on, else 0. */
+int rmm_timeline_is_recording(void);
+
+/** Forgets every recorded event, live allocation and segment. */
+void rmm_timeline_clear(void);
+
+/** The snapshot in `format` (RMM_TIMELINE_FORMAT_*): `*data` and `*length`; give the bytes back
+ *  with rmm_timeline_bytes_free. */
+int rmm_timeline_snapshot(int format, void** data, size_t* length, rmm_error* err);
+
+/** Gives back the bytes of rmm_timeline_snapshot (NULL is ignored). */
+void rmm_timeline_bytes_free(void* data, size_t length);
+
+/** Writes the snapshot to `path` in the format its extension names (.pickle/.pkl, .json, .csv). */
+int rmm_timeline_dump(const char* path, rmm_error* err);
+
+/** Installs `provide` (NULL removes it): called on the allocating thread, inside each recorded
+ *  allocation, for the caller's stack; it must not allocate from rmm. */
+int rmm_timeline_set_stack_provider(rmm_timeline_stack_fn provide, void* context, rmm_error* err);
 
 /* ---- Owning exports (bindings-cpp/src/capsules.rs): buffers and resources across binaries ----
  *

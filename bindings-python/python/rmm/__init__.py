@@ -8,7 +8,8 @@ rmm-rs extensions: :func:`is_host_mode` (no GPU: the same API on host memory),
 :func:`get_include` and :func:`get_cmake_dir` (the C++ headers and CMake package in the wheel),
 :class:`StridedMemoryView` (a typed strided view of any DLPack, CUDA Array Interface or buffer-protocol
 object; ``rmm/librmm/strided_view.pxd`` declares its C struct for Cython) and DLPack 1.x on
-:class:`DeviceBuffer`.
+:class:`DeviceBuffer`; :mod:`rmm.timeline` (the process's memory timeline, in PyTorch's memory_viz
+format).
 """
 
 from rmm import mr
@@ -37,6 +38,7 @@ from rmm.rmm import (
 # As in RMM, `import rmm` makes these reachable as attributes (RMM imports them transitively).
 import rmm.pylibrmm.stream  # noqa: E402
 import rmm.statistics  # noqa: E402
+import rmm.timeline  # noqa: E402  (rmm-rs extra: the memory timeline)
 
 try:  # rmm._cuda.gpu needs cuda-python, which RMM requires and rmm-rs does not.
     import rmm._cuda.gpu  # noqa: E402

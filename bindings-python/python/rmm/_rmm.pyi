@@ -8,6 +8,7 @@
 # in the Rust signature reads `...` (the value is in the docstring and the Rust code).
 
 import enum
+import os
 from typing import Any, Callable, Literal, Protocol, final
 
 from typing_extensions import Self, disjoint_base
@@ -198,6 +199,10 @@ class FailureCallbackResourceAdaptor(UpstreamResourceAdaptor):
 class PrefetchResourceAdaptor(UpstreamResourceAdaptor):
     def __new__(cls, upstream_mr: DeviceMemoryResource) -> Self: ...
 
+@final
+class RecordingResourceAdaptor(UpstreamResourceAdaptor):
+    def __new__(cls, upstream_mr: DeviceMemoryResource) -> Self: ...
+
 def get_per_device_resource(device: int) -> DeviceMemoryResource: ...
 def set_per_device_resource(device: int, mr: DeviceMemoryResource) -> None: ...
 def get_current_device_resource() -> DeviceMemoryResource: ...
@@ -350,6 +355,18 @@ def is_host_mode() -> bool: ...
 def get_device_count() -> int: ...
 def _registry_routes_to_librmm() -> bool: ...
 def _librmm_path() -> str | None: ...
+def _timeline_start(
+    max_entries: int,
+    native_stacks: bool,
+    python_stacks: bool,
+    clear: bool,
+    dump_on_oom: str | os.PathLike[str] | None = None,
+) -> None: ...
+def _timeline_stop() -> None: ...
+def _timeline_is_recording() -> bool: ...
+def _timeline_clear() -> None: ...
+def _timeline_snapshot(format: int) -> bytes: ...
+def _timeline_check(data: bytes) -> str: ...
 
 # Every name the module defines (stubtest compares it with the module's).
 __all__ = [
@@ -376,6 +393,7 @@ __all__ = [
     "PinnedHostMemoryResource",
     "PoolMemoryResource",
     "PrefetchResourceAdaptor",
+    "RecordingResourceAdaptor",
     "SamHeadroomMemoryResource",
     "SimulatedMemoryResource",
     "StatisticsResourceAdaptor",
@@ -392,6 +410,12 @@ __all__ = [
     "_per_device_resources",
     "_registry_routes_to_librmm",
     "_resource_classes",
+    "_timeline_check",
+    "_timeline_clear",
+    "_timeline_is_recording",
+    "_timeline_snapshot",
+    "_timeline_start",
+    "_timeline_stop",
     "available_device_memory",
     "copy_device_to_ptr",
     "copy_host_to_ptr",

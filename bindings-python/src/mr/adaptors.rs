@@ -426,3 +426,21 @@ impl PyPrefetchResourceAdaptor {
         Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
     }
 }
+
+/// Reports every allocation, free and out-of-memory failure through it to the memory timeline
+/// while the timeline records (an rmm-rs extra; `rmm.timeline.start` puts one over each device's
+/// resource by itself).
+#[pyclass(extends = PyUpstreamResourceAdaptor, frozen, module = "rmm.pylibrmm.memory_resource", name = "RecordingResourceAdaptor")]
+pub(crate) struct PyRecordingResourceAdaptor;
+
+#[pymethods]
+impl PyRecordingResourceAdaptor {
+    #[new]
+    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>) -> PyResult<PyClassInitializer<Self>> {
+        // SAFETY: valid arguments and out-pointers (see `over`).
+        let mr = over(&upstream_mr, "rmm_recording_resource_adaptor_new", |up, out, err| unsafe {
+            native::rmm_recording_resource_adaptor_new(up, out, err)
+        });
+        Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
+    }
+}

@@ -29,6 +29,7 @@ mod suballoc;
 pub(crate) use adaptors::PyLoggingResourceAdaptor;
 use adaptors::{
     PyAlignedResourceAdaptor, PyFailureCallbackResourceAdaptor, PyLimitingResourceAdaptor, PyPrefetchResourceAdaptor,
+    PyRecordingResourceAdaptor,
     PyStatisticsResourceAdaptor, PyThreadSafeResourceAdaptor, PyTrackingResourceAdaptor,
 };
 use base::{
@@ -124,6 +125,7 @@ impl PyDeviceMemoryResource {
         let stream = stream.stream(py);
         let mr = &self.inner;
         clear_parked();
+        let _frames = crate::timeline::frames_for_detach(py);
         py.detach(|| mr.allocate(stream, nbytes, DEFAULT_ALIGNMENT).map(|p| p as usize)).into_py_alloc_result()
     }
 
@@ -313,6 +315,7 @@ fn new_object(
         ResourceKind::Tracking => made(py, adaptor(r, upstream, PyTrackingResourceAdaptor)),
         ResourceKind::ThreadSafe => made(py, adaptor(r, upstream, PyThreadSafeResourceAdaptor)),
         ResourceKind::Prefetch => made(py, adaptor(r, upstream, PyPrefetchResourceAdaptor)),
+        ResourceKind::Recording => made(py, adaptor(r, upstream, PyRecordingResourceAdaptor)),
         ResourceKind::FailureCallback => {
             made(py, adaptor(r, upstream, PyFailureCallbackResourceAdaptor { callback: None }))
         }
@@ -363,6 +366,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyThreadSafeResourceAdaptor>()?;
     m.add_class::<PyFailureCallbackResourceAdaptor>()?;
     m.add_class::<PyPrefetchResourceAdaptor>()?;
+    m.add_class::<PyRecordingResourceAdaptor>()?;
     m.add_function(wrap_pyfunction!(_resource_classes, m)?)?;
     Ok(())
 }

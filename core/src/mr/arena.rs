@@ -334,8 +334,7 @@ impl ArenaMemoryResource {
         self.shared.check_invariants();
     }
 
-    /// The managed range `(base, size)` (tests only).
-    #[cfg(test)]
+    /// The managed range `(base, size)`: the arena's one segment.
     pub(crate) fn range(&self) -> (usize, usize) {
         self.shared.range()
     }

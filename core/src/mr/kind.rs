@@ -124,6 +124,7 @@ resource_kinds! {
     ThreadSafe = 20: ThreadSafeResourceAdaptor, "thread_safe_resource_adaptor", RMM_RESOURCE_KIND_THREAD_SAFE, 1;
     Prefetch = 21: PrefetchResourceAdaptor, "prefetch_resource_adaptor", RMM_RESOURCE_KIND_PREFETCH, 1;
     FailureCallback = 22: FailureCallbackResourceAdaptor, "failure_callback_resource_adaptor", RMM_RESOURCE_KIND_FAILURE_CALLBACK, 1;
+    Recording = 23: RecordingResourceAdaptor, "recording_resource_adaptor", RMM_RESOURCE_KIND_RECORDING, 1;
 }
 
 #[cfg(test)]
@@ -179,6 +180,7 @@ mod tests {
             ResourceKind::Tracking => AnyResource::new(TrackingResourceAdaptor::new(up(), false)),
             ResourceKind::ThreadSafe => AnyResource::new(ThreadSafeResourceAdaptor::new(up())),
             ResourceKind::Prefetch => AnyResource::new(PrefetchResourceAdaptor::new(up())),
+            ResourceKind::Recording => AnyResource::new(RecordingResourceAdaptor::new(up())),
             ResourceKind::FailureCallback => AnyResource::new(FailureCallbackResourceAdaptor::new(
                 up(),
                 Arc::new(|_| false),

@@ -225,6 +225,11 @@ impl PoolMemoryResource {
         self.live.mode()
     }
 
+    /// The regions held from the upstream: `(address, bytes)` each.
+    pub(crate) fn regions(&self) -> Vec<(usize, usize)> {
+        self.core.regions()
+    }
+
     /// Bytes currently held from the upstream.
     pub fn pool_size(&self) -> usize {
         self.core.pool_size()

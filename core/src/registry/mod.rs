@@ -435,6 +435,7 @@ pub fn process_registry_test_lock() -> std::sync::MutexGuard<'static, ()> {
 }
 
 pub mod owner;
+pub mod recording;
 
 pub use owner::OwnerTable;
 

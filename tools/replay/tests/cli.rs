@@ -314,3 +314,32 @@ fn replays_on_the_gpu() {
         );
     }
 }
+
+/// The memory timeline's CSV log (`rmm_core::timeline::Snapshot::to_replay_log`, what
+/// `rmm.timeline.dump_snapshot("x.csv")` writes) replays: its peak is what was recorded.
+#[test]
+fn a_timeline_snapshot_log_replays() {
+    use rmm_core::mr::{RecordingResourceAdaptor, SystemMemoryResource};
+    use rmm_core::{cuda::Stream, timeline, MemoryResource};
+
+    let mr = RecordingResourceAdaptor::new(SystemMemoryResource::new());
+    timeline::start(timeline::Options { clear: true, ..Default::default() }).unwrap();
+    let a = mr.allocate(Stream::DEFAULT, 1 << 20, 256).unwrap();
+    let b = mr.allocate(Stream::DEFAULT, 3 << 20, 256).unwrap();
+    // SAFETY: allocated above with these arguments.
+    unsafe { mr.deallocate(Stream::DEFAULT, a, 1 << 20, 256).unwrap() };
+    let c = mr.allocate(Stream::DEFAULT, 1 << 19, 256).unwrap();
+    let log = timeline::snapshot().to_replay_log();
+    timeline::stop();
+    for (p, n) in [(b, 3 << 20), (c, 1 << 19)] {
+        // SAFETY: allocated above with these arguments.
+        unsafe { mr.deallocate(Stream::DEFAULT, p, n, 256).unwrap() };
+    }
+
+    let dir = Scratch::new("timeline");
+    let path = dir.file("timeline.csv", &log);
+    let out = run(&[&path, &"-s", &"1", &"--json", &"-"]);
+    assert_eq!(out.code, Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["peak_live_bytes"], 4 << 20, "{log}");
+}

@@ -12,6 +12,7 @@ from rmm.pylibrmm.memory_resource import *  # noqa: F403
 from rmm.pylibrmm.memory_resource import __all__  # noqa: F401
 from rmm.pylibrmm.memory_resource import (  # noqa: F401 (rmm-rs extras, outside __all__)
     AlignedResourceAdaptor,
+    RecordingResourceAdaptor,
     SimulatedMemoryResource,
     ThreadSafeResourceAdaptor,
 )

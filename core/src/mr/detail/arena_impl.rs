@@ -37,6 +37,7 @@ use super::arena::{Arena, ArenaKind, Freed, Global, Superblocks, ThreadStream, S
 use crate::aligned::{align_up, DEFAULT_ALIGNMENT};
 use crate::cuda::{self, DeviceGuard, DeviceId, Event, EventFlags, Stream};
 use crate::error::{Error, Result};
+use crate::mr::detail::fragmentation::free_space;
 use crate::{AnyResource, MemoryResource};
 
 /// RMM's message for an arena that is full.
@@ -480,7 +481,10 @@ impl Shared {
         if let Some(addr) = found {
             return Ok(addr as *mut u8);
         }
-        let detail = format!("{bytes} bytes on stream {stream}. {NO_ROOM}");
+        let detail = format!(
+            "{bytes} bytes on stream {stream}; {}. {NO_ROOM}",
+            free_space(global.free_bytes(), global.largest_free())
+        );
         self.dump(&global, &arenas, &guards, bytes, stream);
         Err(self.oom(bytes, detail))
     }

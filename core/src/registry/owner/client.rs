@@ -35,11 +35,11 @@ fn owned_by_loaded_owner(resource: &AnyResource) -> Option<(&'static OwnerTable,
     (unsafe { (*handle.vtable).owner } == table.owner).then_some((table, handle))
 }
 
-/// Calls the owner's accessor `name` on `handle` through `call`, turning its status into a result.
+/// Calls the owner's entry point `name` through `call`, turning its status into a result.
 ///
 /// # Safety
 /// `F` is the type `rmm_c.h` declares for `name`.
-unsafe fn ask<F: Copy>(
+pub(crate) unsafe fn ask<F: Copy>(
     table: &OwnerTable,
     name: &'static CStr,
     call: impl FnOnce(F, *mut rmm_error) -> c_int,
@@ -48,7 +48,7 @@ unsafe fn ask<F: Copy>(
     // SAFETY: caller contract.
     let f: F = unsafe { table.symbol(name) }.ok_or_else(|| {
         Error::Unsupported(format!(
-            "{what}: this resource belongs to librmm, but librmm does not export {what}"
+            "{what}: the process's engine is librmm's, but librmm does not export {what}"
         ))
     })?;
     let mut err = rmm_error::new();

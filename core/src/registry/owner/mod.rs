@@ -14,6 +14,7 @@ mod counter;
 mod discovery;
 pub mod serve;
 
+pub(crate) use client::ask;
 pub use client::{
     pool_size, pop_counters, push_counters, resource_kind, resource_upstream, statistics_counters,
 };

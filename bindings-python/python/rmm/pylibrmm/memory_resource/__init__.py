@@ -7,6 +7,7 @@ from rmm.pylibrmm.memory_resource._memory_resource import *  # noqa: F403
 from rmm.pylibrmm.memory_resource._memory_resource import __all__ as _names
 from rmm.pylibrmm.memory_resource._memory_resource import (  # rmm-rs extras, outside __all__
     AlignedResourceAdaptor,
+    RecordingResourceAdaptor,
     SimulatedMemoryResource,
     ThreadSafeResourceAdaptor,
 )

@@ -14,7 +14,8 @@ Host mode (no GPU, an rmm-rs extension): ``_initialize`` builds on :class:`Syste
 instead of CUDA or managed memory, on device 0 (the only one).
 
 rmm-rs extras, outside ``__all__`` (RMM's names): :class:`AlignedResourceAdaptor`,
-:class:`ThreadSafeResourceAdaptor` and :class:`SimulatedMemoryResource`, the classes of the C++
+:class:`ThreadSafeResourceAdaptor`, :class:`SimulatedMemoryResource` and
+:class:`RecordingResourceAdaptor` (``rmm.timeline``'s adaptor), the classes of the C++
 resources of those kinds (``rmm::mr::aligned_resource_adaptor``, ...), so that every resource a C++
 library sets as the current device resource comes back as the object of its class.
 """
@@ -41,6 +42,7 @@ from rmm._rmm import (
     PinnedHostMemoryResource,
     PoolMemoryResource,
     PrefetchResourceAdaptor,
+    RecordingResourceAdaptor,
     SamHeadroomMemoryResource,
     SimulatedMemoryResource,
     StatisticsResourceAdaptor,

@@ -7,7 +7,9 @@ use std::sync::PoisonError;
 use crate::aligned::{align_down, align_up, DEFAULT_ALIGNMENT};
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
+use crate::mr::detail::fragmentation::free_space;
 use crate::resource::MemoryResource;
+use crate::timeline::{self, Action};
 
 use super::blocks::{Blocks, Global};
 use super::key::{Marker, Pending, PendingOn, StreamKey};
@@ -70,8 +72,9 @@ impl Core {
                 let remaining = max.saturating_sub(g.pool_size);
                 if need > remaining {
                     return Err(exceeded(format!(
-                        "Maximum pool size exceeded: the pool holds {} of at most {max} bytes",
-                        g.pool_size
+                        "Maximum pool size exceeded: the pool holds {} of at most {max} bytes; {}",
+                        g.pool_size,
+                        free_space(g.free.free_bytes(), g.free.largest())
                     )));
                 }
                 (
@@ -99,6 +102,15 @@ impl Core {
                         Pending::one(PendingOn::Stream(key))
                     };
                     self.add_region(g, ptr as usize, try_size, tag);
+                    if timeline::is_recording() {
+                        timeline::record_segment_of(
+                            Action::SegmentAlloc,
+                            self.name,
+                            ptr as usize,
+                            try_size,
+                            stream,
+                        );
+                    }
                     return self
                         .take(g, key, size, alignment, size <= self.cache.max_block)?
                         .map(Grown::Addr)
@@ -132,7 +144,9 @@ impl Core {
             }
         };
         Err(exceeded(format!(
-            "Maximum pool size exceeded (the upstream failed: {cause})"
+            "Maximum pool size exceeded (the upstream failed: {cause}); the pool holds {} bytes, {}",
+            g.pool_size,
+            free_space(g.free.free_bytes(), g.free.largest())
         )))
     }
 
@@ -176,7 +190,18 @@ impl Core {
                 self.upstream
                     .deallocate_sync(addr as *mut u8, size, DEFAULT_ALIGNMENT)
             } {
-                Ok(()) => released += size,
+                Ok(()) => {
+                    released += size;
+                    if timeline::is_recording() {
+                        timeline::record_segment_of(
+                            Action::SegmentFree,
+                            self.name,
+                            addr,
+                            size,
+                            Stream::DEFAULT,
+                        );
+                    }
+                }
                 Err(e) => {
                     tracing::error!(
                         "{}: returning [{addr:#x}, +{size}) upstream: {e}",
