@@ -38,6 +38,8 @@ use crate::resource::{Access, AnyResource, MemoryResource};
 #[derive(Clone, Debug)]
 pub struct FixedSizeMemoryResource {
     core: Arc<Core>,
+    /// The core's upstream (kept here too: a core over a range has none).
+    upstream: AnyResource,
     block_size: usize,
     blocks_to_preallocate: usize,
     /// The live allocations, when frees are checked (shared by clones).
@@ -137,6 +139,7 @@ impl FixedSizeMemoryResource {
             chunk,
             unit: block_size,
         };
+        let kept = upstream.clone();
         let core = Core::new(
             "fixed_size_memory_resource",
             upstream,
@@ -148,6 +151,7 @@ impl FixedSizeMemoryResource {
         let verified = checks == FreeChecks::Checked;
         Ok(Self {
             core,
+            upstream: kept,
             block_size,
             blocks_to_preallocate,
             live: Arc::new(FreeCheck::new(checks)),
@@ -180,7 +184,7 @@ impl FixedSizeMemoryResource {
 
     /// The upstream resource.
     pub fn upstream_resource(&self) -> &AnyResource {
-        self.core.upstream()
+        &self.upstream
     }
 
     /// Whether frees are checked against the live allocations.
@@ -288,7 +292,7 @@ impl MemoryResource for FixedSizeMemoryResource {
     }
 
     fn access(&self) -> Access {
-        self.core.upstream().access()
+        self.upstream.access()
     }
 
     fn name(&self) -> &str {

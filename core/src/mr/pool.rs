@@ -24,6 +24,7 @@ use std::sync::Arc;
 use crate::aligned::{align_down, align_up, check_alignment, is_aligned, DEFAULT_ALIGNMENT};
 use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
+use crate::mr::detail::core_calls;
 use crate::mr::detail::live_set::{FreeCheck, FreeChecks};
 use crate::mr::detail::nvtx_bounds::{self, NvtxBounds};
 use crate::mr::detail::stream_ordered::{
@@ -92,6 +93,8 @@ impl From<CoreStats> for PoolStatistics {
 #[derive(Clone, Debug)]
 pub struct PoolMemoryResource {
     core: Arc<Core>,
+    /// The core's upstream (kept here too: a core over a range has none).
+    upstream: AnyResource,
     maximum: Option<usize>,
     /// The live allocations, when frees are checked (shared by clones).
     live: Arc<FreeCheck>,
@@ -179,6 +182,7 @@ impl PoolMemoryResource {
         let growth = Growth::Pool {
             maximum: maximum_pool_size,
         };
+        let kept = upstream.clone();
         let core = Core::new(
             "pool_memory_resource",
             upstream,
@@ -190,6 +194,7 @@ impl PoolMemoryResource {
         let nvtx = nvtx_bounds::enabled_by_env().then(|| Arc::new(NvtxBounds::new()));
         Ok(Self {
             core,
+            upstream: kept,
             maximum: maximum_pool_size,
             live: Arc::new(FreeCheck::new(FreeChecks::Checked)),
             nvtx,
@@ -236,7 +241,7 @@ impl PoolMemoryResource {
 
     /// The upstream resource.
     pub fn upstream_resource(&self) -> &AnyResource {
-        self.core.upstream()
+        &self.upstream
     }
 
     /// Exact counters (briefly takes every lock of the pool).
@@ -293,15 +298,16 @@ impl MemoryResource for PoolMemoryResource {
         if self.maximum.is_some_and(|max| size > max) {
             return Err(exceeded());
         }
-        let block = self
-            .core
-            .allocate(stream, size, alignment.max(DEFAULT_ALIGNMENT))?;
-        let ptr = self.live.allocated(self.name(), block as *mut u8, size);
-        if let Some(nvtx) = &self.nvtx {
-            nvtx.sync_heaps(self.core.regions_generation(), || self.core.regions());
-            nvtx.allocated(ptr, bytes);
-        }
-        Ok(ptr)
+        core_calls::allocate(
+            &self.core,
+            &self.live,
+            self.nvtx.as_deref(),
+            self.name(),
+            stream,
+            bytes,
+            size,
+            alignment,
+        )
     }
 
     /// # Errors
@@ -315,26 +321,19 @@ impl MemoryResource for PoolMemoryResource {
         bytes: usize,
         _alignment: usize,
     ) -> Result<()> {
-        if ptr.is_null() {
-            return Ok(());
-        }
-        let size = align_up(bytes, DEFAULT_ALIGNMENT).ok_or_else(|| {
-            Error::invalid(format!("{bytes} bytes cannot have come from this pool"))
-        })?;
-        let verified = self.live.mode() == FreeChecks::Checked;
-        let free = || {
-            self.live.free(self.name(), ptr, size, || {
-                self.core.deallocate(stream, ptr as usize, size, verified)
-            })
-        };
-        match &self.nvtx {
-            None => free(),
-            Some(nvtx) => nvtx.free(ptr, free),
-        }
+        core_calls::deallocate(
+            &self.core,
+            &self.live,
+            self.nvtx.as_deref(),
+            self.name(),
+            stream,
+            ptr,
+            bytes,
+        )
     }
 
     fn access(&self) -> Access {
-        self.core.upstream().access()
+        self.upstream.access()
     }
 
     fn name(&self) -> &str {

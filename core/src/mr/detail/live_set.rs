@@ -434,6 +434,17 @@ impl FreeCheck {
         free().inspect_err(|_| set.restore(ptr as usize, size))
     }
 
+    /// `Ok` when `[ptr, ptr + size)` is a live allocation of `size` bytes, or frees are unchecked
+    /// (then nothing can tell); else the refusal a free of it would get.
+    pub(crate) fn check_live(&self, name: &str, ptr: *mut u8, size: usize) -> Result<()> {
+        let Some(set) = &self.0 else {
+            return Ok(());
+        };
+        set.remove(name, ptr as usize, size)?;
+        set.restore(ptr as usize, size);
+        Ok(())
+    }
+
     /// The number of live allocations (0 when unchecked).
     #[cfg(test)]
     pub(crate) fn live(&self) -> usize {
