@@ -17,6 +17,7 @@ mod abi;
 mod buffers;
 mod capsules;
 mod devices;
+mod experimental;
 mod handles;
 mod process_exit;
 mod registry;

@@ -238,6 +238,7 @@ int rmm_resource_is_equal(rmm_resource a, rmm_resource b);
 #define RMM_RESOURCE_KIND_THREAD_SAFE 20
 #define RMM_RESOURCE_KIND_PREFETCH 21
 #define RMM_RESOURCE_KIND_FAILURE_CALLBACK 22
+#define RMM_RESOURCE_KIND_EXPANDABLE_POOL 23
 
 /** The kind of `resource` in `*kind_out` and, when `upstream_out` is not NULL, its upstream (an
  *  OWNING handle; {NULL, NULL} for a resource without one). `resource` must be a resource of this

@@ -58,10 +58,12 @@ pub enum ResourceKind {
     Prefetch = 21,
     /// [`FailureCallbackResourceAdaptor`].
     FailureCallback = 22,
+    /// [`experimental::ExpandablePoolMemoryResource`].
+    ExpandablePool = 23,
 }
 
 /// Every kind, in code order.
-const ALL: [ResourceKind; 23] = [
+const ALL: [ResourceKind; 24] = [
     ResourceKind::Other,
     ResourceKind::Cuda,
     ResourceKind::Managed,
@@ -85,6 +87,7 @@ const ALL: [ResourceKind; 23] = [
     ResourceKind::ThreadSafe,
     ResourceKind::Prefetch,
     ResourceKind::FailureCallback,
+    ResourceKind::ExpandablePool,
 ];
 
 impl ResourceKind {
@@ -121,6 +124,7 @@ impl ResourceKind {
             ThreadSafeResourceAdaptor => ThreadSafe,
             PrefetchResourceAdaptor => Prefetch,
             FailureCallbackResourceAdaptor => FailureCallback,
+            experimental::ExpandablePoolMemoryResource => ExpandablePool,
         }
         ResourceKind::Other
     }
