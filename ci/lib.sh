@@ -112,12 +112,22 @@ target_dir() {
         python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])'
 }
 
-# Builds rmm._rmm in release mode and puts it next to the pure-Python package, so that
+# The file name of the native library (librmm: the C ABI and the process's one engine), which the
+# extension module links (bindings-python/build.rs) and finds in rmm/lib/ through RUNPATH $ORIGIN/lib.
+RMM_NATIVE_LIBRARY=librmm_rs.so
+
+# Builds rmm._rmm and the native library it links (crate rmm-cpp) in release mode and puts both in
+# the pure-Python package, as the wheel lays them out (rmm/_rmm.abi3.so, rmm/lib/librmm_rs.so), so that
 # PYTHONPATH=bindings-python/python imports it without installing anything.
 build_python_ext() {
-    (cd "$RMM_ROOT" && cargo build --release --locked -p rmm-python) || return 1
-    local so
-    so="$(target_dir)/release/librmm_python.so"
-    [ -f "$so" ] || { echo "ERROR: $so was not built" >&2; return 1; }
-    cp -f "$so" "$RMM_ROOT/bindings-python/python/rmm/_rmm.abi3.so"
+    (cd "$RMM_ROOT" && cargo build --release --locked -p rmm-cpp -p rmm-python) || return 1
+    local target so lib pkg=$RMM_ROOT/bindings-python/python/rmm
+    target="$(target_dir)/release"
+    so=$target/librmm_python.so lib=$target/$RMM_NATIVE_LIBRARY
+    for f in "$so" "$lib"; do
+        [ -f "$f" ] || { echo "ERROR: $f was not built" >&2; return 1; }
+    done
+    mkdir -p "$pkg/lib"
+    cp -f "$lib" "$pkg/lib/$RMM_NATIVE_LIBRARY"
+    cp -f "$so" "$pkg/_rmm.abi3.so"
 }

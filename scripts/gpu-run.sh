@@ -273,6 +273,19 @@ if [ -f "$STAGE/tour/librmm_tour_cpp.so" ] && [ -d /tmp/site/rmm ]; then
         "$STAGE/tour/librmm_tour_cpp.so" "$STAGE/tour/libtour_shared.so" "${tour_buffers[@]}" >>"$OUT/tour.log" 2>&1 &&
         say "tour:   shared stop ran (tour.log)" || say "tour:   shared stop exit $? (tour.log)"
 fi
+# One engine per process (issue 26): DeviceBuffer(size=256) by who set the current resource, and
+# which loaded objects carry the engine with the tour's C++ library loaded (not tests: never counted).
+if [ -d /tmp/site/rmm ]; then
+    rust_setter=()
+    [ -f "$STAGE/tour/libbench_setter.so" ] && rust_setter=(--rust-lib "$STAGE/tour/libbench_setter.so")
+    PYTHONPATH=/tmp/site timeout 300 python3 scripts/bench-python-setter.py "${rust_setter[@]}" \
+        --json "$OUT/bench-python-setter.json" >"$OUT/bench-python-setter.log" 2>&1
+    say "setter: $(tail -1 "$OUT/bench-python-setter.log") (bench-python-setter.log)"
+    tour_cpp=()
+    [ -f "$STAGE/tour/librmm_tour_cpp.so" ] && tour_cpp=("$STAGE/tour/librmm_tour_cpp.so")
+    PYTHONPATH=/tmp/site python3 scripts/engine_copies.py --check "${tour_cpp[@]}" >>"$OUT/bench-python-setter.log" 2>&1
+    say "engine: $(tail -1 "$OUT/bench-python-setter.log") (bench-python-setter.log)"
+fi
 if ls .whl/rmm_cu13-*.whl >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then
     {
         python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/peer-site .whl/*.whl &&
@@ -526,7 +539,9 @@ fi
 # sanitize: scripts/gpu-sanitize.sh (memcheck, racecheck, synccheck on a subset of the Rust GPU tests,
 #   the nvcc-built C++ tests and the Python GPU tests) within RMM_SANITIZE_BUDGET (240) s; name the
 #   part cpp before it in the same command so the nvcc-built tests exist. Counted: runs clean /
-#   with errors (a run the budget left out is a skip); per tool "N errors" in summary.txt.
+#   with errors (a run the budget left out is a skip); per tool "N errors" in summary.txt, and one
+#   "sanitize finding:" line per run with errors naming it and what went wrong ("sanitize not
+#   run:" lines for the rest; scripts/gpu-sanitize-selftest.sh checks that on CPU).
 if want sanitize; then
     RMM_SANITIZE_BUDGET=${RMM_SANITIZE_BUDGET:-240} bash scripts/gpu-sanitize.sh >"$OUT/sanitize.out" 2>&1
     grep -E '^sanitize ' "$OUT/sanitize.out" | while IFS= read -r line; do say "  $line"; done

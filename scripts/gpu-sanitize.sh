@@ -20,19 +20,25 @@
 # xlang is issue 11's cross-language group (test_capsules.py and the two example crates).
 # Time budget: RMM_SANITIZE_BUDGET seconds in all (default 240); each run gets what is left, and the
 # runs that no longer fit are reported as not run.
-# Per tool: "sanitize memcheck: N errors in K runs"; the last line is
-# "sanitize: N clean, N with errors, N not run".
+# Per run that is not clean, one line "sanitize finding: NAME/TOOL: exit RC, N sanitizer errors: WHAT"
+# (WHAT: the sanitizer's first error, or the program's first failure, or how it ended); per run the
+# budget left out, "sanitize not run: NAME/TOOL: ...". Per tool: "sanitize memcheck: N errors in K
+# runs"; the last line is "sanitize: N clean, N with errors, N not run" (scripts/gpu-run.sh copies
+# every line starting with "sanitize" into summary.txt). Every run counted with errors has its
+# finding line: the script checks that before it ends.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 ROOT=$PWD
-STAGE=$ROOT/stage
+STAGE=${RMM_STAGE:-$ROOT/stage}
+# Where scripts/gpu-run.sh's part cpp built the nvcc tests.
+CPP_BUILD=${RMM_SANITIZE_CPP_BUILD:-/tmp/rmm-cpp-cuda/build}
 OUT=${OUT:-/tmp/rmm-gpu-out}
 LOG=$OUT/sanitize.log
 mkdir -p "$OUT"
 : >"$LOG"
 
-CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
-clean=0 dirty=0 missing=0
+CS=${RMM_COMPUTE_SANITIZER:-$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)}
+clean=0 dirty=0 missing=0 named=0
 BUDGET=${RMM_SANITIZE_BUDGET:-240}
 START=$(date +%s)
 declare -A tool_errors=() tool_runs=()
@@ -42,6 +48,28 @@ if [ -z "$CS" ]; then
     exit 0
 fi
 echo "compute-sanitizer: $CS ($("$CS" --version | tail -1))" >>"$LOG"
+
+# What a run that is not clean found, in one line: the sanitizer's first error, else the program's
+# first failure (libtest, GoogleTest, pytest), else how it ended.
+what_went_wrong() { # FILE RC
+    local first
+    first=$(grep -m1 -E '^========= +(Invalid|Error|Program hit|Race|Barrier|Leaked|Uninitialized|Potential|Warning)' "$1" |
+        sed -E 's/^========= +//')
+    [ -z "$first" ] && first=$(grep -m1 -E "^test .* FAILED$|^\[  FAILED  \] [^0-9]|^FAILED |panicked at|Segmentation fault|Aborted" "$1")
+    [ -z "$first" ] && case $2 in
+        137) first="killed: out of budget" ;;
+        0) first="the sanitizer reported errors (sanitize.log)" ;;
+        129 | 1[3-9][0-9] | 2[0-5][0-9]) first="killed by signal $(($2 - 128)) (sanitize.log)" ;;
+        *) first="the program exited with status $2 (sanitize.log)" ;;
+    esac
+    printf '%s' "$first" | cut -c1-200
+}
+
+# finding NAME TOOL RC ERRORS WHAT: counts a run that is not clean and names it.
+finding() {
+    dirty=$((dirty + 1)) named=$((named + 1))
+    echo "sanitize finding: $1/$2: exit $3, $4 sanitizer errors: $5" | tee -a "$LOG"
+}
 
 # run NAME TOOL CMD...: one program under one tool.
 run() {
@@ -55,7 +83,7 @@ run() {
     local left=$((BUDGET - ($(date +%s) - START)))
     if [ "$left" -lt 10 ]; then
         missing=$((missing + 1))
-        echo "  $name/$tool: not run (the ${BUDGET} s budget is spent)" | tee -a "$LOG"
+        echo "sanitize not run: $name/$tool: the ${BUDGET} s budget is spent" | tee -a "$LOG"
         return
     fi
     echo "######## $name under $tool (at most $left s): $*" >>"$LOG"
@@ -65,17 +93,15 @@ run() {
     cat "$OUT/sanitize.one" >>"$LOG"
     local errors
     errors=$(grep -oE 'ERROR SUMMARY: [0-9]+' "$OUT/sanitize.one" | tail -1 | grep -oE '[0-9]+$')
-    rm -f "$OUT/sanitize.one"
     tool_runs[$tool]=$((${tool_runs[$tool]:-0} + 1))
     tool_errors[$tool]=$((${tool_errors[$tool]:-0} + ${errors:-0}))
-    [ "$rc" -eq 137 ] && errors="${errors:-?} (killed: out of budget)"
     if [ "$rc" -eq 0 ] && [ "${errors:-0}" = 0 ]; then
         clean=$((clean + 1))
         echo "  $name/$tool: clean" | tee -a "$LOG"
     else
-        dirty=$((dirty + 1))
-        echo "  $name/$tool: exit $rc, ${errors:-?} errors (sanitize.log)" | tee -a "$LOG"
+        finding "$name" "$tool" "$rc" "${errors:-?}" "$(what_went_wrong "$OUT/sanitize.one" "$rc")"
     fi
+    rm -f "$OUT/sanitize.one"
 }
 
 PARTS=" ${RMM_SANITIZE_PARTS:-rust cpp python xlang} "
@@ -97,7 +123,7 @@ if [ -n "$core" ]; then
     done
 else
     missing=$((missing + 1))
-    echo "  rust: rmm-core's test executable is not staged" | tee -a "$LOG"
+    echo "sanitize not run: rust: rmm-core's test executable is not staged" | tee -a "$LOG"
 fi
 fi
 
@@ -106,13 +132,13 @@ export LD_LIBRARY_PATH=$STAGE/cpp/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # Without the nvcc build (RMM_CPP_PREBUILT=1), the staged g++ builds of the C ABI, container and
 # resource tests stand in (the Thrust/CCCL .cu tests exist only as nvcc builds).
 cpp_tests=(test_cuda_thrust test_cuda_cccl test_c_abi)
-[ -d /tmp/rmm-cpp-cuda/build ] || cpp_tests=(test_c_abi test_cpp_containers test_cpp_resources)
+[ -d "$CPP_BUILD" ] || cpp_tests=(test_c_abi test_cpp_containers test_cpp_resources)
 part cpp && for t in "${cpp_tests[@]}"; do
-    exe=$(find /tmp/rmm-cpp-cuda/build -type f -name "$t" -perm -u+x 2>/dev/null | head -1)
-    [ -z "$exe" ] && [ ! -d /tmp/rmm-cpp-cuda/build ] && [ -f "$STAGE/cpp/bin/$t" ] && exe=$STAGE/cpp/bin/$t && chmod +x "$exe"
+    exe=$(find "$CPP_BUILD" -type f -name "$t" -perm -u+x 2>/dev/null | head -1)
+    [ -z "$exe" ] && [ ! -d "$CPP_BUILD" ] && [ -f "$STAGE/cpp/bin/$t" ] && exe=$STAGE/cpp/bin/$t && chmod +x "$exe"
     if [ -z "$exe" ]; then
         missing=$((missing + 1))
-        echo "  cpp:$t: not built (run scripts/gpu-run.sh first)" | tee -a "$LOG"
+        echo "sanitize not run: cpp:$t: not built (run scripts/gpu-run.sh first)" | tee -a "$LOG"
         continue
     fi
     for tool in memcheck racecheck; do
@@ -132,7 +158,7 @@ elif [ -d /tmp/site/rmm ] && [ -d "$STAGE/python/tests" ]; then
     export PYTHONPATH=$saved_path
 else
     missing=$((missing + 1))
-    echo "  python: the wheel is not installed in /tmp/site (run scripts/gpu-run.sh first)" | tee -a "$LOG"
+    echo "sanitize not run: python: the wheel is not installed in /tmp/site (run scripts/gpu-run.sh first)" | tee -a "$LOG"
 fi
 
 # Cross-language (issue 11): buffers and resources between C++, Python and Rust (test_capsules.py,
@@ -145,12 +171,16 @@ elif [ -d /tmp/site/rmm ] && [ -f "$STAGE/python/tests/test_capsules.py" ]; then
         mkdir -p /tmp/rmm-py-cccl && tar -C /tmp/rmm-py-cccl -xzf "$STAGE/cpp/cccl.tar.gz" &&
             export RMM_CCCL_INCLUDE_DIRS="/tmp/rmm-py-cccl/nvidia/cu13/include/cccl;$cuda_inc"
     fi
-    (cd "$STAGE/python" && PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} \
-        run "python:test_capsules" memcheck python3 -m pytest tests/test_capsules.py -q -p no:cacheprovider)
-    if tail -1 "$LOG" | grep -q ': clean$'; then clean=$((clean + 1)); else dirty=$((dirty + 1)); fi
+    # In this shell (not a subshell), so that the run's counts are kept.
+    saved_path=${PYTHONPATH:-}
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    pushd "$STAGE/python" >/dev/null || exit 1
+    run "python:test_capsules" memcheck python3 -m pytest tests/test_capsules.py -q -p no:cacheprovider
+    popd >/dev/null || exit 1
+    export PYTHONPATH=$saved_path
 else
     missing=$((missing + 1))
-    echo "  python:test_capsules: not staged or the wheel is not installed" | tee -a "$LOG"
+    echo "sanitize not run: python:test_capsules: not staged or the wheel is not installed" | tee -a "$LOG"
 fi
 part xlang && for exe in rmm-example-cxx__bridge__test rmm-example-cudarc__kernel__test; do
     f=$STAGE/rust/$exe
@@ -160,7 +190,7 @@ part xlang && for exe in rmm-example-cxx__bridge__test rmm-example-cudarc__kerne
         run "rust:$exe" memcheck "$f" --include-ignored --test-threads=1
     else
         missing=$((missing + 1))
-        echo "  rust:$exe: not staged" | tee -a "$LOG"
+        echo "sanitize not run: rust:$exe: not staged" | tee -a "$LOG"
     fi
 done
 
@@ -168,4 +198,8 @@ for tool in memcheck racecheck synccheck; do
     echo "sanitize $tool: ${tool_errors[$tool]:-0} errors in ${tool_runs[$tool]:-0} runs" | tee -a "$LOG"
 done
 echo "sanitize: $clean clean, $dirty with errors, $missing not run in $(($(date +%s) - START)) s" | tee -a "$LOG"
+if [ "$named" -ne "$dirty" ]; then
+    echo "sanitize: BUG in gpu-sanitize.sh: $dirty runs with errors but $named finding lines" | tee -a "$LOG"
+    exit 1
+fi
 [ "$dirty" -eq 0 ]

@@ -5,6 +5,7 @@
 #   stage/rust/<package>__<target>.gz   Rust test executables (debug info stripped, gzipped)
 #   stage/bin/tour                   the Rust tour example (run there for show, not counted)
 #   stage/tour/*.so                  the C++ and Rust libraries of the tour's shared stop (scripts/tour_shared.py)
+#                                    and the Rust setter of scripts/bench-python-setter.py
 #   stage/wheels/*.whl               the rmm-rs Python wheel (bindings-python/build-wheel.sh: abi3,
 #                                    manylinux_2_28, librmm_rs.so + headers + CMake package inside)
 #   stage/python/                    the pytest suite and its config (pyproject.toml)
@@ -205,6 +206,9 @@ log "tour: bash scripts/tour.sh here (builds the C++ and Rust tour libraries)"
 if bash scripts/tour.sh >"$STAGE/tour-here.log" 2>&1; then
     mkdir -p "$STAGE/tour"
     cp build/tour/cpp/librmm_tour_cpp.so "$(target_dir)/release/examples/libtour_shared.so" "$STAGE/tour/"
+    # The Rust setter of scripts/bench-python-setter.py (a pool made by a Rust library's own rmm-core).
+    cargo build --release --locked -q -p rmm --example bench_setter &&
+        cp "$(target_dir)/release/examples/libbench_setter.so" "$STAGE/tour/"
     # The buffer stop's C++ library (<rmm/python.hpp>), built when the Python headers were found.
     [ -f build/tour/cpp/librmm_tour_buffers.so ] && cp build/tour/cpp/librmm_tour_buffers.so "$STAGE/tour/"
     strip --strip-debug "$STAGE"/tour/*.so

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stages what scripts/gpu-peer-bench.sh needs on the GPU machine (no network, no cargo there) besides
-# scripts/gpu-stage.sh's stage/cpp (our librmm.so, CCCL, RMM's tests and benchmarks, rapids-logger):
+# scripts/gpu-stage.sh's stage/cpp (our librmm_rs.so, CCCL, RMM's tests and benchmarks, rapids-logger):
 #
 #   stage/peerbench/gbench.tar.gz        Google Benchmark 1.9.5, built here (static, -fPIC, Release):
 #                                        include/, lib/libbenchmark*.a, lib/cmake/benchmark

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# The README's test command: runs every suite (ci/rust.sh, ci/python.sh, ci/cpp.sh, ci/beside.sh), all
-# of them even when one fails, then prints one line per suite and `N passed, N failed` (N counts suites).
+# The README's test command: runs every suite (ci/rust.sh, ci/python.sh, ci/cpp.sh, ci/beside.sh,
+# ci/reliability.sh), all of them even when one fails, then prints one line per suite and `N passed,
+# N failed` (N counts suites). ci/reliability.sh: the sanitizer summary's self-test and every fuzz
+# target for a bounded time (RMM_CI_FUZZ_SECONDS, 20 s each; skipped with the reason when no nightly
+# toolchain can be had).
 # Each suite runs its GPU part too when `nvidia-smi -L` succeeds.
-# By default, after those four, the valgrind part of ci/sanitize.sh (memcheck on the C ABI and C++
+# By default, after those five, the valgrind part of ci/sanitize.sh (memcheck on the C ABI and C++
 # test programs and on core's C ABI tests: 0 errors required) runs as the suite `valgrind` when
 # valgrind is installed (ci/cpp.sh installs it with apt-get); ThreadSanitizer stays in ci/sanitize.sh.
-# Usage: bash scripts/test.sh [suite...]     (default: rust python cpp beside, then valgrind if installed)
+# Usage: bash scripts/test.sh [suite...]     (default: rust python cpp beside reliability, then valgrind if installed)
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT" || exit 1
 
 suites=("$@")
 # "valgrind?": the valgrind suite if valgrind is installed by then (ci/cpp.sh installs it).
-[ ${#suites[@]} -eq 0 ] && suites=(rust python cpp beside "valgrind?")
+[ ${#suites[@]} -eq 0 ] && suites=(rust python cpp beside reliability "valgrind?")
 
 results=()
 passed=0

@@ -211,6 +211,31 @@ def main(librmm_path, cpp_path, rust_path, buffers_path=None):
     if isinstance(restored, rmm.mr.StatisticsResourceAdaptor):
         raise SystemExit("the previous resource was not restored")
 
+    engine_table(librmm_path)
+
+
+def engine_table(librmm_path):
+    """Where the engine (rmm-core's resources) is in this process: librmm, whose client Python's
+    module and the C++ library are; the Rust library links rmm-core itself (scripts/engine_copies.py)."""
+    import pathlib
+
+    import engine_copies
+    import rmm
+
+    print("\nWhere rmm-core is (symbols each loaded object defines):")
+    native = pathlib.Path(rmm._rmm._librmm_path()).resolve()
+    if native != pathlib.Path(librmm_path).resolve():
+        raise SystemExit(f"Python runs with {native}, not the librmm loaded first ({librmm_path})")
+    for path in engine_copies.loaded_objects():
+        c = engine_copies.count(path)
+        if c["core"] or "rmm" in pathlib.Path(path).name:
+            stripped = " (stripped)" if c["stripped"] else ""
+            print(f"  {c['engine']:>4} of the engine (pool Core: {c['pool_core']:>2}), {c['core']:>4} of rmm-core: {path}{stripped}")
+    python_module = pathlib.Path(rmm._rmm.__file__).resolve()
+    if engine_copies.count(str(python_module))["engine"]:
+        raise SystemExit(f"{python_module} carries its own engine")
+    print("  Python and C++ use librmm's engine; the Rust library links rmm-core itself, and routes to librmm")
+
 
 if __name__ == "__main__":
     if len(sys.argv) not in (4, 5):

@@ -10,10 +10,7 @@ use std::panic::catch_unwind;
 
 use rmm_core::cuda;
 use rmm_core::registry::owner::serve;
-use rmm_core::resource::status::{
-    RMM_ERROR_CUDA, RMM_ERROR_INVALID_ARGUMENT, RMM_ERROR_NO_DEVICE, RMM_ERROR_NO_DRIVER, RMM_ERROR_OUT_OF_MEMORY,
-    RMM_ERROR_PANIC, RMM_ERROR_UNSUPPORTED, RMM_OK,
-};
+use rmm_core::resource::status::status_name;
 
 /// `RMM_ABI_VERSION` of this library.
 #[no_mangle]
@@ -36,16 +33,5 @@ pub extern "C" fn rmm_is_host_mode() -> c_int {
 /// A static string naming an `RMM_*` status, e.g. `"RMM_ERROR_OUT_OF_MEMORY"`.
 #[no_mangle]
 pub extern "C" fn rmm_error_kind_name(kind: c_int) -> *const c_char {
-    match kind {
-        RMM_OK => c"RMM_OK",
-        RMM_ERROR_OUT_OF_MEMORY => c"RMM_ERROR_OUT_OF_MEMORY",
-        RMM_ERROR_CUDA => c"RMM_ERROR_CUDA",
-        RMM_ERROR_INVALID_ARGUMENT => c"RMM_ERROR_INVALID_ARGUMENT",
-        RMM_ERROR_NO_DRIVER => c"RMM_ERROR_NO_DRIVER",
-        RMM_ERROR_NO_DEVICE => c"RMM_ERROR_NO_DEVICE",
-        RMM_ERROR_UNSUPPORTED => c"RMM_ERROR_UNSUPPORTED",
-        RMM_ERROR_PANIC => c"RMM_ERROR_PANIC",
-        _ => c"RMM_ERROR_UNKNOWN",
-    }
-    .as_ptr()
+    status_name(kind).as_ptr()
 }

@@ -9,7 +9,7 @@ use std::ffi::{c_char, c_int, c_void};
 use std::panic::catch_unwind;
 
 use rmm_core::error::Error;
-use rmm_core::mr::kind::{self, ResourceKind};
+use rmm_core::mr::kind::ResourceKind;
 use rmm_core::mr::{CudaMemoryResource, SystemMemoryResource};
 use rmm_core::resource::foreign::{check_handle, checked_fns, with_borrowed};
 use rmm_core::resource::guard::{clear_out, guarded, hand_out, null_out, own_vtable, put, report, with_vtable};
@@ -232,8 +232,8 @@ pub unsafe extern "C" fn rmm_resource_kind(
             }
             with_borrowed(resource, |r| {
                 put(kind_out, ResourceKind::of(r).code(), "kind_out")?;
-                if let (Some(slot), Some(upstream)) = (upstream_out.as_mut(), kind::upstream_of(r)) {
-                    *slot = upstream.into_handle();
+                if let (Some(slot), Some(upstream)) = (upstream_out.as_mut(), r.upstream()) {
+                    *slot = upstream.clone().into_handle();
                 }
                 Ok(())
             })?

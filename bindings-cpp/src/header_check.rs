@@ -1,10 +1,17 @@
 //! The hand-written `include/rmm_rs/rmm_c.h` matches the entry points defined here: every `rmm_*`
 //! function the header declares is defined with `#[no_mangle]` in `src/`, and the other way round,
 //! with the same number of parameters and the same C types (`*mut T` is `T*`, `*const T` is
-//! `const T*`, `c_int` is `int`, `usize` is `size_t`, ...).
+//! `const T*`, `c_int` is `int`, `usize` is `size_t`, ...). Its numbers agree with Rust's too: the
+//! `RMM_RESOURCE_KIND_*` defines are rmm-core's kind table (`mr/kind.rs`), `enum rmm_status` is its
+//! status list (`resource/status.rs`), and every other integer `#define RMM_*` has a Rust `const` of
+//! the same name and value (or is an access bit).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use rmm_core::mr::kind::ResourceKind;
+use rmm_core::resource::status::STATUS_CODES;
+use rmm_core::Access;
 
 /// A signature as C spells it: the return type and the parameter types, normalised.
 type Signature = (String, Vec<String>);
@@ -65,11 +72,10 @@ fn split_params(list: &str) -> Vec<String> {
     out.into_iter().map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect()
 }
 
-/// The `rmm_*` prototypes of the header (comments and preprocessor lines removed).
-fn header_signatures(text: &str) -> BTreeMap<String, Signature> {
+/// `text` without its `/* */` and `//` comments.
+fn strip_comments(text: &str) -> String {
     let mut code = String::new();
     let mut rest = text;
-    // Strip /* */ and // comments.
     while !rest.is_empty() {
         if let Some(r) = rest.strip_prefix("/*") {
             rest = r.find("*/").map_or("", |i| &r[i + 2..]);
@@ -81,7 +87,48 @@ fn header_signatures(text: &str) -> BTreeMap<String, Signature> {
             rest = &rest[ch.len_utf8()..];
         }
     }
-    let code: String = code.lines().filter(|l| !l.trim_start().starts_with('#')).collect::<Vec<_>>().join("\n");
+    code
+}
+
+/// The value of an integer constant as C or Rust spells it (`1u`, `UINT64_MAX`, `u64::MAX`,
+/// `8`); `None` for anything else (a string, an expression).
+fn integer(value: &str) -> Option<i128> {
+    let value = value.trim();
+    match value {
+        "UINT64_MAX" | "u64::MAX" => return Some(u64::MAX.into()),
+        _ => {}
+    }
+    value.trim_end_matches(['u', 'U']).replace('_', "").parse().ok()
+}
+
+/// The integer `#define RMM_*` values of the header, and the entries of its `enum`s, by name.
+fn header_constants(text: &str) -> BTreeMap<String, i128> {
+    let code = strip_comments(text);
+    let mut out = BTreeMap::new();
+    for line in code.lines() {
+        let mut words = line.split_whitespace();
+        if let (Some("#define"), Some(name), Some(value)) = (words.next(), words.next(), words.next()) {
+            if let (true, Some(v)) = (name.starts_with("RMM_"), integer(value)) {
+                out.insert(name.to_owned(), v);
+            }
+        }
+    }
+    for (i, _) in code.match_indices("enum ") {
+        let body = &code[i..];
+        let (Some(open), Some(close)) = (body.find('{'), body.find('}')) else { continue };
+        for entry in body[open + 1..close].split(',') {
+            if let Some((name, value)) = entry.split_once('=') {
+                let value = integer(value).unwrap_or_else(|| panic!("enum entry {entry:?} has no integer value"));
+                out.insert(name.trim().to_owned(), value);
+            }
+        }
+    }
+    out
+}
+
+/// The `rmm_*` prototypes of the header (comments and preprocessor lines removed).
+fn header_signatures(text: &str) -> BTreeMap<String, Signature> {
+    let code: String = strip_comments(text).lines().filter(|l| !l.trim_start().starts_with('#')).collect::<Vec<_>>().join("\n");
     let mut out = BTreeMap::new();
     for statement in code.split([';', '{', '}']) {
         let s = statement.trim();
@@ -128,18 +175,7 @@ fn header_signatures(text: &str) -> BTreeMap<String, Signature> {
 /// The `#[no_mangle]` `rmm_*` functions defined in the Rust sources under `dir`.
 fn rust_signatures(dir: &Path) -> BTreeMap<String, Signature> {
     let mut out = BTreeMap::new();
-    let mut files = vec![dir.to_path_buf()];
-    while let Some(path) = files.pop() {
-        if path.is_dir() {
-            for entry in std::fs::read_dir(&path).expect("readable source folder") {
-                files.push(entry.expect("readable entry").path());
-            }
-            continue;
-        }
-        if path.extension().is_none_or(|e| e != "rs") || path.ends_with("header_check.rs") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).expect("readable source");
+    for (_, text) in rust_sources(&[dir.to_path_buf()]) {
         for (i, _) in text.match_indices("#[no_mangle]") {
             let after = &text[i..];
             // The function follows the attribute (perhaps after other attributes and docs).
@@ -173,16 +209,112 @@ fn rust_signatures(dir: &Path) -> BTreeMap<String, Signature> {
     out
 }
 
+/// The Rust files under `dirs`, recursively, except this one.
+fn rust_sources(dirs: &[PathBuf]) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut files = dirs.to_vec();
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).expect("readable source folder") {
+                files.push(entry.expect("readable entry").path());
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("header_check.rs") {
+            let text = std::fs::read_to_string(&path).expect("readable source");
+            out.push((path, text));
+        }
+    }
+    out
+}
+
+/// The integer `const RMM_*: T = value;` items of the Rust sources under `dirs`, by name.
+fn rust_constants(dirs: &[PathBuf]) -> BTreeMap<String, i128> {
+    let mut out = BTreeMap::new();
+    for (path, text) in rust_sources(dirs) {
+        for (i, _) in text.match_indices("const RMM_") {
+            let item = &text[i + "const ".len()..];
+            let Some(end) = item.find(';') else { continue };
+            let Some((name, rest)) = item[..end].split_once(':') else { continue };
+            let Some((_ty, value)) = rest.split_once('=') else { continue };
+            if let Some(v) = integer(value) {
+                if let Some(before) = out.insert(name.trim().to_owned(), v) {
+                    assert_eq!(before, v, "{name} has two values (one in {})", path.display());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// This crate's folder: the sources where this test was built, else (a staged test executable on
+/// another machine, run from the repository root) the checkout it runs in; `None` (and a skip
+/// notice for `test`) when neither is there.
+fn crate_root(test: &str) -> Option<PathBuf> {
+    let candidates = [PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from("bindings-cpp")];
+    let root = candidates.iter().find(|r| r.join("include/rmm_rs/rmm_c.h").is_file() && r.join("src").is_dir());
+    if root.is_none() {
+        rmm_core::testing::skip(test, "the bindings-cpp sources are not on this machine");
+    }
+    root.cloned()
+}
+
+#[test]
+fn rmm_c_h_kinds_and_statuses_are_rust_lists() {
+    let Some(root) = crate_root("header_check::rmm_c_h_kinds_and_statuses_are_rust_lists") else { return };
+    let header = header_constants(&std::fs::read_to_string(root.join("include/rmm_rs/rmm_c.h")).expect("rmm_c.h"));
+    let in_header = |prefix: &str| -> BTreeMap<String, i128> {
+        header.iter().filter(|(name, _)| name.starts_with(prefix)).map(|(n, v)| (n.clone(), *v)).collect()
+    };
+    let kinds: BTreeMap<String, i128> =
+        ResourceKind::ALL.iter().map(|k| (k.c_name().to_owned(), k.code().into())).collect();
+    let wrong = differences(&in_header("RMM_RESOURCE_KIND_"), &kinds);
+    assert!(wrong.is_empty(), "RMM_RESOURCE_KIND_* in rmm_c.h and mr/kind.rs differ:\n{}", wrong.join("\n"));
+    let statuses: BTreeMap<String, i128> =
+        STATUS_CODES.iter().map(|(name, code)| (name.to_str().unwrap().to_owned(), (*code).into())).collect();
+    let mut header_statuses = in_header("RMM_ERROR_");
+    header_statuses.remove("RMM_ERROR_MESSAGE_SIZE");
+    header_statuses.extend(in_header("RMM_OK"));
+    let wrong = differences(&header_statuses, &statuses);
+    assert!(wrong.is_empty(), "enum rmm_status in rmm_c.h and resource/status.rs differ:\n{}", wrong.join("\n"));
+}
+
+/// The names whose values differ between `header` and `rust`, or that only one of them has.
+fn differences(header: &BTreeMap<String, i128>, rust: &BTreeMap<String, i128>) -> Vec<String> {
+    let names: std::collections::BTreeSet<&String> = header.keys().chain(rust.keys()).collect();
+    names
+        .into_iter()
+        .filter(|name| header.get(*name) != rust.get(*name))
+        .map(|name| format!("{name}: rmm_c.h {:?}, Rust {:?}", header.get(name), rust.get(name)))
+        .collect()
+}
+
+#[test]
+fn every_other_rmm_c_h_number_is_a_rust_constant() {
+    let Some(root) = crate_root("header_check::every_other_rmm_c_h_number_is_a_rust_constant") else { return };
+    let header = header_constants(&std::fs::read_to_string(root.join("include/rmm_rs/rmm_c.h")).expect("rmm_c.h"));
+    let rust = rust_constants(&[root.join("src"), root.join("../core/src")]);
+    let access = BTreeMap::from([
+        ("RMM_ACCESS_DEVICE", i128::from(Access::DEVICE.bits())),
+        ("RMM_ACCESS_HOST", i128::from(Access::HOST.bits())),
+    ]);
+    let listed = |name: &str| {
+        ResourceKind::ALL.iter().any(|k| k.c_name() == name) || STATUS_CODES.iter().any(|(n, _)| n.to_bytes() == name.as_bytes())
+    };
+    let mut wrong = Vec::new();
+    for (name, value) in header.iter().filter(|(name, _)| !listed(name)) {
+        let expected = rust.get(name).copied().or_else(|| access.get(name.as_str()).copied());
+        if expected != Some(*value) {
+            wrong.push(format!("{name}: rmm_c.h {value}, Rust {expected:?}"));
+        }
+    }
+    assert!(header.len() > 30, "found only {} numbers in rmm_c.h", header.len());
+    assert!(wrong.is_empty(), "rmm_c.h numbers without a Rust constant of that value:\n{}", wrong.join("\n"));
+}
+
 #[test]
 fn rmm_c_h_declares_exactly_the_exported_functions_with_their_signatures() {
-    // The sources where this test was built, else (a staged test executable on another machine,
-    // run from the repository root) the checkout it runs in.
-    let candidates = [PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from("bindings-cpp")];
-    let Some(root) = candidates.iter().find(|r| r.join("include/rmm_rs/rmm_c.h").is_file() && r.join("src").is_dir()) else {
-        rmm_core::testing::skip(
-            "header_check::rmm_c_h_declares_exactly_the_exported_functions_with_their_signatures",
-            "the bindings-cpp sources are not on this machine",
-        );
+    let Some(root) =
+        crate_root("header_check::rmm_c_h_declares_exactly_the_exported_functions_with_their_signatures")
+    else {
         return;
     };
     let header = std::fs::read_to_string(root.join("include/rmm_rs/rmm_c.h")).expect("rmm_c.h is readable");
@@ -213,4 +345,9 @@ fn the_parsers_read_what_they_should() {
     assert_eq!(c_type("*mut *mut c_void"), "void**");
     assert_eq!(c_type("*const rmm_device_buffer"), "const rmm_device_buffer*");
     assert_eq!(c_type("abi::rmm_log_write"), "rmm_log_write");
+    let c = header_constants(
+        "#define RMM_A 1u /* a */\n#define RMM_B UINT64_MAX\n#define RMM_S \"x\"\nenum e {\n  RMM_C = 0, /**< c */\n  RMM_D = 7 };",
+    );
+    let expected = [("RMM_A", 1), ("RMM_B", u64::MAX.into()), ("RMM_C", 0), ("RMM_D", 7)];
+    assert_eq!(c, expected.iter().map(|&(n, v)| (n.to_owned(), v)).collect());
 }

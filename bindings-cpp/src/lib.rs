@@ -16,8 +16,8 @@
 mod abi;
 mod buffers;
 mod capsules;
+mod debug_log;
 mod devices;
-mod experimental;
 mod handles;
 mod process_exit;
 mod registry;
@@ -27,6 +27,8 @@ mod torch_allocator;
 mod tracking_report;
 mod views;
 
+#[cfg(test)]
+mod bad_input_table;
 #[cfg(test)]
 mod header_check;
 #[cfg(test)]

@@ -987,9 +987,9 @@ pub type rmm_log_release = Option<unsafe extern "C" fn(context: *mut c_void)>;
 /// that may cut lines; they are put back together here so that the sink sees whole lines, which
 /// is what a line-based consumer (an ostream shared with other output, a logger) needs.
 ///
-/// A line the sink fails to take is dropped and the failure kept for the next flush: reporting it
-/// from `write` would make the CSV writer keep its whole buffer and send the lines before the
-/// failed one again, so the sink would see them twice.
+/// A line the sink fails to take is dropped and the failure returned by that `write`; the logging
+/// adaptor drops the rest of the chunk too (it never hands lines over twice), counts the events
+/// lost and reports the failure at once.
 struct CLogSink {
     write: rmm_log_write,
     flush: rmm_log_flush,
@@ -1016,7 +1016,12 @@ impl CLogSink {
 }
 
 impl std::io::Write for CLogSink {
+    /// Hands each whole line to the C function; a line it fails is an error of this call (the
+    /// adaptor reports it and counts the event lost), so failures are heard as they happen.
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Some(failure) = self.failure.take() {
+            return Err(failure);
+        }
         let mut rest = buf;
         while let Some(newline) = rest.iter().position(|&b| b == b'\n') {
             let (line, tail) = rest.split_at(newline + 1);
@@ -1030,7 +1035,10 @@ impl std::io::Write for CLogSink {
             rest = tail;
         }
         self.pending.extend_from_slice(rest);
-        Ok(buf.len())
+        match self.failure.take() {
+            Some(failure) => Err(failure),
+            None => Ok(buf.len()),
+        }
     }
 
     fn flush(&mut self) -> std::io::Result<()> {

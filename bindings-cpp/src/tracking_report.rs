@@ -110,6 +110,30 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_allocation_stack(
     }
 }
 
+/// Writes the outstanding allocations of a tracking_resource_adaptor to the debug log (RMM's
+/// `log_outstanding_allocations`, at debug level, as `rmm_debug_log_*` configures the log).
+///
+/// # Errors
+/// `RMM_ERROR_INVALID_ARGUMENT` when `resource` is not a tracking_resource_adaptor.
+///
+/// # Safety
+/// `resource` is live or fails the handle check; `err` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_tracking_resource_adaptor_log_outstanding_allocations(
+    resource: rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract on both.
+    unsafe {
+        guarded(err, || {
+            with_resource(resource, "tracking_resource_adaptor", |t: &TrackingResourceAdaptor| {
+                t.log_outstanding_allocations();
+                Ok(())
+            })
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,6 +168,9 @@ mod tests {
         assert_eq!(status, RMM_OK);
         assert!(len > 0, "a captured stack is not empty");
 
+        // SAFETY: live handle, valid error.
+        assert_eq!(unsafe { rmm_tracking_resource_adaptor_log_outstanding_allocations(handle, &mut err) }, RMM_OK);
+
         // A resource of another kind is a typed error, not a crash.
         let other = AnyResource::new(SystemMemoryResource::new()).into_handle();
         // SAFETY: live handle, valid out-pointers.
@@ -152,6 +179,9 @@ mod tests {
         };
         assert_eq!(status, rmm_core::resource::status::RMM_ERROR_INVALID_ARGUMENT);
         assert!(err.message().contains("not a tracking_resource_adaptor"));
+        // SAFETY: live handle, valid error.
+        let status = unsafe { rmm_tracking_resource_adaptor_log_outstanding_allocations(other, &mut err) };
+        assert_eq!(status, rmm_core::resource::status::RMM_ERROR_INVALID_ARGUMENT);
 
         // SAFETY: `p` came from this adaptor with this size and alignment; both handles are owned
         // here and released once.

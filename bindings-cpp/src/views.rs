@@ -8,7 +8,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 
 use crate::streams::stream_from_c;
 use rmm_core::error::{Error, Result};
-use rmm_core::registry::owner;
+use rmm_core::view::domain;
 use rmm_core::resource::guard::{guarded, hand_out_ptr, null_out};
 use rmm_core::resource::{rmm_error, rmm_resource, AnyResource};
 use rmm_core::view::dlpack::{DLDevice, DLManagedTensor, DLManagedTensorVersioned};
@@ -213,7 +213,7 @@ pub unsafe extern "C" fn rmm_strided_view_release(view: *mut rmm_strided_view, e
 #[no_mangle]
 pub unsafe extern "C" fn rmm_strided_view_check(view: *const rmm_strided_view, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract.
-    unsafe { guarded(err, || owner::check_view(view)) }
+    unsafe { guarded(err, || domain::check_view(view)) }
 }
 
 /// For another copy of rmm-core that routes to this library's registry: numbers it (a view domain
@@ -230,12 +230,12 @@ pub unsafe extern "C" fn rmm_strided_view_register_domain(
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { owner::rmm_strided_view_register_domain(check, domain_out, err) }
+    unsafe { domain::rmm_strided_view_register_domain(check, domain_out, err) }
 }
 
 /// `rmm_strided_view_check_fn` of rmm_c.h: a copy's check of the views it acquired.
 #[allow(non_camel_case_types)]
-pub type rmm_strided_view_check_fn = Option<owner::ViewCheckFn>;
+pub type rmm_strided_view_check_fn = Option<domain::ViewCheckFn>;
 
 /// Writes whether the view is C- (row-major) and F- (column-major) contiguous; either out-pointer
 /// may be NULL.

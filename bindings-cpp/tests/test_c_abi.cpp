@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdio>
@@ -543,4 +547,83 @@ TEST_F(RegistryTest, GpuRejectsHostOnlyResources)
     EXPECT_EQ(status, RMM_ERROR_INVALID_ARGUMENT);
     EXPECT_NE(std::strstr(err.message, "device-accessible"), nullptr) << err.message;
   }
+}
+
+// --- Issue 30: failures somebody hears, host memory exhaustion ----------------------------------
+
+// librmm installs rmm's debug log when it is loaded (bindings-cpp/src/debug_log.rs): what the C
+// signatures cannot return is heard on stderr, in RMM's line pattern.
+TEST(DebugLog, ARefusedReleaseIsHeardOnStderr)
+{
+  rmm_resource pool = new_pool();
+  rmm_resource_release(pool);
+  testing::internal::CaptureStderr();
+  rmm_resource_release(pool);  // refused: the handle was released
+  std::string const heard = testing::internal::GetCapturedStderr();
+  EXPECT_NE(heard.find("[error ] rmm_resource_release: invalid argument: resource handle used after its last release"),
+            std::string::npos)
+    << heard;
+}
+
+namespace {
+extern "C" int failing_write(char const*, std::size_t, void*) { return -1; }
+}  // namespace
+
+TEST(DebugLog, AnAllocationLogThatCannotWriteIsHeardOnStderr)
+{
+  Owned base = make_base_resource();
+  Owned logging;
+  rmm_error err{};
+  testing::internal::CaptureStderr();
+  ASSERT_EQ(rmm_logging_resource_adaptor_new_with_sink(base.get(), failing_write, nullptr, nullptr, nullptr, 0,
+                                                       logging.out(), &err),
+            RMM_OK)
+    << err.message;
+  void* p = nullptr;
+  ASSERT_EQ(rmm_resource_allocate(logging.get(), nullptr, 256, 256, &p, &err), RMM_OK) << err.message;
+  EXPECT_EQ(rmm_resource_deallocate(logging.get(), nullptr, p, 256, 256, &err), RMM_OK) << err.message;
+  std::string const heard = testing::internal::GetCapturedStderr();
+  EXPECT_NE(heard.find("events are being lost"), std::string::npos) << heard;
+}
+
+// Allocating 256 bytes until the host has no memory left (the address space capped a few MiB above
+// what the pool reserved) gives RMM_ERROR_OUT_OF_MEMORY, never an abort, and everything allocated
+// can be freed. In a child process (a death test that must exit 0).
+TEST(HostExhaustion, AllocatingUntilTheHostIsExhaustedIsOutOfMemory)
+{
+  if (!rmm_is_host_mode()) { GTEST_SKIP() << "host memory only (the pool's upstream is system memory)"; }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto run = [] {
+    constexpr std::size_t reserved = std::size_t{128} << 20;
+    Owned base = make_base_resource();
+    rmm_resource pool{nullptr, nullptr};
+    rmm_error err{};
+    if (rmm_pool_memory_resource_new(base.get(), reserved, reserved, &pool, &err) != RMM_OK) { std::exit(10); }
+    std::vector<void*> held;
+    held.reserve(reserved / 256 + 1);
+    mallopt(M_MMAP_THRESHOLD, 128 << 10);  // large tables from mmap: the cap counts them
+    rlimit old{};
+    getrlimit(RLIMIT_AS, &old);
+    std::FILE* statm = std::fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (statm == nullptr || std::fscanf(statm, "%lu", &pages) != 1) { std::exit(11); }
+    std::fclose(statm);
+    rlimit cap{pages * static_cast<unsigned long>(sysconf(_SC_PAGESIZE)) + (4ul << 20), old.rlim_max};
+    if (setrlimit(RLIMIT_AS, &cap) != 0) { std::exit(12); }
+    int status = RMM_OK;
+    while (held.size() < held.capacity()) {
+      void* p = nullptr;
+      status = rmm_resource_allocate(pool, nullptr, 256, 256, &p, &err);
+      if (status != RMM_OK) { break; }
+      held.push_back(p);
+    }
+    for (void* p : held) {
+      if (rmm_resource_deallocate(pool, nullptr, p, 256, 256, &err) != RMM_OK) { std::exit(13); }
+    }
+    setrlimit(RLIMIT_AS, &old);
+    rmm_resource_release(pool);
+    std::fprintf(stderr, "%zu allocations, then %s: %s\n", held.size(), rmm_error_kind_name(status), err.message);
+    std::exit(status == RMM_ERROR_OUT_OF_MEMORY ? 0 : 14);
+  };
+  EXPECT_EXIT(run(), testing::ExitedWithCode(0), "allocations, then RMM_ERROR_OUT_OF_MEMORY");
 }

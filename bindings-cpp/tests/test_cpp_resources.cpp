@@ -29,6 +29,9 @@
 
 #include <gtest/gtest.h>
 
+#include <malloc.h>
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
@@ -318,6 +321,26 @@ TEST(Composition, UpstreamIsTheUsersResource)
   EXPECT_EQ(c->live.load(), 0);
 }
 
+// One constructor takes every kind of upstream: an rmm resource and an any_resource holding one (its
+// librmm handle passes through), a user's resource type and a resource_ref to it (boxed).
+TEST(Composition, EveryKindOfUpstreamArgument)
+{
+  rmm::mr::system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
+  auto c = std::make_shared<counts>();
+  {
+    counting_resource user{c};
+    rmm::mr::limiting_resource_adaptor over_rmm{sys, 1 << 20};
+    rmm::mr::limiting_resource_adaptor over_any{device_any{sys}, 1 << 20};
+    rmm::mr::limiting_resource_adaptor over_user{user, 1 << 20};
+    rmm::mr::limiting_resource_adaptor over_ref{rmm::device_async_resource_ref{user}, 1 << 20};
+    for (auto* lim : {&over_rmm, &over_any, &over_user, &over_ref}) { round_trip(*lim, 4096); }
+    EXPECT_EQ(c->allocs.load(), 2);  // the user's resource served the last two
+    EXPECT_TRUE(over_rmm.get_upstream_resource() == rmm::device_async_resource_ref{sys});
+  }
+  EXPECT_EQ(c->live.load(), 0);
+  static_assert(!std::is_constructible_v<rmm::mr::limiting_resource_adaptor, int, std::size_t>);
+}
+
 TEST(Composition, RmmUpstreamHandlePassesThrough)
 {
   rmm::mr::system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
@@ -354,6 +377,77 @@ TEST(Composition, PoolAsCurrentDeviceResource)
   EXPECT_EQ(stats.get_bytes_counter().value, 512);
   ref.deallocate(rmm::cuda_stream_default, p, 512, 256);
   rmm::mr::reset_current_device_resource();
+}
+
+// Issue 30: one rule for a valid free across the pool and its adaptors
+// (docs/design/checked-frees.md): a size in the same multiple of 256 is accepted and counted at the
+// allocation's size; memory allocated beside an adaptor is forwarded through it, uncounted.
+TEST(CheckedFrees, StatisticsOverAPoolCountAFreeAtTheAllocatedSize)
+{
+  rmm::mr::system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
+  rmm::mr::pool_memory_resource pool{sys, 1 << 20, 1 << 20};
+  statistics_resource_adaptor stats{pool};
+  void* p = stats.allocate_sync(1000);
+  stats.deallocate_sync(p, 1001);
+  EXPECT_EQ(stats.get_bytes_counter(), (counter{0, 1000, 1000}));
+  void* beside = pool.allocate_sync(256);
+  stats.deallocate_sync(beside, 256);  // the pool knows it: forwarded, not counted
+  EXPECT_EQ(stats.get_bytes_counter().value, 0);
+  EXPECT_EQ(stats.get_allocations_counter(), (counter{0, 1, 1}));
+  void* all = pool.allocate_sync(1 << 20);  // the pool is empty again: everything came back
+  pool.deallocate_sync(all, 1 << 20);
+}
+
+TEST(CheckedFrees, ALimitHoldsWhenMemoryAllocatedBesideItIsFreedThroughIt)
+{
+  rmm::mr::system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
+  rmm::mr::pool_memory_resource pool{sys, 1 << 20, 4 << 20};
+  rmm::mr::limiting_resource_adaptor lim{pool, 1 << 20};
+  void* mine = lim.allocate_sync(1 << 20);
+  void* beside = pool.allocate_sync(512 << 10);
+  lim.deallocate_sync(beside, 512 << 10);
+  EXPECT_EQ(lim.get_allocated_bytes(), std::size_t{1} << 20);
+  EXPECT_THROW((void)lim.allocate_sync(512 << 10), rmm::out_of_memory);
+  lim.deallocate_sync(mine, 1 << 20);
+  EXPECT_EQ(lim.get_allocated_bytes(), 0u);
+}
+
+// Issue 30: allocating 256 bytes until the host has no memory left throws rmm::out_of_memory (the
+// pool's record of live allocations cannot grow), never aborts, and everything can be freed. In a
+// child process whose address space is capped 4 MiB above what the pool reserved.
+TEST(HostExhaustion, AllocatingUntilTheHostIsExhaustedThrowsOutOfMemory)
+{
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto run = [] {
+    constexpr std::size_t reserved = std::size_t{128} << 20;
+    rmm::mr::system_memory_resource sys = rmm::mr::detail::unchecked_system_memory_resource();
+    rmm::mr::pool_memory_resource pool{sys, reserved, reserved};
+    std::vector<void*> held;
+    held.reserve(reserved / 256 + 1);
+    mallopt(M_MMAP_THRESHOLD, 128 << 10);  // large tables from mmap: the cap counts them
+    rlimit old{};
+    getrlimit(RLIMIT_AS, &old);
+    std::ifstream statm{"/proc/self/statm"};
+    unsigned long pages = 0;
+    statm >> pages;
+    rlimit cap{pages * static_cast<unsigned long>(sysconf(_SC_PAGESIZE)) + (4ul << 20), old.rlim_max};
+    if (setrlimit(RLIMIT_AS, &cap) != 0) { std::exit(12); }
+    std::string what = "no error";
+    try {
+      while (held.size() < held.capacity()) {
+        held.push_back(pool.allocate_sync(256));
+      }
+    } catch (rmm::out_of_memory const& e) {
+      what = std::string{"rmm::out_of_memory: "} + e.what();
+    }
+    for (void* p : held) {
+      pool.deallocate_sync(p, 256);
+    }
+    setrlimit(RLIMIT_AS, &old);
+    std::fprintf(stderr, "%zu allocations, then %s\n", held.size(), what.c_str());
+    std::exit(what == "no error" ? 14 : 0);
+  };
+  EXPECT_EXIT(run(), testing::ExitedWithCode(0), "allocations, then rmm::out_of_memory");
 }
 
 TEST(LoggingResourceAdaptor, WritesHeaderAndLines)

@@ -176,3 +176,26 @@ TEST(StridedMemoryView, PartsExportAndDeviceCopy)
   EXPECT_EQ(dev->strides[0], 3);
   EXPECT_EQ(std::string{dev->format}, "<f8");
 }
+
+// Issue 30: parts no view can describe are refused (rmm::logic_error, RMM_ERROR_INVALID_ARGUMENT),
+// whatever face they come through.
+TEST(StridedMemoryView, MalformedPartsAreRefused)
+{
+  double data[4] = {0, 1, 2, 3};
+  int64_t four[1]        = {4};
+  int64_t min_stride[1]  = {INT64_MIN};
+  int64_t huge[1]        = {INT64_C(1) << 62};
+  int64_t step4[1]       = {4};
+  using v = rmm::strided_memory_view;
+  EXPECT_THROW((void)v::from_parts(nullptr, 1, four, nullptr, "<f8"), rmm::logic_error) << "NULL data with elements";
+  EXPECT_THROW((void)v::from_parts(data, 1, four, nullptr, "<f8", 99), rmm::logic_error) << "device type 99";
+  EXPECT_THROW((void)v::from_parts(data, 1, four, nullptr, "<f8", 1, -7), rmm::logic_error) << "device id -7";
+  EXPECT_THROW((void)v::from_parts(data, 1, four, min_stride, "<f8"), rmm::logic_error) << "INT64_MIN stride";
+  EXPECT_THROW((void)v::from_parts(data, 1, huge, step4, "|u1"), rmm::logic_error) << "past the address space";
+  if (rmm_is_host_mode() != 0) {
+    EXPECT_THROW((void)v::from_parts(data, 1, four, nullptr, "<f8", 2, 0), rmm::logic_error)
+      << "a CUDA device in host mode";
+  }
+  int64_t empty[1] = {0};
+  EXPECT_NO_THROW((void)v::from_parts(nullptr, 1, empty, nullptr, "<f8")) << "NULL data without elements is fine";
+}

@@ -1,18 +1,23 @@
-//! Bindings for `rmm_core::debug_log`: RMM's `rmm.pylibrmm.logger` (`level_enum`, `should_log`,
-//! `set_logging_level`, `get_logging_level`, `flush_logger`, `set_flush_level`, `get_flush_level`).
+//! RMM's `rmm.pylibrmm.logger` (`level_enum`, `should_log`, `set_logging_level`,
+//! `get_logging_level`, `flush_logger`, `set_flush_level`, `get_flush_level`) over the debug log of
+//! the process's engine, librmm's (`rmm_debug_log_*`).
 //!
 //! `level_enum` is an `enum.IntEnum` with rapids_logger's values (`trace` = 0 ... `off` = 6,
 //! `n_levels` = 7). Every function takes a `level_enum` member and raises TypeError for anything
 //! else (a plain int included), as RMM does. `n_levels` logs nothing, like `off` (spdlog's rule);
 //! the getters return the member that was set.
 
+use std::ffi::c_int;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList};
-use rmm_core::debug_log::{self, Level};
+use rmm_core::debug_log::Level;
+
+use crate::error::IntoPyResult;
+use crate::native;
 
 /// rapids_logger's `n_levels`: one past `off`.
 const N_LEVELS: u8 = 7;
@@ -53,10 +58,11 @@ fn member<'py>(py: Python<'py>, value: u8) -> PyResult<Bound<'py, PyAny>> {
     level_enum(py)?.call1((value,))
 }
 
-/// The member for the core's `current` level: the one Python set, if it maps to `current`.
-fn current_member<'py>(py: Python<'py>, current: Level, set: &AtomicU8) -> PyResult<Bound<'py, PyAny>> {
+/// The member for the engine's `current` level (a `level_enum` value): the one Python set, if it
+/// maps to `current`.
+fn current_member<'py>(py: Python<'py>, current: c_int, set: &AtomicU8) -> PyResult<Bound<'py, PyAny>> {
     let last = set.load(Ordering::Acquire);
-    let value = if last <= N_LEVELS && core_level(last) == current { last } else { current as u8 };
+    let value = if last <= N_LEVELS && core_level(last) as c_int == current { last } else { current as u8 };
     member(py, value)
 }
 
@@ -65,7 +71,8 @@ fn current_member<'py>(py: Python<'py>, current: Level, set: &AtomicU8) -> PyRes
 fn should_log(level: &Bound<'_, PyAny>) -> PyResult<bool> {
     let value = level_value(level)?;
     // spdlog compares the raw values: `n_levels` is above every threshold.
-    Ok(value == N_LEVELS || debug_log::should_log(core_level(value)))
+    // SAFETY: plain values.
+    Ok(value == N_LEVELS || unsafe { native::rmm_debug_log_should_log(core_level(value) as c_int) } != 0)
 }
 
 /// Sets the debug log level.
@@ -73,20 +80,23 @@ fn should_log(level: &Bound<'_, PyAny>) -> PyResult<bool> {
 fn set_logging_level(level: &Bound<'_, PyAny>) -> PyResult<()> {
     let value = level_value(level)?;
     SET_LOGGING.store(value, Ordering::Release);
-    debug_log::set_logging_level(core_level(value));
-    Ok(())
+    let level = core_level(value) as c_int;
+    // SAFETY: plain values.
+    native::call("rmm_debug_log_set_level", |err| unsafe { native::rmm_debug_log_set_level(level, err) }).into_py_result()
 }
 
 /// The debug log level (a `level_enum` member).
 #[pyfunction]
 fn get_logging_level(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    current_member(py, debug_log::logging_level(), &SET_LOGGING)
+    // SAFETY: no arguments.
+    current_member(py, unsafe { native::rmm_debug_log_level() }, &SET_LOGGING)
 }
 
 /// Writes out buffered debug log lines.
 #[pyfunction]
 fn flush_logger(py: Python<'_>) {
-    py.detach(debug_log::flush_logger);
+    // SAFETY: no arguments.
+    py.detach(|| unsafe { native::rmm_debug_log_flush() });
 }
 
 /// Sets the level at and above which debug log lines are flushed at once.
@@ -94,14 +104,17 @@ fn flush_logger(py: Python<'_>) {
 fn set_flush_level(level: &Bound<'_, PyAny>) -> PyResult<()> {
     let value = level_value(level)?;
     SET_FLUSH.store(value, Ordering::Release);
-    debug_log::set_flush_level(core_level(value));
-    Ok(())
+    let level = core_level(value) as c_int;
+    // SAFETY: plain values.
+    native::call("rmm_debug_log_set_flush_level", |err| unsafe { native::rmm_debug_log_set_flush_level(level, err) })
+        .into_py_result()
 }
 
 /// The flush level (a `level_enum` member).
 #[pyfunction]
 fn get_flush_level(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    current_member(py, debug_log::flush_level(), &SET_FLUSH)
+    // SAFETY: no arguments.
+    current_member(py, unsafe { native::rmm_debug_log_flush_level() }, &SET_FLUSH)
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

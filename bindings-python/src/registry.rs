@@ -1,102 +1,103 @@
-//! Bindings for `rmm_core::registry`: the per-device current resource (RMM's
-//! `rmm.mr.get_current_device_resource`, `set_current_device_resource` and their per-device forms).
+//! The per-device current resource (RMM's `rmm.mr.get_current_device_resource`,
+//! `set_current_device_resource` and their per-device forms), in librmm's registry: the process's
+//! one, so C++ and Rust see what Python sets and Python sees what they set.
 //!
-//! The core registry is the process's one registry (librmm's when librmm is loaded, see
-//! `rmm_core::registry`), so C++ and Rust see what Python sets and Python sees what they set. On
-//! top of it this module remembers the Python object of each device's resource: RMM's getter returns
-//! the very object that was set (a subclass instance, with its Python attributes). Unlike RMM, whose
-//! Python dict silently disagrees with C++ after a C++ set, the remembered object is only returned
-//! while it still *is* the registry's resource; otherwise the registry's resource is wrapped anew
-//! (`mr::wrap`, the most specific class known) on every call.
-//!
-//! Every `DeviceBuffer` without `mr=` asks for the current device's object, so that answer is
-//! cached: a remembered object notes the registry generation (`rmm_core::registry::generation`, one
-//! atomic load, bumped by every set or reset from any language) at which it was last found to be
-//! the registry's resource, and while the generation has not moved it is returned without asking
-//! the registry. Only remembered objects are cached: a wrapper made anew holds no cache, so the
-//! cache never keeps alive a resource that C++ or Rust replaced.
+//! Python's getter returns a Python object, and every `DeviceBuffer` without `mr=` asks for it, so
+//! each device's answer is cached with the registry generation at which it was found
+//! (`rmm_registry_generation`, one atomic load, bumped by every set or reset from any language):
+//! while the generation has not moved, the cached object is returned without asking the registry.
+//! The object is the one Python set (RMM's getter returns the very object that was set, a subclass
+//! instance with its Python attributes) while that still *is* the registry's resource; otherwise the
+//! one [`mr::wrap`](crate::mr::wrap) gives (the object alive for that resource, or a new one of its
+//! class). Whoever set the resource, the answer costs the same. The cache holds the current object
+//! until the generation moves, so a resource that C++ or Rust replaced is let go at Python's next
+//! lookup.
 
 use std::collections::HashMap;
+use std::ffi::c_int;
 use std::sync::{Mutex, PoisonError};
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rmm_core::cuda::DeviceId;
-use rmm_core::registry;
-use rmm_core::AnyResource;
+use rmm_core::{registry, AnyResource};
 
 use crate::error::IntoPyResult;
-use crate::mr::{wrap, PyDeviceMemoryResource, PyLoggingResourceAdaptor};
+use crate::mr::{remember_object, wrap, PyDeviceMemoryResource, PyLoggingResourceAdaptor};
+use crate::native;
 
-/// Per device: the resource Python set last and its Python object (kept alive, as RMM's dict does).
-static OBJECTS: Mutex<Option<HashMap<DeviceId, Remembered>>> = Mutex::new(None);
+/// Per device: what Python set, and the cached answer of the getter.
+static SLOTS: Mutex<Option<HashMap<DeviceId, Slot>>> = Mutex::new(None);
 
-/// A resource as the registry holds it, the Python object that set it, and the registry generation
-/// at which it was last found to be the device's resource (`None`: not since it was set).
-struct Remembered {
-    resource: AnyResource,
-    object: Py<PyAny>,
-    current_at: Option<u64>,
+#[derive(Default)]
+struct Slot {
+    /// The resource Python set last and its Python object (kept alive, as RMM's dict does).
+    set: Option<(AnyResource, Py<PyAny>)>,
+    /// The object of the device's resource and the registry generation at which it was.
+    current: Option<(Py<PyAny>, u64)>,
 }
 
-/// True when both name the same resource object, whichever binary's wrapper holds it: a resource
-/// that crossed the C ABI comes back as a new wrapper around the same `{self, vtable}` handle.
+fn with_slot<R>(device: DeviceId, f: impl FnOnce(&mut Slot) -> R) -> R {
+    f(SLOTS.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_with(HashMap::new).entry(device).or_default())
+}
+
+/// True when both name the same resource object: a resource that crossed the C ABI comes back as a
+/// new wrapper around the same `{self, vtable}` handle.
 fn same_resource(a: &AnyResource, b: &AnyResource) -> bool {
     let (a, b) = (a.borrow_handle(), b.borrow_handle());
     a.self_ == b.self_ && a.vtable == b.vtable
 }
 
-/// Remembers `object` for `device`; the entry it replaces is dropped after the lock is released
-/// (dropping a resource may call into another binary, which may come back here).
-fn remember(device: DeviceId, resource: AnyResource, object: Py<PyAny>) {
-    let entry = Remembered { resource, object, current_at: None };
-    let previous = OBJECTS.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_with(HashMap::new).insert(device, entry);
-    drop(previous);
+fn device_arg(device: DeviceId) -> c_int {
+    device as c_int
 }
 
 fn get(py: Python<'_>, device: DeviceId) -> PyResult<Py<PyAny>> {
     // With the GIL: the hot path of every `DeviceBuffer` without `mr=`, where a GIL round trip
     // would double the cost. Read before the registry, so a set in between leaves a stale stamp
-    // (asked again next time), never a wrong one.
-    let generation = registry::generation();
-    if let Some(generation) = generation {
-        let cached = OBJECTS
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .and_then(|objects| objects.get(&device))
-            .filter(|entry| entry.current_at == Some(generation))
-            .map(|entry| entry.object.clone_ref(py));
+    // (asked again next time), never a wrong one; 0 means the registry cannot tell.
+    let generation = native::registry_generation();
+    if generation != 0 {
+        let cached = with_slot(device, |slot| {
+            slot.current.as_ref().filter(|(_, at)| *at == generation).map(|(object, _)| object.clone_ref(py))
+        });
         if let Some(object) = cached {
             return Ok(object);
         }
     }
     // A lookup under the registry's lock, which is never held while calling Python.
-    let current = registry::per_device_resource(device).into_py_result()?;
-    let known = OBJECTS
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .as_mut()
-        .and_then(|objects| objects.get_mut(&device))
-        .filter(|entry| same_resource(&entry.resource, &current))
-        .map(|entry| {
-            entry.current_at = generation;
-            entry.object.clone_ref(py)
-        });
-    match known {
-        Some(object) => Ok(object),
-        // Not remembered: a wrapper must not keep a resource that C++ or Rust replaced alive.
-        None => wrap(py, current),
-    }
+    let current = native::per_device_resource(device_arg(device)).into_py_result()?;
+    let set = with_slot(device, |slot| {
+        slot.set.as_ref().filter(|(resource, _)| same_resource(resource, &current)).map(|(_, object)| object.clone_ref(py))
+    });
+    let object = match set {
+        Some(object) => object,
+        None => wrap(py, current)?,
+    };
+    // The object it replaces is dropped after the lock is released (dropping a resource may call
+    // into another binary, which may come back here).
+    let replaced = with_slot(device, |slot| {
+        std::mem::replace(&mut slot.current, (generation != 0).then(|| (object.clone_ref(py), generation)))
+    });
+    drop(replaced);
+    Ok(object)
 }
 
 fn set(py: Python<'_>, device: DeviceId, mr: &Bound<'_, PyDeviceMemoryResource>) -> PyResult<()> {
     let resource = mr.get().inner.clone();
-    let for_registry = resource.clone();
     // The previous resource is dropped without the GIL: its last release may free a pool.
-    py.detach(|| registry::set_per_device_resource(device, for_registry).map(drop)).into_py_result()?;
-    remember(device, resource, mr.clone().into_any().unbind());
+    py.detach(|| native::set_per_device_resource(device_arg(device), &resource).map(drop)).into_py_result()?;
+    remember_object(mr)?;
+    let object = mr.clone().into_any().unbind();
+    let replaced = with_slot(device, |slot| (slot.set.replace((resource, object)), slot.current.take()));
+    drop(replaced);
     Ok(())
+}
+
+/// The resource of the current device (the default of `StridedMemoryView.to_device`).
+pub(crate) fn current_resource(py: Python<'_>) -> PyResult<AnyResource> {
+    let device = current_device(py)?;
+    native::per_device_resource(device_arg(device)).into_py_result()
 }
 
 fn current_device(_py: Python<'_>) -> PyResult<DeviceId> {
@@ -142,16 +143,21 @@ pub(crate) fn current_resource_object(py: Python<'_>) -> PyResult<Py<PyAny>> {
 
 /// The Python objects set per device that are still the registry's resources, by device.
 fn remembered(py: Python<'_>) -> Vec<(DeviceId, Py<PyAny>)> {
-    let entries: Vec<(DeviceId, AnyResource, Py<PyAny>)> = OBJECTS
+    let entries: Vec<(DeviceId, AnyResource, Py<PyAny>)> = SLOTS
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .as_ref()
-        .map(|objects| objects.iter().map(|(d, e)| (*d, e.resource.clone(), e.object.clone_ref(py))).collect())
+        .map(|slots| {
+            slots
+                .iter()
+                .filter_map(|(d, slot)| slot.set.as_ref().map(|(r, o)| (*d, r.clone(), o.clone_ref(py))))
+                .collect()
+        })
         .unwrap_or_default();
     let mut current: Vec<(DeviceId, Py<PyAny>)> = entries
         .into_iter()
         .filter(|(device, resource, _)| {
-            registry::per_device_resource(*device).is_ok_and(|current| same_resource(resource, &current))
+            native::per_device_resource(device_arg(*device)).is_ok_and(|current| same_resource(resource, &current))
         })
         .map(|(device, _, object)| (device, object))
         .collect();
@@ -176,7 +182,7 @@ fn _per_device_resources(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 /// resource cannot be obtained).
 #[pyfunction]
 fn is_initialized(py: Python<'_>) -> bool {
-    current_device(py).and_then(|device| registry::per_device_resource(device).into_py_result()).is_ok()
+    current_device(py).and_then(|device| native::per_device_resource(device_arg(device)).into_py_result()).is_ok()
 }
 
 /// Flushes every `LoggingResourceAdaptor` that is a device's current resource (RMM's private
@@ -185,40 +191,26 @@ fn is_initialized(py: Python<'_>) -> bool {
 fn _flush_logs(py: Python<'_>) -> PyResult<()> {
     for (_, object) in remembered(py) {
         if let Ok(logging) = object.bind(py).cast::<PyLoggingResourceAdaptor>() {
-            logging.get().flush_log()?;
+            PyLoggingResourceAdaptor::flush_log(logging)?;
         }
     }
     Ok(())
 }
 
-/// True when this module's registry calls go to another binary's registry (a librmm_rs.so loaded
-/// before `rmm`): an rmm-rs diagnostic, not part of RMM's API.
+/// True when this module's copy of rmm-core routes its registry calls to librmm's registry (always,
+/// once librmm is loaded; the module's own calls go to librmm directly): an rmm-rs diagnostic, not
+/// part of RMM's API.
 #[pyfunction]
 fn _registry_routes_to_librmm() -> bool {
     registry::routes_to_owner()
 }
 
-/// The path of the loaded librmm_rs.so (the library PyTorch's pluggable allocator opens for
-/// `rmm_torch_allocate` / `rmm_torch_deallocate`), or None when none is loaded: an rmm-rs extra. In
-/// the wheel it is `rmm/lib/librmm_rs.so`, loaded with the module.
+/// The path of the native library (librmm_rs.so, which PyTorch's pluggable allocator opens for
+/// `rmm_torch_allocate` / `rmm_torch_deallocate`): an rmm-rs extra. In the wheel it is
+/// `rmm/lib/librmm_rs.so`, loaded with the module; None only if the loader cannot name it.
 #[pyfunction]
 fn _librmm_path() -> Option<String> {
-    // SAFETY: RTLD_NOLOAD only looks up an already loaded object; the name is NUL-terminated.
-    let lib = unsafe { libc::dlopen(rmm_core::registry::owner::OWNER_SONAME.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
-    if lib.is_null() {
-        return None;
-    }
-    // SAFETY: a valid handle from dlopen and a NUL-terminated symbol name.
-    let symbol = unsafe { libc::dlsym(lib, c"rmm_abi_version".as_ptr()) };
-    // SAFETY: `info` is a valid out-parameter; dladdr only reads the loader's tables.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    let found = !symbol.is_null() && unsafe { libc::dladdr(symbol, &mut info) } != 0 && !info.dli_fname.is_null();
-    // SAFETY: dli_fname is the loader's NUL-terminated path of a loaded object, read before the
-    // handle (whose reference the RTLD_NOLOAD open took) is closed.
-    let path = found.then(|| unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned());
-    // SAFETY: closes the reference this function's dlopen took; the library stays loaded.
-    unsafe { libc::dlclose(lib) };
-    path
+    native::library_path()
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

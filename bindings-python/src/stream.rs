@@ -4,30 +4,60 @@
 //!
 //! A `Stream` is a raw `cudaStream_t` plus the Python object that keeps it alive (an owning
 //! `_OwningStream`, a `CudaStreamPool`, or the foreign stream object it was made from), as in RMM.
+//! The streams Python creates are librmm's (`rmm_stream_create`), so the engine knows them as its
+//! own (their ids without a driver call, their end before their handle is reused).
 //! Every `stream=` argument of this module is a [`StreamArg`]: a `Stream`, or nothing (the default
 //! stream); `None` is a `TypeError`, as in RMM.
 
-use std::sync::Arc;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyNotImplementedError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyInt, PyList, PyTuple};
 use pyo3::Borrowed;
-use rmm_core::cuda::{OwnedStream, Stream, StreamFlags, StreamPool};
+use rmm_core::cuda::Stream;
+use rmm_core::Result;
 
 use crate::error::IntoPyResult;
+use crate::native;
 
 const STREAM_MODULE: &str = "rmm.pylibrmm.stream";
 
 /// RMM's message for `stream=None`.
 const STREAM_NONE: &str = "stream argument cannot be None. Please provide a valid Stream instance.";
 
+/// A stream created by librmm (`rmm_stream_create`), destroyed on drop.
+struct NativeStream(usize);
+
+impl NativeStream {
+    fn new(flags: c_int) -> Result<Self> {
+        // SAFETY: a valid out-pointer.
+        let raw = native::read("rmm_stream_create", std::ptr::null_mut(), |out, err| unsafe {
+            native::rmm_stream_create(flags, out, err)
+        })?;
+        Ok(Self(raw as usize))
+    }
+}
+
+impl Drop for NativeStream {
+    fn drop(&mut self) {
+        let raw = self.0 as *mut c_void;
+        // SAFETY: a stream rmm_stream_create made, destroyed once; queued work still completes.
+        let destroyed = native::call("rmm_stream_destroy", |err| unsafe { native::rmm_stream_destroy(raw, err) });
+        if let Err(e) = destroyed {
+            // Nobody to raise to while a stream is collected: reported as Python reports such errors.
+            Python::attach(|py| PyRuntimeError::new_err(e.to_string()).write_unraisable(py, None));
+        }
+    }
+}
+
 /// An owning CUDA stream, destroyed when the last `Stream` that refers to it is collected
 /// (RMM's private `rmm.pylibrmm.stream._OwningStream`).
 #[pyclass(frozen, module = "rmm.pylibrmm.stream", name = "_OwningStream")]
 pub(crate) struct PyOwningStream {
-    stream: OwnedStream,
+    stream: NativeStream,
 }
 
 #[pymethods]
@@ -36,19 +66,18 @@ impl PyOwningStream {
     #[pyo3(signature = (flags = None))]
     fn py_new(py: Python<'_>, flags: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let flags = stream_flags(flags)?;
-        let stream = py.detach(|| OwnedStream::new(flags)).into_py_result()?;
+        let stream = py.detach(|| NativeStream::new(flags)).into_py_result()?;
         Ok(Self { stream })
     }
 }
 
-/// `CudaStreamFlags` (or its int value) as core flags; `None` is `SYNC_DEFAULT`.
-fn stream_flags(flags: Option<&Bound<'_, PyAny>>) -> PyResult<StreamFlags> {
+/// `CudaStreamFlags` (or its int value) as `RMM_STREAM_*` flags; `None` is `SYNC_DEFAULT`.
+fn stream_flags(flags: Option<&Bound<'_, PyAny>>) -> PyResult<c_int> {
     let Some(flags) = flags.filter(|f| !f.is_none()) else {
-        return Ok(StreamFlags::SyncDefault);
+        return Ok(0);
     };
     match flags.extract::<i64>()? {
-        0 => Ok(StreamFlags::SyncDefault),
-        1 => Ok(StreamFlags::NonBlocking),
+        value @ (0 | 1) => Ok(value as c_int),
         other => Err(PyValueError::new_err(format!("{other} is not a valid CudaStreamFlags"))),
     }
 }
@@ -130,7 +159,7 @@ impl PyStream {
         match obj.filter(|o| !o.is_none()) {
             None => {
                 let owning = Bound::new(py, PyOwningStream::py_new(py, flags)?)?;
-                let raw = owning.get().stream.stream().as_raw();
+                let raw = owning.get().stream.0;
                 Ok(Self { raw, owner: Some(owning.into_any().unbind()) })
             }
             Some(_) if flags.is_some_and(|f| !f.is_none()) => Err(PyValueError::new_err(
@@ -227,7 +256,8 @@ pub(crate) fn default_stream(py: Python<'_>) -> PyResult<Py<PyStream>> {
 /// `rmm.pylibrmm.cuda_stream_pool.CudaStreamPool`). Each `Stream` it hands out keeps the pool alive.
 #[pyclass(frozen, module = "rmm.pylibrmm.cuda_stream_pool", name = "CudaStreamPool")]
 pub(crate) struct PyCudaStreamPool {
-    pool: Arc<StreamPool>,
+    streams: Vec<NativeStream>,
+    next: AtomicUsize,
 }
 
 #[pymethods]
@@ -236,24 +266,25 @@ impl PyCudaStreamPool {
     #[pyo3(signature = (pool_size = 16, flags = None))]
     fn py_new(py: Python<'_>, pool_size: usize, flags: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let flags = stream_flags(flags)?;
-        let pool = py.detach(|| StreamPool::new(pool_size, flags)).into_py_result()?;
-        Ok(Self { pool: Arc::new(pool) })
+        if pool_size == 0 {
+            return Err(PyValueError::new_err("invalid argument: a stream pool needs at least one stream"));
+        }
+        let streams = py.detach(|| (0..pool_size).map(|_| NativeStream::new(flags)).collect::<Result<Vec<_>>>());
+        Ok(Self { streams: streams.into_py_result()?, next: AtomicUsize::new(0) })
     }
 
     /// The next stream round robin, or the one with `stream_id` (modulo the pool size).
     #[pyo3(signature = (stream_id = None))]
     fn get_stream(slf: &Bound<'_, Self>, stream_id: Option<usize>) -> PyStream {
-        let pool = &slf.get().pool;
-        let stream = match stream_id {
-            None => pool.get_stream(),
-            Some(id) => pool.get_stream_by_id(id),
-        };
-        PyStream::from_raw(stream.as_raw(), Some(slf.clone().into_any().unbind()))
+        let pool = slf.get();
+        let i = stream_id.unwrap_or_else(|| pool.next.fetch_add(1, Ordering::Relaxed));
+        let raw = pool.streams[i % pool.streams.len()].0;
+        PyStream::from_raw(raw, Some(slf.clone().into_any().unbind()))
     }
 
     /// The number of streams in the pool.
     fn get_pool_size(&self) -> usize {
-        self.pool.pool_size()
+        self.streams.len()
     }
 }
 

@@ -26,7 +26,7 @@ use rmm_core::view::dlpack::{
 use rmm_core::view::{
     dtype_of_format, item_strides, memory_device, rmm_strided_view, MetaStore, StridedMemoryView, ViewOwner, ViewParts,
 };
-use rmm_core::{registry, AnyResource, MemoryResource};
+use rmm_core::{AnyResource, MemoryResource};
 
 use crate::buffer::PyDeviceBuffer;
 use crate::error::IntoPyResult;
@@ -692,7 +692,7 @@ impl PyStridedMemoryView {
         let v = self.get()?;
         let resource: AnyResource = match mr {
             Some(mr) => mr.get().inner.clone(),
-            None => registry::current_resource().into_py_result()?,
+            None => crate::registry::current_resource(py)?,
         };
         let stream = consumer_stream(stream)?.unwrap_or(Stream::DEFAULT);
         let (store, meta) = py_meta(py, v.ndim())?;

@@ -25,6 +25,7 @@ import textwrap
 import pytest
 
 import rmm
+from rmm._paths import NATIVE_LIBRARY
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SOURCE = pathlib.Path(__file__).resolve().parent / "capsule_ext" / "rmm_capsule_test.cpp"
@@ -39,8 +40,9 @@ def _librmm():
     if explicit:
         return pathlib.Path(explicit)
     target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    built = target / "release" / "librmm_rs.so"
-    return built if built.is_file() or not (PACKAGE / "lib" / "librmm_rs.so").is_file() else PACKAGE / "lib" / "librmm_rs.so"
+    built = target / "release" / NATIVE_LIBRARY
+    carried = PACKAGE / "lib" / NATIVE_LIBRARY
+    return built if built.is_file() or not carried.is_file() else carried
 
 
 def _include():

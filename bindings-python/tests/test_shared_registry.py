@@ -15,6 +15,7 @@ import textwrap
 import pytest
 
 import rmm
+from rmm._paths import NATIVE_LIBRARY
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -24,7 +25,7 @@ def _librmm():
     if explicit:
         return pathlib.Path(explicit)
     target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    return target / "release" / "librmm_rs.so"
+    return target / "release" / NATIVE_LIBRARY
 
 
 LIBRMM = _librmm()
@@ -91,7 +92,9 @@ def test_python_sees_and_allocates_from_a_resource_set_through_the_c_abi():
         mr = rmm.mr.get_current_device_resource()
         # librmm's adaptor, recognised: its counters are readable from Python.
         assert type(mr) is rmm.mr.StatisticsResourceAdaptor, type(mr)
-        assert mr.upstream_mr is None  # made in C, its upstream is not visible here
+        # Made in C, its upstream too: librmm names both (one kind query each).
+        assert type(mr.upstream_mr) is (rmm.mr.SystemMemoryResource if host else rmm.mr.CudaMemoryResource)
+        assert mr is rmm.mr.get_current_device_resource()  # one object while it is current
         ptr = mr.allocate(1000)
         assert c_bytes(stats) == 1000  # C counts Python's allocation ...
         counts = mr.allocation_counts  # ... and Python reads the same counters

@@ -16,6 +16,7 @@ import pytest
 import rmm
 import rmm.mr
 from rmm import StridedMemoryView
+from rmm._paths import NATIVE_LIBRARY
 
 np = pytest.importorskip("numpy")
 
@@ -654,7 +655,7 @@ def _librmm_or_skip():
     root = pathlib.Path(__file__).resolve().parents[2]
     librmm = pathlib.Path(
         os.environ.get("RMM_LIBRMM")
-        or pathlib.Path(os.environ.get("CARGO_TARGET_DIR", root / "target")) / "release" / "librmm_rs.so"
+        or pathlib.Path(os.environ.get("CARGO_TARGET_DIR", root / "target")) / "release" / NATIVE_LIBRARY
     )
     if not librmm.is_file():
         pytest.skip(f"{librmm} is not built (cargo build --release -p rmm-cpp, or set RMM_LIBRMM)")

@@ -1,6 +1,8 @@
 //! What checked frees cost (issue 12): single-threaded allocate + free pairs of 256 bytes and a
 //! random-size churn, on the pool, binning and arena with and without the live-allocation index,
-//! in host mode over a simulated device. Times are the thread's CPU time (not wall time: a loaded
+//! in host mode over a simulated device; then what the statistics, limiting and tracking adaptors
+//! add over a checked pool (since issue 30 the first two keep the same index of what they hand
+//! out). Times are the thread's CPU time (not wall time: a loaded
 //! machine deschedules the thread); the variants alternate, and each reports the best of several
 //! rounds, so other jobs disturb the comparison as little as they can.
 //!
@@ -8,8 +10,9 @@
 
 use rmm_core::cuda::Stream;
 use rmm_core::mr::{
-    ArenaMemoryResource, ArenaOptions, BinningMemoryResource, FreeChecks, PoolMemoryResource,
-    SimulatedMemoryResource,
+    ArenaMemoryResource, ArenaOptions, BinningMemoryResource, FreeChecks, LimitingResourceAdaptor,
+    PoolMemoryResource, SimulatedMemoryResource, StatisticsResourceAdaptor,
+    TrackingResourceAdaptor,
 };
 use rmm_core::{AnyResource, MemoryResource, Result};
 
@@ -120,6 +123,33 @@ fn main() -> Result<()> {
             best[2],
             best[3],
             best[3] - best[2]
+        );
+    }
+    println!();
+    println!("| adaptor over a checked pool | pair | pair of the pool | cost | churn | churn of the pool | cost |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for kind in ["statistics", "limiting", "tracking"] {
+        let pool = make("pool", FreeChecks::Checked)?;
+        let adaptor = match kind {
+            "statistics" => AnyResource::new(StatisticsResourceAdaptor::new(make("pool", FreeChecks::Checked)?)),
+            "limiting" => AnyResource::new(LimitingResourceAdaptor::new(make("pool", FreeChecks::Checked)?, 1 << 40)),
+            _ => AnyResource::new(TrackingResourceAdaptor::new(make("pool", FreeChecks::Checked)?, false)),
+        };
+        let mut best = [f64::MAX; 4];
+        for _ in 0..rounds {
+            best[0] = best[0].min(pairs(&adaptor));
+            best[1] = best[1].min(pairs(&pool));
+            best[2] = best[2].min(churn(&adaptor));
+            best[3] = best[3].min(churn(&pool));
+        }
+        println!(
+            "| {kind} | {:.1} | {:.1} | {:+.1} | {:.1} | {:.1} | {:+.1} |",
+            best[0],
+            best[1],
+            best[0] - best[1],
+            best[2],
+            best[3],
+            best[2] - best[3]
         );
     }
     Ok(())

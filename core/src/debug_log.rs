@@ -7,7 +7,12 @@
 //!   idempotent, and it installs nothing when the host application already has a subscriber: rmm's
 //!   events then go to the host's (and the level API below only records the level).
 //!   rmm-core calls it lazily when the first resource is wrapped in an [`crate::AnyResource`], but
-//!   only when `RMM_DEBUG_LOG_FILE` is set; the bindings call it at start-up.
+//!   only when `RMM_DEBUG_LOG_FILE` is set. librmm (the C ABI and the C++ binding) calls it when it
+//!   is loaded (`bindings-cpp/src/debug_log.rs`), so C and C++ programs hear rmm's warnings and
+//!   errors on stderr, as RMM's default logger writes them; a Rust program that wants them
+//!   installs it (or its own subscriber) itself.
+//! - [`report_unheard`] is for failures that must reach someone even where nothing was installed:
+//!   it also writes to stderr when no subscriber would record the event.
 //! - lines follow RMM's pattern `[%6t][%H:%M:%S:%f][%-6l] %v`: the OS thread id right-aligned in 6
 //!   columns, local wall-clock time with microseconds, the level name left-aligned in 6, the message;
 //! - [`set_logging_level`], [`logging_level`], [`should_log`], [`flush_logger`],
@@ -108,6 +113,17 @@ impl Level {
     /// The level called `name` (as [`Level::name`] spells it), if any.
     pub fn from_name(name: &str) -> Option<Level> {
         Self::ALL.into_iter().find(|l| l.name() == name)
+    }
+
+    /// The level whose value (`level as u8`, rapids_logger's `level_enum` value) is `code`, if any.
+    ///
+    /// ```
+    /// use rmm_core::debug_log::Level;
+    /// assert_eq!(Level::from_code(3), Some(Level::Warn));
+    /// assert_eq!(Level::from_code(7), None);
+    /// ```
+    pub fn from_code(code: i32) -> Option<Level> {
+        usize::try_from(code).ok().and_then(|i| Self::ALL.get(i)).copied()
     }
 
     /// The name in log lines (spdlog's `%l`: `warning` for [`Level::Warn`]).
@@ -251,6 +267,16 @@ pub fn init_debug_log() -> Result<DebugLogSink> {
     let sink = done.sink.clone();
     *state = Some(done);
     Ok(sink)
+}
+
+/// Reports an error on rmm's debug log, and on stderr too when no `tracing` subscriber would record
+/// it (nothing installed the debug log and the host has none), so that it is never silent. For
+/// failures nobody asked about and no caller sees (an allocation log that loses events).
+pub(crate) fn report_unheard(message: std::fmt::Arguments<'_>) {
+    tracing::error!("{message}");
+    if tracing::dispatcher::get_default(|d| d.is::<tracing::subscriber::NoSubscriber>()) {
+        eprintln!("rmm: {message}");
+    }
 }
 
 /// [`init_debug_log`] when `RMM_DEBUG_LOG_FILE` is set, checked once per process (cheap after the

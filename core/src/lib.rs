@@ -14,7 +14,13 @@
 //! - [`error`]: the one [`Error`] type;
 //! - [`size`]: sizes written as text (RMM's `parse_bytes`);
 //! - [`debug_log`]: RMM's debug log (`RMM_DEBUG_LOG_FILE`, levels) over `tracing`;
-//! - [`view`]: typed strided views, DLPack 1.x, and their C struct.
+//! - [`view`]: typed strided views, DLPack 1.x, and their C struct;
+//! - [`export`]: buffers and resources handed to another binary as plain C structs;
+//! - [`aligned`]: alignment arithmetic.
+//!
+//! The top-level modules import one way, `cuda` ← `resource` ← `mr` ← `registry` ← `buffer` ←
+//! `view`/`export` (`error`, `aligned`, `size` and `debug_log` below them all); `tests/layers.rs`
+//! fails on a loop.
 
 pub mod aligned;
 pub mod buffer;

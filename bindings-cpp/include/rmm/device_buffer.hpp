@@ -6,7 +6,7 @@
  * The memory resource: every constructor takes `cuda::mr::any_resource<device_accessible>`, defaulting
  * to the current device's resource, as RMM. Any resource works, a user's own CCCL resource included:
  * an rmm resource passes its librmm handle through, any other goes behind the C vtable of
- * per_device_resource.hpp (mr::detail::to_c_resource), so librmm calls back into it. The buffer
+ * mr/detail/cpp_resource_box.hpp (mr::detail::to_c_resource), so librmm calls back into it. The buffer
  * shares ownership of its resource (also the default one: the registry's resource, not a reference
  * to it), so the resource lives as long as the memory.
  *

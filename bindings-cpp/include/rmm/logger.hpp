@@ -8,7 +8,8 @@
  * need its headers on the include path and its library linked (`pip install rapids-logger`, or
  * conda's `rapids-logger`; in CMake `find_package(rapids_logger)` and link
  * `rapids_logger::rapids_logger`). librmm does not use it: its own diagnostics go through Rust's
- * `tracing` (RMM_DEBUG_LOG_FILE is not read by librmm).
+ * `tracing`, to a log librmm installs when it is loaded (stderr, or the file named by
+ * RMM_DEBUG_LOG_FILE, in the pattern below).
  *
  * The default logger is one object per binary that includes this header (an inline function's
  * static): with several shared libraries built with hidden visibility, each has its own.

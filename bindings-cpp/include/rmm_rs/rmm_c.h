@@ -238,7 +238,6 @@ int rmm_resource_is_equal(rmm_resource a, rmm_resource b);
 #define RMM_RESOURCE_KIND_THREAD_SAFE 20
 #define RMM_RESOURCE_KIND_PREFETCH 21
 #define RMM_RESOURCE_KIND_FAILURE_CALLBACK 22
-#define RMM_RESOURCE_KIND_EXPANDABLE_POOL 23
 
 /** The kind of `resource` in `*kind_out` and, when `upstream_out` is not NULL, its upstream (an
  *  OWNING handle; {NULL, NULL} for a resource without one). `resource` must be a resource of this
@@ -711,6 +710,42 @@ int rmm_tracking_resource_adaptor_get_outstanding_allocations(rmm_resource resou
  *  INVALID_ARGUMENT when ptr is not outstanding through the adaptor. */
 int rmm_tracking_resource_adaptor_get_allocation_stack(rmm_resource resource, const void* ptr, char* buf,
                                                        size_t capacity, size_t* length_out, rmm_error* err);
+
+/** Writes the outstanding allocations of a tracking_resource_adaptor to the debug log (RMM's
+ *  log_outstanding_allocations(), at debug level). INVALID_ARGUMENT for another kind of resource. */
+int rmm_tracking_resource_adaptor_log_outstanding_allocations(rmm_resource resource, rmm_error* err);
+
+/* ---- Debug log (bindings-cpp/src/debug_log.rs): the log of the process's engine ----
+ *
+ * The engine's diagnostics (RMM's debug log: the file named by RMM_DEBUG_LOG_FILE, else stderr) are
+ * written by this library. Levels are rapids_logger's level_enum values. */
+
+#define RMM_LOG_LEVEL_TRACE 0
+#define RMM_LOG_LEVEL_DEBUG 1
+#define RMM_LOG_LEVEL_INFO 2
+#define RMM_LOG_LEVEL_WARN 3
+#define RMM_LOG_LEVEL_ERROR 4
+#define RMM_LOG_LEVEL_CRITICAL 5
+#define RMM_LOG_LEVEL_OFF 6
+
+/** Sets the debug log's level (an RMM_LOG_LEVEL_* value, else INVALID_ARGUMENT): messages below it
+ *  are not written. */
+int rmm_debug_log_set_level(int level, rmm_error* err);
+
+/** The debug log's level (default RMM_LOG_LEVEL_INFO). */
+int rmm_debug_log_level(void);
+
+/** 1 when a message at `level` would be written (`level` at or above the log's level), else 0. */
+int rmm_debug_log_should_log(int level);
+
+/** Sets the level at and above which each line is written out at once (else INVALID_ARGUMENT). */
+int rmm_debug_log_set_flush_level(int level, rmm_error* err);
+
+/** The flush level (default RMM_LOG_LEVEL_TRACE: every line is written out at once). */
+int rmm_debug_log_flush_level(void);
+
+/** Writes out the lines buffered below the flush level. */
+void rmm_debug_log_flush(void);
 
 /* ---- Owning exports (bindings-cpp/src/capsules.rs): buffers and resources across binaries ----
  *

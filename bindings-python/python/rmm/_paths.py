@@ -1,11 +1,15 @@
-"""Where the wheel keeps the C++ headers and the CMake package (private; :func:`rmm.get_include`
-and :func:`rmm.get_cmake_dir` are public)."""
+"""Where the wheel keeps the native library, the C++ headers and the CMake package (private;
+:func:`rmm.get_include` and :func:`rmm.get_cmake_dir` are public)."""
 
 from __future__ import annotations
 
 import pathlib
 
 _PACKAGE = pathlib.Path(__file__).resolve().parent
+
+#: The file name of the native library: the C ABI and the process's one engine, which ``rmm._rmm``
+#: links (the wheel carries it in ``rmm/lib/``).
+NATIVE_LIBRARY = "librmm_rs.so"
 
 
 def _existing(path: pathlib.Path, what: str) -> str:

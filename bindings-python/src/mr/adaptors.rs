@@ -1,46 +1,107 @@
-//! Adaptors that add behaviour to an upstream resource: `LimitingResourceAdaptor`,
-//! `LoggingResourceAdaptor`, `StatisticsResourceAdaptor`, `TrackingResourceAdaptor`,
-//! `FailureCallbackResourceAdaptor` and `PrefetchResourceAdaptor`.
+//! Adaptors that add behaviour to an upstream resource: `AlignedResourceAdaptor`,
+//! `LimitingResourceAdaptor`, `LoggingResourceAdaptor`, `StatisticsResourceAdaptor`,
+//! `TrackingResourceAdaptor`, `ThreadSafeResourceAdaptor`, `FailureCallbackResourceAdaptor` and
+//! `PrefetchResourceAdaptor`, made by librmm (`native.rs`) and read through its accessors.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::ffi::{c_int, c_void, CString};
+use std::path::Path;
 
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
-use rmm_core::mr::statistics::Counter;
-use rmm_core::mr::{
-    FailureCallbackResourceAdaptor, LimitingResourceAdaptor, LoggingResourceAdaptor, PrefetchResourceAdaptor,
-    StatisticsResourceAdaptor, TrackingResourceAdaptor,
-};
-use rmm_core::{registry, Error};
+use rmm_core::registry::owner::rmm_counter;
+use rmm_core::resource::rmm_resource;
+use rmm_core::{registry, AnyResource, Error, Result, DEFAULT_ALIGNMENT};
 
-use super::{adaptor, Backend, PyDeviceMemoryResource, PyUpstreamResourceAdaptor};
+use super::{adaptor, handle_of, PyDeviceMemoryResource, PyUpstreamResourceAdaptor};
 use crate::error::{park, to_py_err, IntoPyResult};
-use crate::owner::OwnerResource;
+use crate::native::{self, adopt};
+
+/// A new adaptor over `upstream` from the librmm constructor `name`, called through `new` with the
+/// upstream's borrowed handle (librmm retains it) and the out- and error pointers.
+fn over(
+    upstream: &Bound<'_, PyDeviceMemoryResource>,
+    name: &'static str,
+    new: impl FnOnce(rmm_resource, *mut rmm_resource, *mut rmm_core::resource::rmm_error) -> c_int,
+) -> Result<AnyResource> {
+    let handle = upstream.get().handle();
+    adopt(name, |out, err| new(handle, out, err))
+}
+
+/// A size an accessor of the adaptor `object` writes through one out-pointer.
+fn read_u64(
+    object: &Bound<'_, impl pyo3::PyClass>,
+    name: &'static str,
+    read: unsafe extern "C" fn(rmm_resource, *mut u64, *mut rmm_core::resource::rmm_error) -> c_int,
+) -> PyResult<u64> {
+    let h = handle_of(object)?;
+    // SAFETY: `read` is the accessor `name` of rmm_c.h; a live borrowed handle; a valid out-pointer.
+    native::read(name, 0, |out, err| unsafe { read(h, out, err) }).into_py_result()
+}
+
+/// Aligns allocations of at least `alignment_threshold` bytes to `alignment` (a power of two; RMM's
+/// `aligned_resource_adaptor`, an rmm-rs extra in Python).
+#[pyclass(extends = PyUpstreamResourceAdaptor, frozen, module = "rmm.pylibrmm.memory_resource", name = "AlignedResourceAdaptor")]
+pub(crate) struct PyAlignedResourceAdaptor;
+
+#[pymethods]
+impl PyAlignedResourceAdaptor {
+    #[new]
+    #[pyo3(signature = (upstream_mr, alignment = DEFAULT_ALIGNMENT, alignment_threshold = None))]
+    fn py_new(
+        upstream_mr: Bound<'_, PyDeviceMemoryResource>,
+        alignment: usize,
+        alignment_threshold: Option<usize>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let threshold = native::optional(alignment_threshold);
+        // SAFETY: valid arguments and out-pointers (see `over`).
+        let mr = over(&upstream_mr, "rmm_aligned_resource_adaptor_new", |up, out, err| unsafe {
+            native::rmm_aligned_resource_adaptor_new(up, alignment as u64, threshold, out, err)
+        });
+        Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
+    }
+}
+
+/// One lock around every call into the upstream (RMM's `thread_safe_resource_adaptor`, an rmm-rs
+/// extra in Python).
+#[pyclass(extends = PyUpstreamResourceAdaptor, frozen, module = "rmm.pylibrmm.memory_resource", name = "ThreadSafeResourceAdaptor")]
+pub(crate) struct PyThreadSafeResourceAdaptor;
+
+#[pymethods]
+impl PyThreadSafeResourceAdaptor {
+    #[new]
+    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>) -> PyResult<PyClassInitializer<Self>> {
+        // SAFETY: valid arguments and out-pointers (see `over`).
+        let mr = over(&upstream_mr, "rmm_thread_safe_resource_adaptor_new", |up, out, err| unsafe {
+            native::rmm_thread_safe_resource_adaptor_new(up, out, err)
+        });
+        Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
+    }
+}
 
 /// Refuses allocations that would take the bytes outstanding above `allocation_limit` (RMM's
 /// `LimitingResourceAdaptor`), with MemoryError.
 #[pyclass(extends = PyUpstreamResourceAdaptor, frozen, module = "rmm.pylibrmm.memory_resource", name = "LimitingResourceAdaptor")]
-pub(crate) struct PyLimitingResourceAdaptor {
-    pub(super) limiting: LimitingResourceAdaptor,
-}
+pub(crate) struct PyLimitingResourceAdaptor;
 
 #[pymethods]
 impl PyLimitingResourceAdaptor {
     #[new]
-    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>, allocation_limit: usize) -> PyClassInitializer<Self> {
-        let limiting = LimitingResourceAdaptor::new(upstream_mr.get().inner.clone(), allocation_limit);
-        adaptor(limiting.clone(), &upstream_mr, Self { limiting })
+    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>, allocation_limit: usize) -> PyResult<PyClassInitializer<Self>> {
+        // SAFETY: valid arguments and out-pointers (see `over`).
+        let mr = over(&upstream_mr, "rmm_limiting_resource_adaptor_new", |up, out, err| unsafe {
+            native::rmm_limiting_resource_adaptor_new(up, allocation_limit as u64, DEFAULT_ALIGNMENT as u64, out, err)
+        });
+        Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
     }
 
     /// Bytes allocated through this adaptor and not yet freed.
-    fn get_allocated_bytes(&self) -> usize {
-        self.limiting.allocated_bytes()
+    fn get_allocated_bytes(slf: &Bound<'_, Self>) -> PyResult<u64> {
+        read_u64(slf, "rmm_limiting_resource_adaptor_get_allocated_bytes", native::rmm_limiting_resource_adaptor_get_allocated_bytes)
     }
 
     /// The limit given to the constructor.
-    fn get_allocation_limit(&self) -> usize {
-        self.limiting.allocation_limit()
+    fn get_allocation_limit(slf: &Bound<'_, Self>) -> PyResult<u64> {
+        read_u64(slf, "rmm_limiting_resource_adaptor_get_allocation_limit", native::rmm_limiting_resource_adaptor_get_allocation_limit)
     }
 }
 
@@ -60,21 +121,15 @@ fn append_device_id(file_name: &str, device: i32) -> String {
 /// `RMM_LOG_FILE`; neither is a ValueError) with `.dev<N>` inserted before the extension for the
 /// current device N, made absolute.
 #[pyclass(extends = PyUpstreamResourceAdaptor, frozen, module = "rmm.pylibrmm.memory_resource", name = "LoggingResourceAdaptor")]
-pub(crate) struct PyLoggingResourceAdaptor {
-    logging: LoggingResourceAdaptor,
-    file_name: Option<String>,
-}
+pub(crate) struct PyLoggingResourceAdaptor;
 
 impl PyLoggingResourceAdaptor {
-    /// A logging adaptor that Python did not make.
-    pub(crate) fn wrapped(logging: LoggingResourceAdaptor) -> Self {
-        let file_name = logging.file_name().map(|p| p.to_string_lossy().into_owned());
-        Self { logging, file_name }
-    }
-
-    /// Writes out the buffered lines.
-    pub(crate) fn flush_log(&self) -> PyResult<()> {
-        self.logging.flush().into_py_result()
+    /// Writes out the buffered lines of the adaptor `object`.
+    pub(crate) fn flush_log(object: &Bound<'_, Self>) -> PyResult<()> {
+        let h = handle_of(object)?;
+        // SAFETY: a live borrowed handle.
+        native::call("rmm_logging_resource_adaptor_flush", |err| unsafe { native::rmm_logging_resource_adaptor_flush(h, err) })
+            .into_py_result()
     }
 }
 
@@ -98,125 +153,180 @@ impl PyLoggingResourceAdaptor {
         let device = py.detach(registry::current_device_or_host).into_py_result()?;
         let name = append_device_id(&name, device);
         let absolute: String = py.import("os.path")?.call_method1("abspath", (name,))?.extract()?;
+        let path = CString::new(absolute).map_err(|_| PyValueError::new_err("the log file name contains a NUL"))?;
         let upstream = upstream_mr.get().inner.clone();
-        let path = PathBuf::from(&absolute);
-        let logging = py.detach(|| LoggingResourceAdaptor::new(upstream, &path)).into_py_result()?;
-        Ok(adaptor(logging.clone(), &upstream_mr, Self { logging, file_name: Some(absolute) }))
+        let mr = py.detach(|| {
+            // SAFETY: a live borrowed upstream handle (librmm retains it), a NUL-terminated file name
+            // that outlives the call, valid out-pointers.
+            adopt("rmm_logging_resource_adaptor_new", |out, err| unsafe {
+                native::rmm_logging_resource_adaptor_new(upstream.borrow_handle(), path.as_ptr(), 0, out, err)
+            })
+        });
+        Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
     }
 
     /// Writes out the buffered lines.
-    fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.logging.flush()).into_py_result()
+    fn flush(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let h = handle_of(slf)?;
+        // The flush writes a file: without the GIL. The handle stays valid: `slf` holds it.
+        let h = SendHandle(h);
+        slf.py()
+            .detach(move || {
+                let h = h;
+                // SAFETY: a live borrowed handle.
+                native::call("rmm_logging_resource_adaptor_flush", |err| unsafe {
+                    native::rmm_logging_resource_adaptor_flush(h.0, err)
+                })
+            })
+            .into_py_result()
     }
 
-    /// The absolute path of the log file.
-    fn get_file_name(&self) -> Option<String> {
-        self.file_name.clone()
+    /// The absolute path of the log file (None for an adaptor that logs to something else).
+    fn get_file_name(slf: &Bound<'_, Self>) -> PyResult<Option<String>> {
+        let h = handle_of(slf)?;
+        // SAFETY: a live borrowed handle; `buf` holds `capacity` bytes.
+        let name = native::read_text("rmm_logging_resource_adaptor_get_file_name", |buf, capacity, length, err| unsafe {
+            native::rmm_logging_resource_adaptor_get_file_name(h, buf, capacity, length, err)
+        });
+        Ok(Some(name.into_py_result()?).filter(|n| !n.is_empty()))
     }
 }
+
+/// A borrowed handle carried into a call without the GIL, while its Python object (which holds the
+/// resource) stays alive in the caller's frame.
+struct SendHandle(rmm_resource);
+
+// SAFETY: a handle names a resource usable from any thread (rmm_c.h); the object that keeps it
+// alive outlives the call that carries it.
+unsafe impl Send for SendHandle {}
 
 /// Counts the bytes and allocations that pass through it, in nestable frames (RMM's
 /// `StatisticsResourceAdaptor`). Counters are returned as `rmm.statistics.Statistics` (the
 /// pure-Python dataclass, imported when first needed).
 #[pyclass(extends = PyUpstreamResourceAdaptor, frozen, module = "rmm.pylibrmm.memory_resource", name = "StatisticsResourceAdaptor")]
-pub(crate) struct PyStatisticsResourceAdaptor {
-    stats: Backend<StatisticsResourceAdaptor>,
-}
+pub(crate) struct PyStatisticsResourceAdaptor;
 
 /// RMM's `rmm.statistics.Statistics` from a (bytes, allocations) pair of counters.
-fn statistics(py: Python<'_>, (bytes, count): (Counter, Counter)) -> PyResult<Py<PyAny>> {
+fn statistics(py: Python<'_>, (bytes, count): (rmm_counter, rmm_counter)) -> PyResult<Py<PyAny>> {
     let class = py.import("rmm.statistics")?.getattr("Statistics")?;
     let object = class.call1((bytes.value, count.value, bytes.peak, count.peak, bytes.total, count.total))?;
     Ok(object.unbind())
 }
 
 impl PyStatisticsResourceAdaptor {
-    pub(crate) fn local(stats: StatisticsResourceAdaptor) -> Self {
-        Self { stats: Backend::Local(stats) }
-    }
-
-    pub(crate) fn owner(owner: OwnerResource) -> Self {
-        Self { stats: Backend::Owner(owner) }
-    }
-
-    fn counters(&self, py: Python<'_>) -> PyResult<(Counter, Counter)> {
-        match &self.stats {
-            Backend::Local(stats) => Ok(stats.counters()),
-            Backend::Owner(owner) => py.detach(|| owner.counters()).into_py_result(),
-        }
+    /// Push or pop (`which`) of the counters, without the GIL: they wait for allocations in flight
+    /// on other threads.
+    fn push_or_pop(
+        slf: &Bound<'_, Self>,
+        name: &'static str,
+        which: unsafe extern "C" fn(rmm_resource, *mut rmm_counter, *mut rmm_counter, *mut rmm_core::resource::rmm_error) -> c_int,
+    ) -> PyResult<Result<(rmm_counter, rmm_counter)>> {
+        let h = SendHandle(handle_of(slf)?);
+        Ok(slf.py().detach(move || {
+            let h = h;
+            // SAFETY: `which` is the accessor `name` of rmm_c.h; a live borrowed handle; valid
+            // out-pointers.
+            native::read_counter_pair(name, |bytes, allocations, err| unsafe { which(h.0, bytes, allocations, err) })
+        }))
     }
 }
 
 #[pymethods]
 impl PyStatisticsResourceAdaptor {
     #[new]
-    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>) -> PyClassInitializer<Self> {
-        let stats = StatisticsResourceAdaptor::new(upstream_mr.get().inner.clone());
-        adaptor(stats.clone(), &upstream_mr, Self::local(stats))
+    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>) -> PyResult<PyClassInitializer<Self>> {
+        // SAFETY: valid arguments and out-pointers (see `over`).
+        let mr = over(&upstream_mr, "rmm_statistics_resource_adaptor_new", |up, out, err| unsafe {
+            native::rmm_statistics_resource_adaptor_new(up, out, err)
+        });
+        Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
     }
 
     /// The counters of the current frame as an `rmm.statistics.Statistics`.
     #[getter]
-    fn allocation_counts(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let counters = self.counters(py)?;
-        statistics(py, counters)
+    fn allocation_counts(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        let h = handle_of(slf)?;
+        let counter = |name, get: unsafe extern "C" fn(rmm_resource, *mut rmm_counter, *mut rmm_core::resource::rmm_error) -> c_int| {
+            // SAFETY: `get` is the accessor `name` of rmm_c.h; a live borrowed handle; a valid
+            // out-pointer.
+            native::read(name, rmm_counter::default(), |out, err| unsafe { get(h, out, err) }).into_py_result()
+        };
+        let bytes = counter("rmm_statistics_resource_adaptor_get_bytes_counter", native::rmm_statistics_resource_adaptor_get_bytes_counter)?;
+        let allocations = counter(
+            "rmm_statistics_resource_adaptor_get_allocations_counter",
+            native::rmm_statistics_resource_adaptor_get_allocations_counter,
+        )?;
+        statistics(slf.py(), (bytes, allocations))
     }
 
     /// Starts a new frame of zero counters; returns the counters from before the push.
-    fn push_counters(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        // Push and pop wait for allocations in flight on other threads: without the GIL.
-        let before = match &self.stats {
-            Backend::Local(stats) => py.detach(|| stats.push_counters()),
-            Backend::Owner(owner) => py.detach(|| owner.push_counters()).into_py_result()?,
-        };
-        statistics(py, before)
+    fn push_counters(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        let before = Self::push_or_pop(slf, "rmm_statistics_resource_adaptor_push_counters", native::rmm_statistics_resource_adaptor_push_counters)?
+            .into_py_result()?;
+        statistics(slf.py(), before)
     }
 
     /// Ends the current frame, folds it into its parent and returns it (values may be negative).
     /// Raises IndexError when no frame was pushed, as RMM does.
-    fn pop_counters(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let popped = match &self.stats {
-            Backend::Local(stats) => py.detach(|| stats.pop_counters()),
-            Backend::Owner(owner) => py.detach(|| owner.pop_counters()),
-        }
-        .map_err(|e| match e {
-            // RMM throws std::out_of_range here, which Cython raises as IndexError.
-            Error::InvalidArgument(message) => PyIndexError::new_err(message),
-            other => to_py_err(other),
-        })?;
-        statistics(py, popped)
+    fn pop_counters(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        let popped = Self::push_or_pop(slf, "rmm_statistics_resource_adaptor_pop_counters", native::rmm_statistics_resource_adaptor_pop_counters)?
+            .map_err(|e| match e {
+                // RMM throws std::out_of_range here, which Cython raises as IndexError.
+                Error::InvalidArgument(message) => PyIndexError::new_err(message),
+                other => to_py_err(other),
+            })?;
+        statistics(slf.py(), popped)
     }
 }
 
 /// Remembers every outstanding allocation (and, with `capture_stacks`, where it was made) (RMM's
 /// `TrackingResourceAdaptor`).
 #[pyclass(extends = PyUpstreamResourceAdaptor, frozen, module = "rmm.pylibrmm.memory_resource", name = "TrackingResourceAdaptor")]
-pub(crate) struct PyTrackingResourceAdaptor {
-    pub(super) tracking: TrackingResourceAdaptor,
-}
+pub(crate) struct PyTrackingResourceAdaptor;
 
 #[pymethods]
 impl PyTrackingResourceAdaptor {
     #[new]
     #[pyo3(signature = (upstream_mr, capture_stacks = false))]
-    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>, capture_stacks: bool) -> PyClassInitializer<Self> {
-        let tracking = TrackingResourceAdaptor::new(upstream_mr.get().inner.clone(), capture_stacks);
-        adaptor(tracking.clone(), &upstream_mr, Self { tracking })
+    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>, capture_stacks: bool) -> PyResult<PyClassInitializer<Self>> {
+        // SAFETY: valid arguments and out-pointers (see `over`).
+        let mr = over(&upstream_mr, "rmm_tracking_resource_adaptor_new", |up, out, err| unsafe {
+            native::rmm_tracking_resource_adaptor_new(up, c_int::from(capture_stacks), out, err)
+        });
+        Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
     }
 
     /// Bytes allocated through this adaptor and not yet freed.
-    fn get_allocated_bytes(&self) -> usize {
-        self.tracking.allocated_bytes()
+    fn get_allocated_bytes(slf: &Bound<'_, Self>) -> PyResult<u64> {
+        read_u64(slf, "rmm_tracking_resource_adaptor_get_allocated_bytes", native::rmm_tracking_resource_adaptor_get_allocated_bytes)
     }
 
     /// The outstanding allocations, one per line (with stacks when captured), as RMM formats them.
-    fn get_outstanding_allocations_str(&self, py: Python<'_>) -> String {
-        py.detach(|| self.tracking.outstanding_allocations_str())
+    fn get_outstanding_allocations_str(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let h = SendHandle(handle_of(slf)?);
+        slf.py()
+            .detach(move || {
+                let h = h;
+                // SAFETY: a live borrowed handle; `buf` holds `capacity` bytes.
+                native::read_text("rmm_tracking_resource_adaptor_get_outstanding_allocations_str", |buf, capacity, length, err| unsafe {
+                    native::rmm_tracking_resource_adaptor_get_outstanding_allocations_str(h.0, buf, capacity, length, err)
+                })
+            })
+            .into_py_result()
     }
 
     /// Writes the outstanding allocations to the debug log.
-    fn log_outstanding_allocations(&self, py: Python<'_>) {
-        py.detach(|| self.tracking.log_outstanding_allocations());
+    fn log_outstanding_allocations(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let h = SendHandle(handle_of(slf)?);
+        slf.py()
+            .detach(move || {
+                let h = h;
+                // SAFETY: a live borrowed handle.
+                native::call("rmm_tracking_resource_adaptor_log_outstanding_allocations", |err| unsafe {
+                    native::rmm_tracking_resource_adaptor_log_outstanding_allocations(h.0, err)
+                })
+            })
+            .into_py_result()
     }
 }
 
@@ -225,31 +335,59 @@ impl PyTrackingResourceAdaptor {
 /// callback ends the allocation and is raised (as RuntimeError unless it is a MemoryError).
 #[pyclass(extends = PyUpstreamResourceAdaptor, frozen, module = "rmm.pylibrmm.memory_resource", name = "FailureCallbackResourceAdaptor")]
 pub(crate) struct PyFailureCallbackResourceAdaptor {
-    callback: Py<PyAny>,
+    /// The Python function (None for an adaptor made outside Python).
+    pub(super) callback: Option<Py<PyAny>>,
+}
+
+/// `rmm_failure_callback`: calls the Python function; an exception ends the allocation and is
+/// parked for the binding call that started it.
+unsafe extern "C" fn failure_callback(bytes: usize, context: *mut c_void) -> c_int {
+    // SAFETY: librmm passes the context made in `py_new`, alive until released.
+    let func = unsafe { &*(context as *const Py<PyAny>) };
+    let retry = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Python::attach(|py| match func.call1(py, (bytes,)).and_then(|r| r.bind(py).is_truthy()) {
+            Ok(retry) => retry,
+            Err(e) => {
+                park(e);
+                false
+            }
+        })
+    }));
+    c_int::from(retry.unwrap_or(false))
+}
+
+/// `rmm_failure_callback_release`: drops the Python function (with the GIL).
+unsafe extern "C" fn release_failure_callback(context: *mut c_void) {
+    // SAFETY: the box made in `py_new`, released once by librmm.
+    let func = unsafe { Box::from_raw(context as *mut Py<PyAny>) };
+    Python::attach(move |_| drop(func));
 }
 
 #[pymethods]
 impl PyFailureCallbackResourceAdaptor {
     #[new]
-    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>, callback: Py<PyAny>) -> PyClassInitializer<Self> {
-        let func = callback.clone_ref(upstream_mr.py());
-        let on_failure = move |bytes: usize| -> bool {
-            Python::attach(|py| match func.call1(py, (bytes,)).and_then(|r| r.bind(py).is_truthy()) {
-                Ok(retry) => retry,
-                Err(e) => {
-                    park(e);
-                    false
-                }
-            })
-        };
-        let mr = FailureCallbackResourceAdaptor::new(upstream_mr.get().inner.clone(), Arc::new(on_failure));
-        adaptor(mr, &upstream_mr, Self { callback })
+    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>, callback: Py<PyAny>) -> PyResult<PyClassInitializer<Self>> {
+        let context = Box::into_raw(Box::new(callback.clone_ref(upstream_mr.py())));
+        // SAFETY: functions of this module that never unwind and accept `context` until librmm
+        // releases it with `release_failure_callback` (also on failure); see `over`.
+        let mr = over(&upstream_mr, "rmm_failure_callback_resource_adaptor_new", |up, out, err| unsafe {
+            native::rmm_failure_callback_resource_adaptor_new(
+                up,
+                Some(failure_callback),
+                context.cast(),
+                Some(release_failure_callback),
+                out,
+                err,
+            )
+        });
+        Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self { callback: Some(callback) }))
     }
 
-    /// The callback given to the constructor (an rmm-rs extra).
+    /// The callback given to the constructor (an rmm-rs extra; None for an adaptor made outside
+    /// Python).
     #[getter]
-    fn callback(&self, py: Python<'_>) -> Py<PyAny> {
-        self.callback.clone_ref(py)
+    fn callback(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.callback.as_ref().map(|c| c.clone_ref(py))
     }
 }
 
@@ -261,7 +399,11 @@ pub(crate) struct PyPrefetchResourceAdaptor;
 #[pymethods]
 impl PyPrefetchResourceAdaptor {
     #[new]
-    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>) -> PyClassInitializer<Self> {
-        adaptor(PrefetchResourceAdaptor::new(upstream_mr.get().inner.clone()), &upstream_mr, Self)
+    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>) -> PyResult<PyClassInitializer<Self>> {
+        // SAFETY: valid arguments and out-pointers (see `over`).
+        let mr = over(&upstream_mr, "rmm_prefetch_resource_adaptor_new", |up, out, err| unsafe {
+            native::rmm_prefetch_resource_adaptor_new(up, out, err)
+        });
+        Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
     }
 }

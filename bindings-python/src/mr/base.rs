@@ -1,21 +1,19 @@
 //! Resources with no upstream: over the CUDA driver (`CudaMemoryResource`, `ManagedMemoryResource`,
 //! `PinnedHostMemoryResource`, `CudaAsync*`), over the host (`SystemMemoryResource`,
-//! `SamHeadroomMemoryResource`), or over Python functions (`CallbackMemoryResource`).
+//! `SamHeadroomMemoryResource`), over Python functions (`CallbackMemoryResource`), or over nothing
+//! (`SimulatedMemoryResource`). Each is made by librmm (`native.rs`).
 
-use std::sync::Arc;
+use std::ffi::{c_int, c_void};
 
 use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use rmm_core::cuda::Stream;
-use rmm_core::mr::{
-    CallbackMemoryResource, CudaAsyncManagedMemoryResource, CudaAsyncMemoryResource, CudaAsyncOptions,
-    CudaAsyncViewMemoryResource, CudaMemoryResource, ExportHandleType, ManagedMemoryResource, PinnedHostMemoryResource,
-    SamHeadroomMemoryResource, SystemMemoryResource,
-};
-use rmm_core::{Error, Result};
+use rmm_core::resource::rmm_error;
+use rmm_core::resource::status::RMM_OK;
+use rmm_core::Error;
 
-use super::{leaf, optional_size, PyDeviceMemoryResource};
+use super::{handle_of, leaf, optional_size, PyDeviceMemoryResource};
 use crate::error::{park, to_py_err, IntoPyResult};
+use crate::native::{self, adopt};
 use crate::stream::PyStream;
 
 /// Device memory from cudaMalloc (RMM's `CudaMemoryResource`).
@@ -25,8 +23,12 @@ pub(crate) struct PyCudaMemoryResource;
 #[pymethods]
 impl PyCudaMemoryResource {
     #[new]
-    fn py_new() -> PyClassInitializer<Self> {
-        leaf(CudaMemoryResource::new(), Self)
+    fn py_new() -> PyResult<PyClassInitializer<Self>> {
+        // SAFETY: valid out-pointers.
+        let mr = adopt("rmm_cuda_memory_resource_new", |out, err| unsafe {
+            native::rmm_cuda_memory_resource_new(out, err)
+        });
+        Ok(leaf(mr.into_py_result()?, Self))
     }
 }
 
@@ -37,8 +39,12 @@ pub(crate) struct PyManagedMemoryResource;
 #[pymethods]
 impl PyManagedMemoryResource {
     #[new]
-    fn py_new() -> PyClassInitializer<Self> {
-        leaf(ManagedMemoryResource::new(), Self)
+    fn py_new() -> PyResult<PyClassInitializer<Self>> {
+        // SAFETY: valid out-pointers.
+        let mr = adopt("rmm_managed_memory_resource_new", |out, err| unsafe {
+            native::rmm_managed_memory_resource_new(out, err)
+        });
+        Ok(leaf(mr.into_py_result()?, Self))
     }
 }
 
@@ -50,8 +56,12 @@ pub(crate) struct PySystemMemoryResource;
 #[pymethods]
 impl PySystemMemoryResource {
     #[new]
-    fn py_new() -> PyClassInitializer<Self> {
-        leaf(SystemMemoryResource::new(), Self)
+    fn py_new() -> PyResult<PyClassInitializer<Self>> {
+        // SAFETY: valid out-pointers.
+        let mr = adopt("rmm_system_memory_resource_new", |out, err| unsafe {
+            native::rmm_system_memory_resource_new(out, err)
+        });
+        Ok(leaf(mr.into_py_result()?, Self))
     }
 }
 
@@ -62,8 +72,12 @@ pub(crate) struct PyPinnedHostMemoryResource;
 #[pymethods]
 impl PyPinnedHostMemoryResource {
     #[new]
-    fn py_new() -> PyClassInitializer<Self> {
-        leaf(PinnedHostMemoryResource::new(), Self)
+    fn py_new() -> PyResult<PyClassInitializer<Self>> {
+        // SAFETY: valid out-pointers.
+        let mr = adopt("rmm_pinned_host_memory_resource_new", |out, err| unsafe {
+            native::rmm_pinned_host_memory_resource_new(out, err)
+        });
+        Ok(leaf(mr.into_py_result()?, Self))
     }
 }
 
@@ -76,8 +90,13 @@ pub(crate) struct PySamHeadroomMemoryResource;
 impl PySamHeadroomMemoryResource {
     #[new]
     fn py_new(py: Python<'_>, headroom: usize) -> PyResult<PyClassInitializer<Self>> {
-        let mr = py.detach(|| SamHeadroomMemoryResource::new(headroom)).into_py_result()?;
-        Ok(leaf(mr, Self))
+        // SAFETY: valid out-pointers.
+        let mr = py.detach(|| {
+            adopt("rmm_sam_headroom_memory_resource_new", |out, err| unsafe {
+                native::rmm_sam_headroom_memory_resource_new(headroom as u64, out, err)
+            })
+        });
+        Ok(leaf(mr.into_py_result()?, Self))
     }
 }
 
@@ -102,21 +121,26 @@ impl PyCudaAsyncMemoryResource {
         enable_ipc: bool,
         enable_fabric: bool,
     ) -> PyResult<PyClassInitializer<Self>> {
-        let options = CudaAsyncOptions {
-            initial_pool_size: optional_size(initial_pool_size)?,
-            release_threshold,
-            export_handle_type: match (enable_ipc, enable_fabric) {
-                (false, false) => None,
-                (true, false) => Some(ExportHandleType::PosixFileDescriptor),
-                (false, true) => Some(ExportHandleType::Fabric),
-                (true, true) => {
-                    return Err(PyValueError::new_err(
-                        "enable_ipc and enable_fabric together are not supported by rmm-rs (one export handle type per pool)",
-                    ))
-                }
-            },
+        // RMM_ALLOCATION_HANDLE_TYPE_*: none, POSIX file descriptor, fabric.
+        let handle_type: i32 = match (enable_ipc, enable_fabric) {
+            (false, false) => 0,
+            (true, false) => 1,
+            (false, true) => 8,
+            (true, true) => {
+                return Err(PyValueError::new_err(
+                    "enable_ipc and enable_fabric together are not supported by rmm-rs (one export handle type per pool)",
+                ))
+            }
         };
-        let mr = py.detach(|| CudaAsyncMemoryResource::with_options(options)).map_err(|e| match e {
+        let initial = native::optional(optional_size(initial_pool_size)?);
+        let threshold = release_threshold.unwrap_or(native::SIZE_NONE);
+        // SAFETY: valid out-pointers.
+        let made = py.detach(|| {
+            adopt("rmm_cuda_async_memory_resource_new", |out, err| unsafe {
+                native::rmm_cuda_async_memory_resource_new(initial, threshold, handle_type, out, err)
+            })
+        });
+        let mr = made.map_err(|e| match e {
             // RMM's message ends with this phrase, which callers (RMM's tests) check with endswith.
             Error::Unsupported(m) if m.starts_with(HANDLE_TYPE_UNSUPPORTED) && m != HANDLE_TYPE_UNSUPPORTED => {
                 PyRuntimeError::new_err(format!("{}: {HANDLE_TYPE_UNSUPPORTED}", m[HANDLE_TYPE_UNSUPPORTED.len()..].trim()))
@@ -130,9 +154,7 @@ impl PyCudaAsyncMemoryResource {
 /// Stream-ordered allocation from an existing CUDA memory pool, which the caller keeps alive (RMM's
 /// `CudaAsyncViewMemoryResource`). `pool_handle` is a cuda-python `cudaMemPool_t` or `CUmemoryPool`.
 #[pyclass(extends = PyDeviceMemoryResource, frozen, module = "rmm.pylibrmm.memory_resource", name = "CudaAsyncViewMemoryResource")]
-pub(crate) struct PyCudaAsyncViewMemoryResource {
-    handle: usize,
-}
+pub(crate) struct PyCudaAsyncViewMemoryResource;
 
 /// True when `obj` is one of cuda-python's pool handle types.
 fn is_pool_handle(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -155,36 +177,61 @@ impl PyCudaAsyncViewMemoryResource {
         }
         let handle: usize = pool_handle.call_method0("__int__")?.extract()?;
         // SAFETY: the handle names a live memory pool (cuda-python object); RMM's contract, repeated
-        // in the class doc: the caller keeps the pool alive while the resource is used.
-        let mr = unsafe { CudaAsyncViewMemoryResource::from_raw(handle) }.into_py_result()?;
-        Ok(leaf(mr, Self { handle }))
+        // in the class doc: the caller keeps the pool alive while the resource is used. Valid
+        // out-pointers.
+        let mr = adopt("rmm_cuda_async_view_memory_resource_new", |out, err| unsafe {
+            native::rmm_cuda_async_view_memory_resource_new(handle as *mut c_void, out, err)
+        });
+        Ok(leaf(mr.into_py_result()?, Self))
     }
 
     /// The pool's handle as an int.
-    fn pool_handle(&self) -> usize {
-        self.handle
+    fn pool_handle(slf: &Bound<'_, Self>) -> PyResult<usize> {
+        pool_handle_of(
+            slf,
+            "rmm_cuda_async_view_memory_resource_pool_handle",
+            native::rmm_cuda_async_view_memory_resource_pool_handle,
+        )
     }
+}
+
+/// The CUDA memory pool that the accessor `name` (`read`) of the resource `object` names, as an int.
+fn pool_handle_of(
+    object: &Bound<'_, impl pyo3::PyClass>,
+    name: &'static str,
+    read: unsafe extern "C" fn(rmm_core::resource::rmm_resource, *mut *mut c_void, *mut rmm_error) -> c_int,
+) -> PyResult<usize> {
+    let h = handle_of(object)?;
+    // SAFETY: `read` is the accessor `name` of rmm_c.h; a live borrowed handle; a valid out-pointer.
+    let pool = native::read(name, std::ptr::null_mut(), |out, err| unsafe { read(h, out, err) });
+    pool.map(|p| p as usize).into_py_result()
 }
 
 /// Stream-ordered managed memory from the device's default managed memory pool (RMM's
 /// `rmm.mr.experimental.CudaAsyncManagedMemoryResource`; CUDA 13+).
 #[pyclass(extends = PyDeviceMemoryResource, frozen, module = "rmm.pylibrmm.memory_resource.experimental", name = "CudaAsyncManagedMemoryResource")]
-pub(crate) struct PyCudaAsyncManagedMemoryResource {
-    handle: usize,
-}
+pub(crate) struct PyCudaAsyncManagedMemoryResource;
 
 #[pymethods]
 impl PyCudaAsyncManagedMemoryResource {
     #[new]
     fn py_new(py: Python<'_>) -> PyResult<PyClassInitializer<Self>> {
-        let mr = py.detach(CudaAsyncManagedMemoryResource::new).into_py_result()?;
-        let handle = mr.pool_handle();
-        Ok(leaf(mr, Self { handle }))
+        // SAFETY: valid out-pointers.
+        let mr = py.detach(|| {
+            adopt("rmm_cuda_async_managed_memory_resource_new", |out, err| unsafe {
+                native::rmm_cuda_async_managed_memory_resource_new(out, err)
+            })
+        });
+        Ok(leaf(mr.into_py_result()?, Self))
     }
 
     /// The pool's handle as an int.
-    fn pool_handle(&self) -> usize {
-        self.handle
+    fn pool_handle(slf: &Bound<'_, Self>) -> PyResult<usize> {
+        pool_handle_of(
+            slf,
+            "rmm_cuda_async_managed_memory_resource_pool_handle",
+            native::rmm_cuda_async_managed_memory_resource_pool_handle,
+        )
     }
 }
 
@@ -200,6 +247,92 @@ fn callback_error(py: Python<'_>, error: PyErr, bytes: usize, which: &str) -> Er
     }
 }
 
+/// The Python functions of a `CallbackMemoryResource`: the context librmm passes to the C
+/// callbacks below, released by [`release_callbacks`] when librmm drops the resource.
+struct Callbacks {
+    allocate: Py<PyAny>,
+    deallocate: Py<PyAny>,
+}
+
+/// `rmm_allocate_callback`: calls `allocate_func(nbytes, stream)`; an exception is parked for the
+/// binding call that started the allocation and reported to librmm as an error.
+unsafe extern "C" fn allocate_callback(
+    bytes: usize,
+    stream: *mut c_void,
+    context: *mut c_void,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: librmm passes the context made in `py_new` (alive until released) and valid
+    // out-pointers (the error may be NULL).
+    let callbacks = unsafe { &*(context as *const Callbacks) };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Python::attach(|py| {
+            let stream = PyStream::from_raw(stream as usize, None);
+            let result = callbacks.allocate.call1(py, (bytes, stream)).and_then(|p| p.extract::<usize>(py));
+            result.map_err(|e| callback_error(py, e, bytes, "allocate"))
+        })
+    }))
+    .unwrap_or_else(|_| Err(Error::Unsupported("the allocate callback panicked".into())));
+    match result {
+        Ok(ptr) => {
+            // SAFETY: valid out-pointer (librmm's contract).
+            unsafe { *out = ptr as *mut c_void };
+            RMM_OK
+        }
+        // SAFETY: NULL or valid (librmm's contract).
+        Err(e) => unsafe { report(err, &e) },
+    }
+}
+
+/// `rmm_deallocate_callback`: calls `deallocate_func(ptr, nbytes, stream)`; an exception is
+/// reported as Python reports one nobody can catch (a free may run when a buffer is collected).
+unsafe extern "C" fn deallocate_callback(
+    ptr: *mut c_void,
+    bytes: usize,
+    stream: *mut c_void,
+    context: *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: as in `allocate_callback`.
+    let callbacks = unsafe { &*(context as *const Callbacks) };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Python::attach(|py| {
+            let stream = PyStream::from_raw(stream as usize, None);
+            callbacks.deallocate.call1(py, (ptr as usize, bytes, stream)).map(drop).map_err(|e| {
+                let message = e.value(py).to_string();
+                e.write_unraisable(py, None);
+                Error::Unsupported(format!("the deallocate callback raised: {message}"))
+            })
+        })
+    }))
+    .unwrap_or_else(|_| Err(Error::Unsupported("the deallocate callback panicked".into())));
+    match result {
+        Ok(()) => RMM_OK,
+        // SAFETY: NULL or valid (librmm's contract).
+        Err(e) => unsafe { report(err, &e) },
+    }
+}
+
+/// Writes `error` to the optional `err` and returns its status.
+///
+/// # Safety
+/// `err` is NULL or valid for writes.
+unsafe fn report(err: *mut rmm_error, error: &Error) -> c_int {
+    // SAFETY: caller contract.
+    if let Some(err) = unsafe { err.as_mut() } {
+        err.set(error);
+    }
+    rmm_core::resource::status::error_kind(error)
+}
+
+/// `rmm_callback_release`: drops the Python functions (with the GIL).
+unsafe extern "C" fn release_callbacks(context: *mut c_void) {
+    // SAFETY: the box made in `py_new`, released once by librmm.
+    let callbacks = unsafe { Box::from_raw(context as *mut Callbacks) };
+    Python::attach(move |_| drop(callbacks));
+}
+
 /// A resource made of two Python functions (RMM's `CallbackMemoryResource`):
 /// `allocate_func(nbytes, stream) -> int` and `deallocate_func(ptr, nbytes, stream)`, where `stream`
 /// is a `Stream`. A `MemoryError` from `allocate_func` is raised as `MemoryError`, any other
@@ -210,25 +343,38 @@ pub(crate) struct PyCallbackMemoryResource;
 #[pymethods]
 impl PyCallbackMemoryResource {
     #[new]
-    fn py_new(allocate_func: Py<PyAny>, deallocate_func: Py<PyAny>) -> PyClassInitializer<Self> {
-        let allocate = move |bytes: usize, stream: Stream| -> Result<*mut u8> {
-            Python::attach(|py| {
-                let stream = PyStream::from_raw(stream.as_raw(), None);
-                let result = allocate_func.call1(py, (bytes, stream)).and_then(|p| p.extract::<usize>(py));
-                result.map(|p| p as *mut u8).map_err(|e| callback_error(py, e, bytes, "allocate"))
-            })
-        };
-        let deallocate = move |ptr: *mut u8, bytes: usize, stream: Stream| -> Result<()> {
-            Python::attach(|py| {
-                let stream = PyStream::from_raw(stream.as_raw(), None);
-                deallocate_func.call1(py, (ptr as usize, bytes, stream)).map(drop).map_err(|e| {
-                    let message = e.value(py).to_string();
-                    // A free has nobody to raise to when a buffer is collected: report it as Python does.
-                    e.write_unraisable(py, None);
-                    Error::Unsupported(format!("the deallocate callback raised: {message}"))
-                })
-            })
-        };
-        leaf(CallbackMemoryResource::new(Arc::new(allocate), Arc::new(deallocate)), Self)
+    fn py_new(allocate_func: Py<PyAny>, deallocate_func: Py<PyAny>) -> PyResult<PyClassInitializer<Self>> {
+        let context = Box::into_raw(Box::new(Callbacks { allocate: allocate_func, deallocate: deallocate_func }));
+        // SAFETY: functions of this module that never unwind and accept `context` until librmm
+        // releases it with `release_callbacks` (also on failure); valid out-pointers.
+        let mr = adopt("rmm_callback_memory_resource_new", |out, err| unsafe {
+            native::rmm_callback_memory_resource_new(
+                Some(allocate_callback),
+                Some(deallocate_callback),
+                context.cast(),
+                Some(release_callbacks),
+                native::ACCESS_DEVICE,
+                out,
+                err,
+            )
+        });
+        Ok(leaf(mr.into_py_result()?, Self))
+    }
+}
+
+/// A simulated device of `capacity` bytes: addresses that are never dereferenced, for exercising
+/// sub-allocators without a GPU (an rmm-rs extra; librmm's `simulated_memory_resource`).
+#[pyclass(extends = PyDeviceMemoryResource, frozen, module = "rmm.pylibrmm.memory_resource", name = "SimulatedMemoryResource")]
+pub(crate) struct PySimulatedMemoryResource;
+
+#[pymethods]
+impl PySimulatedMemoryResource {
+    #[new]
+    fn py_new(capacity: usize) -> PyResult<PyClassInitializer<Self>> {
+        // SAFETY: valid out-pointers.
+        let mr = adopt("rmm_simulated_memory_resource_new", |out, err| unsafe {
+            native::rmm_simulated_memory_resource_new(capacity as u64, out, err)
+        });
+        Ok(leaf(mr.into_py_result()?, Self))
     }
 }

@@ -1,28 +1,25 @@
-//! Bindings for `rmm_core::mr`: RMM's `rmm.pylibrmm.memory_resource` (re-exported as `rmm.mr`).
+//! Bindings for the memory resources: RMM's `rmm.pylibrmm.memory_resource` (re-exported as `rmm.mr`).
 //!
-//! Every resource class derives from `DeviceMemoryResource`, which holds the core `AnyResource`
-//! (shared ownership) and implements `allocate` / `deallocate` once; resources with an upstream
-//! derive from `UpstreamResourceAdaptor`, which keeps the upstream's Python object. A new resource
-//! is a subclass with a constructor that builds its core value, in the file of its kind:
-//! `base.rs` (resources over the driver or the host), `suballoc.rs` (pool, arena, fixed-size,
-//! binning), `adaptors.rs` (limiting, logging, statistics, tracking, failure callback, prefetch).
+//! Every resource class derives from `DeviceMemoryResource`, which holds the resource as a core
+//! `AnyResource` (shared ownership of a librmm handle, see `native.rs`) and implements `allocate` /
+//! `deallocate` once; resources with an upstream derive from `UpstreamResourceAdaptor`, which keeps
+//! the upstream's Python object. A new resource is a subclass whose constructor calls librmm's
+//! `rmm_<name>_new`, in the file of its kind: `base.rs` (resources over the driver or the host),
+//! `suballoc.rs` (pool, arena, fixed-size, binning), `adaptors.rs` (aligned, limiting, logging,
+//! statistics, tracking, thread-safe, failure callback, prefetch); and an arm in [`wrap`].
 //!
 //! The GIL is released around every call into a resource: allocation may block (a pool growing, a
 //! driver call synchronizing) and other Python threads keep running meanwhile.
 
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyString, PyTuple};
 use pyo3::PyClass;
-use rmm_core::mr::{
-    ArenaMemoryResource, BinningMemoryResource, CudaAsyncMemoryResource, FixedSizeMemoryResource,
-    LimitingResourceAdaptor, LoggingResourceAdaptor, PoolMemoryResource,
-    PrefetchResourceAdaptor, StatisticsResourceAdaptor, TrackingResourceAdaptor,
-};
 use rmm_core::mr::kind::ResourceKind;
+use rmm_core::resource::rmm_resource;
 use rmm_core::{AnyResource, MemoryResource, DEFAULT_ALIGNMENT};
 
 use crate::error::{clear_parked, IntoPyResult};
-use crate::owner::OwnerResource;
 use crate::stream::StreamArg;
 
 mod adaptors;
@@ -31,26 +28,32 @@ mod suballoc;
 
 pub(crate) use adaptors::PyLoggingResourceAdaptor;
 use adaptors::{
-    PyFailureCallbackResourceAdaptor, PyLimitingResourceAdaptor, PyPrefetchResourceAdaptor, PyStatisticsResourceAdaptor,
-    PyTrackingResourceAdaptor,
+    PyAlignedResourceAdaptor, PyFailureCallbackResourceAdaptor, PyLimitingResourceAdaptor, PyPrefetchResourceAdaptor,
+    PyStatisticsResourceAdaptor, PyThreadSafeResourceAdaptor, PyTrackingResourceAdaptor,
 };
 use base::{
     PyCallbackMemoryResource, PyCudaAsyncManagedMemoryResource, PyCudaAsyncMemoryResource, PyCudaAsyncViewMemoryResource,
     PyCudaMemoryResource, PyManagedMemoryResource, PyPinnedHostMemoryResource, PySamHeadroomMemoryResource,
-    PySystemMemoryResource,
+    PySimulatedMemoryResource, PySystemMemoryResource,
 };
 use suballoc::{PyArenaMemoryResource, PyBinningMemoryResource, PyFixedSizeMemoryResource, PyPoolMemoryResource};
 
 /// Base class of all memory resources (RMM's `DeviceMemoryResource`).
-#[pyclass(subclass, frozen, module = "rmm.pylibrmm.memory_resource", name = "DeviceMemoryResource")]
+#[pyclass(subclass, frozen, weakref, module = "rmm.pylibrmm.memory_resource", name = "DeviceMemoryResource")]
 pub(crate) struct PyDeviceMemoryResource {
     pub(crate) inner: AnyResource,
 }
 
 impl PyDeviceMemoryResource {
-    pub(crate) fn new(resource: impl MemoryResource) -> Self {
-        Self { inner: AnyResource::new(resource) }
+    /// The C handle of the resource, borrowed: valid while this object lives.
+    pub(crate) fn handle(&self) -> rmm_resource {
+        self.inner.borrow_handle()
     }
+}
+
+/// The borrowed C handle of a resource object (any class deriving from `DeviceMemoryResource`).
+pub(crate) fn handle_of<T: PyClass>(object: &Bound<'_, T>) -> PyResult<rmm_resource> {
+    Ok(object.as_any().cast::<PyDeviceMemoryResource>()?.get().handle())
 }
 
 #[pymethods]
@@ -92,9 +95,9 @@ impl PyDeviceMemoryResource {
         rmm::python::resource_to_capsule(py, self.inner.clone())
     }
 
-    /// The resource of a `"rmm.memory_resource.v1"` capsule as the most specific resource class
-    /// known here (the capsule stays valid). TypeError for anything else, ValueError for an
-    /// invalid capsule.
+    /// The resource of a `"rmm.memory_resource.v1"` capsule as the object of its class (the one
+    /// already alive for it, if any; the capsule stays valid). TypeError for anything else,
+    /// ValueError for an invalid capsule.
     #[staticmethod]
     fn _from_capsule(py: Python<'_>, capsule: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         wrap(py, rmm::python::resource_from_capsule(capsule)?)
@@ -122,31 +125,31 @@ pub(crate) fn optional_size(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option
 
 /// The initializer of a resource with no upstream: the base class holding `resource`, then `class`.
 pub(crate) fn leaf<T: PyClass<BaseType = PyDeviceMemoryResource>>(
-    resource: impl MemoryResource,
+    resource: AnyResource,
     class: T,
 ) -> PyClassInitializer<T> {
-    PyClassInitializer::from(PyDeviceMemoryResource::new(resource)).add_subclass(class)
+    PyClassInitializer::from(PyDeviceMemoryResource { inner: resource }).add_subclass(class)
 }
 
-/// The initializer of an adaptor: the base holding `resource`, the upstream's Python object, then `class`.
+/// The initializer of an adaptor: the base holding `resource`, the upstream's Python object (`None`
+/// when it is not known), then `class`.
 pub(crate) fn adaptor<T: PyClass<BaseType = PyUpstreamResourceAdaptor>>(
-    resource: impl MemoryResource,
-    upstream: &Bound<'_, PyDeviceMemoryResource>,
+    resource: AnyResource,
+    upstream: Option<&Bound<'_, PyDeviceMemoryResource>>,
     class: T,
 ) -> PyClassInitializer<T> {
-    PyClassInitializer::from(PyDeviceMemoryResource::new(resource))
-        .add_subclass(PyUpstreamResourceAdaptor { upstream: Some(upstream.clone().unbind()) })
+    PyClassInitializer::from(PyDeviceMemoryResource { inner: resource })
+        .add_subclass(PyUpstreamResourceAdaptor { upstream: upstream.map(|u| u.clone().unbind()) })
         .add_subclass(class)
 }
 
 /// Base class of the adaptors and sub-allocators that own an upstream resource (RMM's
 /// `UpstreamResourceAdaptor`). The Python upstream object is kept here, as RMM keeps it, so
-/// `upstream_mr` is the very object the constructor got; the core resource owns its upstream too, so
+/// `upstream_mr` is the very object the constructor got; the resource owns its upstream too, so
 /// nothing is freed early even without this reference.
 #[pyclass(extends = PyDeviceMemoryResource, subclass, frozen, module = "rmm.pylibrmm.memory_resource", name = "UpstreamResourceAdaptor")]
 pub(crate) struct PyUpstreamResourceAdaptor {
-    /// `None` only for an adaptor that another language made (C++ through librmm): its upstream is
-    /// not visible from here.
+    /// `None` only for an adaptor made outside Python whose upstream librmm cannot name.
     upstream: Option<Py<PyDeviceMemoryResource>>,
 }
 
@@ -164,84 +167,108 @@ impl PyUpstreamResourceAdaptor {
     }
 }
 
-/// The two ways to reach a pool's or statistics adaptor's own state: the core value of this module's
-/// rmm-core, or librmm's accessors for one that librmm made (see `owner.rs`).
-#[derive(Clone)]
-pub(crate) enum Backend<T> {
-    Local(T),
-    Owner(OwnerResource),
+/// The Python objects alive for resources, by handle: a `weakref.WeakValueDictionary` keyed by
+/// `(self, vtable)` of the handle. While an object lives it holds its resource, so no other resource
+/// can have that handle meanwhile; a dead entry leaves by itself.
+static OBJECTS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+fn objects(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    OBJECTS
+        .get_or_try_init(py, || Ok::<_, PyErr>(py.import("weakref")?.getattr("WeakValueDictionary")?.call0()?.unbind()))
+        .map(|o| o.bind(py))
 }
 
-/// The Python object for a core resource that Python did not make (the registry's current
-/// resource, set by C++, Rust or a reset): the most specific class this module knows for it, so
-/// that e.g. a statistics adaptor set from C++ has readable counters here. Resources of this
-/// module's rmm-core are recognised by downcast, librmm's by asking librmm what they are
-/// (`rmm_core::registry::owner`); anything else is a `DeviceMemoryResource`. Upstreams are
-/// wrapped the same way when they are visible (this module's own adaptors).
+fn key<'py>(py: Python<'py>, resource: &AnyResource) -> PyResult<Bound<'py, PyTuple>> {
+    let handle = resource.borrow_handle();
+    PyTuple::new(py, [handle.self_ as usize, handle.vtable as usize])
+}
+
+/// Notes `object` as the Python object of its resource, so [`wrap`] hands it out again (a resource
+/// set from Python that comes back from the registry, or as another resource's upstream).
+pub(crate) fn remember_object(object: &Bound<'_, PyDeviceMemoryResource>) -> PyResult<()> {
+    let py = object.py();
+    objects(py)?.set_item(key(py, &object.get().inner)?, object)
+}
+
+/// The Python object for a resource that reached Python without one (the registry's current
+/// resource, set by C++, Rust or a reset; a capsule's; an upstream): the object alive for it if
+/// there is one, else a new object of its class. librmm says once what the resource is
+/// (`rmm_resource_kind`) and what its upstream is, which is wrapped the same way; a resource that
+/// librmm did not make is a plain `DeviceMemoryResource`.
 pub(crate) fn wrap(py: Python<'_>, resource: AnyResource) -> PyResult<Py<PyAny>> {
-    let upstream = |inner: &AnyResource| -> PyResult<Option<Py<PyDeviceMemoryResource>>> {
-        Ok(Some(wrap(py, inner.clone())?.bind(py).cast::<PyDeviceMemoryResource>()?.clone().unbind()))
+    let key = key(py, &resource)?;
+    let known = objects(py)?.call_method1("get", (&key,))?;
+    if !known.is_none() {
+        return Ok(known.unbind());
+    }
+    let (kind, upstream) = crate::native::kind(&resource);
+    let upstream = match upstream {
+        Some(upstream) => Some(wrap(py, upstream)?.into_bound(py).cast_into::<PyDeviceMemoryResource>()?),
+        None => None,
     };
-    let base = PyClassInitializer::from(PyDeviceMemoryResource { inner: resource.clone() });
-    macro_rules! adapted {
-        ($upstream:expr, $class:expr) => {{
-            let adaptor = PyUpstreamResourceAdaptor { upstream: $upstream };
-            return Ok(Py::new(py, base.add_subclass(adaptor).add_subclass($class))?.into_any());
-        }};
+    let object = new_object(py, kind, resource, upstream.as_ref())?;
+    objects(py)?.set_item(key, &object)?;
+    Ok(object)
+}
+
+/// A new object of the class of `kind` for `resource`: one arm per kind of the kind list
+/// (`rmm_core::mr::kind`, `RMM_RESOURCE_KIND_*`), so a kind without a class does not compile.
+fn new_object(
+    py: Python<'_>,
+    kind: ResourceKind,
+    resource: AnyResource,
+    upstream: Option<&Bound<'_, PyDeviceMemoryResource>>,
+) -> PyResult<Py<PyAny>> {
+    fn made<T: PyClass>(py: Python<'_>, init: PyClassInitializer<T>) -> PyResult<Py<PyAny>> {
+        Ok(Py::new(py, init)?.into_any())
     }
-    if let Some(stats) = resource.downcast_ref::<StatisticsResourceAdaptor>() {
-        adapted!(upstream(stats.upstream())?, PyStatisticsResourceAdaptor::local(stats.clone()));
+    let r = resource;
+    match kind {
+        ResourceKind::Other => Ok(Py::new(py, PyDeviceMemoryResource { inner: r })?.into_any()),
+        ResourceKind::Cuda => made(py, leaf(r, PyCudaMemoryResource)),
+        ResourceKind::Managed => made(py, leaf(r, PyManagedMemoryResource)),
+        ResourceKind::PinnedHost => made(py, leaf(r, PyPinnedHostMemoryResource)),
+        ResourceKind::System => made(py, leaf(r, PySystemMemoryResource)),
+        ResourceKind::SamHeadroom => made(py, leaf(r, PySamHeadroomMemoryResource)),
+        ResourceKind::CudaAsync => made(py, leaf(r, PyCudaAsyncMemoryResource)),
+        ResourceKind::CudaAsyncView => made(py, leaf(r, PyCudaAsyncViewMemoryResource)),
+        ResourceKind::CudaAsyncManaged => made(py, leaf(r, PyCudaAsyncManagedMemoryResource)),
+        ResourceKind::Callback => made(py, leaf(r, PyCallbackMemoryResource)),
+        ResourceKind::Simulated => made(py, leaf(r, PySimulatedMemoryResource)),
+        ResourceKind::Pool => made(py, adaptor(r, upstream, PyPoolMemoryResource)),
+        ResourceKind::FixedSize => made(py, adaptor(r, upstream, PyFixedSizeMemoryResource)),
+        ResourceKind::Binning => made(py, adaptor(r, upstream, PyBinningMemoryResource::wrapped(py))),
+        ResourceKind::Arena => made(py, adaptor(r, upstream, PyArenaMemoryResource)),
+        ResourceKind::Aligned => made(py, adaptor(r, upstream, PyAlignedResourceAdaptor)),
+        ResourceKind::Limiting => made(py, adaptor(r, upstream, PyLimitingResourceAdaptor)),
+        ResourceKind::Logging => made(py, adaptor(r, upstream, PyLoggingResourceAdaptor)),
+        ResourceKind::Statistics => made(py, adaptor(r, upstream, PyStatisticsResourceAdaptor)),
+        ResourceKind::Tracking => made(py, adaptor(r, upstream, PyTrackingResourceAdaptor)),
+        ResourceKind::ThreadSafe => made(py, adaptor(r, upstream, PyThreadSafeResourceAdaptor)),
+        ResourceKind::Prefetch => made(py, adaptor(r, upstream, PyPrefetchResourceAdaptor)),
+        ResourceKind::FailureCallback => {
+            made(py, adaptor(r, upstream, PyFailureCallbackResourceAdaptor { callback: None }))
+        }
     }
-    if let Some(pool) = resource.downcast_ref::<PoolMemoryResource>() {
-        adapted!(upstream(pool.upstream_resource())?, PyPoolMemoryResource::local(pool.clone()));
+}
+
+/// `{kind code: class}` for every kind of librmm's kind list (`RMM_RESOURCE_KIND_*`): the class
+/// of the object [`wrap`] makes for a resource of that kind (objects are made around a system
+/// resource and dropped), for the tests that check that the list and the classes agree.
+#[pyfunction]
+fn _resource_classes(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    // SAFETY: valid out-pointers.
+    let any = crate::native::adopt("rmm_system_memory_resource_new", |out, err| unsafe {
+        crate::native::rmm_system_memory_resource_new(out, err)
+    })
+    .into_py_result()?;
+    let classes = pyo3::types::PyDict::new(py);
+    let mut code = 0;
+    while let Some(kind) = ResourceKind::from_code(code) {
+        classes.set_item(code, new_object(py, kind, any.clone(), None)?.bind(py).get_type())?;
+        code += 1;
     }
-    if let Some(tracking) = resource.downcast_ref::<TrackingResourceAdaptor>() {
-        adapted!(upstream(tracking.upstream())?, PyTrackingResourceAdaptor { tracking: tracking.clone() });
-    }
-    if let Some(limiting) = resource.downcast_ref::<LimitingResourceAdaptor>() {
-        adapted!(upstream(limiting.upstream())?, PyLimitingResourceAdaptor { limiting: limiting.clone() });
-    }
-    if let Some(logging) = resource.downcast_ref::<LoggingResourceAdaptor>() {
-        adapted!(upstream(logging.upstream())?, PyLoggingResourceAdaptor::wrapped(logging.clone()));
-    }
-    if let Some(prefetch) = resource.downcast_ref::<PrefetchResourceAdaptor>() {
-        adapted!(upstream(prefetch.upstream())?, PyPrefetchResourceAdaptor);
-    }
-    if let Some(arena) = resource.downcast_ref::<ArenaMemoryResource>() {
-        adapted!(upstream(arena.upstream())?, PyArenaMemoryResource);
-    }
-    if let Some(fixed) = resource.downcast_ref::<FixedSizeMemoryResource>() {
-        adapted!(upstream(fixed.upstream_resource())?, PyFixedSizeMemoryResource);
-    }
-    if let Some(binning) = resource.downcast_ref::<BinningMemoryResource>() {
-        adapted!(upstream(binning.upstream_resource())?, PyBinningMemoryResource::wrapped(py, binning.clone())?);
-    }
-    // librmm's own adaptors: librmm says what they are (`rmm_core::registry::owner`).
-    if let Some(owner) = OwnerResource::statistics(&resource) {
-        adapted!(None, PyStatisticsResourceAdaptor::owner(owner));
-    }
-    if let Some(owner) = OwnerResource::pool(&resource) {
-        adapted!(None, PyPoolMemoryResource::owner(owner));
-    }
-    // Stateless resources behave the same whichever copy of rmm-core made them (the owner says
-    // what its own are).
-    let kind = rmm_core::registry::owner::resource_kind(&resource);
-    if kind == Some(ResourceKind::Cuda) {
-        return Ok(Py::new(py, base.add_subclass(PyCudaMemoryResource))?.into_any());
-    }
-    if kind == Some(ResourceKind::System) {
-        return Ok(Py::new(py, base.add_subclass(PySystemMemoryResource))?.into_any());
-    }
-    if kind == Some(ResourceKind::Managed) {
-        return Ok(Py::new(py, base.add_subclass(PyManagedMemoryResource))?.into_any());
-    }
-    if kind == Some(ResourceKind::PinnedHost) {
-        return Ok(Py::new(py, base.add_subclass(PyPinnedHostMemoryResource))?.into_any());
-    }
-    if resource.downcast_ref::<CudaAsyncMemoryResource>().is_some() {
-        return Ok(Py::new(py, base.add_subclass(PyCudaAsyncMemoryResource))?.into_any());
-    }
-    Ok(Py::new(py, base)?.into_any())
+    Ok(classes)
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -256,15 +283,19 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCudaAsyncViewMemoryResource>()?;
     m.add_class::<PyCudaAsyncManagedMemoryResource>()?;
     m.add_class::<PyCallbackMemoryResource>()?;
+    m.add_class::<PySimulatedMemoryResource>()?;
     m.add_class::<PyPoolMemoryResource>()?;
     m.add_class::<PyArenaMemoryResource>()?;
     m.add_class::<PyFixedSizeMemoryResource>()?;
     m.add_class::<PyBinningMemoryResource>()?;
+    m.add_class::<PyAlignedResourceAdaptor>()?;
     m.add_class::<PyLimitingResourceAdaptor>()?;
     m.add_class::<PyLoggingResourceAdaptor>()?;
     m.add_class::<PyStatisticsResourceAdaptor>()?;
     m.add_class::<PyTrackingResourceAdaptor>()?;
+    m.add_class::<PyThreadSafeResourceAdaptor>()?;
     m.add_class::<PyFailureCallbackResourceAdaptor>()?;
     m.add_class::<PyPrefetchResourceAdaptor>()?;
+    m.add_function(wrap_pyfunction!(_resource_classes, m)?)?;
     Ok(())
 }

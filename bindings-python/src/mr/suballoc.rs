@@ -1,15 +1,17 @@
 //! Sub-allocators over an upstream resource: `PoolMemoryResource`, `ArenaMemoryResource`,
-//! `FixedSizeMemoryResource` and `BinningMemoryResource`.
+//! `FixedSizeMemoryResource` and `BinningMemoryResource`, made by librmm (`native.rs`).
+
+use std::ffi::c_int;
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
-use rmm_core::mr::{ArenaMemoryResource, BinningMemoryResource, FixedSizeMemoryResource, PoolMemoryResource};
+use rmm_core::resource::rmm_resource;
 use rmm_core::Error;
 
-use super::{adaptor, optional_size, Backend, PyDeviceMemoryResource, PyUpstreamResourceAdaptor};
+use super::{adaptor, handle_of, optional_size, PyDeviceMemoryResource, PyUpstreamResourceAdaptor};
 use crate::error::{to_py_err, IntoPyResult};
-use crate::owner::OwnerResource;
+use crate::native::{self, adopt};
 
 /// RMM checks sizes with RMM_EXPECTS (rmm::logic_error), which Python sees as RuntimeError.
 fn logic_error(e: Error) -> PyErr {
@@ -25,19 +27,7 @@ fn logic_error(e: Error) -> PyErr {
 /// a host-only upstream, where the pool grows on demand); `maximum_pool_size=None` means no limit.
 /// Sizes are ints or strings such as "1 GiB", multiples of 256.
 #[pyclass(extends = PyUpstreamResourceAdaptor, frozen, module = "rmm.pylibrmm.memory_resource", name = "PoolMemoryResource")]
-pub(crate) struct PyPoolMemoryResource {
-    pool: Backend<PoolMemoryResource>,
-}
-
-impl PyPoolMemoryResource {
-    pub(crate) fn local(pool: PoolMemoryResource) -> Self {
-        Self { pool: Backend::Local(pool) }
-    }
-
-    pub(crate) fn owner(owner: OwnerResource) -> Self {
-        Self { pool: Backend::Owner(owner) }
-    }
-}
+pub(crate) struct PyPoolMemoryResource;
 
 #[pymethods]
 impl PyPoolMemoryResource {
@@ -49,20 +39,27 @@ impl PyPoolMemoryResource {
         initial_pool_size: Option<Bound<'_, PyAny>>,
         maximum_pool_size: Option<Bound<'_, PyAny>>,
     ) -> PyResult<PyClassInitializer<Self>> {
-        let initial = optional_size(initial_pool_size.as_ref())?;
-        let maximum = optional_size(maximum_pool_size.as_ref())?;
+        let initial = native::optional(optional_size(initial_pool_size.as_ref())?);
+        let maximum = native::optional(optional_size(maximum_pool_size.as_ref())?);
         let upstream = upstream_mr.get().inner.clone();
         // The initial allocation may take a while (a large cudaMalloc): other threads keep running.
-        let pool = py.detach(|| PoolMemoryResource::new(upstream, initial, maximum)).map_err(logic_error)?;
-        Ok(adaptor(pool.clone(), &upstream_mr, Self::local(pool)))
+        let pool = py.detach(|| {
+            // SAFETY: a live borrowed upstream handle (librmm retains it); valid out-pointers.
+            adopt("rmm_pool_memory_resource_new", |out, err| unsafe {
+                native::rmm_pool_memory_resource_new(upstream.borrow_handle(), initial, maximum, out, err)
+            })
+        });
+        Ok(adaptor(pool.map_err(logic_error)?, Some(&upstream_mr), Self))
     }
 
     /// Bytes the pool currently holds from its upstream.
-    fn pool_size(&self) -> PyResult<usize> {
-        match &self.pool {
-            Backend::Local(pool) => Ok(pool.pool_size()),
-            Backend::Owner(owner) => owner.pool_size().into_py_result(),
-        }
+    fn pool_size(slf: &Bound<'_, Self>) -> PyResult<u64> {
+        let h = handle_of(slf)?;
+        // SAFETY: a live borrowed handle; a valid out-pointer.
+        let size = native::read("rmm_pool_memory_resource_pool_size", 0, |out, err| unsafe {
+            native::rmm_pool_memory_resource_pool_size(h, out, err)
+        });
+        size.into_py_result()
     }
 }
 
@@ -82,10 +79,15 @@ impl PyArenaMemoryResource {
         arena_size: Option<Bound<'_, PyAny>>,
         dump_log_on_failure: bool,
     ) -> PyResult<PyClassInitializer<Self>> {
-        let size = optional_size(arena_size.as_ref())?;
+        let size = native::optional(optional_size(arena_size.as_ref())?);
         let upstream = upstream_mr.get().inner.clone();
-        let arena = py.detach(|| ArenaMemoryResource::new(upstream, size, dump_log_on_failure)).map_err(logic_error)?;
-        Ok(adaptor(arena, &upstream_mr, Self))
+        let arena = py.detach(|| {
+            // SAFETY: a live borrowed upstream handle (librmm retains it); valid out-pointers.
+            adopt("rmm_arena_memory_resource_new", |out, err| unsafe {
+                native::rmm_arena_memory_resource_new(upstream.borrow_handle(), size, c_int::from(dump_log_on_failure), out, err)
+            })
+        });
+        Ok(adaptor(arena.map_err(logic_error)?, Some(&upstream_mr), Self))
     }
 }
 
@@ -105,9 +107,19 @@ impl PyFixedSizeMemoryResource {
         blocks_to_preallocate: usize,
     ) -> PyResult<PyClassInitializer<Self>> {
         let upstream = upstream_mr.get().inner.clone();
-        let fixed =
-            py.detach(|| FixedSizeMemoryResource::new(upstream, block_size, blocks_to_preallocate)).map_err(logic_error)?;
-        Ok(adaptor(fixed, &upstream_mr, Self))
+        let fixed = py.detach(|| {
+            // SAFETY: a live borrowed upstream handle (librmm retains it); valid out-pointers.
+            adopt("rmm_fixed_size_memory_resource_new", |out, err| unsafe {
+                native::rmm_fixed_size_memory_resource_new(
+                    upstream.borrow_handle(),
+                    block_size as u64,
+                    blocks_to_preallocate as u64,
+                    out,
+                    err,
+                )
+            })
+        });
+        Ok(adaptor(fixed.map_err(logic_error)?, Some(&upstream_mr), Self))
     }
 }
 
@@ -116,15 +128,14 @@ impl PyFixedSizeMemoryResource {
 /// (fixed-size resources over the upstream); `add_bin` adds more.
 #[pyclass(extends = PyUpstreamResourceAdaptor, frozen, module = "rmm.pylibrmm.memory_resource", name = "BinningMemoryResource")]
 pub(crate) struct PyBinningMemoryResource {
-    binning: BinningMemoryResource,
     /// The bin resources given to `add_bin`, as RMM's `bin_mrs` (one list object, kept).
     bin_mrs: Py<PyList>,
 }
 
 impl PyBinningMemoryResource {
     /// A binning resource that Python did not make (bins given elsewhere are not listed).
-    pub(crate) fn wrapped(py: Python<'_>, binning: BinningMemoryResource) -> PyResult<Self> {
-        Ok(Self { binning, bin_mrs: PyList::empty(py).unbind() })
+    pub(crate) fn wrapped(py: Python<'_>) -> Self {
+        Self { bin_mrs: PyList::empty(py).unbind() }
     }
 }
 
@@ -139,29 +150,50 @@ impl PyBinningMemoryResource {
         max_size_exponent: i8,
     ) -> PyResult<PyClassInitializer<Self>> {
         let upstream = upstream_mr.get().inner.clone();
-        let binning = match (u32::try_from(min_size_exponent), u32::try_from(max_size_exponent)) {
-            (Ok(min), Ok(max)) if min_size_exponent != -1 && max_size_exponent != -1 => {
-                py.detach(|| BinningMemoryResource::with_exponents(upstream, min, max)).map_err(logic_error)?
-            }
-            _ => BinningMemoryResource::new(upstream),
+        let exponents = match (u32::try_from(min_size_exponent), u32::try_from(max_size_exponent)) {
+            (Ok(_), Ok(_)) => Some((c_int::from(min_size_exponent), c_int::from(max_size_exponent))),
+            _ => None,
         };
-        let class = Self::wrapped(py, binning.clone())?;
-        Ok(adaptor(binning, &upstream_mr, class))
+        let binning = py.detach(|| {
+            // SAFETY: a live borrowed upstream handle (librmm retains it); valid out-pointers.
+            adopt("rmm_binning_memory_resource_new", |out, err| unsafe {
+                match exponents {
+                    Some((min, max)) => native::rmm_binning_memory_resource_new_with_exponents(
+                        upstream.borrow_handle(),
+                        min,
+                        max,
+                        out,
+                        err,
+                    ),
+                    None => native::rmm_binning_memory_resource_new(upstream.borrow_handle(), out, err),
+                }
+            })
+        });
+        Ok(adaptor(binning.map_err(logic_error)?, Some(&upstream_mr), Self::wrapped(py)))
     }
 
     /// Adds a bin for requests up to `allocation_size` bytes, served by `bin_resource` (default: a
     /// fixed-size resource over the upstream).
     #[pyo3(signature = (allocation_size, bin_resource = None))]
     fn add_bin(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         allocation_size: usize,
         bin_resource: Option<Bound<'_, PyDeviceMemoryResource>>,
     ) -> PyResult<()> {
-        let resource = bin_resource.as_ref().map(|r| r.get().inner.clone());
-        py.detach(|| self.binning.add_bin(allocation_size, resource)).map_err(logic_error)?;
+        let py = slf.py();
+        let resource = slf.as_any().cast::<PyDeviceMemoryResource>()?.get().inner.clone();
+        let bin = bin_resource.as_ref().map(|r| r.get().inner.clone());
+        let added = py.detach(|| {
+            let bin_handle = bin.as_ref().map_or(rmm_resource::NULL, |b| b.borrow_handle());
+            // SAFETY: live borrowed handles (librmm retains the bin's), or the empty handle for "a
+            // fixed-size bin over the upstream".
+            native::call("rmm_binning_memory_resource_add_bin", |err| unsafe {
+                native::rmm_binning_memory_resource_add_bin(resource.borrow_handle(), allocation_size as u64, bin_handle, err)
+            })
+        });
+        added.map_err(logic_error)?;
         if let Some(bin) = bin_resource {
-            self.bin_mrs.bind(py).append(bin)?;
+            slf.get().bin_mrs.bind(py).append(bin)?;
         }
         Ok(())
     }

@@ -8,7 +8,7 @@ use crate::buffer::{DeviceBuffer, RawParts};
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
 use crate::resource::foreign::check_handle;
-use crate::resource::{rmm_resource, AnyResource};
+use crate::resource::{rmm_resource, AnyResource, MemoryResource};
 
 /// The version of [`rmm_buffer_export`] this library writes and reads.
 pub const RMM_BUFFER_EXPORT_VERSION: u32 = 1;
@@ -158,6 +158,20 @@ fn check(export: &rmm_buffer_export) -> Result<()> {
             export.device
         )));
     }
+    if export.capacity > 0 {
+        // SAFETY: checked above; the reference taken here is released at the end of the block.
+        let mr = unsafe { AnyResource::from_borrowed_handle(export.resource)? };
+        if mr.is_live_allocation(export.data.cast(), export.capacity, export.alignment) == Some(false) {
+            return Err(Error::invalid(format!(
+                "rmm_buffer_export: {:p} with a capacity of {} bytes (aligned to {}) is not a live allocation of its \
+                 resource {} (a capacity larger than the allocation, a pointer into one, or memory already freed)",
+                export.data,
+                export.capacity,
+                export.alignment,
+                mr.name()
+            )));
+        }
+    }
     Ok(())
 }
 
@@ -167,8 +181,11 @@ fn check(export: &rmm_buffer_export) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for a NULL export, another version, a missing deleter or resource, an
-/// invalid resource handle, a bad alignment, `size > capacity`, or `data` NULL with a capacity (or
-/// the reverse); the export is then NOT consumed (its owner still frees it).
+/// invalid resource handle, a bad alignment, `size > capacity`, `data` NULL with a capacity (or
+/// the reverse), or `(data, capacity, alignment)` that the resource knows is not a live allocation
+/// of its own (see [`MemoryResource::is_live_allocation`](crate::MemoryResource::is_live_allocation):
+/// a capacity larger than the allocation, a pointer into one); the export is then NOT consumed
+/// (its owner still frees it).
 ///
 /// # Safety
 /// `export` is NULL or a live export that nothing else uses during the call; on success it must not
@@ -284,6 +301,41 @@ mod tests {
         assert_eq!(back.size(), 8);
         drop(back);
         counting.assert_balanced();
+    }
+
+    /// Issue 30: an export claiming more memory than its resource allocated was adopted, and a
+    /// later allocation landed inside the adopted buffer.
+    #[test]
+    fn an_export_larger_than_its_allocation_is_refused_and_not_consumed() {
+        let system = AnyResource::new(crate::mr::SystemMemoryResource::new());
+        let pool = crate::mr::PoolMemoryResource::new(system, Some(1 << 20), Some(1 << 20)).unwrap();
+        let mr = AnyResource::new(pool.clone());
+        let export = export_buffer(DeviceBuffer::new(4096, Stream::DEFAULT, mr.clone()).unwrap());
+        let mutations: [fn(&mut rmm_buffer_export); 3] = [
+            |e| e.capacity = 1 << 16,
+            |e| e.data = e.data.wrapping_byte_add(256),
+            |e| (e.size, e.capacity) = (256, 256),
+        ];
+        for mutate in mutations {
+            // SAFETY: live export, restored after each try.
+            let saved = unsafe { std::ptr::read(export) };
+            // SAFETY: as above.
+            mutate(unsafe { &mut *export });
+            // SAFETY: live export; refused, so not consumed.
+            let err = unsafe { import_buffer(export) }.unwrap_err();
+            assert!(
+                matches!(&err, Error::InvalidArgument(m) if m.contains("not a live allocation of its resource")),
+                "{err}"
+            );
+            // SAFETY: put the original fields back (plain data).
+            unsafe { std::ptr::write(export, saved) };
+        }
+        assert_eq!(pool.statistics().bytes_used, 4096, "nothing was freed or adopted");
+        // SAFETY: the untouched export, adopted once.
+        let back = unsafe { import_buffer(export).unwrap() };
+        assert_eq!(back.capacity(), 4096);
+        drop(back);
+        assert_eq!(pool.statistics().bytes_used, 0);
     }
 
     #[test]

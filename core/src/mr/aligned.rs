@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crate::aligned::{align_up, check_alignment, DEFAULT_ALIGNMENT};
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::mr::detail::forward::forward_to_upstream;
+use crate::resource::{AnyResource, MemoryResource};
 
 /// The upstream block behind one over-allocated pointer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -250,16 +251,11 @@ impl MemoryResource for AlignedResourceAdaptor {
         }
     }
 
-    fn access(&self) -> Access {
-        self.inner.upstream.access()
-    }
-
-    fn name(&self) -> &str {
-        "aligned_resource_adaptor"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.inner, &o.inner))
+    forward_to_upstream! {
+        name: "aligned_resource_adaptor",
+        upstream: upstream,
+        identity: inner,
+        forward: access
     }
 }
 
@@ -267,6 +263,7 @@ impl MemoryResource for AlignedResourceAdaptor {
 mod tests {
     use super::*;
     use crate::mr::{SimulatedMemoryResource, SystemMemoryResource};
+    use crate::resource::Access;
     use crate::testing::Probe;
 
     const KIB: usize = 1 << 10;

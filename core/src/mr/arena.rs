@@ -35,10 +35,11 @@ use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
 use crate::mr::detail::arena::SUPERBLOCK_SIZE;
 use crate::mr::detail::arena_impl::Shared;
+use crate::mr::detail::forward::forward_to_upstream;
 use crate::mr::detail::live_set::{granule, FreeCheck, FreeChecks};
 use crate::mr::detail::nvtx_bounds::{self, NvtxBounds};
 use crate::mr::SimulatedMemoryResource;
-use crate::resource::{Access, MemoryResource};
+use crate::resource::{MemoryResource};
 use crate::AnyResource;
 
 /// The file the state is written to on failure unless another is configured (as RMM's).
@@ -352,11 +353,18 @@ impl MemoryResource for ArenaMemoryResource {
         if bytes == 0 {
             return Ok(std::ptr::null_mut());
         }
-        let ptr = self.live.allocated(
-            self.name(),
-            self.shared.allocate(stream, bytes)?,
-            granule(bytes, None),
-        );
+        let ptr = self
+            .live
+            .allocated(
+                self.name(),
+                self.shared.allocate(stream, bytes)?,
+                granule(bytes, None),
+                |ptr| {
+                    // The block was never handed out: back to the arena at once.
+                    let _ = self.shared.deallocate(stream, ptr, bytes);
+                },
+            )
+            .map_err(|e| e.error(self.name(), bytes))?;
         if let Some(nvtx) = &self.nvtx {
             nvtx.allocated(ptr, bytes);
         }
@@ -400,17 +408,16 @@ impl MemoryResource for ArenaMemoryResource {
         Ok(ptr)
     }
 
-    fn access(&self) -> Access {
-        self.shared.upstream().access()
+    /// From the live-allocation index (`None` when frees are unchecked).
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, _alignment: usize) -> Option<bool> {
+        self.live.is_live(ptr, granule(bytes, None))
     }
 
-    fn name(&self) -> &str {
-        "arena_memory_resource"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other)
-            .is_some_and(|o| Arc::ptr_eq(&self.shared, &o.shared))
+    forward_to_upstream! {
+        name: "arena_memory_resource",
+        upstream: upstream,
+        identity: shared,
+        forward: access
     }
 }
 

@@ -20,6 +20,7 @@ use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use crate::aligned::{align_up, check_alignment, DEFAULT_ALIGNMENT};
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
+use crate::mr::detail::forward::forward_to_upstream;
 use crate::mr::detail::live_set::{granule, FreeCheck, FreeChecks};
 use crate::mr::detail::stream_ordered::{default_syncer, CacheLimits, Syncer};
 use crate::mr::FixedSizeMemoryResource;
@@ -257,10 +258,16 @@ impl MemoryResource for BinningMemoryResource {
         // RMM routes zero bytes to the smallest bin too (BinningTest.ZeroByteAllocationsUseBinResource);
         // the null it gets back is no allocation, which `allocated` does not record.
         let ptr = self.route(bytes, alignment, |r| r.allocate(stream, bytes, alignment))?;
-        Ok(self
-            .inner
+        self.inner
             .live
-            .allocated(self.name(), ptr, granule(bytes, Some(alignment))))
+            .allocated(self.name(), ptr, granule(bytes, Some(alignment)), |ptr| {
+                // SAFETY: just allocated by the resource `route` picks for these arguments, and
+                // never handed out.
+                let _ = self.route(bytes, alignment, |r| unsafe {
+                    r.deallocate(stream, ptr, bytes, alignment)
+                });
+            })
+            .map_err(|e| e.error(self.name(), bytes))
     }
 
     /// # Errors
@@ -308,12 +315,15 @@ impl MemoryResource for BinningMemoryResource {
         })
     }
 
-    fn name(&self) -> &str {
-        "binning_memory_resource"
+    /// From the live-allocation index (`None` when frees are unchecked).
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Option<bool> {
+        self.inner.live.is_live(ptr, granule(bytes, Some(alignment)))
     }
 
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.inner, &o.inner))
+    forward_to_upstream! {
+        name: "binning_memory_resource",
+        upstream: upstream_resource,
+        identity: inner,
     }
 }
 

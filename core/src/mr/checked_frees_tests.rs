@@ -352,3 +352,141 @@ fn adaptors_pass_refusals_on_without_drift() {
         "refused frees are not logged as frees:\n{text}"
     );
 }
+
+// One rule for what a valid free is (docs/design/checked-frees.md): a layer accepts a free of a
+// pointer it handed out and has not seen freed, with a size that rounds up to the same multiple of
+// 256 as the allocation's; it counts the allocation's size; it refuses anything else with
+// `InvalidArgument`, forwards nothing and moves no counter.
+
+/// A layer's count of live bytes.
+type LiveBytes = Box<dyn Fn() -> i64>;
+
+/// The pool and each adaptor over it, named, with a reading of the adaptor's count of live bytes.
+fn layers() -> Vec<(&'static str, AnyResource, LiveBytes)> {
+    let pool = || PoolMemoryResource::new(system(), Some(MIB), Some(4 * MIB)).unwrap();
+    let p = pool();
+    let s = StatisticsResourceAdaptor::new(pool());
+    let l = LimitingResourceAdaptor::new(pool(), MIB);
+    let t = TrackingResourceAdaptor::new(pool(), false);
+    vec![
+        ("pool", AnyResource::new(p.clone()), Box::new(move || p.statistics().bytes_used as i64)),
+        ("statistics", AnyResource::new(s.clone()), Box::new(move || s.bytes_counter().value)),
+        ("limiting", AnyResource::new(l.clone()), Box::new(move || l.allocated_bytes() as i64)),
+        ("tracking", AnyResource::new(t.clone()), Box::new(move || t.allocated_bytes() as i64)),
+    ]
+}
+
+#[test]
+fn every_layer_accepts_the_same_sizes_and_gives_back_what_it_counted() {
+    for (name, mr, live_bytes) in layers() {
+        let p = mr.allocate(S, 1000, 256).unwrap();
+        let counted = live_bytes();
+        assert!(counted == 1000 || counted == 1024, "{name}: {counted}");
+        for wrong in [0, 768, 1025, 1300, 4096] {
+            // SAFETY: deliberately wrong sizes, refused before anything is freed.
+            let r = unsafe { mr.deallocate(S, p, wrong, 256) };
+            assert!(is_invalid(r), "{name}: a free with {wrong} bytes must be refused");
+            assert_eq!(live_bytes(), counted, "{name}: a refusal moves no counter");
+        }
+        assert_eq!(mr.is_live_allocation(p, 1001, 256), Some(true), "{name}");
+        assert_eq!(mr.is_live_allocation(p, 1300, 256), Some(false), "{name}");
+        // SAFETY: the allocation, with a size of the same multiple of 256.
+        unsafe { mr.deallocate(S, p, 1001, 256) }.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(live_bytes(), 0, "{name}: the allocation's size went back, not the free's");
+        assert_eq!(mr.is_live_allocation(p, 1000, 256), Some(false), "{name}");
+        // SAFETY: a double free, refused.
+        assert!(is_invalid(unsafe { mr.deallocate(S, p, 1000, 256) }), "{name}");
+    }
+}
+
+/// Issue 30: statistics over a pool, `allocate(1000)`, `deallocate(p, 1001)` left
+/// `current_bytes == -1`.
+#[test]
+fn statistics_over_a_pool_count_a_free_at_the_allocated_size() {
+    let pool = PoolMemoryResource::new(system(), Some(MIB), Some(MIB)).unwrap();
+    let stats = StatisticsResourceAdaptor::new(pool.clone());
+    let p = stats.allocate(S, 1000, 256).unwrap();
+    // SAFETY: the pool rounds both sizes up to 1024: a valid free.
+    unsafe { stats.deallocate(S, p, 1001, 256).unwrap() };
+    let (bytes, allocations) = stats.counters();
+    assert_eq!((bytes.value, bytes.peak, bytes.total), (0, 1000, 1000));
+    assert_eq!(allocations.value, 0);
+    assert_eq!(pool.statistics().bytes_used, 0);
+}
+
+/// Issue 30: freeing through an adaptor what the pool handed out beside it left the statistics
+/// at −256 / −1 (and gave the limiting adaptor room it never lent). Each adaptor now forwards such
+/// a free, because its checked upstream knows the pointer, and counts nothing; a pointer nobody
+/// below knows is refused and forwarded nowhere.
+#[test]
+fn adaptors_forward_what_their_upstream_knows_without_counting_it() {
+    let pool = PoolMemoryResource::new(system(), Some(MIB), Some(MIB)).unwrap();
+    let stats = StatisticsResourceAdaptor::new(pool.clone());
+    let limiting = LimitingResourceAdaptor::new(pool.clone(), MIB);
+    let tracking = TrackingResourceAdaptor::new(pool.clone(), false);
+    let adaptors: [(&str, &dyn MemoryResource); 3] =
+        [("statistics", &stats), ("limiting", &limiting), ("tracking", &tracking)];
+    for (name, mr) in adaptors {
+        let beside = pool.allocate(S, 256, 256).unwrap();
+        assert_eq!(mr.is_live_allocation(beside, 256, 256), Some(false), "{name}: not its own");
+        // SAFETY: deliberately the wrong size of the pool's allocation: refused below.
+        assert!(is_invalid(unsafe { mr.deallocate(S, beside, 1024, 256) }), "{name}");
+        // SAFETY: the pool's live allocation, with its size: forwarded to the pool.
+        unsafe { mr.deallocate(S, beside, 256, 256) }.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(pool.statistics().bytes_used, 0, "{name}: the pool freed it");
+        // SAFETY: a double free: nobody knows it now, refused.
+        match unsafe { mr.deallocate(S, beside, 256, 256) } {
+            Err(Error::InvalidArgument(m)) => {
+                assert!(m.contains("upstream does not know it") && m.contains("nothing was freed"), "{name}: {m}")
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    let (bytes, allocations) = stats.counters();
+    assert_eq!((bytes.value, bytes.total, allocations.value), (0, 0, 0), "statistics did not move");
+    assert_eq!((limiting.allocated_bytes(), tracking.allocated_bytes()), (0, 0));
+    // Over an upstream that keeps no record, a pointer the adaptor did not hand out is refused.
+    let unchecked = StatisticsResourceAdaptor::new(SystemMemoryResource::new());
+    let elsewhere = SystemMemoryResource::new().allocate(S, 256, 256).unwrap();
+    // SAFETY: not the adaptor's: refused before anything is forwarded.
+    assert!(is_invalid(unsafe { unchecked.deallocate(S, elsewhere, 256, 256) }));
+    // SAFETY: freed where it was made.
+    unsafe { SystemMemoryResource::new().deallocate(S, elsewhere, 256, 256).unwrap() };
+}
+
+/// Issue 30: a limiting adaptor (1 MiB) over a pool let 1.5 MiB live through it once a pool
+/// allocation made outside it was freed through it.
+#[test]
+fn a_limit_holds_when_foreign_frees_come_through() {
+    let pool = PoolMemoryResource::new(system(), Some(MIB), Some(4 * MIB)).unwrap();
+    let limiting = LimitingResourceAdaptor::new(pool.clone(), MIB);
+    let mine = limiting.allocate(S, MIB, 256).unwrap();
+    let beside = pool.allocate(S, MIB / 2, 256).unwrap();
+    // SAFETY: the pool's allocation: forwarded to the pool, no room given back.
+    unsafe { limiting.deallocate(S, beside, MIB / 2, 256).unwrap() };
+    assert_eq!(limiting.allocated_bytes(), MIB);
+    let more = limiting.allocate(S, MIB / 2, 256).unwrap_err();
+    assert!(more.is_out_of_memory(), "{more}");
+    // SAFETY: the adaptor's allocation, with its size.
+    unsafe { limiting.deallocate(S, mine, MIB, 256).unwrap() };
+    assert_eq!((limiting.allocated_bytes(), pool.statistics().bytes_used), (0, 0));
+}
+
+/// Zero-byte requests: statistics counts them (as RMM does), and the null pointer a pool gives for
+/// them is freed with zero bytes; a null free with a size is no allocation of the adaptor.
+#[test]
+fn statistics_count_zero_byte_allocations_and_ignore_sized_null_frees() {
+    let pool = PoolMemoryResource::new(system(), Some(MIB), Some(MIB)).unwrap();
+    let stats = StatisticsResourceAdaptor::new(pool);
+    let p = stats.allocate(S, 0, 256).unwrap();
+    assert!(p.is_null());
+    assert_eq!(stats.allocations_counter().value, 1);
+    // SAFETY: null frees touch nothing.
+    unsafe {
+        stats.deallocate(S, std::ptr::null_mut(), 100, 256).unwrap();
+        assert_eq!(stats.allocations_counter().value, 1, "not a free of the zero-byte allocation");
+        stats.deallocate(S, p, 0, 256).unwrap();
+    }
+    assert_eq!(stats.counters().0.value, 0);
+    assert_eq!(stats.allocations_counter().value, 0);
+}

@@ -429,6 +429,14 @@ impl MemoryResource for ExpandablePoolMemoryResource {
         )
     }
 
+    /// From the live-allocation index (`None` when frees are unchecked).
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, _alignment: usize) -> Option<bool> {
+        match align_up(bytes, DEFAULT_ALIGNMENT) {
+            Some(size) => self.live.is_live(ptr, size),
+            None => self.live.is_live(ptr, 0).map(|_| false),
+        }
+    }
+
     fn access(&self) -> Access {
         self.access
     }

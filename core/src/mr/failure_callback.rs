@@ -8,7 +8,8 @@ use std::sync::Arc;
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
 use crate::mr::callback::panic_message;
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::mr::detail::forward::forward_to_upstream;
+use crate::resource::{AnyResource, MemoryResource};
 
 /// The callback of a [`FailureCallbackResourceAdaptor`] (RMM's `failure_callback_t`, without the
 /// `void*` argument: capture what you need). It gets the size of the failed request and returns
@@ -162,28 +163,11 @@ impl MemoryResource for FailureCallbackResourceAdaptor {
         }
     }
 
-    unsafe fn deallocate(
-        &self,
-        stream: Stream,
-        ptr: *mut u8,
-        bytes: usize,
-        alignment: usize,
-    ) -> Result<()> {
-        // SAFETY: forwarded caller contract; the memory came from the upstream with these arguments.
-        unsafe { self.upstream.deallocate(stream, ptr, bytes, alignment) }
-    }
-
-    fn access(&self) -> Access {
-        self.upstream.access()
-    }
-
-    fn name(&self) -> &str {
-        "failure_callback_resource_adaptor"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other)
-            .is_some_and(|o| Arc::ptr_eq(&self.identity, &o.identity))
+    forward_to_upstream! {
+        name: "failure_callback_resource_adaptor",
+        upstream: upstream,
+        identity: identity,
+        forward: access, deallocate
     }
 }
 
@@ -191,6 +175,7 @@ impl MemoryResource for FailureCallbackResourceAdaptor {
 mod tests {
     use super::*;
     use crate::mr::SimulatedMemoryResource;
+    use crate::resource::Access;
     use crate::testing::Probe;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;

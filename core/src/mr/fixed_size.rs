@@ -13,10 +13,11 @@ use std::sync::Arc;
 use crate::aligned::{align_up, check_alignment, DEFAULT_ALIGNMENT};
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
+use crate::mr::detail::forward::forward_to_upstream;
 use crate::mr::detail::live_set::{granule, FreeCheck, FreeChecks};
 use crate::mr::detail::stream_ordered::{default_syncer, CacheLimits, Core, Growth, Syncer};
 use crate::mr::PoolStatistics;
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::resource::{AnyResource, MemoryResource};
 
 /// A resource of equal-sized blocks (RMM's `fixed_size_memory_resource`).
 ///
@@ -38,8 +39,6 @@ use crate::resource::{Access, AnyResource, MemoryResource};
 #[derive(Clone, Debug)]
 pub struct FixedSizeMemoryResource {
     core: Arc<Core>,
-    /// The core's upstream (kept here too: a core over a range has none).
-    upstream: AnyResource,
     block_size: usize,
     blocks_to_preallocate: usize,
     /// The live allocations, when frees are checked (shared by clones).
@@ -139,7 +138,6 @@ impl FixedSizeMemoryResource {
             chunk,
             unit: block_size,
         };
-        let kept = upstream.clone();
         let core = Core::new(
             "fixed_size_memory_resource",
             upstream,
@@ -151,7 +149,6 @@ impl FixedSizeMemoryResource {
         let verified = checks == FreeChecks::Checked;
         Ok(Self {
             core,
-            upstream: kept,
             block_size,
             blocks_to_preallocate,
             live: Arc::new(FreeCheck::new(checks)),
@@ -184,7 +181,9 @@ impl FixedSizeMemoryResource {
 
     /// The upstream resource.
     pub fn upstream_resource(&self) -> &AnyResource {
-        &self.upstream
+        self.core
+            .upstream()
+            .expect("a core built over an upstream")
     }
 
     /// Whether frees are checked against the live allocations.
@@ -260,9 +259,14 @@ impl MemoryResource for FixedSizeMemoryResource {
             .core
             .allocate(stream, self.block_size, DEFAULT_ALIGNMENT)?;
         let ptr = align_up(block, alignment.max(DEFAULT_ALIGNMENT)).unwrap_or(block) as *mut u8;
-        Ok(self
-            .live
-            .allocated(self.name(), ptr, granule(bytes, Some(alignment))))
+        self.live
+            .allocated(self.name(), ptr, granule(bytes, Some(alignment)), |_| {
+                // The block was never handed out: back to the engine at once.
+                let _ = self
+                    .core
+                    .deallocate(stream, block, self.block_size, self.verified);
+            })
+            .map_err(|e| e.error(self.name(), bytes))
     }
 
     /// # Errors
@@ -291,16 +295,16 @@ impl MemoryResource for FixedSizeMemoryResource {
             })
     }
 
-    fn access(&self) -> Access {
-        self.upstream.access()
+    /// From the live-allocation index (`None` when frees are unchecked).
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Option<bool> {
+        self.live.is_live(ptr, granule(bytes, Some(alignment)))
     }
 
-    fn name(&self) -> &str {
-        "fixed_size_memory_resource"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.core, &o.core))
+    forward_to_upstream! {
+        name: "fixed_size_memory_resource",
+        upstream: upstream_resource,
+        identity: core,
+        forward: access
     }
 }
 

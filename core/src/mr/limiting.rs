@@ -5,6 +5,13 @@
 //! never takes the counter past the limit; only then is the upstream asked, and the reservation is
 //! released if the upstream fails. (RMM adds first and subtracts on overshoot, so the counter may
 //! briefly exceed the limit and make a concurrent request that would have fitted fail.)
+//!
+//! Only what the adaptor handed out gives room back: each allocation is recorded; a free with a
+//! size that does not round up to the same multiple of 256 as the allocation's is refused with
+//! [`Error::InvalidArgument`], and a free of a pointer it did not hand out is forwarded without
+//! giving room back when the upstream knows it as a live allocation, refused otherwise. (RMM
+//! subtracts any free's size, so freeing through it what was allocated beside it lets more than
+//! the limit live: docs/design/checked-frees.md.)
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -12,7 +19,9 @@ use std::sync::Arc;
 use crate::aligned::{align_up, check_alignment, DEFAULT_ALIGNMENT};
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::mr::detail::forward::forward_to_upstream;
+use crate::mr::detail::live_set::{no_room, Freed, LiveSet, NoRoom, Sizes};
+use crate::resource::{AnyResource, MemoryResource};
 
 #[derive(Debug)]
 struct Inner {
@@ -20,6 +29,8 @@ struct Inner {
     limit: usize,
     alignment: usize,
     allocated: AtomicUsize,
+    /// What this adaptor handed out and has not seen freed, with the bytes asked for.
+    live: Arc<LiveSet>,
 }
 
 /// Refuses allocations that would take the bytes allocated through it past a limit (RMM's
@@ -83,6 +94,7 @@ impl LimitingResourceAdaptor {
                 limit,
                 alignment,
                 allocated: AtomicUsize::new(0),
+                live: LiveSet::new(Sizes::Granular),
             }),
         }
     }
@@ -151,14 +163,37 @@ impl MemoryResource for LimitingResourceAdaptor {
             .rounded(bytes)
             .ok_or_else(|| Error::out_of_memory(bytes, self.name()))?;
         self.reserve(bytes, rounded)?;
-        self.inner
-            .upstream
+        let upstream = &self.inner.upstream;
+        let ptr = upstream
             .allocate(stream, bytes, alignment)
-            .inspect_err(|_| self.release(rounded))
+            .inspect_err(|_| self.release(rounded))?;
+        match self.inner.live.insert(ptr as usize, bytes) {
+            Ok(None) => {}
+            Ok(Some(stale)) => {
+                tracing::warn!(
+                    "limiting_resource_adaptor: {ptr:p} was handed out again while recorded as live [{stale}B]: it was \
+                     freed without this adaptor"
+                );
+                self.release(self.rounded(stale).unwrap_or(usize::MAX));
+            }
+            Err(NoRoom) => {
+                // SAFETY: just allocated with these arguments, never handed out.
+                let _ = unsafe { upstream.deallocate(stream, ptr, bytes, alignment) };
+                self.release(rounded);
+                return Err(no_room(self.name(), bytes));
+            }
+        }
+        Ok(ptr)
     }
 
     /// Forwards to the upstream and gives the room back, unless the upstream rejected the free as
     /// an invalid argument (then nothing was freed and the bytes stay counted).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `ptr` is neither a live allocation of this adaptor whose
+    /// size rounds up to the same multiple of 256 as `bytes`, nor one its upstream knows (nothing
+    /// is forwarded then); otherwise the upstream's errors. A pointer the upstream knows but this
+    /// adaptor did not hand out is forwarded and gives no room back.
     unsafe fn deallocate(
         &self,
         stream: Stream,
@@ -169,28 +204,35 @@ impl MemoryResource for LimitingResourceAdaptor {
         if ptr.is_null() {
             return Ok(());
         }
-        // SAFETY: forwarded caller contract; the request went to the upstream with these arguments.
-        let result = unsafe {
-            self.inner
-                .upstream
-                .deallocate(stream, ptr, bytes, alignment)
+        let upstream = &self.inner.upstream;
+        let freed = self
+            .inner
+            .live
+            .take_for_adaptor(self.name(), upstream, ptr, bytes, alignment)?;
+        // SAFETY: forwarded caller contract; the memory came from the upstream (through this
+        // adaptor, or beside it as the upstream says).
+        let result = unsafe { upstream.deallocate(stream, ptr, bytes, alignment) };
+        let Freed::Recorded(recorded) = freed else {
+            return result;
         };
-        if !matches!(result, Err(Error::InvalidArgument(_))) {
-            self.release(self.rounded(bytes).unwrap_or(usize::MAX));
+        if matches!(result, Err(Error::InvalidArgument(_))) {
+            self.inner.live.restore(self.name(), ptr as usize, recorded);
+        } else {
+            self.release(self.rounded(recorded).unwrap_or(usize::MAX));
         }
         result
     }
 
-    fn access(&self) -> Access {
-        self.inner.upstream.access()
+    /// From the adaptor's own record of what it handed out.
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, _alignment: usize) -> Option<bool> {
+        Some(self.inner.live.contains(ptr as usize, bytes))
     }
 
-    fn name(&self) -> &str {
-        "limiting_resource_adaptor"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.inner, &o.inner))
+    forward_to_upstream! {
+        name: "limiting_resource_adaptor",
+        upstream: upstream,
+        identity: inner,
+        forward: access
     }
 }
 
@@ -198,6 +240,7 @@ impl MemoryResource for LimitingResourceAdaptor {
 mod tests {
     use super::*;
     use crate::mr::{CudaMemoryResource, SimulatedMemoryResource, SystemMemoryResource};
+    use crate::resource::Access;
     use crate::testing::Probe;
 
     const MIB: usize = 1 << 20;

@@ -11,20 +11,23 @@
 //! - `Stream`: the `cudaStream_t` handle in hex, `0x0` for the default stream.
 //!
 //! A line is formatted before the log's lock is taken; only the copy into the CSV writer's buffer
-//! happens under it. Writing can fail (a full disk, a closed pipe): the allocation still succeeds
-//! and the failure is reported through `tracing`. Frees are logged before they are forwarded, as
+//! happens under it. Writing can fail (a full disk, a closed pipe): the allocation still succeeds,
+//! the first failure is reported on rmm's debug log and, when nothing would record that, on stderr
+//! (never silently), and [`LoggingResourceAdaptor::lost_events`] counts the events not written. Frees are logged before they are forwarded, as
 //! RMM does, so the log orders a free before any reuse of its memory.
 
+use std::cell::Cell;
 use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::cuda::Stream;
-use crate::debug_log::{os_thread_id, WallClock};
+use crate::debug_log::{os_thread_id, report_unheard, WallClock};
 use crate::error::{Error, Result};
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::mr::detail::forward::forward_to_upstream;
+use crate::resource::{AnyResource, MemoryResource};
 
 /// The environment variable [`LoggingResourceAdaptor::from_env`] reads (as RMM's).
 pub const LOG_FILE_ENV: &str = "RMM_LOG_FILE";
@@ -63,11 +66,19 @@ struct LogOutput {
     /// Set by [`flush_all`] around its flush (the CSV writer hands out `&` only); the log's mutex
     /// is held meanwhile.
     flush_through: AtomicBool,
+    /// The first failure of `out` since the caller last looked ([`handed_over`]).
+    failure: Cell<Option<std::io::Error>>,
 }
 
 impl Write for LogOutput {
+    /// Hands `buf` over whole. A failure drops it (its events are lost, and the caller reports
+    /// that through [`handed_over`]) instead of leaving it in the CSV writer's buffer, which would
+    /// send it again with the next lines, and lines the output did take twice.
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.out.write(buf)
+        if let Err(e) = self.out.write_all(buf) {
+            self.failure.get_mut().get_or_insert(e);
+        }
+        Ok(buf.len())
     }
 
     /// With `lines_through`, the CSV writer's per-line flush only hands the line over.
@@ -80,12 +91,21 @@ impl Write for LogOutput {
     }
 }
 
+/// `result` of a CSV write or flush, failed if the output failed meanwhile.
+fn handed_over(log: &CsvSink, result: csv::Result<()>) -> csv::Result<()> {
+    result?;
+    match log.get_ref().failure.take() {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
 /// Hands everything buffered to the output and flushes the output itself.
 fn flush_all(log: &mut CsvSink) -> csv::Result<()> {
     log.get_ref().flush_through.store(true, Ordering::Relaxed);
     let result = log.flush();
     log.get_ref().flush_through.store(false, Ordering::Relaxed);
-    Ok(result?)
+    handed_over(log, result.map_err(Into::into))
 }
 
 struct Inner {
@@ -95,6 +115,8 @@ struct Inner {
     auto_flush: AtomicBool,
     /// Set once the first write failure has been reported (later ones are only traced).
     write_failed: AtomicBool,
+    /// Events whose line could not be written.
+    lost: AtomicU64,
 }
 
 impl Inner {
@@ -107,16 +129,19 @@ impl Inner {
         let line = Line::new(action, ptr, bytes, stream);
         let result = self.write(&mut self.lock(), &line);
         if let Err(e) = result {
+            self.lost.fetch_add(1, Ordering::Relaxed);
             self.report_write_failure(&e);
         }
     }
 
     fn write(&self, log: &mut CsvSink, line: &Line) -> csv::Result<()> {
-        log.write_record(line.fields())?;
+        let written = log.write_record(line.fields());
+        handed_over(log, written)?;
         if self.auto_flush.load(Ordering::Relaxed) {
             flush_all(log)?;
         } else if log.get_ref().lines_through {
-            log.flush()?;
+            let flushed = log.flush();
+            handed_over(log, flushed.map_err(Into::into))?;
         }
         Ok(())
     }
@@ -140,6 +165,7 @@ impl Inner {
         let written = self.write(&mut log, &line);
         drop(log);
         if let Err(e) = written {
+            self.lost.fetch_add(1, Ordering::Relaxed);
             self.report_write_failure(&e);
         }
         result
@@ -153,7 +179,9 @@ impl Inner {
         if self.write_failed.swap(true, Ordering::Relaxed) {
             tracing::trace!("logging_resource_adaptor: writing to {name}: {error}");
         } else {
-            tracing::error!("logging_resource_adaptor: writing to {name} failed, events are being lost: {error}");
+            report_unheard(format_args!(
+                "logging_resource_adaptor: writing to {name} failed, events are being lost: {error}"
+            ));
         }
     }
 }
@@ -296,7 +324,12 @@ impl LoggingResourceAdaptor {
         let lines_through = file_name.is_none();
         let mut log = csv::WriterBuilder::new()
             .has_headers(false)
-            .from_writer(LogOutput { out, lines_through, flush_through: AtomicBool::new(false) });
+            .from_writer(LogOutput {
+                out,
+                lines_through,
+                flush_through: AtomicBool::new(false),
+                failure: Cell::new(None),
+            });
         log.write_record(HEADER.split(',')).map_err(|e| {
             Error::invalid(format!("cannot write the allocation log's header: {e}"))
         })?;
@@ -306,12 +339,15 @@ impl LoggingResourceAdaptor {
             file_name,
             auto_flush: AtomicBool::new(false),
             write_failed: AtomicBool::new(false),
+            lost: AtomicU64::new(0),
         };
         if lines_through {
             // A caller's writer gets the header now; like a later line, a failure is reported,
             // not returned (an ostream in a bad state does not fail RMM's constructor either).
-            let handed_over = inner.lock().flush();
-            if let Err(e) = handed_over {
+            let mut log = inner.lock();
+            let flushed = log.flush();
+            if let Err(e) = handed_over(&log, flushed.map_err(Into::into)) {
+                drop(log);
                 inner.report_write_failure(&e);
             }
         }
@@ -345,6 +381,11 @@ impl LoggingResourceAdaptor {
     pub fn flush(&self) -> Result<()> {
         flush_all(&mut self.inner.lock())
             .map_err(|e| Error::invalid(format!("flushing the allocation log: {e}")))
+    }
+
+    /// The events (allocations, frees, failures) whose line could not be written to the log.
+    pub fn lost_events(&self) -> u64 {
+        self.inner.lost.load(Ordering::Relaxed)
     }
 
     /// The log file, or `None` when logging to a writer (RMM's Python `get_file_name`).
@@ -440,16 +481,11 @@ impl MemoryResource for LoggingResourceAdaptor {
         })
     }
 
-    fn access(&self) -> Access {
-        self.inner.upstream.access()
-    }
-
-    fn name(&self) -> &str {
-        "logging_resource_adaptor"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.inner, &o.inner))
+    forward_to_upstream! {
+        name: "logging_resource_adaptor",
+        upstream: upstream,
+        identity: inner,
+        forward: access
     }
 }
 
@@ -457,6 +493,7 @@ impl MemoryResource for LoggingResourceAdaptor {
 mod tests {
     use super::*;
     use crate::mr::{SimulatedMemoryResource, SystemMemoryResource};
+    use crate::resource::Access;
     use crate::testing::{Probe, SharedBuffer};
 
     /// A writer that always fails.
@@ -713,7 +750,42 @@ mod tests {
             mr.inner.write_failed.load(Ordering::Relaxed),
             "the failure was reported"
         );
+        assert_eq!(mr.lost_events(), 6, "three allocations and three frees were lost");
         assert!(mr.flush().is_err());
+    }
+
+    /// Issue 30: a failing allocation log was silent unless RMM_DEBUG_LOG_FILE was set. With no
+    /// subscriber anywhere (a child process), the failure reaches stderr.
+    #[test]
+    fn a_failing_log_is_heard_on_stderr_when_nothing_records_events() {
+        const CHILD: &str = "RMM_LOG_FAILURE_CHILD";
+        if std::env::var_os(CHILD).is_some() {
+            let mr = LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), Broken).unwrap();
+            let p = mr.allocate(Stream::DEFAULT, 64, 256).unwrap();
+            // SAFETY: from allocate above.
+            unsafe { mr.deallocate(Stream::DEFAULT, p, 64, 256).unwrap() };
+            return;
+        }
+        let test = "mr::logging::tests::a_failing_log_is_heard_on_stderr_when_nothing_records_events";
+        let out = crate::testing::rerun_test(test, &[(CHILD, "1")]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert_eq!(
+            stderr.matches("rmm: logging_resource_adaptor: writing to its writer failed, events are being lost: disk full").count(),
+            1,
+            "reported once: {stderr}"
+        );
+        // With a subscriber, the event goes to it (and not to stderr).
+        let seen = SharedBuffer::default();
+        let subscriber = tracing_subscriber::fmt().with_writer({
+            let seen = seen.clone();
+            move || seen.clone()
+        });
+        tracing::subscriber::with_default(subscriber.finish(), || {
+            let mr = LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), Broken).unwrap();
+            assert_eq!(mr.lost_events(), 0, "the header is not an event");
+        });
+        assert!(seen.text().contains("events are being lost"), "{}", seen.text());
     }
 
     #[test]

@@ -36,6 +36,8 @@ mod checked_frees_tests;
 #[cfg(test)]
 mod composition_tests;
 #[cfg(test)]
+mod host_exhaustion_tests;
+#[cfg(test)]
 pub(crate) mod test_harness;
 #[cfg(test)]
 mod two_devices_tests;

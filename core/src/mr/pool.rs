@@ -25,12 +25,13 @@ use crate::aligned::{align_down, align_up, check_alignment, is_aligned, DEFAULT_
 use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
 use crate::mr::detail::core_calls;
+use crate::mr::detail::forward::forward_to_upstream;
 use crate::mr::detail::live_set::{FreeCheck, FreeChecks};
 use crate::mr::detail::nvtx_bounds::{self, NvtxBounds};
 use crate::mr::detail::stream_ordered::{
     default_syncer, CacheLimits, Core, CoreStats, Growth, Syncer,
 };
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::resource::{AnyResource, MemoryResource};
 
 /// Counters of a [`PoolMemoryResource`], exact at the moment they are taken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -93,8 +94,6 @@ impl From<CoreStats> for PoolStatistics {
 #[derive(Clone, Debug)]
 pub struct PoolMemoryResource {
     core: Arc<Core>,
-    /// The core's upstream (kept here too: a core over a range has none).
-    upstream: AnyResource,
     maximum: Option<usize>,
     /// The live allocations, when frees are checked (shared by clones).
     live: Arc<FreeCheck>,
@@ -182,7 +181,6 @@ impl PoolMemoryResource {
         let growth = Growth::Pool {
             maximum: maximum_pool_size,
         };
-        let kept = upstream.clone();
         let core = Core::new(
             "pool_memory_resource",
             upstream,
@@ -194,7 +192,6 @@ impl PoolMemoryResource {
         let nvtx = nvtx_bounds::enabled_by_env().then(|| Arc::new(NvtxBounds::new()));
         Ok(Self {
             core,
-            upstream: kept,
             maximum: maximum_pool_size,
             live: Arc::new(FreeCheck::new(FreeChecks::Checked)),
             nvtx,
@@ -241,7 +238,9 @@ impl PoolMemoryResource {
 
     /// The upstream resource.
     pub fn upstream_resource(&self) -> &AnyResource {
-        &self.upstream
+        self.core
+            .upstream()
+            .expect("a core built over an upstream")
     }
 
     /// Exact counters (briefly takes every lock of the pool).
@@ -332,16 +331,19 @@ impl MemoryResource for PoolMemoryResource {
         )
     }
 
-    fn access(&self) -> Access {
-        self.upstream.access()
+    /// From the live-allocation index (`None` when frees are unchecked).
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, _alignment: usize) -> Option<bool> {
+        match align_up(bytes, DEFAULT_ALIGNMENT) {
+            Some(size) => self.live.is_live(ptr, size),
+            None => self.live.is_live(ptr, 0).map(|_| false),
+        }
     }
 
-    fn name(&self) -> &str {
-        "pool_memory_resource"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.core, &o.core))
+    forward_to_upstream! {
+        name: "pool_memory_resource",
+        upstream: upstream_resource,
+        identity: core,
+        forward: access
     }
 }
 

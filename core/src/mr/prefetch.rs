@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use crate::cuda::{self, Stream};
 use crate::error::Result;
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::mr::detail::forward::forward_to_upstream;
+use crate::resource::{AnyResource, MemoryResource};
 
 /// Prefetches every allocation to the current device on the allocation's stream (RMM's
 /// `prefetch_resource_adaptor`).
@@ -73,28 +74,11 @@ impl MemoryResource for PrefetchResourceAdaptor {
         Ok(ptr)
     }
 
-    unsafe fn deallocate(
-        &self,
-        stream: Stream,
-        ptr: *mut u8,
-        bytes: usize,
-        alignment: usize,
-    ) -> Result<()> {
-        // SAFETY: forwarded caller contract; the memory came from the upstream with these arguments.
-        unsafe { self.upstream.deallocate(stream, ptr, bytes, alignment) }
-    }
-
-    fn access(&self) -> Access {
-        self.upstream.access()
-    }
-
-    fn name(&self) -> &str {
-        "prefetch_resource_adaptor"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other)
-            .is_some_and(|o| Arc::ptr_eq(&self.identity, &o.identity))
+    forward_to_upstream! {
+        name: "prefetch_resource_adaptor",
+        upstream: upstream,
+        identity: identity,
+        forward: access, deallocate
     }
 }
 
@@ -102,6 +86,7 @@ impl MemoryResource for PrefetchResourceAdaptor {
 mod tests {
     use super::*;
     use crate::mr::{ManagedMemoryResource, SimulatedMemoryResource, SystemMemoryResource};
+    use crate::resource::Access;
     use crate::testing::Probe;
     use std::sync::atomic::Ordering;
 

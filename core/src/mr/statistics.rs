@@ -13,6 +13,13 @@
 //! Allocations that fail are not counted. Frees are counted before they are forwarded (as RMM
 //! does), so memory that another thread gets back at once is never counted twice in a peak.
 //!
+//! Only what the adaptor handed out is counted, at the size it was allocated with: each
+//! allocation is recorded (as the checked sub-allocators record theirs). A free with a size that
+//! does not round up to the same multiple of 256 as the allocation's is refused with
+//! [`Error::InvalidArgument`]; a free of a pointer the adaptor did not hand out is forwarded
+//! without being counted when the upstream knows it as a live allocation, and refused otherwise.
+//! RMM counts every free, so its counters drift (docs/design/checked-frees.md).
+//!
 //! Unlike RMM, which takes a write lock on every allocation, the top frame's counters are atomics
 //! updated under a *shared* lock: allocations on many threads do not wait for one another; only
 //! push and pop take the lock exclusively.
@@ -25,7 +32,9 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::mr::detail::forward::forward_to_upstream;
+use crate::mr::detail::live_set::{no_room, Freed, LiveSet, NoRoom, Sizes};
+use crate::resource::{AnyResource, MemoryResource};
 
 /// A counter (RMM's `statistics_resource_adaptor::counter`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -117,6 +126,8 @@ struct Inner {
     upstream: AnyResource,
     /// Never empty: the bottom frame cannot be popped.
     frames: RwLock<Vec<Frame>>,
+    /// What this adaptor handed out and has not seen freed, with the bytes asked for.
+    live: Arc<LiveSet>,
 }
 
 impl Inner {
@@ -135,8 +146,25 @@ impl Inner {
         }
     }
 
-    fn counted_allocation(&self, result: Result<*mut u8>, bytes: usize) -> Result<*mut u8> {
+    /// Counts an allocation and records it; when the host has no memory to record it,
+    /// `give_back` frees it and the allocation fails with [`Error::OutOfMemory`].
+    fn counted_allocation(
+        &self,
+        result: Result<*mut u8>,
+        bytes: usize,
+        give_back: impl FnOnce(*mut u8),
+    ) -> Result<*mut u8> {
         let ptr = result?;
+        if !ptr.is_null() {
+            match self.live.insert(ptr as usize, bytes) {
+                Ok(None) => {}
+                Ok(Some(stale)) => self.forget_freed_behind_our_back(ptr, stale),
+                Err(NoRoom) => {
+                    give_back(ptr);
+                    return Err(no_room(NAME, bytes));
+                }
+            }
+        }
         self.with_top(|top| {
             top.bytes.add(as_i64(bytes));
             top.allocations.add(1);
@@ -144,21 +172,62 @@ impl Inner {
         Ok(ptr)
     }
 
-    fn counted_free(&self, bytes: usize, free: impl FnOnce() -> Result<()>) -> Result<()> {
+    /// The upstream handed out `ptr` again while it was recorded here: it was freed without this
+    /// adaptor (directly through the upstream), so its old record stops counting.
+    #[cold]
+    fn forget_freed_behind_our_back(&self, ptr: *mut u8, stale: usize) {
+        tracing::warn!(
+            "{NAME}: {ptr:p} was handed out again while recorded as live [{stale}B]: it was freed without this adaptor"
+        );
         self.with_top(|top| {
-            top.bytes.sub(as_i64(bytes));
+            top.bytes.sub(as_i64(stale));
+            top.allocations.sub(1);
+        });
+    }
+
+    /// Checks a free against what this adaptor handed out, counts it at the recorded size and
+    /// runs `free`; a failed `free` is counted back. A pointer it did not hand out is forwarded
+    /// uncounted when the upstream knows it, refused otherwise (docs/design/checked-frees.md). A
+    /// null pointer is no allocation unless it came from a zero-byte request: it is forwarded,
+    /// counted only then.
+    fn counted_free(
+        &self,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+        free: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let recorded = if ptr.is_null() {
+            if bytes != 0 {
+                return free();
+            }
+            0
+        } else {
+            match self.live.take_for_adaptor(NAME, &self.upstream, ptr, bytes, alignment)? {
+                Freed::Recorded(recorded) => recorded,
+                Freed::Upstream => return free(),
+            }
+        };
+        self.with_top(|top| {
+            top.bytes.sub(as_i64(recorded));
             top.allocations.sub(1);
         });
         let result = free();
         if result.is_err() {
+            if !ptr.is_null() {
+                self.live.restore(NAME, ptr as usize, recorded);
+            }
             self.with_top(|top| {
-                top.bytes.restore(as_i64(bytes));
+                top.bytes.restore(as_i64(recorded));
                 top.allocations.restore(1);
             });
         }
         result
     }
 }
+
+/// RMM's name of the adaptor.
+const NAME: &str = "statistics_resource_adaptor";
 
 fn as_i64(bytes: usize) -> i64 {
     i64::try_from(bytes).unwrap_or(i64::MAX)
@@ -197,6 +266,7 @@ impl StatisticsResourceAdaptor {
         let inner = Inner {
             upstream: AnyResource::new(upstream),
             frames: RwLock::new(vec![Frame::default()]),
+            live: LiveSet::new(Sizes::Granular),
         };
         Self {
             inner: Arc::new(inner),
@@ -268,12 +338,18 @@ impl StatisticsResourceAdaptor {
 
 impl MemoryResource for StatisticsResourceAdaptor {
     fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        self.inner.counted_allocation(
-            self.inner.upstream.allocate(stream, bytes, alignment),
-            bytes,
-        )
+        let upstream = &self.inner.upstream;
+        self.inner
+            .counted_allocation(upstream.allocate(stream, bytes, alignment), bytes, |ptr| {
+                // SAFETY: just allocated with these arguments, never handed out.
+                let _ = unsafe { upstream.deallocate(stream, ptr, bytes, alignment) };
+            })
     }
 
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `ptr` is neither a live allocation of this adaptor whose
+    /// size rounds up to the same multiple of 256 as `bytes`, nor one its upstream knows (nothing
+    /// is forwarded or counted then); otherwise the upstream's errors.
     unsafe fn deallocate(
         &self,
         stream: Stream,
@@ -282,7 +358,7 @@ impl MemoryResource for StatisticsResourceAdaptor {
         alignment: usize,
     ) -> Result<()> {
         // SAFETY: forwarded caller contract; the memory came from the upstream.
-        self.inner.counted_free(bytes, || unsafe {
+        self.inner.counted_free(ptr, bytes, alignment, || unsafe {
             self.inner
                 .upstream
                 .deallocate(stream, ptr, bytes, alignment)
@@ -290,27 +366,31 @@ impl MemoryResource for StatisticsResourceAdaptor {
     }
 
     fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
+        let upstream = &self.inner.upstream;
         self.inner
-            .counted_allocation(self.inner.upstream.allocate_sync(bytes, alignment), bytes)
+            .counted_allocation(upstream.allocate_sync(bytes, alignment), bytes, |ptr| {
+                // SAFETY: just allocated with these arguments, never handed out.
+                let _ = unsafe { upstream.deallocate_sync(ptr, bytes, alignment) };
+            })
     }
 
     unsafe fn deallocate_sync(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
         // SAFETY: forwarded caller contract.
-        self.inner.counted_free(bytes, || unsafe {
+        self.inner.counted_free(ptr, bytes, alignment, || unsafe {
             self.inner.upstream.deallocate_sync(ptr, bytes, alignment)
         })
     }
 
-    fn access(&self) -> Access {
-        self.inner.upstream.access()
+    /// From the adaptor's own record of what it handed out.
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, _alignment: usize) -> Option<bool> {
+        Some(self.inner.live.contains(ptr as usize, bytes))
     }
 
-    fn name(&self) -> &str {
-        "statistics_resource_adaptor"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.inner, &o.inner))
+    forward_to_upstream! {
+        name: "statistics_resource_adaptor",
+        upstream: upstream,
+        identity: inner,
+        forward: access
     }
 }
 
@@ -318,6 +398,7 @@ impl MemoryResource for StatisticsResourceAdaptor {
 mod tests {
     use super::*;
     use crate::mr::{SimulatedMemoryResource, SystemMemoryResource};
+    use crate::resource::Access;
     use crate::testing::Probe;
 
     const fn counter(value: i64, peak: i64, total: i64) -> Counter {

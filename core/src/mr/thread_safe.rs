@@ -4,7 +4,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::cuda::Stream;
 use crate::error::Result;
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::mr::detail::forward::forward_to_upstream;
+use crate::resource::{AnyResource, MemoryResource};
 
 #[derive(Debug)]
 struct Inner {
@@ -90,16 +91,11 @@ impl MemoryResource for ThreadSafeResourceAdaptor {
         }
     }
 
-    fn access(&self) -> Access {
-        self.inner.upstream.access()
-    }
-
-    fn name(&self) -> &str {
-        "thread_safe_resource_adaptor"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.inner, &o.inner))
+    forward_to_upstream! {
+        name: "thread_safe_resource_adaptor",
+        upstream: upstream,
+        identity: inner,
+        forward: access
     }
 }
 
@@ -108,6 +104,7 @@ mod tests {
     use super::*;
     use crate::error::Error;
     use crate::mr::SimulatedMemoryResource;
+    use crate::resource::Access;
     use crate::testing::Probe;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::time::{Duration, Instant};

@@ -2,11 +2,15 @@
 //! on request, the stack that made it), to find leaks.
 //!
 //! Zero-byte allocations are not tracked (as in RMM). Freeing a pointer the adaptor does not
-//! track is refused with [`Error::InvalidArgument`] and not forwarded (RMM forwards it, and
-//! subtracts the bytes anyway, so its count can wrap around and a system upstream aborts the
-//! process). Freeing a tracked pointer with a size other than the allocation's is refused the
-//! same way (RMM logs an error and frees anyway); the allocation stays tracked. A free that the
-//! upstream rejects leaves the allocation tracked.
+//! track is forwarded, changing no count, when the upstream knows it as a live allocation (it was
+//! allocated beside this adaptor), and refused with [`Error::InvalidArgument`] otherwise (RMM
+//! forwards it whatever it is, and subtracts the bytes anyway, so its count can wrap around and a
+//! system upstream aborts the process). Freeing a tracked pointer with a size that does not round up to the same multiple of
+//! 256 as the allocation's is refused the same way (RMM logs an error and frees anyway); the
+//! allocation stays tracked. A size in the same multiple is the checked sub-allocators' rule and is
+//! accepted: the tracked size is what leaves the count (docs/design/checked-frees.md). A free that
+//! the upstream rejects leaves the allocation tracked. When the host has no memory to track an
+//! allocation, it is given back and the allocation fails with [`Error::OutOfMemory`].
 
 use std::backtrace::Backtrace;
 use foldhash::{HashMap, HashMapExt};
@@ -16,7 +20,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
-use crate::resource::{Access, AnyResource, MemoryResource};
+use crate::mr::detail::forward::forward_to_upstream;
+use crate::mr::detail::live_set::{granule, no_room, not_handed_out};
+use crate::resource::{AnyResource, MemoryResource};
 
 /// One outstanding allocation (RMM's `allocation_info`, with its pointer).
 #[derive(Clone, Debug)]
@@ -58,7 +64,14 @@ impl Inner {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn track(&self, result: Result<*mut u8>, bytes: usize) -> Result<*mut u8> {
+    /// Tracks an allocation; when the host has no memory to track it, `give_back` frees it and
+    /// the allocation fails with [`Error::OutOfMemory`].
+    fn track(
+        &self,
+        result: Result<*mut u8>,
+        bytes: usize,
+        give_back: impl FnOnce(*mut u8),
+    ) -> Result<*mut u8> {
         let ptr = result?;
         if bytes == 0 {
             return Ok(ptr);
@@ -67,6 +80,11 @@ impl Inner {
             .capture_stacks
             .then(|| Arc::new(Backtrace::force_capture()));
         let mut allocations = self.lock();
+        if allocations.try_reserve(1).is_err() {
+            drop(allocations);
+            give_back(ptr);
+            return Err(no_room("tracking_resource_adaptor", bytes));
+        }
         if let Some(stale) = allocations.insert(ptr as usize, Entry { bytes, stack }) {
             // The upstream handed out a live pointer again: it was freed behind this adaptor's back.
             tracing::warn!(
@@ -81,40 +99,56 @@ impl Inner {
         Ok(ptr)
     }
 
-    /// Untracks `ptr` if it is tracked with `bytes`, calls `free`, and tracks it again if that
-    /// fails; refuses (without calling `free`) a pointer it does not track or a wrong size.
-    fn untrack(&self, ptr: *mut u8, bytes: usize, free: impl FnOnce() -> Result<()>) -> Result<()> {
-        if bytes == 0 {
-            return free();
-        }
-        let entry = {
+    /// Untracks `ptr` if it is tracked with a size in the same multiple of 256 as `bytes`, calls
+    /// `free`, and tracks it again if that fails; refuses (without calling `free`) a size in
+    /// another multiple. An untracked pointer is forwarded when the upstream knows it as a live
+    /// allocation of that size (allocated beside this adaptor), or when the free has zero bytes (a
+    /// zero-byte allocation, which is not tracked); refused otherwise.
+    fn untrack(
+        &self,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+        free: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let (entry, tracked) = {
             let mut allocations = self.lock();
             match allocations.get(&(ptr as usize)).map(|e| e.bytes) {
-                Some(tracked) if tracked == bytes => {}
+                Some(tracked) if granule(tracked, None) == granule(bytes, None) => {
+                    let entry = allocations.remove(&(ptr as usize));
+                    self.allocated_bytes.fetch_sub(tracked, Ordering::Relaxed);
+                    (entry, tracked)
+                }
                 Some(tracked) => {
                     return Err(Error::invalid(format!(
-                        "tracking_resource_adaptor: {ptr:p} was allocated with {tracked} bytes but freed with {bytes}; \
-                         nothing was freed"
+                        "tracking_resource_adaptor: {ptr:p} was allocated with {tracked} bytes but freed with {bytes} \
+                         (sizes rounded up to 256); nothing was freed"
                     )));
                 }
                 None => {
-                    return Err(Error::invalid(format!(
-                        "tracking_resource_adaptor: {ptr:p} [{bytes}B] is not an outstanding allocation of this adaptor \
-                         (a double free, or memory allocated elsewhere; {} outstanding); nothing was freed",
-                        allocations.len()
-                    )));
+                    drop(allocations);
+                    if bytes == 0 || self.upstream.is_live_allocation(ptr, bytes, alignment) == Some(true) {
+                        return free();
+                    }
+                    return Err(not_handed_out("tracking_resource_adaptor", ptr as usize));
                 }
             }
-            let entry = allocations.remove(&(ptr as usize));
-            self.allocated_bytes.fetch_sub(bytes, Ordering::Relaxed);
-            entry
         };
         let result = free();
         if result.is_err() {
             if let Some(entry) = entry {
-                self.lock().insert(ptr as usize, entry);
+                let mut allocations = self.lock();
+                // The entry's slot was freed above; only a concurrent growth could have taken it.
+                if allocations.try_reserve(1).is_ok() {
+                    allocations.insert(ptr as usize, entry);
+                    self.allocated_bytes.fetch_add(tracked, Ordering::Relaxed);
+                } else {
+                    tracing::error!(
+                        "tracking_resource_adaptor: {ptr:p} [{tracked}B] stays allocated, but the host has no memory to \
+                         track it again: its free will be refused"
+                    );
+                }
             }
-            self.allocated_bytes.fetch_add(bytes, Ordering::Relaxed);
         }
         result
     }
@@ -221,10 +255,12 @@ impl TrackingResourceAdaptor {
 
 impl MemoryResource for TrackingResourceAdaptor {
     fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        self.inner.track(
-            self.inner.upstream.allocate(stream, bytes, alignment),
-            bytes,
-        )
+        let upstream = &self.inner.upstream;
+        self.inner
+            .track(upstream.allocate(stream, bytes, alignment), bytes, |ptr| {
+                // SAFETY: just allocated with these arguments, never handed out.
+                let _ = unsafe { upstream.deallocate(stream, ptr, bytes, alignment) };
+            })
     }
 
     unsafe fn deallocate(
@@ -234,7 +270,7 @@ impl MemoryResource for TrackingResourceAdaptor {
         bytes: usize,
         alignment: usize,
     ) -> Result<()> {
-        self.inner.untrack(ptr, bytes, || {
+        self.inner.untrack(ptr, bytes, alignment, || {
             // SAFETY: forwarded caller contract; `ptr` is an outstanding allocation of `bytes`.
             unsafe {
                 self.inner
@@ -245,27 +281,32 @@ impl MemoryResource for TrackingResourceAdaptor {
     }
 
     fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
+        let upstream = &self.inner.upstream;
         self.inner
-            .track(self.inner.upstream.allocate_sync(bytes, alignment), bytes)
+            .track(upstream.allocate_sync(bytes, alignment), bytes, |ptr| {
+                // SAFETY: just allocated with these arguments, never handed out.
+                let _ = unsafe { upstream.deallocate_sync(ptr, bytes, alignment) };
+            })
     }
 
     unsafe fn deallocate_sync(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
-        self.inner.untrack(ptr, bytes, || {
+        self.inner.untrack(ptr, bytes, alignment, || {
             // SAFETY: as in `deallocate`.
             unsafe { self.inner.upstream.deallocate_sync(ptr, bytes, alignment) }
         })
     }
 
-    fn access(&self) -> Access {
-        self.inner.upstream.access()
+    /// From the adaptor's record of outstanding allocations.
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, _alignment: usize) -> Option<bool> {
+        let tracked = self.inner.lock().get(&(ptr as usize)).map(|e| e.bytes);
+        Some(tracked.is_some_and(|t| t != 0 && granule(t, None) == granule(bytes, None)))
     }
 
-    fn name(&self) -> &str {
-        "tracking_resource_adaptor"
-    }
-
-    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
-        crate::resource::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.inner, &o.inner))
+    forward_to_upstream! {
+        name: "tracking_resource_adaptor",
+        upstream: upstream,
+        identity: inner,
+        forward: access
     }
 }
 
@@ -273,6 +314,7 @@ impl MemoryResource for TrackingResourceAdaptor {
 mod tests {
     use super::*;
     use crate::mr::{SimulatedMemoryResource, SystemMemoryResource};
+    use crate::resource::Access;
     use crate::testing::Probe;
 
     #[test]
@@ -355,7 +397,7 @@ mod tests {
         // SAFETY: deliberately wrong: `behind` was not allocated through the adaptor; refused.
         let r = unsafe { mr.deallocate(Stream::DEFAULT, behind, 128, 256) };
         assert!(
-            matches!(&r, Err(Error::InvalidArgument(m)) if m.contains("not an outstanding allocation")),
+            matches!(&r, Err(Error::InvalidArgument(m)) if m.contains("not a live allocation of this adaptor")),
             "{r:?}"
         );
         assert_eq!(

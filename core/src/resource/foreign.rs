@@ -8,7 +8,7 @@ use super::handle::{
     owner_tag, rmm_resource, rmm_resource_vtable, AccessFn, AllocateFn, AllocateSyncFn,
     DeallocateFn, DeallocateSyncFn, IsEqualFn, NameFn, RetainFn, RustVTable, RMM_ABI_VERSION,
 };
-use super::status::{error_from_c, rmm_error, RMM_OK};
+use super::status::{error_from_c, rmm_error, ErrorOut, RMM_OK};
 use super::{downcast, Access, MemoryResource};
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
@@ -245,7 +245,7 @@ impl std::fmt::Debug for ForeignResource {
 
 impl MemoryResource for ForeignResource {
     fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        let mut err = rmm_error::new();
+        let mut err = ErrorOut::new();
         let mut out = std::ptr::null_mut();
         // SAFETY: live handle; valid out-pointers.
         let status = unsafe {
@@ -255,13 +255,14 @@ impl MemoryResource for ForeignResource {
                 bytes,
                 alignment,
                 &mut out,
-                &mut err,
+                err.as_mut_ptr(),
             )
         };
         if status == RMM_OK {
             Ok(out.cast())
         } else {
-            Err(self.fail(status, &err, "rmm_resource_vtable.allocate"))
+            // SAFETY: the vtable's contract (rmm_c.h): a NUL-terminated message or none.
+            Err(self.fail(status, &unsafe { err.read() }, "rmm_resource_vtable.allocate"))
         }
     }
 
@@ -272,7 +273,7 @@ impl MemoryResource for ForeignResource {
         bytes: usize,
         alignment: usize,
     ) -> Result<()> {
-        let mut err = rmm_error::new();
+        let mut err = ErrorOut::new();
         // SAFETY: live handle; the caller's contract on `ptr` is forwarded.
         let status = unsafe {
             (self.fns.deallocate)(
@@ -281,13 +282,14 @@ impl MemoryResource for ForeignResource {
                 ptr.cast(),
                 bytes,
                 alignment,
-                &mut err,
+                err.as_mut_ptr(),
             )
         };
         if status == RMM_OK {
             Ok(())
         } else {
-            Err(self.fail(status, &err, "rmm_resource_vtable.deallocate"))
+            // SAFETY: the vtable's contract (rmm_c.h): a NUL-terminated message or none.
+            Err(self.fail(status, &unsafe { err.read() }, "rmm_resource_vtable.deallocate"))
         }
     }
 

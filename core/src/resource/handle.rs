@@ -1,4 +1,4 @@
-//! The resource handle of the C ABI (`bindings-cpp/include/rmm/rmm_c.h`): how a resource crosses
+//! The resource handle of the C ABI (`bindings-cpp/include/rmm_rs/rmm_c.h`): how a resource crosses
 //! any boundary.
 //!
 //! A resource crosses as an [`rmm_resource`] handle, `{ void* self; const rmm_resource_vtable* vtable; }`:

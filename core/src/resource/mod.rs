@@ -170,6 +170,30 @@ pub trait MemoryResource: Any + Send + Sync {
 
     /// True when memory from `self` may be returned to `other` and vice versa.
     fn is_equal(&self, other: &dyn MemoryResource) -> bool;
+
+    /// The resource this one allocates from (RMM's `get_upstream_resource`) when it is an adaptor
+    /// or a sub-allocator; `None` for a resource without one (the default).
+    ///
+    /// ```
+    /// use rmm_core::{AnyResource, MemoryResource, mr::{StatisticsResourceAdaptor, SystemMemoryResource}};
+    /// let system = AnyResource::new(SystemMemoryResource::new());
+    /// let stats = AnyResource::new(StatisticsResourceAdaptor::new(system.clone()));
+    /// assert!(MemoryResource::upstream(&stats).is_some_and(|up| up.ptr_eq(&system)));
+    /// assert!(MemoryResource::upstream(&system).is_none());
+    /// ```
+    fn upstream(&self) -> Option<&AnyResource> {
+        None
+    }
+
+    /// Whether `ptr` is a live allocation of this resource that a free with `bytes` and
+    /// `alignment` would name: `Some(true)` when it is (sizes compared as `deallocate` compares
+    /// them), `Some(false)` when it is not, `None` when the resource keeps no record of what it
+    /// handed out (the default). An importer of a buffer described by another binary asks it
+    /// before adopting `(data, capacity)`.
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Option<bool> {
+        let _ = (ptr, bytes, alignment);
+        None
+    }
 }
 
 /// `other` as an `R`, looking through [`AnyResource`] wrappers (CCCL's `resource_cast`).
@@ -343,6 +367,13 @@ impl MemoryResource for AnyResource {
             None => other,
         };
         self.inner.is_equal(other)
+    }
+    fn upstream(&self) -> Option<&AnyResource> {
+        self.inner.upstream()
+    }
+
+    fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Option<bool> {
+        self.inner.is_live_allocation(ptr, bytes, alignment)
     }
 }
 

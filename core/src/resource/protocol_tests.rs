@@ -180,6 +180,14 @@ fn every_error_variant_has_its_kind_and_round_trips() {
     let cases = [
         (Error::out_of_memory(12, "x"), RMM_ERROR_OUT_OF_MEMORY),
         (
+            Error::OutOfMemory {
+                bytes: 4096,
+                resource: "pool_memory_resource".into(),
+                detail: "maximum pool size exceeded".into(),
+            },
+            RMM_ERROR_OUT_OF_MEMORY,
+        ),
+        (
             Error::Cuda {
                 code: 2,
                 name: "CUDA_ERROR_OUT_OF_MEMORY".into(),
@@ -199,32 +207,51 @@ fn every_error_variant_has_its_kind_and_round_trips() {
         details.set(&error);
         assert_eq!(details.kind, kind);
         assert_eq!(details.message(), error.to_string());
-        let back = error_from_c(kind, &details, "x", "call");
-        match (&error, &back) {
-            (
-                Error::Cuda { code, name, .. },
-                Error::Cuda {
-                    code: c2,
-                    name: n2,
-                    message,
-                    ..
-                },
-            ) => {
-                assert_eq!((code, name), (c2, n2));
-                assert!(
-                    message.contains("oom") && message.contains("cuMemAlloc"),
-                    "{message}"
-                );
-                assert_eq!(details.cuda_code, 2);
-            }
-            _ => assert_eq!(back, error, "kind {kind}"),
-        }
+        // Whatever resource and call the receiver names, an rmm error comes back as it was.
+        let back = error_from_c(kind, &details, "another_resource", "call");
+        assert_eq!(back, error, "kind {kind}");
+        assert_eq!(back.to_string(), error.to_string());
+    }
+    // A message of another shape keeps the receiver's names and carries the message along.
+    let mut details = rmm_error::new();
+    details.kind = RMM_ERROR_OUT_OF_MEMORY;
+    details.bytes = 8;
+    details.set_message("my alloc error");
+    let back = error_from_c(RMM_ERROR_OUT_OF_MEMORY, &details, "callback", "allocate");
+    assert_eq!(
+        back.to_string(),
+        "out of memory: callback could not allocate 8 bytes (my alloc error)"
+    );
+    let mut details = rmm_error::new();
+    details.cuda_code = 2;
+    details.set_message("CUDA error 2 (CUDA_ERROR_OUT_OF_MEMORY) in not a driver call!: oom");
+    match error_from_c(RMM_ERROR_CUDA, &details, "x", "call") {
+        Error::Cuda { call, message, .. } => assert_eq!(
+            (call, message.as_str()),
+            ("call", "oom (in not a driver call!)")
+        ),
+        other => panic!("{other}"),
     }
     let unknown = error_from_c(42, &rmm_error::new(), "thing", "call");
     assert!(
         matches!(&unknown, Error::Unsupported(m) if m.contains("thing") && m.contains("42")),
         "{unknown}"
     );
+}
+
+#[test]
+fn an_error_out_slot_reads_what_the_callee_wrote() {
+    let mut slot = ErrorOut::new();
+    // SAFETY: nothing was written since `new`: its header and empty message.
+    let untouched = unsafe { slot.read() };
+    assert_eq!((untouched.kind, untouched.message()), (RMM_OK, String::new()));
+    // SAFETY: the slot's pointer; `set` writes the header and a NUL-terminated message, as a
+    // callee does.
+    unsafe { (*slot.as_mut_ptr()).set(&Error::out_of_memory(64, "pool")) };
+    // SAFETY: as above.
+    let read = unsafe { slot.read() };
+    assert_eq!((read.kind, read.bytes), (RMM_ERROR_OUT_OF_MEMORY, 64));
+    assert_eq!(read.message(), "out of memory: pool could not allocate 64 bytes");
 }
 
 #[test]

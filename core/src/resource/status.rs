@@ -6,33 +6,54 @@
 
 #![allow(non_camel_case_types)]
 
-use std::ffi::{c_char, c_int};
+use std::ffi::{c_char, c_int, CStr};
 
 use crate::error::Error;
 
-/// Success.
-pub const RMM_OK: c_int = 0;
+/// Writes the status constants and [`STATUS_CODES`] from one row per status (`rmm_status` in
+/// `rmm_c.h`, compared with this list by `bindings-cpp/src/header_check.rs`).
+macro_rules! status_codes {
+    ($($(#[$doc:meta])* $name:ident = $code:literal,)*) => {
+        $($(#[$doc])* pub const $name: c_int = $code;)*
 
-/// The resource could not provide the memory ([`Error::OutOfMemory`]).
-pub const RMM_ERROR_OUT_OF_MEMORY: c_int = 1;
+        /// Every status, `RMM_OK` first: its C name and code.
+        pub const STATUS_CODES: &[(&CStr, c_int)] = &[$((
+            match CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+                Ok(name) => name,
+                Err(_) => panic!("a status name has no interior NUL"),
+            },
+            $code,
+        )),*];
+    };
+}
 
-/// A CUDA call failed ([`Error::Cuda`]); `cuda_code` holds the `CUresult`.
-pub const RMM_ERROR_CUDA: c_int = 2;
+status_codes! {
+    /// Success.
+    RMM_OK = 0,
+    /// The resource could not provide the memory ([`Error::OutOfMemory`]).
+    RMM_ERROR_OUT_OF_MEMORY = 1,
+    /// A CUDA call failed ([`Error::Cuda`]); `cuda_code` holds the `CUresult`.
+    RMM_ERROR_CUDA = 2,
+    /// An argument was invalid, including NULL out-pointers and invalid handles ([`Error::InvalidArgument`]).
+    RMM_ERROR_INVALID_ARGUMENT = 3,
+    /// No CUDA driver ([`Error::NoDriver`]).
+    RMM_ERROR_NO_DRIVER = 4,
+    /// No (such) CUDA device ([`Error::NoDevice`]).
+    RMM_ERROR_NO_DEVICE = 5,
+    /// Not supported ([`Error::Unsupported`]).
+    RMM_ERROR_UNSUPPORTED = 6,
+    /// An internal failure: a Rust panic (or, from a C++ resource, an unexpected exception) was caught.
+    RMM_ERROR_PANIC = 7,
+}
 
-/// An argument was invalid, including NULL out-pointers and invalid handles ([`Error::InvalidArgument`]).
-pub const RMM_ERROR_INVALID_ARGUMENT: c_int = 3;
-
-/// No CUDA driver ([`Error::NoDriver`]).
-pub const RMM_ERROR_NO_DRIVER: c_int = 4;
-
-/// No (such) CUDA device ([`Error::NoDevice`]).
-pub const RMM_ERROR_NO_DEVICE: c_int = 5;
-
-/// Not supported ([`Error::Unsupported`]).
-pub const RMM_ERROR_UNSUPPORTED: c_int = 6;
-
-/// An internal failure: a Rust panic (or, from a C++ resource, an unexpected exception) was caught.
-pub const RMM_ERROR_PANIC: c_int = 7;
+/// The C name of `status`, e.g. `"RMM_ERROR_OUT_OF_MEMORY"`; `"RMM_ERROR_UNKNOWN"` for a code that
+/// is no status.
+pub fn status_name(status: c_int) -> &'static CStr {
+    STATUS_CODES
+        .iter()
+        .find(|&&(_, code)| code == status)
+        .map_or(c"RMM_ERROR_UNKNOWN", |&(name, _)| name)
+}
 
 /// Capacity of [`rmm_error::message`], NUL included.
 pub const RMM_ERROR_MESSAGE_SIZE: usize = 512;
@@ -160,6 +181,10 @@ pub fn error_from_c(
     };
     match status {
         RMM_ERROR_OUT_OF_MEMORY => {
+            // An rmm error that crossed as is comes back as it was (its resource and detail).
+            if let Some(same) = parse_out_of_memory(&message, details.bytes) {
+                return same;
+            }
             let plain = Error::out_of_memory(details.bytes as usize, resource);
             let detail = if message.is_empty() || message == plain.to_string() {
                 String::new()
@@ -182,6 +207,16 @@ pub fn error_from_c(
                     rest.split_once(": ").map(|(orig, msg)| (name, orig, msg))
                 });
             match parsed {
+                // A driver entry point's name: the error comes back as it was.
+                Some((name, orig, msg)) if is_entry_point_name(orig) => Error::Cuda {
+                    code,
+                    name: name.to_owned(),
+                    message: msg.to_owned(),
+                    // SAFETY: `intern` returns a NUL-terminated copy that lives for the process.
+                    call: unsafe { std::ffi::CStr::from_ptr(super::handle::intern(orig)) }
+                        .to_str()
+                        .unwrap_or(call),
+                },
                 Some((name, orig, msg)) => Error::Cuda {
                     code,
                     name: name.to_owned(),
@@ -209,4 +244,93 @@ pub fn error_from_c(
             }
         )),
     }
+}
+
+/// An `rmm_error` out-parameter for the calls on the allocation path: only its header and the first
+/// byte of its message are written before the call, as the C++ headers do (`c_resource.hpp`), where
+/// zeroing the 512-byte message on every allocation and free would cost about a quarter of a call
+/// through a handle. Read it with [`ErrorOut::read`] after a failed call.
+pub struct ErrorOut(std::mem::MaybeUninit<rmm_error>);
+
+impl ErrorOut {
+    /// A slot whose header says `RMM_OK` and whose message is empty.
+    #[inline]
+    pub fn new() -> Self {
+        let mut slot = std::mem::MaybeUninit::<rmm_error>::uninit();
+        let p = slot.as_mut_ptr();
+        // SAFETY: field pointers into the slot; plain writes, nothing read.
+        unsafe {
+            std::ptr::addr_of_mut!((*p).kind).write(RMM_OK);
+            std::ptr::addr_of_mut!((*p).cuda_code).write(0);
+            std::ptr::addr_of_mut!((*p).bytes).write(0);
+            std::ptr::addr_of_mut!((*p).message).cast::<c_char>().write(0);
+        }
+        Self(slot)
+    }
+
+    /// The pointer to pass as a call's `err`.
+    #[inline]
+    pub fn as_mut_ptr(&mut self) -> *mut rmm_error {
+        self.0.as_mut_ptr()
+    }
+
+    /// What the call reported: the header, and the message up to its NUL.
+    ///
+    /// # Safety
+    /// The callee kept `rmm_c.h`'s contract: it left the message as it was, or wrote a
+    /// NUL-terminated one that fits (a message of its own, read up to the NUL only).
+    pub unsafe fn read(&self) -> rmm_error {
+        let p = self.0.as_ptr();
+        let mut out = rmm_error::new();
+        // SAFETY: the header was written by `new` or by the callee; the message's bytes up to its
+        // NUL were written by one of them (caller contract), and nothing past the NUL is read.
+        unsafe {
+            out.kind = std::ptr::addr_of!((*p).kind).read();
+            out.cuda_code = std::ptr::addr_of!((*p).cuda_code).read();
+            out.bytes = std::ptr::addr_of!((*p).bytes).read();
+            let message = std::ptr::addr_of!((*p).message).cast::<c_char>();
+            for i in 0..RMM_ERROR_MESSAGE_SIZE - 1 {
+                let c = message.add(i).read();
+                if c == 0 {
+                    break;
+                }
+                out.message[i] = c;
+            }
+        }
+        out
+    }
+}
+
+impl Default for ErrorOut {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The [`Error::OutOfMemory`] whose text is `message` (its `Display`, as [`rmm_error::set`] writes
+/// it) for `bytes` bytes, or `None` when `message` is anything else (or was cut short).
+fn parse_out_of_memory(message: &str, bytes: u64) -> Option<Error> {
+    let rest = message.strip_prefix("out of memory: ")?;
+    let (resource, rest) = rest.split_once(" could not allocate ")?;
+    let (count, rest) = rest.split_once(" bytes")?;
+    if count.parse::<u64>().ok()? != bytes {
+        return None;
+    }
+    let detail = match rest {
+        "" => String::new(),
+        _ => rest.strip_prefix(" (")?.strip_suffix(')')?.to_owned(),
+    };
+    Some(Error::OutOfMemory {
+        bytes: usize::try_from(bytes).ok()?,
+        resource: resource.to_owned(),
+        detail,
+    })
+}
+
+/// True for what a CUDA driver entry point may be called (`cuMemAlloc_v2`): kept as an error's
+/// `call` for the rest of the process, so anything else stays in the message.
+fn is_entry_point_name(name: &str) -> bool {
+    name.len() <= 64
+        && name.starts_with("cu")
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }

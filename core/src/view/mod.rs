@@ -7,12 +7,15 @@
 //! - [`buffers`]: views of [`DeviceBuffer`](crate::DeviceBuffer) and
 //!   [`DeviceVector`](crate::DeviceVector) that own them, and the DLPack device of rmm memory;
 //! - [`device`]: [`StridedMemoryView::to_device`], the view's metadata in device memory;
+//! - [`domain`]: which copy of rmm-core in the process acquired a view, so that its checks are
+//!   asked of that copy;
 //! - [`live`]: acquire/release of C structs (`PyObject_GetBuffer`/`PyBuffer_Release` semantics)
 //!   with a validity word, so that double release and use after release are errors, not crashes.
 
 pub mod buffers;
 pub mod device;
 pub mod dlpack;
+pub mod domain;
 pub mod format;
 pub mod live;
 pub mod owner;

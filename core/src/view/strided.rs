@@ -10,6 +10,13 @@
 //!
 //! 0-d views (no shape), empty views (an extent of 0), negative strides (reversed axes) and zero
 //! strides (broadcast) are all representable; nothing here reads or writes the data.
+//!
+//! What no view may describe, whatever made it (DLPack, parts, a binding's import), is refused
+//! with [`Error::InvalidArgument`] before the view exists: a device type DLPack does not define or a
+//! negative device id; a CUDA device when there is no GPU (host mode) or one past the device
+//! count; a stride of `INT64_MIN` (its magnitude is not an `int64`); elements at a NULL address;
+//! bytes that reach below address 0 or past the end of the address space; a DLPack `byte_offset`
+//! that wraps the address.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, CString};
@@ -346,8 +353,15 @@ impl StridedMemoryView {
         items.checked_mul(itemsize).ok_or_else(overflow)?;
         let mut byte_strides = Vec::with_capacity(ndim);
         for &s in &strides {
+            if s == i64::MIN {
+                return Err(Error::invalid(format!(
+                    "stride {s} in {strides:?}: its magnitude is not an int64"
+                )));
+            }
             byte_strides.push(s.checked_mul(itemsize).ok_or_else(overflow)?);
         }
+        check_device(parts.device)?;
+        check_span(parts.ptr, &parts.shape, &byte_strides, itemsize)?;
         let words = store.words_mut();
         if words.len() != 3 * ndim {
             return Err(Error::invalid(format!(
@@ -382,9 +396,9 @@ impl StridedMemoryView {
             readonly: parts.readonly,
             owner: owner.as_ref().map_or(std::ptr::null(), ViewOwner::id),
             device_copy: std::ptr::null(),
-            // The copy of rmm-core that acquired the view, in the top bits (registry::owner).
+            // The copy of rmm-core that acquired the view, in the top bits (`view::domain`).
             generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed)
-                | crate::registry::owner::view_domain_bits(),
+                | super::domain::view_domain_bits(),
         };
         alive()
             .lock()
@@ -712,8 +726,19 @@ unsafe fn parts_of(t: &DLTensor, readonly: bool, padded: bool) -> Result<ViewPar
     };
     let offset =
         usize::try_from(t.byte_offset).map_err(|_| Error::invalid("byte_offset too large"))?;
+    if t.data.is_null() && offset != 0 {
+        return Err(Error::invalid(format!(
+            "the DLPack tensor's data is NULL with a byte_offset of {offset}"
+        )));
+    }
+    let ptr = (t.data as usize).checked_add(offset).ok_or_else(|| {
+        Error::invalid(format!(
+            "the DLPack tensor's data {:p} + byte_offset {offset} wraps around the address space",
+            t.data
+        ))
+    })?;
     Ok(ViewParts {
-        ptr: (t.data as usize).wrapping_add(offset),
+        ptr,
         shape,
         strides,
         dtype: t.dtype,
@@ -721,6 +746,93 @@ unsafe fn parts_of(t: &DLTensor, readonly: bool, padded: bool) -> Result<ViewPar
         readonly,
         subbyte_padded: padded,
     })
+}
+
+/// Refuses a device no view can be on: a device type DLPack does not define, a negative id, a
+/// CUDA device without a GPU (host mode) or past the device count.
+fn check_device(device: DLDevice) -> Result<()> {
+    use device_type as dt;
+    let DLDevice {
+        device_type: kind,
+        device_id: id,
+    } = device;
+    let known = matches!(
+        kind,
+        dt::CPU
+            | dt::CUDA
+            | dt::CUDA_HOST
+            | dt::OPENCL
+            | dt::VULKAN
+            | dt::METAL
+            | dt::VPI
+            | dt::ROCM
+            | dt::ROCM_HOST
+            | dt::EXT_DEV
+            | dt::CUDA_MANAGED
+            | dt::ONE_API
+            | dt::WEB_GPU
+            | dt::HEXAGON
+            | dt::MAIA
+    );
+    if !known {
+        return Err(Error::invalid(format!(
+            "device type {kind} is not a DLPack device type"
+        )));
+    }
+    if id < 0 {
+        return Err(Error::invalid(format!(
+            "device id {id} (device type {kind}) is negative"
+        )));
+    }
+    if dt::is_cuda_accessible(kind) {
+        if crate::cuda::is_host_mode() {
+            return Err(Error::invalid(format!(
+                "a CUDA device (type {kind}, id {id}) in host mode: there is no GPU"
+            )));
+        }
+        if kind != dt::CUDA_HOST {
+            let count = crate::cuda::device_count()?;
+            if id >= count {
+                return Err(Error::invalid(format!(
+                    "CUDA device {id} does not exist ({count} devices)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses elements at a NULL address and bytes outside the address space: the lowest and
+/// one-past-the-highest byte the view reaches from `ptr` must lie in `[0, 2^64]`.
+fn check_span(ptr: usize, shape: &[i64], byte_strides: &[i64], itemsize: i64) -> Result<()> {
+    if shape.contains(&0) {
+        return Ok(());
+    }
+    if ptr == 0 {
+        return Err(Error::invalid(format!(
+            "the data is NULL but the view has elements (shape {shape:?})"
+        )));
+    }
+    // In i128 nothing overflows: at most 64 terms of at most 2^126 each.
+    let (mut lo, mut hi) = (0i128, i128::from(itemsize));
+    for (&n, &b) in shape.iter().zip(byte_strides) {
+        let far = i128::from(n - 1) * i128::from(b);
+        if far < 0 {
+            lo += far;
+        } else {
+            hi += far;
+        }
+    }
+    let start = ptr as i128;
+    if start + lo < 0 || start + hi > usize::MAX as i128 + 1 {
+        return Err(Error::invalid(format!(
+            "shape {shape:?} with byte strides {byte_strides:?} at {ptr:#x} reaches bytes [{:#x}, {:#x}) outside the \
+             address space",
+            start + lo,
+            start + hi
+        )));
+    }
+    Ok(())
 }
 
 /// Contiguity in row-major (`c`) or column-major order; extents of 1 may have any stride.
@@ -840,6 +952,69 @@ mod tests {
         ));
         assert_eq!(item_strides(&[8, 4], 4).unwrap(), vec![2, 1]);
         assert!(item_strides(&[6], 4).is_err());
+    }
+
+    /// Issue 30: malformed views are refused, whatever they came from.
+    #[test]
+    fn malformed_views_are_refused() {
+        let refused = |parts: ViewParts, what: &str| match StridedMemoryView::new(parts, None) {
+            Err(Error::InvalidArgument(m)) => m,
+            other => panic!("{what}: {other:?}"),
+        };
+        let u8_parts = |ptr: usize, shape: Vec<i64>, strides: Option<Vec<i64>>| ViewParts {
+            dtype: DLDataType::new(tc::UINT, 8),
+            ptr,
+            ..f32_parts(shape, strides)
+        };
+        let m = refused(u8_parts(0, vec![2], None), "NULL data with elements");
+        assert!(m.contains("NULL"), "{m}");
+        assert!(StridedMemoryView::new(u8_parts(0, vec![0, 3], None), None).is_ok(), "NULL and empty is fine");
+        let m = refused(u8_parts(usize::MAX - 100, vec![1000], None), "a span past the address space");
+        assert!(m.contains("outside the address space"), "{m}");
+        assert!(StridedMemoryView::new(u8_parts(usize::MAX - 999, vec![1000], None), None).is_ok(), "up to the end");
+        let m = refused(u8_parts(0x1000, vec![0x2000], Some(vec![-1])), "a span below address 0");
+        assert!(m.contains("outside the address space"), "{m}");
+        for shape in [vec![1], vec![2]] {
+            let m = refused(u8_parts(0x1000, shape, Some(vec![i64::MIN])), "INT64_MIN stride");
+            assert!(m.contains("not an int64"), "{m}");
+        }
+        let on = |device_type, device_id| ViewParts {
+            device: DLDevice { device_type, device_id },
+            ..f32_parts(vec![4], None)
+        };
+        let m = refused(on(99, 0), "device type 99");
+        assert!(m.contains("not a DLPack device type"), "{m}");
+        let m = refused(on(device_type::CPU, -7), "device id -7");
+        assert!(m.contains("negative"), "{m}");
+        if crate::cuda::is_host_mode() {
+            for kind in [device_type::CUDA, device_type::CUDA_HOST, device_type::CUDA_MANAGED] {
+                let m = refused(on(kind, 0), "a CUDA device in host mode");
+                assert!(m.contains("host mode"), "{m}");
+            }
+        } else {
+            let m = refused(on(device_type::CUDA, 1 << 20), "a CUDA device past the count");
+            assert!(m.contains("does not exist"), "{m}");
+        }
+        assert!(StridedMemoryView::new(on(device_type::ROCM, 3), None).is_ok(), "other devices are described");
+    }
+
+    #[test]
+    fn a_dlpack_offset_that_wraps_or_a_null_base_with_an_offset_is_refused_and_not_taken() {
+        let deleted = Arc::new(AtomicUsize::new(0));
+        for (round, (data, offset)) in [(usize::MAX - 8, 16u64), (0, 8)].into_iter().enumerate() {
+            let t = produce(&deleted, 1, 0);
+            // SAFETY: a fresh tensor, fields changed before it is handed over.
+            unsafe {
+                (*t).dl_tensor.data = data as *mut std::ffi::c_void;
+                (*t).dl_tensor.byte_offset = offset;
+            }
+            // SAFETY: refused tensors stay the caller's.
+            let err = unsafe { StridedMemoryView::from_dlpack_versioned(t) }.unwrap_err();
+            assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("byte_offset")), "{err}");
+            assert_eq!(deleted.load(Ordering::SeqCst), round, "not taken over");
+            // SAFETY: still ours.
+            unsafe { producer_deleter(t) };
+        }
     }
 
     struct Producer {

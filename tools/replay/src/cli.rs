@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::log::read_log;
 use crate::plot::{self, XAxis};
-use crate::replay::replay;
+use crate::replay::{replay_on, DEFAULT_MAX_THREADS};
 use crate::report::Report;
 use crate::resources::{self, RESOURCES};
 use crate::streams::StreamMap;
@@ -60,6 +60,11 @@ pub struct Args {
     /// The plot's horizontal axis.
     #[arg(long, value_enum, default_value_t = XAxis::Time)]
     pub x_axis: XAxis,
+
+    /// Replay on at most this many OS threads; logged threads beyond it share them, each logged
+    /// thread's events staying on one OS thread, in order.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_THREADS as u64, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub max_threads: u64,
 
     /// No progress bar (it is also hidden when stdout is not a terminal).
     #[arg(short, long)]
@@ -136,7 +141,7 @@ fn try_run(args: &Args, out: &mut dyn Write) -> anyhow::Result<u8> {
         }
         bar
     };
-    let outcome = replay(&events, &setup, &streams, &progress)?;
+    let outcome = replay_on(&events, &setup, &streams, &progress, args.max_threads as usize)?;
     progress.finish_and_clear();
 
     let log_name = path.display().to_string();

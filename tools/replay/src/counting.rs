@@ -129,6 +129,10 @@ impl MemoryResource for CountingResource {
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
         rmm_core::downcast::<Self>(other).is_some_and(|o| Arc::ptr_eq(&self.counters, &o.counters))
     }
+
+    fn upstream(&self) -> Option<&AnyResource> {
+        Some(&self.upstream)
+    }
 }
 
 #[cfg(test)]

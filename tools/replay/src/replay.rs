@@ -1,5 +1,14 @@
 //! Replaying a log: one thread per logged thread, every event in the log's global order.
 //!
+//! # Threads
+//! A log can name tens of thousands of threads (a program that starts one per task); one OS
+//! thread each would exhaust the process. At most [`DEFAULT_MAX_THREADS`] (or the caller's bound)
+//! replay threads run: logged thread `t` (by order of first appearance) is replayed on replay
+//! thread `t % n`, so each logged thread's events still run on one OS thread, in order. Logged
+//! threads that share a replay thread also share its thread-local state (a resource's per-thread
+//! caches), which the program did not; with as many logged threads as the bound or fewer, every
+//! logged thread has its own, as in RMM's replay.
+//!
 //! # Ordering
 //! RMM's replay keeps the global order with one mutex, one condition variable and an event index:
 //! after every event all threads wake up to check whether it is their turn. Here the event index is
@@ -39,6 +48,9 @@ const PROGRESS_STEP: usize = 1024;
 
 /// At most this many failures and problems are kept with their details (all are counted).
 pub const MAX_DETAILS: usize = 100;
+
+/// The most replay threads [`replay`] starts (see the module's "Threads").
+pub const DEFAULT_MAX_THREADS: usize = 256;
 
 /// Counts for one logged thread.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -132,6 +144,8 @@ pub struct Outcome {
     pub counts: Counts,
     /// Per logged thread, in order of first appearance.
     pub threads: Vec<ThreadStats>,
+    /// The OS threads that replayed them (at most the bound given to [`replay_on`]).
+    pub replay_threads: usize,
     /// The first [`MAX_DETAILS`] allocation failures, in log order.
     pub failures: Vec<Failure>,
     /// The first [`MAX_DETAILS`] problems, in log order.
@@ -192,6 +206,10 @@ struct Shared<'a> {
     order: Vec<usize>,
     /// The replay thread of each replayed event.
     owner: Vec<usize>,
+    /// The logged thread (index in order of first appearance) of each replayed event.
+    logged: Vec<usize>,
+    /// Replay threads: logged thread `t` runs on `t % workers`.
+    workers: usize,
     /// Live bytes before each replayed event (from the log).
     live_before: Vec<usize>,
     /// The replayed event whose turn it is.
@@ -210,7 +228,8 @@ struct Shared<'a> {
 /// What one replay thread gathered.
 #[derive(Default)]
 struct Gathered {
-    stats: ThreadStats,
+    /// Its logged threads' counts: logged thread `t` at `t / workers`.
+    stats: Vec<ThreadStats>,
     counts: Counts,
     failures: Vec<Failure>,
     problems: Vec<Problem>,
@@ -247,6 +266,20 @@ pub fn replay(
     streams: &StreamMap,
     progress: &ProgressBar,
 ) -> Result<Outcome, Panicked> {
+    replay_on(events, setup, streams, progress, DEFAULT_MAX_THREADS)
+}
+
+/// [`replay`] on at most `max_threads` OS threads (at least one); see the module's "Threads".
+///
+/// # Errors
+/// As [`replay`].
+pub fn replay_on(
+    events: &[Event],
+    setup: &Setup,
+    streams: &StreamMap,
+    progress: &ProgressBar,
+    max_threads: usize,
+) -> Result<Outcome, Panicked> {
     // Logged threads in order of first appearance, failures included (they get counted).
     let mut thread_index = HashMap::new();
     let mut threads: Vec<ThreadStats> = Vec::new();
@@ -265,13 +298,15 @@ pub fn replay(
     let order: Vec<usize> = (0..events.len())
         .filter(|&i| events[i].action != Action::AllocateFailure)
         .collect();
-    let owner: Vec<usize> = order
+    let logged: Vec<usize> = order
         .iter()
         .map(|&i| thread_index[&events[i].thread])
         .collect();
-    let mut mine: Vec<Vec<usize>> = vec![Vec::new(); threads.len()];
-    for (k, &t) in owner.iter().enumerate() {
-        mine[t].push(k);
+    let workers = threads.len().clamp(1, max_threads.max(1));
+    let owner: Vec<usize> = logged.iter().map(|&t| t % workers).collect();
+    let mut mine: Vec<Vec<usize>> = vec![Vec::new(); workers];
+    for (k, &w) in owner.iter().enumerate() {
+        mine[w].push(k);
     }
     let (live_before, live_after, peak_live_bytes) = live_bytes(events, &order);
 
@@ -279,6 +314,8 @@ pub fn replay(
         events,
         order,
         owner,
+        logged,
+        workers,
         live_before,
         next: AtomicUsize::new(0),
         aborted: AtomicBool::new(false),
@@ -289,13 +326,18 @@ pub fn replay(
         streams,
         progress,
     };
+    // The logged thread of the event being replayed (the one a panic interrupted).
+    let current_thread = |shared: &Shared<'_>| {
+        let k = shared.next.load(Ordering::Acquire);
+        shared.order.get(k).map_or(0, |&i| events[i].thread)
+    };
     let (gathered, wall_time) = thread::scope(|scope| {
-        let mut workers = Vec::with_capacity(threads.len());
-        for (t, mine) in mine.into_iter().enumerate() {
-            let (shared, thread) = (&shared, threads[t].thread);
+        let mut workers = Vec::with_capacity(mine.len());
+        for (w, mine) in mine.into_iter().enumerate() {
+            let shared = &shared;
             let spawned = thread::Builder::new()
-                .name(format!("replay-{thread}"))
-                .spawn_scoped(scope, move || run_thread(shared, t, thread, &mine));
+                .name(format!("replay-{w}"))
+                .spawn_scoped(scope, move || run_thread(shared, w, &mine));
             match spawned {
                 Ok(worker) => workers.push(worker),
                 Err(e) => {
@@ -304,6 +346,7 @@ pub fn replay(
                     workers.iter().for_each(|w| w.thread().unpark());
                     workers.into_iter().for_each(|w| drop(w.join()));
                     let message = format!("cannot start a replay thread: {e}");
+                    let thread = threads.get(w).map_or(0, |t| t.thread);
                     return (Err(Panicked { thread, message }), Duration::ZERO);
                 }
             }
@@ -318,10 +361,9 @@ pub fn replay(
         let wall_time = started.elapsed();
         let gathered = results
             .into_iter()
-            .zip(&threads)
-            .map(|(r, stats)| {
+            .map(|r| {
                 r.map_err(|payload| Panicked {
-                    thread: stats.thread,
+                    thread: current_thread(&shared),
                     message: panic_message(payload.as_ref()),
                 })
             })
@@ -335,21 +377,28 @@ pub fn replay(
         failures_in_log: events.len() - shared.order.len(),
         peak_live_bytes,
         wall_time,
+        replay_threads: shared.workers,
         ..Default::default()
     };
     let mut reserved = vec![0; shared.order.len()];
-    for (stats, g) in threads.iter().zip(gathered) {
-        outcome.threads.push(ThreadStats {
-            thread: stats.thread,
-            failures_in_log: stats.failures_in_log,
-            ..g.stats
-        });
+    let mut replayed: Vec<Option<ThreadStats>> = vec![None; threads.len()];
+    for (w, g) in gathered.into_iter().enumerate() {
+        for (i, stats) in g.stats.into_iter().enumerate() {
+            replayed[w + i * shared.workers] = Some(stats);
+        }
         add_counts(&mut outcome.counts, &g.counts);
         outcome.failures.extend(g.failures);
         outcome.problems.extend(g.problems);
         for (k, bytes) in g.samples {
             reserved[k] = bytes;
         }
+    }
+    for (stats, replayed) in threads.iter().zip(replayed) {
+        outcome.threads.push(ThreadStats {
+            thread: stats.thread,
+            failures_in_log: stats.failures_in_log,
+            ..replayed.unwrap_or_default()
+        });
     }
     outcome.failures.sort_by_key(|f| f.line);
     outcome.failures.truncate(MAX_DETAILS);
@@ -479,13 +528,9 @@ impl Drop for AbortOnPanic<'_, '_> {
 }
 
 /// Replays the events `mine` (indices of replayed events) of replay thread `me`.
-fn run_thread(shared: &Shared<'_>, me: usize, thread: u64, mine: &[usize]) -> Gathered {
+fn run_thread(shared: &Shared<'_>, me: usize, mine: &[usize]) -> Gathered {
     let _guard = AbortOnPanic(shared);
     let mut g = Gathered {
-        stats: ThreadStats {
-            thread,
-            ..Default::default()
-        },
         samples: Vec::with_capacity(mine.len()),
         ..Default::default()
     };
@@ -524,6 +569,11 @@ fn run_thread(shared: &Shared<'_>, me: usize, thread: u64, mine: &[usize]) -> Ga
 
 fn replay_event(shared: &Shared<'_>, k: usize, g: &mut Gathered) {
     let e = &shared.events[shared.order[k]];
+    let local = shared.logged[k] / shared.workers;
+    if g.stats.len() <= local {
+        g.stats.resize_with(local + 1, ThreadStats::default);
+    }
+    let stats = &mut g.stats[local];
     let stream = shared.streams.get(e.stream);
     let resource = &shared.setup.resource;
     let problem = |g: &mut Gathered, what: String| {
@@ -531,10 +581,10 @@ fn replay_event(shared: &Shared<'_>, k: usize, g: &mut Gathered) {
             g.problems.push(Problem { line: e.line, what });
         }
     };
-    g.stats.events += 1;
+    stats.events += 1;
     match e.action {
         Action::Allocate => {
-            g.stats.allocations += 1;
+            stats.allocations += 1;
             g.counts.allocations += 1;
             let reserved_before = shared.setup.reserved_bytes();
             let slot = match resource.allocate(stream, e.size, DEFAULT_ALIGNMENT) {
@@ -545,7 +595,7 @@ fn replay_event(shared: &Shared<'_>, k: usize, g: &mut Gathered) {
                     line: e.line,
                 },
                 Err(error) => {
-                    g.stats.allocation_failures += 1;
+                    stats.allocation_failures += 1;
                     g.counts.allocation_failures += 1;
                     if g.failures.len() < MAX_DETAILS {
                         g.failures.push(Failure {
@@ -582,7 +632,7 @@ fn replay_event(shared: &Shared<'_>, k: usize, g: &mut Gathered) {
             }
         }
         Action::Free => {
-            g.stats.frees += 1;
+            stats.frees += 1;
             g.counts.frees += 1;
             if e.pointer == 0 {
                 return;
@@ -715,6 +765,56 @@ mod tests {
             10.0,
             "the failure line is not replayed"
         );
+    }
+
+    /// Issue 30: a log with 32,000 thread ids started one OS thread each and aborted. At most
+    /// [`DEFAULT_MAX_THREADS`] run now; every logged thread keeps its own counts.
+    #[test]
+    fn a_log_of_32000_threads_replays_on_a_bounded_pool() {
+        const THREADS: usize = 32_000;
+        let mut log = String::from("Thread,Action,Pointer,Size,Stream\n");
+        // Each thread allocates; then each frees, in reverse order: 64,000 events, 32,000 hand-overs
+        // between threads in each half.
+        for t in 0..THREADS {
+            log += &format!("{},allocate,{:#x},256,0x0\n", 1000 + t, 0x10_0000 + 0x100 * t);
+        }
+        for t in (0..THREADS).rev() {
+            log += &format!("{},free,{:#x},256,0x0\n", 1000 + t, 0x10_0000 + 0x100 * t);
+        }
+        let outcome = run(&log, 64 * MIB);
+        assert_eq!(outcome.replay_threads, DEFAULT_MAX_THREADS);
+        assert_eq!(outcome.threads.len(), THREADS);
+        assert!(!outcome.failed());
+        assert_eq!((outcome.counts.allocations, outcome.counts.frees), (THREADS, THREADS));
+        for (t, stats) in outcome.threads.iter().enumerate() {
+            assert_eq!(
+                (stats.thread, stats.events, stats.allocations, stats.frees),
+                (1000 + t as u64, 2, 1, 1),
+                "logged thread {t}"
+            );
+        }
+        assert_eq!(outcome.peak_live_bytes, THREADS * 256);
+        assert_eq!(outcome.series.live.last(), Some(&0));
+    }
+
+    /// Sharing replay threads changes nothing the replay measures: the order is the log's.
+    #[test]
+    fn fewer_replay_threads_than_logged_ones_give_the_same_replay() {
+        let log = four_threads_three_streams();
+        let events = parse(log.as_bytes()).unwrap();
+        let on = |max_threads: usize| {
+            let device = setup(None, Some(64 * MIB)).unwrap();
+            let streams = StreamMap::new(events.iter().map(|e| e.stream), &device.target).unwrap();
+            replay_on(&events, &device, &streams, &ProgressBar::hidden(), max_threads).unwrap()
+        };
+        let (all, two, one) = (on(16), on(2), on(1));
+        assert_eq!((all.replay_threads, two.replay_threads, one.replay_threads), (4, 2, 1));
+        for shared in [&two, &one] {
+            assert_eq!(shared.threads, all.threads);
+            assert_eq!(shared.counts, all.counts);
+            assert_eq!(shared.series.reserved, all.series.reserved);
+            assert_eq!(shared.series.live, all.series.live);
+        }
     }
 
     #[test]

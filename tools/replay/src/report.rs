@@ -40,6 +40,9 @@ pub struct Report {
     pub counts: Counts,
     /// Per logged thread.
     pub threads: Vec<ThreadStats>,
+    /// The OS threads that replayed them (fewer than the logged threads when the log has more
+    /// than the replay's bound: see `replay`'s "Threads").
+    pub replay_threads: usize,
     /// How each logged stream was replayed.
     pub streams: Vec<StreamInfo>,
     /// The first allocation failures, with the live and reserved bytes at the time.
@@ -85,6 +88,7 @@ impl Report {
                 .and_then(|s| s.last().copied()),
             counts: outcome.counts.clone(),
             threads: outcome.threads.clone(),
+            replay_threads: outcome.replay_threads,
             streams: streams.to_vec(),
             failures: outcome.failures.clone(),
             problems: outcome.problems.clone(),
@@ -181,7 +185,16 @@ impl Report {
                 human_bytes(c.leaked_bytes)
             )?;
         }
-        writeln!(w, "  threads               {}", self.threads.len())?;
+        if self.replay_threads < self.threads.len() {
+            writeln!(
+                w,
+                "  threads               {} (replayed on {} OS threads)",
+                self.threads.len(),
+                self.replay_threads
+            )?;
+        } else {
+            writeln!(w, "  threads               {}", self.threads.len())?;
+        }
         for t in &self.threads {
             write!(
                 w,
@@ -288,6 +301,7 @@ mod tests {
                 frees: 5,
                 ..Default::default()
             }],
+            replay_threads: 1,
             peak_live_bytes: 3 << 20,
             peak_reserved_bytes: 4 << 20,
             wall_time: std::time::Duration::from_millis(5),

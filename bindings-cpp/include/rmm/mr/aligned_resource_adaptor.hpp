@@ -28,7 +28,7 @@ namespace rmm::mr {
  * `any_resource<device_accessible>`, a user's C++ resource included; an rmm resource passes its
  * librmm handle through.
  */
-class aligned_resource_adaptor : public detail::c_resource {
+class aligned_resource_adaptor : public detail::resource_over_upstream {
  public:
   /** @brief RMM's default threshold: 0, every allocation is aligned. */
   static constexpr std::size_t default_alignment_threshold = 0;
@@ -37,33 +37,14 @@ class aligned_resource_adaptor : public detail::c_resource {
    * @brief An adaptor over @p upstream_mr aligning allocations of at least @p alignment_threshold bytes to @p alignment.
    * @throws rmm::logic_error when @p alignment is not a power of two
    */
-  explicit aligned_resource_adaptor(device_any_resource const& upstream_mr, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT, std::size_t alignment_threshold = default_alignment_threshold)
-    : aligned_resource_adaptor{detail::upstream_holder{upstream_mr}, alignment, alignment_threshold}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  explicit aligned_resource_adaptor(Upstream const& upstream_mr, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT, std::size_t alignment_threshold = default_alignment_threshold)
-    : aligned_resource_adaptor{detail::upstream_holder{upstream_mr}, alignment, alignment_threshold}
-  {
-  }
-
-  /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
-  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
-
- private:
-  aligned_resource_adaptor(detail::upstream_holder upstream, std::size_t alignment, std::size_t alignment_threshold)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_aligned_resource_adaptor_new(upstream.handle(), alignment, alignment_threshold, out, err);
+  explicit aligned_resource_adaptor(detail::upstream_holder upstream_mr, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT, std::size_t alignment_threshold = default_alignment_threshold)
+    : resource_over_upstream{std::move(upstream_mr),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
+          return rmm_aligned_resource_adaptor_new(up, alignment, alignment_threshold, out, err);
         },
-        "aligned_resource_adaptor")},
-      upstream_{std::move(upstream)}
+        "aligned_resource_adaptor"}
   {
   }
-
-  detail::upstream_holder upstream_;
 };
 
 static_assert(cuda::mr::resource_with<aligned_resource_adaptor, cuda::mr::device_accessible>);

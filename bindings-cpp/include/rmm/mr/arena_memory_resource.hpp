@@ -28,39 +28,20 @@ namespace rmm::mr {
  * `any_resource<device_accessible>`, a user's C++ resource included; an rmm resource passes its
  * librmm handle through.
  */
-class arena_memory_resource : public detail::c_resource {
+class arena_memory_resource : public detail::resource_over_upstream {
  public:
   /**
    * @brief An arena over @p upstream_mr of @p arena_size bytes (nullopt: the default); @p dump_log_on_failure logs the arena state when it runs out.
    * @throws rmm::out_of_memory when the upstream cannot provide the arena
    */
-  explicit arena_memory_resource(device_any_resource const& upstream_mr, std::optional<std::size_t> arena_size = std::nullopt, bool dump_log_on_failure = false)
-    : arena_memory_resource{detail::upstream_holder{upstream_mr}, arena_size, dump_log_on_failure}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  explicit arena_memory_resource(Upstream const& upstream_mr, std::optional<std::size_t> arena_size = std::nullopt, bool dump_log_on_failure = false)
-    : arena_memory_resource{detail::upstream_holder{upstream_mr}, arena_size, dump_log_on_failure}
-  {
-  }
-
-  /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
-  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
-
- private:
-  arena_memory_resource(detail::upstream_holder upstream, std::optional<std::size_t> arena_size, bool dump_log_on_failure)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_arena_memory_resource_new(upstream.handle(), detail::size_or_none(arena_size), dump_log_on_failure ? 1 : 0, out, err);
+  explicit arena_memory_resource(detail::upstream_holder upstream_mr, std::optional<std::size_t> arena_size = std::nullopt, bool dump_log_on_failure = false)
+    : resource_over_upstream{std::move(upstream_mr),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
+          return rmm_arena_memory_resource_new(up, detail::size_or_none(arena_size), dump_log_on_failure ? 1 : 0, out, err);
         },
-        "arena_memory_resource")},
-      upstream_{std::move(upstream)}
+        "arena_memory_resource"}
   {
   }
-
-  detail::upstream_holder upstream_;
 };
 
 static_assert(cuda::mr::resource_with<arena_memory_resource, cuda::mr::device_accessible>);

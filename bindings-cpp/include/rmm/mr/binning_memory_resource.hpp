@@ -28,18 +28,11 @@ namespace rmm::mr {
  * Differs from RMM in one respect: add_bin() takes the bin resource as an owning
  * `any_resource` (librmm keeps it alive), where RMM takes a non-owning reference.
  */
-class binning_memory_resource : public detail::c_resource {
+class binning_memory_resource : public detail::resource_over_upstream {
  public:
   /** @brief A resource without bins over @p upstream_mr (add them with add_bin()). */
-  explicit binning_memory_resource(device_any_resource const& upstream_mr)
-    : binning_memory_resource{detail::upstream_holder{upstream_mr}, std::nullopt}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  explicit binning_memory_resource(Upstream const& upstream_mr)
-    : binning_memory_resource{detail::upstream_holder{upstream_mr}, std::nullopt}
+  explicit binning_memory_resource(detail::upstream_holder upstream_mr)
+    : binning_memory_resource{std::move(upstream_mr), std::nullopt}
   {
   }
 
@@ -47,20 +40,10 @@ class binning_memory_resource : public detail::c_resource {
    * @brief A resource with fixed-size bins of 2^@p min_size_exponent ... 2^@p max_size_exponent bytes.
    * @throws rmm::logic_error when the exponents are negative or min > max
    */
-  binning_memory_resource(device_any_resource const& upstream_mr, int8_t min_size_exponent, int8_t max_size_exponent)
-    : binning_memory_resource{detail::upstream_holder{upstream_mr}, std::pair<int, int>{min_size_exponent, max_size_exponent}}
+  binning_memory_resource(detail::upstream_holder upstream_mr, int8_t min_size_exponent, int8_t max_size_exponent)
+    : binning_memory_resource{std::move(upstream_mr), std::pair<int, int>{min_size_exponent, max_size_exponent}}
   {
   }
-
-  /** @brief As above, for an rmm resource as upstream. */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  binning_memory_resource(Upstream const& upstream_mr, int8_t min_size_exponent, int8_t max_size_exponent)
-    : binning_memory_resource{detail::upstream_holder{upstream_mr}, std::pair<int, int>{min_size_exponent, max_size_exponent}}
-  {
-  }
-
-  /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
-  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
 
   /**
    * @brief Adds a bin for allocations up to @p allocation_size bytes: @p bin_resource (kept alive by
@@ -77,19 +60,15 @@ class binning_memory_resource : public detail::c_resource {
 
  private:
   binning_memory_resource(detail::upstream_holder upstream, std::optional<std::pair<int, int>> exponents)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
+    : resource_over_upstream{std::move(upstream),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
           return exponents.has_value()
-                   ? rmm_binning_memory_resource_new_with_exponents(upstream.handle(), exponents->first,
-                                                                    exponents->second, out, err)
-                   : rmm_binning_memory_resource_new(upstream.handle(), out, err);
+                   ? rmm_binning_memory_resource_new_with_exponents(up, exponents->first, exponents->second, out, err)
+                   : rmm_binning_memory_resource_new(up, out, err);
         },
-        "binning_memory_resource")},
-      upstream_{std::move(upstream)}
+        "binning_memory_resource"}
   {
   }
-
-  detail::upstream_holder upstream_;
 };
 
 static_assert(cuda::mr::resource_with<binning_memory_resource, cuda::mr::device_accessible>);

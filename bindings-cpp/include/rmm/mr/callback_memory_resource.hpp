@@ -7,6 +7,7 @@
 #include <rmm/cuda_stream_view.hpp>
 #include <rmm/error.hpp>
 #include <rmm/mr/detail/c_resource.hpp>
+#include <rmm/mr/detail/guarded.hpp>
 #include <rmm/mr/detail/upstream.hpp>
 #include <rmm/mr/per_device_resource.hpp>
 #include <rmm/rmm_c.h>

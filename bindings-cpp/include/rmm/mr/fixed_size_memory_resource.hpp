@@ -28,7 +28,7 @@ namespace rmm::mr {
  * `any_resource<device_accessible>`, a user's C++ resource included; an rmm resource passes its
  * librmm handle through.
  */
-class fixed_size_memory_resource : public detail::c_resource {
+class fixed_size_memory_resource : public detail::resource_over_upstream {
  public:
   /** @brief RMM's default block size: 1 MiB. */
   static constexpr std::size_t default_block_size = std::size_t{1} << 20;
@@ -39,20 +39,14 @@ class fixed_size_memory_resource : public detail::c_resource {
    * @brief A resource over @p upstream_mr of @p block_size-byte blocks, @p blocks_to_preallocate of them taken at once.
    * @throws rmm::out_of_memory when the upstream cannot provide the first chunk
    */
-  explicit fixed_size_memory_resource(device_any_resource const& upstream_mr, std::size_t block_size = default_block_size, std::size_t blocks_to_preallocate = default_blocks_to_preallocate)
-    : fixed_size_memory_resource{detail::upstream_holder{upstream_mr}, block_size, blocks_to_preallocate}
+  explicit fixed_size_memory_resource(detail::upstream_holder upstream_mr, std::size_t block_size = default_block_size, std::size_t blocks_to_preallocate = default_blocks_to_preallocate)
+    : resource_over_upstream{std::move(upstream_mr),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
+          return rmm_fixed_size_memory_resource_new(up, block_size, blocks_to_preallocate, out, err);
+        },
+        "fixed_size_memory_resource"}
   {
   }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  explicit fixed_size_memory_resource(Upstream const& upstream_mr, std::size_t block_size = default_block_size, std::size_t blocks_to_preallocate = default_blocks_to_preallocate)
-    : fixed_size_memory_resource{detail::upstream_holder{upstream_mr}, block_size, blocks_to_preallocate}
-  {
-  }
-
-  /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
-  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
 
   /** @brief The block size in bytes. */
   [[nodiscard]] std::size_t get_block_size() const
@@ -61,19 +55,6 @@ class fixed_size_memory_resource : public detail::c_resource {
       [&](std::uint64_t* out, rmm_error* err) { return rmm_fixed_size_memory_resource_get_block_size(handle(), out, err); },
       "fixed_size_memory_resource::get_block_size"));
   }
-
- private:
-  fixed_size_memory_resource(detail::upstream_holder upstream, std::size_t block_size, std::size_t blocks_to_preallocate)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_fixed_size_memory_resource_new(upstream.handle(), block_size, blocks_to_preallocate, out, err);
-        },
-        "fixed_size_memory_resource")},
-      upstream_{std::move(upstream)}
-  {
-  }
-
-  detail::upstream_holder upstream_;
 };
 
 static_assert(cuda::mr::resource_with<fixed_size_memory_resource, cuda::mr::device_accessible>);

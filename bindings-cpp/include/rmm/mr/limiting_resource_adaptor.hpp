@@ -28,26 +28,20 @@ namespace rmm::mr {
  * `any_resource<device_accessible>`, a user's C++ resource included; an rmm resource passes its
  * librmm handle through.
  */
-class limiting_resource_adaptor : public detail::c_resource {
+class limiting_resource_adaptor : public detail::resource_over_upstream {
  public:
   /**
    * @brief An adaptor over @p upstream_mr allowing @p allocation_limit bytes, counting sizes rounded up to @p alignment.
    * @throws rmm::logic_error when @p alignment is not a power of two
    */
-  limiting_resource_adaptor(device_any_resource const& upstream_mr, std::size_t allocation_limit, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT)
-    : limiting_resource_adaptor{detail::upstream_holder{upstream_mr}, allocation_limit, alignment}
+  limiting_resource_adaptor(detail::upstream_holder upstream_mr, std::size_t allocation_limit, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT)
+    : resource_over_upstream{std::move(upstream_mr),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
+          return rmm_limiting_resource_adaptor_new(up, allocation_limit, alignment, out, err);
+        },
+        "limiting_resource_adaptor"}
   {
   }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  limiting_resource_adaptor(Upstream const& upstream_mr, std::size_t allocation_limit, std::size_t alignment = CUDA_ALLOCATION_ALIGNMENT)
-    : limiting_resource_adaptor{detail::upstream_holder{upstream_mr}, allocation_limit, alignment}
-  {
-  }
-
-  /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
-  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
 
   /** @brief The bytes allocated through the adaptor and not yet freed (rounded as counted). */
   [[nodiscard]] std::size_t get_allocated_bytes() const
@@ -64,19 +58,6 @@ class limiting_resource_adaptor : public detail::c_resource {
       [&](std::uint64_t* out, rmm_error* err) { return rmm_limiting_resource_adaptor_get_allocation_limit(handle(), out, err); },
       "limiting_resource_adaptor::get_allocation_limit"));
   }
-
- private:
-  limiting_resource_adaptor(detail::upstream_holder upstream, std::size_t allocation_limit, std::size_t alignment)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_limiting_resource_adaptor_new(upstream.handle(), allocation_limit, alignment, out, err);
-        },
-        "limiting_resource_adaptor")},
-      upstream_{std::move(upstream)}
-  {
-  }
-
-  detail::upstream_holder upstream_;
 };
 
 static_assert(cuda::mr::resource_with<limiting_resource_adaptor, cuda::mr::device_accessible>);

@@ -98,26 +98,21 @@ inline void rapids_logger_release(void* context) noexcept { delete static_cast<r
  * the one taking rapids_logger sinks when rapids-logger's headers are on the include path (then
  * link rapids_logger::rapids_logger; librmm itself does not use rapids-logger).
  */
-class logging_resource_adaptor : public detail::c_resource {
+class logging_resource_adaptor : public detail::resource_over_upstream {
  public:
   /**
    * @brief Logs to @p filename (created or truncated; default: get_default_filename()).
    * @param auto_flush flush every line as it is written
    * @throws rmm::logic_error when RMM_LOG_FILE is unset (default name) or the file cannot be created
    */
-  explicit logging_resource_adaptor(device_any_resource const& upstream,
+  explicit logging_resource_adaptor(detail::upstream_holder upstream,
                                     std::string const& filename = get_default_filename(),
                                     bool auto_flush             = false)
-    : logging_resource_adaptor{detail::upstream_holder{upstream}, filename, auto_flush}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  explicit logging_resource_adaptor(Upstream const& upstream,
-                                    std::string const& filename = get_default_filename(),
-                                    bool auto_flush             = false)
-    : logging_resource_adaptor{detail::upstream_holder{upstream}, filename, auto_flush}
+    : resource_over_upstream{std::move(upstream),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
+          return rmm_logging_resource_adaptor_new(up, filename.c_str(), auto_flush ? 1 : 0, out, err);
+        },
+        "logging_resource_adaptor"}
   {
   }
 
@@ -127,15 +122,14 @@ class logging_resource_adaptor : public detail::c_resource {
    * every line with @p auto_flush, and when the last copy is destroyed. A stream that fails
    * loses the lines (allocations still succeed); flush() then throws.
    */
-  logging_resource_adaptor(device_any_resource const& upstream, std::ostream& stream, bool auto_flush = false)
-    : logging_resource_adaptor{detail::upstream_holder{upstream}, stream, auto_flush}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  logging_resource_adaptor(Upstream const& upstream, std::ostream& stream, bool auto_flush = false)
-    : logging_resource_adaptor{detail::upstream_holder{upstream}, stream, auto_flush}
+  logging_resource_adaptor(detail::upstream_holder upstream, std::ostream& stream, bool auto_flush = false)
+    : resource_over_upstream{std::move(upstream),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
+          // The stream stays the caller's: no release function.
+          return rmm_logging_resource_adaptor_new_with_sink(up, &detail::ostream_write, &detail::ostream_flush, &stream,
+                                                            nullptr, auto_flush ? 1 : 0, out, err);
+        },
+        "logging_resource_adaptor"}
   {
   }
 
@@ -144,17 +138,9 @@ class logging_resource_adaptor : public detail::c_resource {
    * @brief Logs to the rapids_logger sinks @p sinks (each gets every line, pattern "%v"), through a
    * rapids_logger::logger that the adaptor owns. Lines, flushing and failures as for a std::ostream.
    */
-  logging_resource_adaptor(device_any_resource const& upstream, std::initializer_list<rapids_logger::sink_ptr> sinks,
+  logging_resource_adaptor(detail::upstream_holder upstream, std::initializer_list<rapids_logger::sink_ptr> sinks,
                            bool auto_flush = false)
-    : logging_resource_adaptor{detail::upstream_holder{upstream}, make_logger(sinks), auto_flush}
-  {
-  }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  logging_resource_adaptor(Upstream const& upstream, std::initializer_list<rapids_logger::sink_ptr> sinks,
-                           bool auto_flush = false)
-    : logging_resource_adaptor{detail::upstream_holder{upstream}, make_logger(sinks), auto_flush}
+    : logging_resource_adaptor{std::move(upstream), make_logger(sinks), auto_flush}
   {
   }
 #endif
@@ -192,34 +178,7 @@ class logging_resource_adaptor : public detail::c_resource {
       "logging_resource_adaptor::get_file_name");
   }
 
-  /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
-  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
-
  private:
-  logging_resource_adaptor(detail::upstream_holder upstream, std::string const& filename, bool auto_flush)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_logging_resource_adaptor_new(upstream.handle(), filename.c_str(), auto_flush ? 1 : 0, out,
-                                                  err);
-        },
-        "logging_resource_adaptor")},
-      upstream_{std::move(upstream)}
-  {
-  }
-
-  logging_resource_adaptor(detail::upstream_holder upstream, std::ostream& stream, bool auto_flush)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          // The stream stays the caller's: no release function.
-          return rmm_logging_resource_adaptor_new_with_sink(upstream.handle(), &detail::ostream_write,
-                                                            &detail::ostream_flush, &stream, nullptr,
-                                                            auto_flush ? 1 : 0, out, err);
-        },
-        "logging_resource_adaptor")},
-      upstream_{std::move(upstream)}
-  {
-  }
-
 #if __has_include(<rapids_logger/logger.hpp>)
   static std::unique_ptr<rapids_logger::logger> make_logger(std::initializer_list<rapids_logger::sink_ptr> sinks)
   {
@@ -230,20 +189,17 @@ class logging_resource_adaptor : public detail::c_resource {
 
   logging_resource_adaptor(detail::upstream_holder upstream, std::unique_ptr<rapids_logger::logger> logger,
                            bool auto_flush)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
+    : resource_over_upstream{std::move(upstream),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
           // librmm owns the logger from here on, also when the call fails (it then releases it at once).
           return rmm_logging_resource_adaptor_new_with_sink(
-            upstream.handle(), &detail::rapids_logger_write, &detail::rapids_logger_flush, logger.release(),
+            up, &detail::rapids_logger_write, &detail::rapids_logger_flush, logger.release(),
             &detail::rapids_logger_release, auto_flush ? 1 : 0, out, err);
         },
-        "logging_resource_adaptor")},
-      upstream_{std::move(upstream)}
+        "logging_resource_adaptor"}
   {
   }
 #endif
-
-  detail::upstream_holder upstream_;
 };
 
 static_assert(cuda::mr::resource_with<logging_resource_adaptor, cuda::mr::device_accessible>);

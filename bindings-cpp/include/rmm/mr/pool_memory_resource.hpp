@@ -27,7 +27,7 @@ namespace rmm::mr {
  * `any_resource<device_accessible>`, a user's C++ resource included: the pool's upstream calls then
  * land in it; an rmm resource passes its librmm handle through.
  */
-class pool_memory_resource : public detail::c_resource {
+class pool_memory_resource : public detail::resource_over_upstream {
  public:
   /**
    * @brief A pool over @p upstream_mr holding @p initial_pool_size bytes at first and at most
@@ -35,24 +35,16 @@ class pool_memory_resource : public detail::c_resource {
    * @throws rmm::logic_error when a size is not a multiple of 256
    * @throws rmm::out_of_memory when the upstream cannot provide the initial pool
    */
-  pool_memory_resource(device_any_resource const& upstream_mr,
+  pool_memory_resource(detail::upstream_holder upstream_mr,
                        std::size_t initial_pool_size,
                        std::optional<std::size_t> maximum_pool_size = std::nullopt)
-    : pool_memory_resource{detail::upstream_holder{upstream_mr}, initial_pool_size, maximum_pool_size}
+    : resource_over_upstream{std::move(upstream_mr),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
+          return rmm_pool_memory_resource_new(up, initial_pool_size, detail::size_or_none(maximum_pool_size), out, err);
+        },
+        "pool_memory_resource"}
   {
   }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  pool_memory_resource(Upstream const& upstream_mr,
-                       std::size_t initial_pool_size,
-                       std::optional<std::size_t> maximum_pool_size = std::nullopt)
-    : pool_memory_resource{detail::upstream_holder{upstream_mr}, initial_pool_size, maximum_pool_size}
-  {
-  }
-
-  /** @brief The upstream resource (a reference, valid while this pool or a copy lives). */
-  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
 
   /** @brief The bytes the pool holds from its upstream. */
   [[nodiscard]] std::size_t pool_size() const
@@ -71,22 +63,6 @@ class pool_memory_resource : public detail::c_resource {
     if (maximum == RMM_SIZE_NONE) { return std::nullopt; }
     return static_cast<std::size_t>(maximum);
   }
-
- private:
-  pool_memory_resource(detail::upstream_holder upstream,
-                       std::size_t initial_pool_size,
-                       std::optional<std::size_t> maximum_pool_size)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_pool_memory_resource_new(upstream.handle(), initial_pool_size,
-                                              detail::size_or_none(maximum_pool_size), out, err);
-        },
-        "pool_memory_resource")},
-      upstream_{std::move(upstream)}
-  {
-  }
-
-  detail::upstream_holder upstream_;
 };
 
 static_assert(cuda::mr::resource_with<pool_memory_resource, cuda::mr::device_accessible>);

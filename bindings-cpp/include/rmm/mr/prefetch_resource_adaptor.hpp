@@ -25,28 +25,15 @@ namespace rmm::mr {
  * `any_resource<device_accessible>`, a user's C++ resource included; an rmm resource passes its
  * librmm handle through.
  */
-class prefetch_resource_adaptor : public detail::c_resource {
+class prefetch_resource_adaptor : public detail::resource_over_upstream {
  public:
   /** @brief An adaptor over @p upstream. */
-  explicit prefetch_resource_adaptor(device_any_resource const& upstream) : prefetch_resource_adaptor{detail::upstream_holder{upstream}} {}
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  explicit prefetch_resource_adaptor(Upstream const& upstream) : prefetch_resource_adaptor{detail::upstream_holder{upstream}} {}
-
-  /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
-  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
-
- private:
   explicit prefetch_resource_adaptor(detail::upstream_holder upstream)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) { return rmm_prefetch_resource_adaptor_new(upstream.handle(), out, err); },
-        "prefetch_resource_adaptor")},
-      upstream_{std::move(upstream)}
+    : resource_over_upstream{std::move(upstream),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) { return rmm_prefetch_resource_adaptor_new(up, out, err); },
+        "prefetch_resource_adaptor"}
   {
   }
-
-  detail::upstream_holder upstream_;
 };
 
 static_assert(cuda::mr::resource_with<prefetch_resource_adaptor, cuda::mr::device_accessible>);

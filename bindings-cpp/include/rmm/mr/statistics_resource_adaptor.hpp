@@ -26,7 +26,7 @@ namespace rmm::mr {
  *
  * A value type: copies share one adaptor and its counters.
  */
-class statistics_resource_adaptor : public detail::c_resource {
+class statistics_resource_adaptor : public detail::resource_over_upstream {
  public:
   /** @brief A counter: the current value, the highest value reached and everything ever added. */
   struct counter {
@@ -68,20 +68,14 @@ class statistics_resource_adaptor : public detail::c_resource {
   };
 
   /** @brief An adaptor over @p upstream_mr (any device-accessible resource, a user's C++ one included). */
-  explicit statistics_resource_adaptor(device_any_resource const& upstream_mr)
-    : statistics_resource_adaptor{detail::upstream_holder{upstream_mr}}
+  explicit statistics_resource_adaptor(detail::upstream_holder upstream_mr)
+    : resource_over_upstream{std::move(upstream_mr),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
+          return rmm_statistics_resource_adaptor_new(up, out, err);
+        },
+        "statistics_resource_adaptor"}
   {
   }
-
-  /** @brief An adaptor over the rmm resource @p upstream_mr (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  explicit statistics_resource_adaptor(Upstream const& upstream_mr)
-    : statistics_resource_adaptor{detail::upstream_holder{upstream_mr}}
-  {
-  }
-
-  /** @brief The upstream resource (a reference, valid while this adaptor or a copy lives). */
-  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
 
   /** @brief The bytes counter of the current frame. */
   [[nodiscard]] counter get_bytes_counter() const
@@ -135,19 +129,7 @@ class statistics_resource_adaptor : public detail::c_resource {
   }
 
  private:
-  explicit statistics_resource_adaptor(detail::upstream_holder upstream)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_statistics_resource_adaptor_new(upstream.handle(), out, err);
-        },
-        "statistics_resource_adaptor")},
-      upstream_{std::move(upstream)}
-  {
-  }
-
   static counter convert(rmm_counter const& c) noexcept { return counter{c.value, c.peak, c.total}; }
-
-  detail::upstream_holder upstream_;
 };
 
 static_assert(cuda::mr::resource_with<statistics_resource_adaptor, cuda::mr::device_accessible>);

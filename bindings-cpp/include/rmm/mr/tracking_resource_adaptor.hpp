@@ -55,7 +55,7 @@ namespace rmm::mr {
  * `any_resource<device_accessible>`, a user's C++ resource included; an rmm resource passes its
  * librmm handle through.
  */
-class tracking_resource_adaptor : public detail::c_resource {
+class tracking_resource_adaptor : public detail::resource_over_upstream {
  public:
   /** @brief What is known of one outstanding allocation (RMM's tracking_resource_adaptor::allocation_info). */
   struct allocation_info {
@@ -74,20 +74,14 @@ class tracking_resource_adaptor : public detail::c_resource {
    * @brief An adaptor over @p upstream_mr; @p capture_stacks records a stack trace per allocation.
    * @throws nothing beyond librmm failures (rmm::logic_error)
    */
-  explicit tracking_resource_adaptor(device_any_resource const& upstream_mr, bool capture_stacks = false)
-    : tracking_resource_adaptor{detail::upstream_holder{upstream_mr}, capture_stacks}
+  explicit tracking_resource_adaptor(detail::upstream_holder upstream_mr, bool capture_stacks = false)
+    : resource_over_upstream{std::move(upstream_mr),
+        [&](rmm_resource up, rmm_resource* out, rmm_error* err) {
+          return rmm_tracking_resource_adaptor_new(up, capture_stacks ? 1 : 0, out, err);
+        },
+        "tracking_resource_adaptor"}
   {
   }
-
-  /** @brief As above, for an rmm resource as upstream (its handle is passed through). */
-  template <class Upstream, detail::enable_if_rmm_upstream_t<Upstream> = 0>
-  explicit tracking_resource_adaptor(Upstream const& upstream_mr, bool capture_stacks = false)
-    : tracking_resource_adaptor{detail::upstream_holder{upstream_mr}, capture_stacks}
-  {
-  }
-
-  /** @brief The upstream resource (a reference, valid while this resource or a copy lives). */
-  [[nodiscard]] device_async_resource_ref get_upstream_resource() const noexcept { return upstream_.ref(); }
 
   /** @brief The bytes outstanding through the adaptor. */
   [[nodiscard]] std::size_t get_allocated_bytes() const
@@ -154,16 +148,6 @@ class tracking_resource_adaptor : public detail::c_resource {
   }
 
  private:
-  tracking_resource_adaptor(detail::upstream_holder upstream, bool capture_stacks)
-    : detail::c_resource{detail::make_handle(
-        [&](rmm_resource* out, rmm_error* err) {
-          return rmm_tracking_resource_adaptor_new(upstream.handle(), capture_stacks ? 1 : 0, out, err);
-        },
-        "tracking_resource_adaptor")},
-      upstream_{std::move(upstream)}
-  {
-  }
-
   /** @brief The stack of the outstanding allocation at @p ptr, as text. */
   [[nodiscard]] std::string allocation_stack(void const* ptr) const
   {
@@ -185,7 +169,6 @@ class tracking_resource_adaptor : public detail::c_resource {
     std::map<void*, allocation_info> map;
   };
 
-  detail::upstream_holder upstream_;
   mutable snapshot_holder snapshot_;
 };
 

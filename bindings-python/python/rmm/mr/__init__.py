@@ -10,5 +10,10 @@ the same process (through ``librmm_rs.so``) see what :func:`set_current_device_r
 
 from rmm.pylibrmm.memory_resource import *  # noqa: F403
 from rmm.pylibrmm.memory_resource import __all__  # noqa: F401
+from rmm.pylibrmm.memory_resource import (  # noqa: F401 (rmm-rs extras, outside __all__)
+    AlignedResourceAdaptor,
+    SimulatedMemoryResource,
+    ThreadSafeResourceAdaptor,
+)
 # rmm.mr.experimental is its own module, as in RMM (the star import brought the pylibrmm one).
 import rmm.mr.experimental as experimental  # noqa: E402

@@ -14,6 +14,7 @@ use proptest::test_runner::RngAlgorithm;
 
 use super::*;
 use crate::mr::{SimulatedMemoryResource, SystemMemoryResource};
+use crate::resource::Access;
 
 const KIB: usize = 1 << 10;
 const MIB: usize = 1 << 20;

@@ -9,7 +9,8 @@ use crate::mr::detail::nvtx_bounds::NvtxBounds;
 use crate::mr::detail::stream_ordered::Core;
 
 /// Hands out `size` bytes of `core` (`bytes` rounded up to 256) at an `alignment`-aligned address,
-/// usable on `stream`: recorded as live, and announced to NVTX as `bytes` long when `nvtx` is on.
+/// usable on `stream`: recorded as live (an out-of-memory error when the host has no room to record
+/// it), and announced to NVTX as `bytes` long when `nvtx` is on.
 #[inline]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn allocate(
@@ -23,7 +24,13 @@ pub(crate) fn allocate(
     alignment: usize,
 ) -> Result<*mut u8> {
     let block = core.allocate(stream, size, alignment.max(DEFAULT_ALIGNMENT))?;
-    let ptr = live.allocated(name, block as *mut u8, size);
+    let ptr = live
+        .allocated(name, block as *mut u8, size, |block| {
+            // The block was never handed out: back to the engine at once (checked: `allocated`
+            // only fails when frees are checked).
+            let _ = core.deallocate(stream, block as usize, size, true);
+        })
+        .map_err(|e| e.error(name, size))?;
     if let Some(nvtx) = nvtx {
         nvtx.sync_heaps(core.regions_generation(), || core.regions());
         nvtx.allocated(ptr, bytes);

@@ -15,13 +15,21 @@
 //! store (one atomic read-modify-write per call instead of a mutex's two); it is held only for a
 //! hash-map insert or remove, and a waiter yields its time slice after a few spins, so a holder
 //! that was descheduled is not starved.
+//!
+//! Host memory: the index grows with the live allocations (16 bytes each, at most half full), and a
+//! growth that the host cannot provide is an error, never an abort: [`FreeCheck::allocated`] then
+//! gives the block back and fails with [`Error::OutOfMemory`]. The adaptors that account what they
+//! hand out (statistics, limiting) keep the same index with [`Sizes::Granular`]
+//! (docs/design/checked-frees.md).
 
 use std::cell::UnsafeCell;
+use std::collections::TryReserveError;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use crate::aligned::{align_up, DEFAULT_ALIGNMENT};
 use crate::error::{Error, Result};
+use crate::resource::MemoryResource;
 
 use super::live_slot::{self, Scanned, Slot};
 
@@ -34,12 +42,39 @@ pub(crate) fn granule(bytes: usize, alignment: Option<usize>) -> usize {
     size | alignment.map_or(0, |a| a.max(DEFAULT_ALIGNMENT).trailing_zeros() as usize)
 }
 
+/// How a free's size is compared with the size a live allocation was recorded with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sizes {
+    /// The recorded value is a [`granule`] and the free's must equal it (the sub-allocators).
+    Exact,
+    /// The recorded value is the allocation's size in bytes; a free's size matches when both round
+    /// up to the same multiple of 256 (the adaptors, which count the recorded size).
+    Granular,
+}
+
+impl Sizes {
+    /// True when a free of `given` matches an allocation recorded as `live`.
+    #[inline]
+    pub(super) fn matches(self, live: usize, given: usize) -> bool {
+        live == given || (self == Sizes::Granular && granule(live, None) == granule(given, None))
+    }
+
+    /// A recorded value in words.
+    fn describe(self, value: usize) -> String {
+        match self {
+            Sizes::Exact => describe(value),
+            Sizes::Granular => format!("{value} bytes"),
+        }
+    }
+}
+
 /// A [`granule`] in words.
 fn describe(granule: usize) -> String {
     let size = granule & !(DEFAULT_ALIGNMENT - 1);
     match granule & (DEFAULT_ALIGNMENT - 1) {
         0 => format!("{size} bytes"),
-        log2 => format!("{size} bytes aligned to {}", 1usize << log2),
+        log2 if log2 < usize::BITS as usize => format!("{size} bytes aligned to {}", 1usize << log2),
+        _ => format!("{granule} bytes"),
     }
 }
 
@@ -90,13 +125,12 @@ impl Map {
         (hash(addr) >> 32) as usize & (self.slots.len() - 1)
     }
 
-    /// Inserts or replaces; returns the value replaced.
+    /// Inserts or replaces; returns the value replaced. Fails, changing nothing, when the table
+    /// must grow and the host has no memory for it.
     #[inline]
-    fn insert(&mut self, addr: usize, value: usize) -> Option<usize> {
+    fn insert(&mut self, addr: usize, value: usize) -> Result<Option<usize>, TryReserveError> {
         debug_assert_ne!(addr, 0);
-        if (self.len + 1) * 2 > self.slots.len() {
-            self.grow();
-        }
+        self.reserve_one()?;
         let mask = self.slots.len() - 1;
         let mut i = self.home(addr);
         loop {
@@ -104,14 +138,27 @@ impl Map {
             if k == 0 {
                 self.slots[i] = (addr, value);
                 self.len += 1;
-                return None;
+                return Ok(None);
             }
             if k == addr {
                 self.slots[i].1 = value;
-                return Some(v);
+                return Ok(Some(v));
             }
             i = (i + 1) & mask;
         }
+    }
+
+    /// Makes room for one more entry (doubling the table if needed), or fails changing nothing.
+    #[inline]
+    fn reserve_one(&mut self) -> Result<(), TryReserveError> {
+        #[cfg(test)]
+        if tests::NO_ROOM.with(std::cell::Cell::get) {
+            return Err(Vec::<u8>::new().try_reserve(usize::MAX).unwrap_err());
+        }
+        if (self.len + 1) * 2 > self.slots.len() {
+            self.grow()?;
+        }
+        Ok(())
     }
 
     /// The slot of `addr`.
@@ -128,17 +175,19 @@ impl Map {
         }
     }
 
-    /// Removes `addr` if it maps to `value`; otherwise returns what it maps to (`None`: nothing).
+    /// Removes `addr` if its value matches `given` (see [`Sizes`]) and returns that value;
+    /// otherwise returns what it maps to (`None`: nothing).
     #[inline]
-    fn remove_if(&mut self, addr: usize, value: usize) -> Result<(), Option<usize>> {
+    fn remove_if(&mut self, addr: usize, given: usize, sizes: Sizes) -> Result<usize, Option<usize>> {
         if addr == 0 {
             return Err(None);
         }
         let Some(mut hole) = self.find(addr) else {
             return Err(None);
         };
-        if self.slots[hole].1 != value {
-            return Err(Some(self.slots[hole].1));
+        let live = self.slots[hole].1;
+        if !sizes.matches(live, given) {
+            return Err(Some(live));
         }
         // Backward shift: move later entries of the run into the hole unless their home lies
         // cyclically in (hole, j], where they must stay to remain reachable.
@@ -163,18 +212,35 @@ impl Map {
         }
         self.slots[hole] = (0, 0);
         self.len -= 1;
-        Ok(())
+        Ok(live)
     }
 
-    fn grow(&mut self) {
-        let doubled = vec![(0, 0); self.slots.len() * 2];
+    /// Doubles the table. The new table is reserved fallibly: a host out of memory is an error
+    /// here, not an abort.
+    #[cold]
+    fn grow(&mut self) -> Result<(), TryReserveError> {
+        let mut doubled = Vec::new();
+        doubled.try_reserve_exact(self.slots.len() * 2)?;
+        doubled.resize(self.slots.len() * 2, (0, 0));
         let old = std::mem::replace(&mut self.slots, doubled);
         self.len = 0;
         for (k, v) in old {
             if k != 0 {
-                self.insert(k, v);
+                self.place(k, v);
             }
         }
+        Ok(())
+    }
+
+    /// Puts an entry of a table being rebuilt into its first empty slot (there is room).
+    fn place(&mut self, addr: usize, value: usize) {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(addr);
+        while self.slots[i].0 != 0 {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = (addr, value);
+        self.len += 1;
     }
 }
 
@@ -217,13 +283,14 @@ impl Shard {
 
 const SHARDS: usize = 64;
 
-/// Live allocations of one resource: address → size as the resource counts it (its rounding).
-/// Each thread's latest allocation may sit in the thread's slot instead of the map (see
-/// [`live_slot`](super::live_slot)): every method below looks in both.
+/// Live allocations of one resource: address → size as the resource counts it (its rounding, or
+/// the bytes asked for, see [`Sizes`]). Each thread's latest allocation may sit in the thread's
+/// slot instead of the map (see [`live_slot`](super::live_slot)): every method below looks in both.
 pub(crate) struct LiveSet {
     /// Process-unique (threads find their slot by it).
     id: u64,
     me: Weak<LiveSet>,
+    sizes: Sizes,
     shards: Box<[Shard]>,
     /// Every thread's slot in this set, for frees from other threads; the lock also orders scans
     /// against the moves of ending threads (see `live_slot`).
@@ -238,9 +305,28 @@ impl std::fmt::Debug for LiveSet {
     }
 }
 
+/// The host had no memory to record an allocation (the index could not grow).
+#[derive(Debug)]
+pub(crate) struct NoRoom;
+
+impl From<TryReserveError> for NoRoom {
+    fn from(_: TryReserveError) -> Self {
+        NoRoom
+    }
+}
+
+impl NoRoom {
+    /// The allocation error of `name` for a request of `size` bytes whose record found no room.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn error(self, name: &str, size: usize) -> Error {
+        no_room(name, size)
+    }
+}
+
 impl LiveSet {
-    /// An empty index.
-    pub(crate) fn new() -> Arc<Self> {
+    /// An empty index comparing sizes as `sizes` says.
+    pub(crate) fn new(sizes: Sizes) -> Arc<Self> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let shards = (0..SHARDS)
             .map(|_| Shard {
@@ -251,6 +337,7 @@ impl LiveSet {
         Arc::new_cyclic(|me| Self {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
             me: me.clone(),
+            sizes,
             shards,
             slots: Mutex::new(Vec::new()),
         })
@@ -265,6 +352,11 @@ impl LiveSet {
         self.me.clone()
     }
 
+    /// How this set compares sizes.
+    pub(super) fn sizes(&self) -> Sizes {
+        self.sizes
+    }
+
     fn shard(&self, addr: usize) -> &Shard {
         &self.shards[(hash(addr) >> 58) as usize % SHARDS]
     }
@@ -274,56 +366,124 @@ impl LiveSet {
     }
 
     /// Records that `[addr, addr + size)` was handed out: in the calling thread's slot if it is
-    /// empty, else in the map. A pointer already live in the map means the engine handed out live
-    /// memory twice: that is reported, and the newer record wins.
+    /// empty, else in the map. Returns the record this one replaced, if the pointer was already
+    /// live in the map (the memory was handed out again: freed behind the set's back). Fails,
+    /// recording nothing, when the map must grow and the host has no memory for it.
     #[inline]
-    pub(crate) fn insert(&self, name: &str, addr: usize, size: usize) {
+    pub(crate) fn insert(&self, addr: usize, size: usize) -> Result<Option<usize>, NoRoom> {
         if live_slot::lend(self, addr, size) {
-            return;
+            return Ok(None);
         }
-        if let Some(old) = self.shard(addr).with(|m| m.insert(addr, size)) {
-            handed_out_twice(name, addr, size, old);
-        }
+        Ok(self.shard(addr).with(|m| m.insert(addr, size))?)
     }
 
-    /// Takes `addr` out of the index if it is a live allocation of `size` bytes; otherwise refuses
-    /// with [`Error::InvalidArgument`] and leaves the index unchanged.
+    /// Takes `addr` out of the index if it is a live allocation whose size matches `size` and
+    /// returns the size it was recorded with; otherwise refuses with [`Error::InvalidArgument`]
+    /// and leaves the index unchanged.
     #[inline]
-    pub(crate) fn remove(&self, name: &str, addr: usize, size: usize) -> Result<()> {
-        if live_slot::take_back(self, addr, size) {
-            return Ok(());
+    pub(crate) fn remove(&self, name: &str, addr: usize, size: usize) -> Result<usize> {
+        if let Some(live) = live_slot::take_back(self, addr, size) {
+            return Ok(live);
         }
-        match self.shard(addr).with(|m| m.remove_if(addr, size)) {
-            Ok(()) => Ok(()),
-            Err(None) => self.remove_lent(name, addr, size),
-            Err(Some(live)) => Err(refusal(name, addr, size, Some(live))),
+        self.remove_unlent(name, addr, size)
+    }
+
+    /// [`LiveSet::remove`] of what the calling thread's slot does not hold.
+    fn remove_unlent(&self, name: &str, addr: usize, size: usize) -> Result<usize> {
+        match self.shard(addr).with(|m| m.remove_if(addr, size, self.sizes)) {
+            Ok(live) => Ok(live),
+            Err(Some(live)) => Err(self.refusal(name, addr, size, Some(live))),
+            Err(None) => self
+                .take_lent(name, addr, size)?
+                .ok_or_else(|| self.refusal(name, addr, size, None)),
         }
     }
 
-    /// [`LiveSet::remove`] for a pointer in no map: another thread's slot (or its own, freed with
-    /// another size), or nowhere.
+    /// [`LiveSet::remove`], with `Ok(None)` for a pointer that is not live at all (only a live
+    /// pointer with a size that does not match is an error).
+    #[inline]
+    pub(crate) fn take(&self, name: &str, addr: usize, size: usize) -> Result<Option<usize>> {
+        if let Some(live) = live_slot::take_back(self, addr, size) {
+            return Ok(Some(live));
+        }
+        match self.shard(addr).with(|m| m.remove_if(addr, size, self.sizes)) {
+            Ok(live) => Ok(Some(live)),
+            Err(None) => self.take_lent(name, addr, size),
+            Err(Some(live)) => Err(self.refusal(name, addr, size, Some(live))),
+        }
+    }
+
+    /// For an adaptor over `upstream` (docs/design/checked-frees.md): a free of `ptr` with `size`
+    /// is [`Freed::Recorded`] (taken out of the record) when the adaptor handed it out with a
+    /// matching size, and [`Freed::Upstream`] when it did not but `upstream` knows it as a live
+    /// allocation of that size (the caller forwards it and counts nothing); anything else is
+    /// refused with [`Error::InvalidArgument`].
+    pub(crate) fn take_for_adaptor(
+        &self,
+        name: &str,
+        upstream: &dyn MemoryResource,
+        ptr: *mut u8,
+        size: usize,
+        alignment: usize,
+    ) -> Result<Freed> {
+        match self.take(name, ptr as usize, size)? {
+            Some(recorded) => Ok(Freed::Recorded(recorded)),
+            None if upstream.is_live_allocation(ptr, size, alignment) == Some(true) => Ok(Freed::Upstream),
+            None => Err(not_handed_out(name, ptr as usize)),
+        }
+    }
+
+    /// [`LiveSet::take`] for a pointer in no map: another thread's slot (or its own, freed with
+    /// another size), or nowhere (`Ok(None)`).
     #[cold]
-    fn remove_lent(&self, name: &str, addr: usize, size: usize) -> Result<()> {
+    fn take_lent(&self, name: &str, addr: usize, size: usize) -> Result<Option<usize>> {
         let slots = self.slots();
         // Again under the lock: an ending thread may have moved it from its slot into the map.
-        match self.shard(addr).with(|m| m.remove_if(addr, size)) {
-            Ok(()) => return Ok(()),
-            Err(Some(live)) => return Err(refusal(name, addr, size, Some(live))),
+        match self.shard(addr).with(|m| m.remove_if(addr, size, self.sizes)) {
+            Ok(live) => return Ok(Some(live)),
+            Err(Some(live)) => return Err(self.refusal(name, addr, size, Some(live))),
             Err(None) => {}
         }
         for slot in slots.iter() {
-            match slot.scan(addr, size) {
-                Scanned::Taken => return Ok(()),
-                Scanned::OtherSize(live) => return Err(refusal(name, addr, size, Some(live))),
+            match slot.scan(addr, size, self.sizes) {
+                Scanned::Taken(live) => return Ok(Some(live)),
+                Scanned::OtherSize(live) => {
+                    return Err(self.refusal(name, addr, size, Some(live)))
+                }
                 Scanned::Absent => {}
             }
         }
-        Err(refusal(name, addr, size, None))
+        Ok(None)
+    }
+
+    /// True when `addr` is a live allocation whose size matches `size`: a free of it with `size`
+    /// would be accepted. Changes nothing.
+    pub(crate) fn contains(&self, addr: usize, size: usize) -> bool {
+        if addr == 0 {
+            return false;
+        }
+        let sizes = self.sizes;
+        if self.shard(addr).with(|m| m.find(addr).map(|i| m.slots[i].1)).is_some_and(|live| sizes.matches(live, size)) {
+            return true;
+        }
+        let slots = self.slots();
+        // Again under the lock, as `remove_lent` does.
+        if let Some(live) = self.shard(addr).with(|m| m.find(addr).map(|i| m.slots[i].1)) {
+            return sizes.matches(live, size);
+        }
+        slots.iter().any(|slot| slot.peek(addr).is_some_and(|live| sizes.matches(live, size)))
     }
 
     /// Puts back an allocation that [`LiveSet::remove`] took out when the free failed after all.
-    pub(crate) fn restore(&self, addr: usize, size: usize) {
-        self.shard(addr).with(|m| m.insert(addr, size));
+    /// If the host has no memory to record it again, the allocation is no longer known to the
+    /// set: that is reported, and a later free of it is refused (a leak, not a corruption).
+    pub(crate) fn restore(&self, name: &str, addr: usize, size: usize) {
+        if self.shard(addr).with(|m| m.insert(addr, size)).is_err() {
+            tracing::error!(
+                "{name}: {addr:#x} (+{size}) stays allocated, but the host has no memory to record it again: \
+                 its free will be refused"
+            );
+        }
     }
 
     /// The number of live allocations.
@@ -333,32 +493,90 @@ impl LiveSet {
         lent + self.shards.iter().map(|s| s.with(|m| m.len)).sum::<usize>()
     }
 
-    /// Lists a thread's new slot (on the thread's first allocation through this set).
+    /// Lists a thread's new slot (on the thread's first allocation through this set). A slot the
+    /// host has no memory to list is never lent to (its thread records in the map).
     pub(super) fn slot_made(&self, slot: &Arc<Slot>) {
-        self.slots().push(slot.clone());
+        let mut slots = self.slots();
+        if slots.try_reserve(1).is_ok() {
+            slots.push(slot.clone());
+            slot.listed();
+        }
     }
 
     /// The owner of `slot` moves its lent allocation, if any, into the map (it stayed there too
-    /// long, see `live_slot`); under the list lock, so that scanners never miss it.
+    /// long, see `live_slot`); under the list lock, so that scanners never miss it. False (the
+    /// allocation stays in the slot) when the map has no room for it.
     #[cold]
-    pub(super) fn slot_evicted(&self, slot: &Slot) {
+    pub(super) fn slot_evicted(&self, slot: &Slot) -> bool {
         let _slots = self.slots();
-        self.unlend(slot);
+        self.unlend(slot)
     }
 
-    /// A thread ends: its slot leaves the list and its allocation, if any, moves into the map.
+    /// A thread ends: its slot leaves the list and its allocation, if any, moves into the map. If
+    /// the map has no room for it, the slot stays listed, so that frees from other threads still
+    /// find the allocation there.
     pub(super) fn slot_gone(&self, slot: &Arc<Slot>) {
         let mut slots = self.slots();
-        slots.retain(|s| !Arc::ptr_eq(s, slot));
-        self.unlend(slot);
-    }
-
-    /// Moves `slot`'s lent allocation, if any, into the map (the caller holds the list lock).
-    fn unlend(&self, slot: &Slot) {
-        if let Some((addr, size)) = slot.evict() {
-            self.restore(addr, size);
+        if self.unlend(slot) {
+            slots.retain(|s| !Arc::ptr_eq(s, slot));
         }
     }
+
+    /// Moves `slot`'s lent allocation, if any, into the map (the caller holds the list lock and
+    /// is the slot's owner thread, so the allocation cannot change meanwhile); false, leaving it in
+    /// the slot, when the map cannot grow for it.
+    fn unlend(&self, slot: &Slot) -> bool {
+        let Some(addr) = slot.lent_addr() else {
+            return true;
+        };
+        self.shard(addr).with(|m| {
+            if m.reserve_one().is_err() {
+                return false;
+            }
+            if let Some((evicted, size)) = slot.evict() {
+                debug_assert_eq!(evicted, addr);
+                // Room was made above under this lock: the insert cannot need to grow.
+                let _ = m.insert(evicted, size);
+            }
+            true
+        })
+    }
+
+    /// Why a free was refused: `live` is the size `addr` was recorded with, if it is live.
+    #[cold]
+    #[inline(never)]
+    fn refusal(&self, name: &str, addr: usize, size: usize, live: Option<usize>) -> Error {
+        match live {
+            Some(live) => Error::invalid(format!(
+                "{name}: {addr:#x} was allocated with {} but freed with {} (sizes rounded up to 256); nothing was freed",
+                self.sizes.describe(live),
+                self.sizes.describe(size)
+            )),
+            None => Error::invalid(format!(
+                "{name}: {addr:#x} is not a live allocation of this resource (a double free, a pointer into an \
+                 allocation, or another resource's pointer); nothing was freed"
+            )),
+        }
+    }
+}
+
+/// What a free through an adaptor is (see [`LiveSet::take_for_adaptor`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Freed {
+    /// The adaptor handed it out, with this many bytes: count them back.
+    Recorded(usize),
+    /// The adaptor did not hand it out, but its upstream knows it: forward it, count nothing.
+    Upstream,
+}
+
+/// Why an adaptor refused a free of a pointer it did not hand out.
+#[cold]
+#[inline(never)]
+pub(crate) fn not_handed_out(name: &str, addr: usize) -> Error {
+    Error::invalid(format!(
+        "{name}: {addr:#x} is not a live allocation of this adaptor, and its upstream does not know it as one \
+         (a double free, a pointer into an allocation, or another resource's pointer); nothing was freed"
+    ))
 }
 
 /// Reports an engine bug: live memory handed out again.
@@ -370,20 +588,14 @@ fn handed_out_twice(name: &str, addr: usize, size: usize, old: usize) {
     );
 }
 
-/// Why a free was refused: `live` is the granule `addr` was allocated with, if it is live.
+/// The error of an allocation the index had no room to record.
 #[cold]
 #[inline(never)]
-fn refusal(name: &str, addr: usize, size: usize, live: Option<usize>) -> Error {
-    match live {
-        Some(live) => Error::invalid(format!(
-            "{name}: {addr:#x} was allocated with {} but freed with {} (sizes rounded up to 256); nothing was freed",
-            describe(live),
-            describe(size)
-        )),
-        None => Error::invalid(format!(
-            "{name}: {addr:#x} is not a live allocation of this resource (a double free, a pointer into an \
-             allocation, or another resource's pointer); nothing was freed"
-        )),
+pub(crate) fn no_room(name: &str, size: usize) -> Error {
+    Error::OutOfMemory {
+        bytes: size & !(DEFAULT_ALIGNMENT - 1),
+        resource: name.into(),
+        detail: "the host has no memory left to record the allocation; it was given back".into(),
     }
 }
 
@@ -394,7 +606,7 @@ pub(crate) struct FreeCheck(Option<Arc<LiveSet>>);
 impl FreeCheck {
     /// An index for `checks`.
     pub(crate) fn new(checks: FreeChecks) -> Self {
-        Self((checks == FreeChecks::Checked).then(LiveSet::new))
+        Self((checks == FreeChecks::Checked).then(|| LiveSet::new(Sizes::Exact)))
     }
 
     /// Whether frees are checked.
@@ -406,16 +618,32 @@ impl FreeCheck {
         }
     }
 
-    /// Records an allocation (a null pointer is not recorded) and passes it on. Takes the pointer,
-    /// not the allocation's `Result`: this is on every allocation's path, and an `Error` is large.
+    /// Records an allocation of `size` (a [`granule`]; a null pointer is not recorded) and passes
+    /// it on. When the host has no memory to record it, `give_back` returns the block to the
+    /// engine and the allocation fails ([`NoRoom::error`] makes its [`Error::OutOfMemory`]). Takes
+    /// the pointer, not the allocation's `Result`, and fails with a unit: this is on every
+    /// allocation's path, and an `Error` is large.
     #[inline]
-    pub(crate) fn allocated(&self, name: &str, ptr: *mut u8, size: usize) -> *mut u8 {
+    pub(crate) fn allocated(
+        &self,
+        name: &str,
+        ptr: *mut u8,
+        size: usize,
+        give_back: impl FnOnce(*mut u8),
+    ) -> Result<*mut u8, NoRoom> {
         if let Some(set) = &self.0 {
             if !ptr.is_null() {
-                set.insert(name, ptr as usize, size);
+                match set.insert(ptr as usize, size) {
+                    Ok(None) => {}
+                    Ok(Some(old)) => handed_out_twice(name, ptr as usize, size, old),
+                    Err(NoRoom) => {
+                        give_back(ptr);
+                        return Err(NoRoom);
+                    }
+                }
             }
         }
-        ptr
+        Ok(ptr)
     }
 
     /// Checks a free of `ptr` with `size` and runs `free` when it names a live allocation; the
@@ -431,7 +659,13 @@ impl FreeCheck {
             return free();
         };
         set.remove(name, ptr as usize, size)?;
-        free().inspect_err(|_| set.restore(ptr as usize, size))
+        free().inspect_err(|_| set.restore(name, ptr as usize, size))
+    }
+
+    /// `Some(true)` when `ptr` is a live allocation of `size` (a [`granule`]), `Some(false)` when
+    /// not, `None` when frees are not checked (nothing is recorded).
+    pub(crate) fn is_live(&self, ptr: *mut u8, size: usize) -> Option<bool> {
+        self.0.as_ref().map(|set| set.contains(ptr as usize, size))
     }
 
     /// `Ok` when `[ptr, ptr + size)` is a live allocation of `size` bytes, or frees are unchecked
@@ -440,8 +674,12 @@ impl FreeCheck {
         let Some(set) = &self.0 else {
             return Ok(());
         };
+        if set.contains(ptr as usize, size) {
+            return Ok(());
+        }
+        // Not live: the refusal a free would get (a free racing in between is put back).
         set.remove(name, ptr as usize, size)?;
-        set.restore(ptr as usize, size);
+        set.restore(name, ptr as usize, size);
         Ok(())
     }
 
@@ -453,13 +691,124 @@ impl FreeCheck {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    thread_local! {
+        /// While set, the calling thread finds no room in any map (a host out of memory, when
+        /// every table is full).
+        pub(in crate::mr::detail) static NO_ROOM: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// Runs `f` with [`NO_ROOM`] set on this thread.
+    fn without_room<R>(f: impl FnOnce() -> R) -> R {
+        NO_ROOM.with(|n| n.set(true));
+        let r = f();
+        NO_ROOM.with(|n| n.set(false));
+        r
+    }
+
+    #[test]
+    fn a_record_without_room_gives_the_block_back_and_is_out_of_memory() {
+        let check = FreeCheck::new(FreeChecks::Checked);
+        // The thread's slot takes the first allocation without the map.
+        check.allocated("t", 0x1000 as *mut u8, 256, |_| panic!("recorded")).unwrap();
+        let mut given_back = None;
+        let err = without_room(|| {
+            check.allocated("t", 0x2000 as *mut u8, 512, |p| given_back = Some(p as usize))
+        })
+        .unwrap_err()
+        .error("t", 512);
+        assert!(err.is_out_of_memory(), "{err}");
+        assert!(err.to_string().contains("given back"), "{err}");
+        assert_eq!(given_back, Some(0x2000), "the block went back to its resource");
+        assert_eq!(check.live(), 1, "nothing was recorded");
+        assert!(check.free("t", 0x2000 as *mut u8, 512, || Ok(())).is_err(), "it is not live");
+        // With room again, everything works as before.
+        check.allocated("t", 0x2000 as *mut u8, 512, |_| panic!("recorded")).unwrap();
+        check.free("t", 0x2000 as *mut u8, 512, || Ok(())).unwrap();
+        check.free("t", 0x1000 as *mut u8, 256, || Ok(())).unwrap();
+        assert_eq!(check.live(), 0);
+    }
+
+    #[test]
+    fn an_ending_thread_without_room_leaves_its_allocation_findable() {
+        let set = LiveSet::new(Sizes::Exact);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                set.insert(0x1000, 256).unwrap();
+                // The thread ends while no map has room: its slot stays listed.
+                NO_ROOM.with(|n| n.set(true));
+            });
+        });
+        assert_eq!(set.len(), 1);
+        assert!(set.contains(0x1000, 256));
+        assert!(set.remove("t", 0x1000, 512).is_err(), "checked as before");
+        assert_eq!(set.remove("t", 0x1000, 256).unwrap(), 256);
+        assert!(set.remove("t", 0x1000, 256).is_err(), "a double free is refused");
+        assert_eq!(set.len(), 0);
+    }
+
+    #[test]
+    fn a_slot_without_room_for_its_eviction_keeps_its_allocation() {
+        let set = LiveSet::new(Sizes::Exact);
+        set.insert(0x1000, 256).unwrap(); // into the slot
+        without_room(|| {
+            for i in 0..2 * live_slot::EVICT_AFTER as usize {
+                assert!(set.insert(0x10_0000 + 0x1000 * i, 256).is_err(), "no room in the map");
+            }
+        });
+        assert_eq!(set.len(), 1, "the slot kept its allocation, nothing else was recorded");
+        assert_eq!(set.remove("t", 0x1000, 256).unwrap(), 256);
+    }
+
+    #[test]
+    fn granular_sizes_match_within_a_multiple_of_256_and_return_the_recorded_size() {
+        let set = LiveSet::new(Sizes::Granular);
+        set.insert(0x1000, 1000).unwrap(); // slot
+        set.insert(0x2000, 1000).unwrap(); // map
+        for addr in [0x1000, 0x2000] {
+            assert!(set.contains(addr, 1024) && set.contains(addr, 769) && !set.contains(addr, 1025));
+            let wrong = set.remove("t", addr, 1300).unwrap_err();
+            assert!(
+                wrong.to_string().contains("allocated with 1000 bytes but freed with 1300 bytes"),
+                "{wrong}"
+            );
+            assert_eq!(set.remove("t", addr, 1001).unwrap(), 1000, "the recorded size comes back");
+        }
+        assert!(!set.contains(0x1000, 1000) && !set.contains(0, 0));
+        let exact = LiveSet::new(Sizes::Exact);
+        exact.insert(0x1000, 1024).unwrap();
+        assert!(exact.remove("t", 0x1000, 1000).is_err(), "exact sets compare granules as given");
+    }
+
+    #[test]
+    fn contains_looks_everywhere_and_changes_nothing() {
+        let set = LiveSet::new(Sizes::Exact);
+        let (lent, done) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                set.insert(0x1000, 256).unwrap(); // this thread's slot
+                lent.wait();
+                done.wait();
+                assert_eq!(set.remove("t", 0x1000, 256).unwrap(), 256, "still in its slot");
+            });
+            lent.wait();
+            set.insert(0x2000, 512).unwrap();
+            set.insert(0x3000, 768).unwrap();
+            assert!(set.contains(0x1000, 256), "another live thread's slot");
+            assert!(!set.contains(0x1000, 512));
+            assert!(set.contains(0x2000, 512) && set.contains(0x3000, 768));
+            assert!(!set.contains(0x3100, 256), "an interior pointer");
+            done.wait();
+        });
+        assert_eq!(set.len(), 2);
+    }
 
     #[test]
     fn refuses_what_is_not_live_and_keeps_what_is() {
-        let set = LiveSet::new();
-        set.insert("t", 0x1000, 4096);
+        let set = LiveSet::new(Sizes::Exact);
+        set.insert(0x1000, 4096).unwrap();
         let wrong_size = set.remove("t", 0x1000, 256).unwrap_err();
         assert!(
             wrong_size
@@ -515,7 +864,7 @@ mod tests {
             let value = 256 * (1 + (x as usize >> 20) % 3);
             if x % 3 == 0 {
                 assert_eq!(
-                    map.insert(addr, value),
+                    map.insert(addr, value).unwrap(),
                     reference.insert(addr, value),
                     "step {step}"
                 );
@@ -523,25 +872,25 @@ mod tests {
                 let expected = match reference.get(&addr) {
                     Some(&v) if v == value => {
                         reference.remove(&addr);
-                        Ok(())
+                        Ok(v)
                     }
                     other => Err(other.copied()),
                 };
-                assert_eq!(map.remove_if(addr, value), expected, "step {step}");
+                assert_eq!(map.remove_if(addr, value, Sizes::Exact), expected, "step {step}");
             }
             assert_eq!(map.len, reference.len());
         }
         for (&addr, &value) in &reference {
             assert_eq!(map.find(addr).map(|i| map.slots[i].1), Some(value));
         }
-        assert!(map.remove_if(0, 0).is_err(), "null is never live");
+        assert!(map.remove_if(0, 0, Sizes::Exact).is_err(), "null is never live");
     }
 
     #[test]
     fn a_failed_free_keeps_the_allocation_live() {
         let check = FreeCheck::new(FreeChecks::Checked);
         let p = 0x4000 as *mut u8;
-        check.allocated("t", p, 256);
+        check.allocated("t", p, 256, |_| {}).unwrap();
         assert!(check
             .free("t", p, 256, || Err(Error::invalid("upstream said no")))
             .is_err());
@@ -554,7 +903,7 @@ mod tests {
     fn unchecked_trusts_every_free() {
         let check = FreeCheck::new(FreeChecks::Unchecked);
         assert_eq!(check.mode(), FreeChecks::Unchecked);
-        check.allocated("t", 0x4000 as *mut u8, 256);
+        check.allocated("t", 0x4000 as *mut u8, 256, |_| {}).unwrap();
         let mut called = false;
         check
             .free("t", 0x4100 as *mut u8, 999, || {
@@ -567,14 +916,14 @@ mod tests {
 
     #[test]
     fn many_threads_free_each_others_allocations() {
-        let set = LiveSet::new();
+        let set = LiveSet::new(Sizes::Exact);
         let threads: Vec<_> = (0..8usize)
             .map(|t| {
                 let set = set.clone();
                 std::thread::spawn(move || {
                     for i in 0..10_000usize {
                         let addr = ((t * 10_000 + i) + 1) << 8;
-                        set.insert("t", addr, 256);
+                        set.insert(addr, 256).unwrap();
                     }
                 })
             })
@@ -603,9 +952,9 @@ mod tests {
 
     #[test]
     fn a_thread_s_latest_allocation_is_freed_from_its_slot_and_checked_as_in_the_map() {
-        let set = LiveSet::new();
-        set.insert("t", 0x1000, 256);
-        set.insert("t", 0x2000, 512);
+        let set = LiveSet::new(Sizes::Exact);
+        set.insert(0x1000, 256).unwrap();
+        set.insert(0x2000, 512).unwrap();
         assert_eq!(set.len(), 2, "one in the slot, one in the map");
         let wrong = set.remove("t", 0x1000, 512).unwrap_err();
         assert!(
@@ -622,16 +971,16 @@ mod tests {
 
     #[test]
     fn another_thread_frees_what_sits_in_a_live_thread_s_slot_once() {
-        let set = LiveSet::new();
+        let set = LiveSet::new(Sizes::Exact);
         let (lent, freed) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
         std::thread::scope(|s| {
             s.spawn(|| {
-                set.insert("t", 0x1000, 256);
+                set.insert(0x1000, 256).unwrap();
                 lent.wait();
                 freed.wait();
                 // Freed by the other thread: this thread's own free is now a double free.
                 assert!(set.remove("t", 0x1000, 256).is_err());
-                set.insert("t", 0x3000, 256);
+                set.insert(0x3000, 256).unwrap();
                 set.remove("t", 0x3000, 256).unwrap();
             });
             lent.wait();
@@ -646,13 +995,13 @@ mod tests {
 
     #[test]
     fn a_long_lived_allocation_leaves_the_slot_to_the_temporaries_after_it() {
-        let set = LiveSet::new();
+        let set = LiveSet::new(Sizes::Exact);
         let in_map = |addr: usize| set.shard(addr).with(|m| m.find(addr).is_some());
-        set.insert("t", 0x1000, 1 << 20); // the thread's working buffer: into its slot
+        set.insert(0x1000, 1 << 20).unwrap(); // the thread's working buffer: into its slot
         let temporaries = |first: usize, n: usize| {
             for i in 0..n {
                 let addr = 0x10_0000 + 0x1000 * (first + i);
-                set.insert("t", addr, 256);
+                set.insert(addr, 256).unwrap();
                 set.remove("t", addr, 256).unwrap();
             }
         };
@@ -660,7 +1009,7 @@ mod tests {
         assert!(!in_map(0x1000), "still in its slot");
         temporaries(1000, 1);
         assert!(in_map(0x1000), "moved into the map");
-        set.insert("t", 0x9000, 256);
+        set.insert(0x9000, 256).unwrap();
         assert!(!in_map(0x9000), "the next temporary takes the slot");
         set.remove("t", 0x9000, 256).unwrap();
         // Checked exactly as before the move, from this thread and from another one.
@@ -675,9 +1024,9 @@ mod tests {
 
     #[test]
     fn a_thread_that_ends_leaves_its_latest_allocation_live() {
-        let set = LiveSet::new();
+        let set = LiveSet::new(Sizes::Exact);
         std::thread::scope(|s| {
-            s.spawn(|| set.insert("t", 0x1000, 256));
+            s.spawn(|| set.insert(0x1000, 256).unwrap());
         });
         assert_eq!(set.len(), 1);
         assert!(set.remove("t", 0x1000, 512).is_err());
@@ -689,7 +1038,7 @@ mod tests {
     fn racing_frees_of_one_allocation_succeed_once() {
         // A third thread holds the allocation in its slot (it stays alive); two threads free it at
         // once, over and over: exactly one may win each time.
-        let set = LiveSet::new();
+        let set = LiveSet::new(Sizes::Exact);
         let rounds = 2_000;
         let (lent, go, done) = (
             std::sync::Barrier::new(3),
@@ -700,7 +1049,7 @@ mod tests {
         std::thread::scope(|s| {
             s.spawn(|| {
                 for round in 0..rounds {
-                    set.insert("t", (round + 1) << 8, 256);
+                    set.insert((round + 1) << 8, 256).unwrap();
                     lent.wait();
                     go.wait();
                     done.wait();

@@ -16,7 +16,9 @@
 //! - `LENT`: one live allocation; the owner takes it back with one compare-and-swap to `EMPTY`, a
 //!   scanner claims it with one to `BUSY`;
 //! - `BUSY`: a scanner reads it, under the set's list lock; it then stores `EMPTY` (the free is
-//!   its) or `LENT` again (not the allocation it looked for).
+//!   its) or `LENT` again (not the allocation it looked for);
+//! - `UNLISTED`: a new slot until its set lists it (where scanners find it); one the host had no
+//!   memory to list stays so, and, not being `EMPTY`, is never lent to.
 //!
 //! A long-lived allocation would keep its slot from every later one (a thread that first allocates
 //! its working buffer, then churns temporaries): after [`EVICT_AFTER`] allocations in a row found
@@ -32,12 +34,13 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::LocalKey;
 
-use super::live_set::LiveSet;
+use super::live_set::{LiveSet, Sizes};
 use super::per_thread::{self, Items, Owner, Refusals, Remembered, WAYS};
 
 const EMPTY: u8 = 0;
 const LENT: u8 = 1;
 const BUSY: u8 = 2;
+const UNLISTED: u8 = 3;
 
 /// Allocations in a row that find the slot taken before its allocation moves into the map: rare
 /// enough that a churn with many live allocations (which rarely frees the slot's) pays the list
@@ -73,8 +76,8 @@ pub(super) struct Slot {
 /// What a scan found for a pointer.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Scanned {
-    /// The allocation was lent to a slot with this size: the slot is now empty.
-    Taken,
+    /// The allocation was lent to a slot with this size (returned): the slot is now empty.
+    Taken(usize),
     /// A slot holds the pointer with another size (returned): left as it was.
     OtherSize(usize),
     /// No slot holds it.
@@ -85,11 +88,16 @@ impl Slot {
     fn new(set: u64) -> Self {
         Self {
             set,
-            state: AtomicU8::new(EMPTY),
+            state: AtomicU8::new(UNLISTED),
             addr: AtomicUsize::new(0),
             size: AtomicUsize::new(0),
             refused: Refusals::new(),
         }
+    }
+
+    /// Its set listed it: it may be lent to from now on (its owner thread calls this).
+    pub(super) fn listed(&self) {
+        self.state.store(EMPTY, Ordering::Relaxed);
     }
 
     /// Owner only: records an allocation if the slot is empty; otherwise the map records it, and
@@ -111,47 +119,70 @@ impl Slot {
         Lend::Lent
     }
 
-    /// Owner only: takes the allocation back if it is `addr` with `size`; false otherwise (or when
-    /// a scanner holds it: the caller then scans, under the lock that scanner holds).
+    /// Owner only: takes the allocation back if it is `addr` with a size that `sizes` matches
+    /// with `size`, and returns the size it was lent with; `None` otherwise (or when a scanner
+    /// holds it: the caller then scans, under the lock that scanner holds).
     #[inline]
-    fn take_back(&self, addr: usize, size: usize) -> bool {
+    fn take_back(&self, addr: usize, size: usize, sizes: Sizes) -> Option<usize> {
         // The fields are the owner's own writes (or unchanged since): no ordering needed to read.
-        self.state.load(Ordering::Relaxed) == LENT
-            && self.addr.load(Ordering::Relaxed) == addr
-            && self.size.load(Ordering::Relaxed) == size
+        if self.state.load(Ordering::Relaxed) != LENT || self.addr.load(Ordering::Relaxed) != addr {
+            return None;
+        }
+        let live = self.size.load(Ordering::Relaxed);
+        (sizes.matches(live, size)
             && self
                 .state
                 .compare_exchange(LENT, EMPTY, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
+                .is_ok())
+        .then_some(live)
     }
 
-    /// Any thread, under the set's list lock: takes the allocation at `addr` if it is `size` bytes.
-    pub(super) fn scan(&self, addr: usize, size: usize) -> Scanned {
+    /// Any thread, under the set's list lock: takes the allocation at `addr` if its size matches
+    /// `size`.
+    pub(super) fn scan(&self, addr: usize, size: usize, sizes: Sizes) -> Scanned {
+        match self.claim(addr) {
+            None => Scanned::Absent,
+            Some(live) if sizes.matches(live, size) => {
+                self.state.store(EMPTY, Ordering::Release);
+                Scanned::Taken(live)
+            }
+            Some(live) => {
+                self.state.store(LENT, Ordering::Release);
+                Scanned::OtherSize(live)
+            }
+        }
+    }
+
+    /// Any thread, under the set's list lock: the size of the allocation at `addr` if the slot
+    /// holds it (left as it was).
+    pub(super) fn peek(&self, addr: usize) -> Option<usize> {
+        let live = self.claim(addr)?;
+        self.state.store(LENT, Ordering::Release);
+        Some(live)
+    }
+
+    /// Moves the slot to `BUSY` if it holds `addr` and returns its size; the caller then stores
+    /// `EMPTY` or `LENT`. `None` (state unchanged) when it does not hold `addr`.
+    fn claim(&self, addr: usize) -> Option<usize> {
         if self.state.load(Ordering::Acquire) != LENT || self.addr.load(Ordering::Relaxed) != addr {
-            return Scanned::Absent;
+            return None;
         }
-        if self
-            .state
+        // A failed claim means its owner took it back meanwhile: freed by that call.
+        self.state
             .compare_exchange(LENT, BUSY, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            // Its owner took it back meanwhile: freed by that call, not this one.
-            return Scanned::Absent;
-        }
+            .ok()?;
         // Read again in `BUSY`: between the check and the claim the owner may have taken it back
         // and lent another allocation.
-        let (lent_addr, lent_size) = (
-            self.addr.load(Ordering::Relaxed),
-            self.size.load(Ordering::Relaxed),
-        );
-        let found = match (lent_addr == addr, lent_size == size) {
-            (true, true) => Scanned::Taken,
-            (true, false) => Scanned::OtherSize(lent_size),
-            (false, _) => Scanned::Absent,
-        };
-        let next = if found == Scanned::Taken { EMPTY } else { LENT };
-        self.state.store(next, Ordering::Release);
-        found
+        if self.addr.load(Ordering::Relaxed) != addr {
+            self.state.store(LENT, Ordering::Release);
+            return None;
+        }
+        Some(self.size.load(Ordering::Relaxed))
+    }
+
+    /// Owner only: the address of the lent allocation, if any.
+    pub(super) fn lent_addr(&self) -> Option<usize> {
+        (self.state.load(Ordering::Acquire) == LENT).then(|| self.addr.load(Ordering::Relaxed))
     }
 
     /// Any thread, under the set's list lock: the lent allocation, taken out (the slot is empty
@@ -170,7 +201,7 @@ impl Slot {
 
     /// True while an allocation is lent to it.
     pub(super) fn is_lent(&self) -> bool {
-        self.state.load(Ordering::Acquire) != EMPTY
+        matches!(self.state.load(Ordering::Acquire), LENT | BUSY)
     }
 }
 
@@ -214,17 +245,15 @@ pub(super) fn lend(set: &LiveSet, addr: usize, size: usize) -> bool {
     per_thread::with(set, true, |slot| match slot.lend(addr, size) {
         Lend::Lent => true,
         Lend::Taken => false,
-        Lend::Stale => {
-            set.slot_evicted(slot);
-            slot.lend(addr, size) == Lend::Lent
-        }
+        Lend::Stale => set.slot_evicted(slot) && slot.lend(addr, size) == Lend::Lent,
     })
     .unwrap_or(false)
 }
 
-/// Takes `addr` (`size`) back from the calling thread's slot of `set` if it is there. A thread
-/// that never allocated through `set` has nothing lent: no slot is made for it.
+/// Takes `addr` back from the calling thread's slot of `set` if it is there with a matching size,
+/// and returns the size it was recorded with. A thread that never allocated through `set` has
+/// nothing lent: no slot is made for it.
 #[inline]
-pub(super) fn take_back(set: &LiveSet, addr: usize, size: usize) -> bool {
-    per_thread::with(set, false, |slot| slot.take_back(addr, size)).unwrap_or(false)
+pub(super) fn take_back(set: &LiveSet, addr: usize, size: usize) -> Option<usize> {
+    per_thread::with(set, false, |slot| slot.take_back(addr, size, set.sizes())).flatten()
 }

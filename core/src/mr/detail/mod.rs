@@ -6,6 +6,7 @@ mod arena_superblock;
 pub(crate) mod core_calls;
 pub(crate) mod driver;
 pub(crate) mod fixed_list;
+pub(crate) mod forward;
 pub(crate) mod free_list;
 pub(crate) mod live_set;
 pub(crate) mod live_slot;

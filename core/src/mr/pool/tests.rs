@@ -3,6 +3,7 @@ use crate::mr::detail::stream_ordered::model::{
     drive, fake_stream, stress_threads, ModelUpstream, Op, RecordingSyncer, Subject,
 };
 use crate::mr::{SimulatedMemoryResource, SystemMemoryResource};
+use crate::resource::Access;
 use proptest::prelude::*;
 
 const KIB: usize = 1 << 10;

@@ -12,6 +12,11 @@ their device's resource in the shared registry.
 
 Host mode (no GPU, an rmm-rs extension): ``_initialize`` builds on :class:`SystemMemoryResource`
 instead of CUDA or managed memory, on device 0 (the only one).
+
+rmm-rs extras, outside ``__all__`` (RMM's names): :class:`AlignedResourceAdaptor`,
+:class:`ThreadSafeResourceAdaptor` and :class:`SimulatedMemoryResource`, the classes of the C++
+resources of those kinds (``rmm::mr::aligned_resource_adaptor``, ...), so that every resource a C++
+library sets as the current device resource comes back as the object of its class.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import os
 
 from rmm import _device
 from rmm._rmm import (
+    AlignedResourceAdaptor,
     ArenaMemoryResource,
     BinningMemoryResource,
     CallbackMemoryResource,
@@ -36,8 +42,10 @@ from rmm._rmm import (
     PoolMemoryResource,
     PrefetchResourceAdaptor,
     SamHeadroomMemoryResource,
+    SimulatedMemoryResource,
     StatisticsResourceAdaptor,
     SystemMemoryResource,
+    ThreadSafeResourceAdaptor,
     TrackingResourceAdaptor,
     UpstreamResourceAdaptor,
     available_device_memory,

@@ -296,6 +296,14 @@ impl Core {
         core
     }
 
+    /// The upstream the regions come from ([`Memory::Upstream`]).
+    pub(crate) fn upstream(&self) -> Option<&AnyResource> {
+        match &self.memory {
+            Memory::Upstream(upstream) => Some(upstream),
+            Memory::Mapped(_) => None,
+        }
+    }
+
     /// The range and its books ([`Memory::Mapped`]).
     pub(crate) fn mapped(&self) -> Option<&Mapped> {
         match &self.memory {

@@ -1921,8 +1921,10 @@ fn a_core_dropped_with_blocks_in_fronts_returns_everything() {
 /// RMM's random workload as the benchmark runs it (sizes up to 1 MiB, a 73 % chance to allocate,
 /// up to 10,000 allocations and 1,000 MiB live per thread) from 16 threads in a 40 GiB pool, as
 /// on the GPU machines: in host mode with 16 threads run one after another the count of
-/// shared-lock takes is exact. With 64 MiB shards and 16 MiB refills it was 33,910 of 320,000
-/// operations, and on the GPU 16 threads ran no faster than one; the defaults keep it under 1 in 40.
+/// shared-lock takes depends only on which shard each thread draws. Threads draw shards in the
+/// order they first allocate anywhere in the test process, so beside other tests the draw varies:
+/// alone it is under 1 in 40, beside the whole suite up to 1 in 29 was seen. With 64 MiB shards
+/// and 16 MiB refills it was 33,910 of 320,000 (1 in 9), and 16 threads ran no faster than one.
 #[test]
 fn the_benchmark_random_shape_rarely_takes_the_shared_lock() {
     let syncer = RecordingSyncer::new(0, 1);
@@ -1972,7 +1974,7 @@ fn the_benchmark_random_shape_rarely_takes_the_shared_lock() {
     let ops = (16 * STEPS) as u64;
     let locks = core.shared_locks();
     assert!(
-        locks < ops / 40,
+        locks < ops / 20,
         "{locks} of {ops} operations took the shared lock ({} shards)",
         core.shards.len()
     );
