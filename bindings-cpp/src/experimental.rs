@@ -18,7 +18,7 @@ use rmm_core::mr::experimental::{
 use rmm_core::resource::guard::{guarded, hand_out, hand_out_ptr, put};
 use rmm_core::resource::{rmm_error, rmm_resource, AnyResource};
 
-use crate::resources::{accessor, optional_size, with_resource};
+use crate::resources::{accessor, optional_size, with_resource, RMM_SIZE_NONE};
 use crate::streams::stream_from_c;
 
 const NAME: &str = "expandable_pool_memory_resource";
@@ -66,7 +66,10 @@ impl From<ExpandablePoolStatistics> for rmm_expandable_pool_statistics {
 }
 
 /// An allocation of another process mapped into this one (`rmm_imported_span` in C).
-pub struct rmm_imported_span(ImportedSpan);
+pub struct rmm_imported_span {
+    /// Unmapped when the handle is freed.
+    _mapping: ImportedSpan,
+}
 
 /// A connected Unix socket that stays the caller's.
 ///
@@ -80,15 +83,18 @@ unsafe fn borrowed_socket(fd: c_int) -> Result<ManuallyDrop<UnixStream>> {
     Ok(ManuallyDrop::new(unsafe { UnixStream::from_raw_fd(fd) }))
 }
 
-/// A new `expandable_pool_memory_resource` on the current device (host memory in host mode).
-/// `reserve`, `granularity` and `release_threshold` may be [`RMM_SIZE_NONE`](crate::resources::RMM_SIZE_NONE); `peers` holds
-/// `peer_count` device ordinals (NULL when 0).
+/// A new `expandable_pool_memory_resource` on the current device (host memory in host mode):
+/// `initial_size` bytes mapped at once (0 or [`RMM_SIZE_NONE`](crate::resources::RMM_SIZE_NONE):
+/// none), at most `maximum_size` bytes ever (the reservation, rounded up to the granule;
+/// `RMM_SIZE_NONE`: twice the device's memory), `release_threshold` mapped bytes kept when frees
+/// give idle granules back (`RMM_SIZE_NONE`: none, everything stays mapped until a trim); `peers`
+/// holds `peer_count` device ordinals that get access to the pool's memory (NULL when 0).
 ///
 /// # Safety
 /// `peers` is NULL or valid for `peer_count` reads; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_new(
-    reserve: u64, granularity: u64, release_threshold: u64, peers: *const i32, peer_count: usize,
+    initial_size: u64, maximum_size: u64, release_threshold: u64, peers: *const i32, peer_count: usize,
     out: *mut rmm_resource, err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
@@ -102,12 +108,12 @@ pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_new(
             };
             let options = ExpandablePoolOptions {
                 range: VirtualRangeOptions {
-                    reserve: optional_size(reserve, "reserve")?,
-                    granularity: optional_size(granularity, "granularity")?,
+                    reserve: optional_size(maximum_size, "maximum_size")?,
                     peers,
                     ..VirtualRangeOptions::default()
                 },
                 release_threshold: optional_size(release_threshold, "release_threshold")?,
+                initial_size: optional_size(initial_size, "initial_size")?.unwrap_or(0),
                 ..ExpandablePoolOptions::default()
             };
             Ok(AnyResource::new(ExpandablePoolMemoryResource::new(options)?))
@@ -168,6 +174,23 @@ pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_trim(
                 put(released_out, released as u64, "released_out")?;
             }
             Ok(())
+        })
+    }
+}
+
+/// The pool's release threshold, into `*out` ([`RMM_SIZE_NONE`](crate::resources::RMM_SIZE_NONE):
+/// none).
+///
+/// # Safety
+/// `resource` is live; `out` and `err` are NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_release_threshold(
+    resource: rmm_resource, out: *mut u64, err: *mut rmm_error,
+) -> c_int {
+    // SAFETY: caller contract.
+    unsafe {
+        accessor(resource, NAME, out, err, |p: &ExpandablePoolMemoryResource| {
+            Ok(p.release_threshold().map_or(RMM_SIZE_NONE, |t| t as u64))
         })
     }
 }
@@ -240,7 +263,7 @@ pub unsafe extern "C" fn rmm_imported_span_receive(
             let imported = ImportedSpan::new(&span)?;
             put(ptr_out, imported.as_ptr().cast(), "ptr_out")?;
             put(size_out, imported.len(), "size_out")?;
-            Ok(Box::into_raw(Box::new(rmm_imported_span(imported))))
+            Ok(Box::into_raw(Box::new(rmm_imported_span { _mapping: imported })))
         })
     }
 }
@@ -258,3 +281,6 @@ pub unsafe extern "C" fn rmm_imported_span_free(span: *mut rmm_imported_span) {
     // SAFETY: caller contract; dropping unmaps (errors are logged, nothing unwinds).
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(unsafe { Box::from_raw(span) })));
 }
+
+#[cfg(test)]
+mod tests;

@@ -1098,4 +1098,4 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_new_with_sink(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -48,7 +48,8 @@ const DEFAULT_RESERVE_FACTOR: usize = 2;
 
 /// How to build an [`ExpandablePoolMemoryResource`]; `Default` is the current device (host memory
 /// in host mode), a reservation twice as large as the device, the driver's granule, every
-/// shareable handle kind the device offers, no peers, no release threshold, checked frees.
+/// shareable handle kind the device offers, no peers, no release threshold, checked frees, nothing
+/// mapped at first.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExpandablePoolOptions {
     /// What backs the granules. `None`: the current device, or in host mode host memory
@@ -66,6 +67,10 @@ pub struct ExpandablePoolOptions {
     pub release_threshold: Option<usize>,
     /// Whether frees are checked against the live allocations (default: checked).
     pub free_checks: FreeChecks,
+    /// Bytes to map at construction (an allocation of that size freed at once, as `cuda_async`
+    /// primes its pool), so that the first requests find memory mapped; 0: none. A release
+    /// threshold below it gives the excess back at that free.
+    pub initial_size: usize,
 }
 
 impl ExpandablePoolOptions {
@@ -84,6 +89,12 @@ impl ExpandablePoolOptions {
     /// Sets [`ExpandablePoolOptions::release_threshold`].
     pub fn release_threshold(mut self, bytes: usize) -> Self {
         self.release_threshold = Some(bytes);
+        self
+    }
+
+    /// Sets [`ExpandablePoolOptions::initial_size`].
+    pub fn initial_size(mut self, bytes: usize) -> Self {
+        self.initial_size = bytes;
         self
     }
 
@@ -173,7 +184,8 @@ impl ExpandablePoolMemoryResource {
     /// # Errors
     /// [`Error::Unsupported`] for a device without virtual memory management or a peer that cannot
     /// access it; [`Error::InvalidArgument`] for a granularity the backend does not take; the
-    /// driver's errors (out of memory when the address space cannot hold the reservation).
+    /// driver's errors (out of memory when the address space cannot hold the reservation, or the
+    /// device the initial size).
     pub fn new(options: ExpandablePoolOptions) -> Result<Self> {
         let backend = match options.backend {
             Some(backend) => backend,
@@ -192,13 +204,19 @@ impl ExpandablePoolMemoryResource {
             // Nothing behind the addresses: as the simulated device resource.
             Backend::Simulated(_) => Access::DEVICE,
         };
-        Ok(Self::over(
+        let pool = Self::over(
             Mapped::new(range, options.release_threshold),
             access,
             options.free_checks,
             default_syncer(),
             CacheLimits::DEFAULT,
-        ))
+        );
+        if options.initial_size > 0 {
+            let primed = pool.allocate(Stream::DEFAULT, options.initial_size, DEFAULT_ALIGNMENT)?;
+            // SAFETY: `primed` came from `pool` with these arguments just now.
+            unsafe { pool.deallocate(Stream::DEFAULT, primed, options.initial_size, DEFAULT_ALIGNMENT)? };
+        }
+        Ok(pool)
     }
 
     /// A pool over `mapped` with this syncer and these cache limits (tests give their own).

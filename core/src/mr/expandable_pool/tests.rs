@@ -363,6 +363,26 @@ fn a_request_beyond_the_reservation_is_out_of_memory_naming_it() {
 }
 
 #[test]
+fn an_initial_size_is_mapped_at_construction_and_kept_free() {
+    let options = ExpandablePoolOptions::default()
+        .backend(host(16 * MIB, MIB))
+        .initial_size(5 * MIB + 1);
+    let mr = ExpandablePoolMemoryResource::new(options).unwrap();
+    let s = mr.statistics();
+    assert_eq!((s.mapped_bytes, s.used_bytes), (6 * MIB, 0), "{s:?}");
+    let p = alloc(&mr, 6 * MIB);
+    assert_eq!(mr.statistics().growth_steps, s.growth_steps, "served from the primed memory");
+    free(&mr, p, 6 * MIB);
+    let too_large = ExpandablePoolOptions::default()
+        .backend(host(4 * MIB, MIB))
+        .initial_size(8 * MIB);
+    assert!(matches!(
+        ExpandablePoolMemoryResource::new(too_large),
+        Err(Error::OutOfMemory { .. })
+    ));
+}
+
+#[test]
 fn alignments_above_256_are_honoured() {
     let mr = pool(64 * MIB, 64 * KIB);
     let small = alloc(&mr, 300);
