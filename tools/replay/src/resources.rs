@@ -92,6 +92,10 @@ fn pool(up: Upstream) -> rmm_core::Result<AnyResource> {
     Ok(AnyResource::new(PoolMemoryResource::new(up.resource, Some(initial), None)?))
 }
 
+fn pool_on_demand(up: Upstream) -> rmm_core::Result<AnyResource> {
+    Ok(AnyResource::new(PoolMemoryResource::new(up.resource, Some(0), None)?))
+}
+
 fn arena(up: Upstream) -> rmm_core::Result<AnyResource> {
     let size = half_of(&up);
     Ok(AnyResource::new(ArenaMemoryResource::new(up.resource, Some(size), false)?))
@@ -122,6 +126,11 @@ pub const RESOURCES: &[ResourceEntry] = &[
     ResourceEntry { name: "system", about: "malloc/free host memory (works without a GPU)", make: Make::Base { make: system, needs_gpu: false } },
     ResourceEntry { name: "simulated", about: "a simulated device of --simulate-gib GiB; no CUDA calls", make: Make::Simulated },
     ResourceEntry { name: "pool", about: "coalescing pool starting at half the device (sub-allocator)", make: Make::OnUpstream(pool) },
+    ResourceEntry {
+        name: "pool_on_demand",
+        about: "the coalescing pool starting empty, growing by what it needs (sub-allocator)",
+        make: Make::OnUpstream(pool_on_demand),
+    },
     ResourceEntry { name: "arena", about: "arena of half the device (sub-allocator)", make: Make::OnUpstream(arena) },
     ResourceEntry {
         name: "binning",
