@@ -70,6 +70,9 @@ def torch_loop(torch, steps=TORCH_STEPS):
         loss = loss_fn(logits.reshape(-1, 8192), targets.reshape(-1))
         loss.backward()
         optimizer.step()
+        # rmm_torch_allocator frees on the stream a block was made on (record_stream is a no-op for
+        # a pluggable allocator): the side stream must not reuse the batch before main is done.
+        side.wait_stream(main)
         del logits, loss, inputs, targets, tokens
         if step % 4 == 3:
             side.wait_stream(main)
