@@ -224,7 +224,7 @@ fn all_resources() -> Vec<(&'static str, Factory)> {
         // Issue 28's pool, half the free memory mapped at first as the pool line below holds.
         ("expandable_pool", || {
             let (free, _) = cuda::mem_info(cuda::current_device()?)?;
-            let options = ExpandablePoolOptions::default().initial_size(free / 2 & !(DEFAULT_ALIGNMENT - 1));
+            let options = ExpandablePoolOptions::default().initial_size((free / 2) & !(DEFAULT_ALIGNMENT - 1));
             Ok(AnyResource::new(ExpandablePoolMemoryResource::new(options)?))
         }),
         // As RMM's benchmark: a pool over cuda starting at half the free memory (the default).
