@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use rmm_core::debug_log::Level;
 use rmm_core::mr::kind::ResourceKind;
 use rmm_core::resource::status::STATUS_CODES;
 use rmm_core::Access;
@@ -302,11 +301,7 @@ fn every_other_rmm_c_h_number_is_a_rust_constant() {
     };
     let mut wrong = Vec::new();
     for (name, value) in header.iter().filter(|(name, _)| !listed(name)) {
-        let log_level = name
-            .strip_prefix("RMM_LOG_LEVEL_")
-            .and_then(|level| Level::from_name(&level.to_ascii_lowercase()))
-            .map(|level| i128::from(level as u8));
-        let expected = rust.get(name).copied().or_else(|| access.get(name.as_str()).copied()).or(log_level);
+        let expected = rust.get(name).copied().or_else(|| access.get(name.as_str()).copied());
         if expected != Some(*value) {
             wrong.push(format!("{name}: rmm_c.h {value}, Rust {expected:?}"));
         }
