@@ -9,7 +9,9 @@
 #   record   real allocation logs for REPLAY_BENCH, recorded with rmm-rs's logging adaptor from a
 #            short PyTorch training loop and a CuPy pipeline (benchmarks/python/record_replay_log.py):
 #            $OUT/replay-torch.csv, $OUT/replay-cupy.csv
-#   rmm-cpp  RMM's own C++ benchmarks (scripts/gpu-peer-bench.sh): ours, RMM 26.10, and RMM 26.08 for
+#   rmm-cpp  RMM's own C++ benchmarks (scripts/gpu-peer-bench.sh; split a sweep over calls with
+#            RMM_PEER_BENCH_VARIANTS and RMM_PEER_BENCH_PROGRAMS, then merge the archives here with
+#            scripts/peer/bench_table.py): ours, RMM 26.10, and RMM 26.08 for
 #            the programs that do not build against 26.10; 3 repetitions of at least 0.2 s each (the
 #            table gives each cell's median and spread); RANDOM_ALLOCATIONS_BENCH with 1000
 #            allocations for every resource and 10,000 for pool, binning and arena; REPLAY_BENCH on
@@ -57,7 +59,7 @@ if want rmm-cpp; then
     logs=""
     for w in torch cupy; do [ -s "$OUT/replay-$w.csv" ] && logs="$logs $w=$OUT/replay-$w.csv"; done
     RMM_PEER_OUT=$OUT/peer-bench \
-        RMM_PEER_BENCH_VARIANTS="ours rmm-26.10 rmm-26.08" \
+        RMM_PEER_BENCH_VARIANTS=${RMM_PEER_BENCH_VARIANTS:-ours rmm-26.10 rmm-26.08} \
         RMM_PEER_BENCH_FALLBACK_ONLY=rmm-26.08 \
         RMM_PEER_BENCH_MIN_TIME=${RMM_PEER_BENCH_MIN_TIME:-0.2s} \
         RMM_PEER_BENCH_REPETITIONS=${RMM_PEER_BENCH_REPETITIONS:-3} \
@@ -66,6 +68,9 @@ if want rmm-cpp; then
         RMM_PEER_REPLAY_LOGS="$logs" \
         bash scripts/gpu-peer-bench.sh >"$OUT/rmm-cpp.log" 2>&1
     say "rmm-cpp: exit $? (rmm-cpp.log); $(grep -E '^ours against' "$OUT/peer-bench/peer-bench.md" 2>/dev/null | tr '\n' ' ')"
+    # The device tool brings back a bounded number of files: one archive of the JSON, the table beside.
+    cp "$OUT"/peer-bench/peer-bench.{md,csv} "$OUT"/ 2>/dev/null
+    tar -C "$OUT" -czf "$OUT/peer-bench.tgz" peer-bench && rm -rf "$OUT/peer-bench"
 fi
 
 if want peer; then

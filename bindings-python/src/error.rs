@@ -7,7 +7,10 @@
 //! | `Cuda`, `NoDriver`, `NoDevice`, `Unsupported` | `RuntimeError` |
 //! | `Cuda` from an allocation | `MemoryError` (RMM's `RMM_CUDA_TRY_ALLOC` throws `rmm::bad_alloc`) |
 //!
-//! The message is the core error's `Display` text, so Python sees the same words as Rust and C++.
+//! The message is the core error's `Display` text, so Python sees the same words as Rust and C++,
+//! behind the prefix of RMM's C++ exceptions (`RMM failure at: `, `CUDA error at: `, and
+//! `std::bad_alloc: out_of_memory: ` before an out-of-memory one), where RMM's file and line are
+//! `rmm-rs`: callers that match RMM's texts (cudf-polars looks for "RMM failure") keep working.
 //!
 //! A Python callback that a resource calls (`CallbackMemoryResource`, `FailureCallbackResourceAdaptor`)
 //! may raise: the exception is parked here ([`park`]) while the core unwinds with a plain error, and
@@ -56,7 +59,7 @@ pub(crate) fn to_py_err(error: Error) -> PyErr {
     if let Some(parked) = take_parked() {
         return parked;
     }
-    let message = error.to_string();
+    let message = rmm_message(&error);
     match error {
         Error::OutOfMemory { .. } => PyMemoryError::new_err(message),
         Error::InvalidArgument(_) => PyValueError::new_err(message),
@@ -66,13 +69,22 @@ pub(crate) fn to_py_err(error: Error) -> PyErr {
     }
 }
 
+/// The text of a core error as RMM's exceptions word theirs (see the module's documentation).
+pub(crate) fn rmm_message(error: &Error) -> String {
+    match error {
+        Error::OutOfMemory { .. } => format!("std::bad_alloc: out_of_memory: RMM failure at: rmm-rs: {error}"),
+        Error::Cuda { .. } => format!("CUDA error at: rmm-rs: {error}"),
+        _ => format!("RMM failure at: rmm-rs: {error}"),
+    }
+}
+
 /// The Python exception for a core error of an allocation: as [`to_py_err`], except that a CUDA
 /// error is a `MemoryError` too. RMM's resources wrap every CUDA call of an allocation in
 /// `RMM_CUDA_TRY_ALLOC`, which throws `rmm::bad_alloc` (a `std::bad_alloc`, so Cython raises
 /// `MemoryError`) whatever the CUDA error: a pool destroyed under `CudaAsyncViewMemoryResource`, say.
 pub(crate) fn to_py_alloc_err(error: Error) -> PyErr {
     match error {
-        Error::Cuda { .. } if !has_parked() => PyMemoryError::new_err(error.to_string()),
+        Error::Cuda { .. } if !has_parked() => PyMemoryError::new_err(format!("std::bad_alloc: {}", rmm_message(&error))),
         other => to_py_err(other),
     }
 }

@@ -75,14 +75,29 @@ fn should_log(level: &Bound<'_, PyAny>) -> PyResult<bool> {
     Ok(value == N_LEVELS || unsafe { native::rmm_debug_log_should_log(core_level(value) as c_int) } != 0)
 }
 
+/// RMM's `UserWarning` after a setting, when a message at `level` would not be logged (for the
+/// flush level: one below the logging level).
+fn warn_unless_logged(level: &Bound<'_, PyAny>) -> PyResult<()> {
+    if should_log(level)? {
+        return Ok(());
+    }
+    let py = level.py();
+    let name = NAMES[usize::from(level_value(level)?.min(N_LEVELS))];
+    let message = std::ffi::CString::new(format!(
+        "RMM will not log level_enum.{name}. This may be because the C++ library is compiled for a less-verbose logging level."
+    ))?;
+    PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyUserWarning>(), &message, 1)
+}
+
 /// Sets the debug log level.
 #[pyfunction]
 fn set_logging_level(level: &Bound<'_, PyAny>) -> PyResult<()> {
     let value = level_value(level)?;
     SET_LOGGING.store(value, Ordering::Release);
-    let level = core_level(value) as c_int;
+    let core = core_level(value) as c_int;
     // SAFETY: plain values.
-    native::call("rmm_debug_log_set_level", |err| unsafe { native::rmm_debug_log_set_level(level, err) }).into_py_result()
+    native::call("rmm_debug_log_set_level", |err| unsafe { native::rmm_debug_log_set_level(core, err) }).into_py_result()?;
+    warn_unless_logged(level)
 }
 
 /// The debug log level (a `level_enum` member).
@@ -104,10 +119,11 @@ fn flush_logger(py: Python<'_>) {
 fn set_flush_level(level: &Bound<'_, PyAny>) -> PyResult<()> {
     let value = level_value(level)?;
     SET_FLUSH.store(value, Ordering::Release);
-    let level = core_level(value) as c_int;
+    let core = core_level(value) as c_int;
     // SAFETY: plain values.
-    native::call("rmm_debug_log_set_flush_level", |err| unsafe { native::rmm_debug_log_set_flush_level(level, err) })
-        .into_py_result()
+    native::call("rmm_debug_log_set_flush_level", |err| unsafe { native::rmm_debug_log_set_flush_level(core, err) })
+        .into_py_result()?;
+    warn_unless_logged(level)
 }
 
 /// The flush level (a `level_enum` member).

@@ -52,6 +52,21 @@ fn device_arg(device: DeviceId) -> c_int {
     device as c_int
 }
 
+/// RuntimeError for a device id that names no device. RMM's getter and setter take any id (an
+/// unknown one is undefined behaviour in its C++); where RMM refuses a device, CUDA's
+/// `cudaErrorInvalidDevice` reaches Python as RuntimeError, so rmm-rs refuses with that class.
+fn check_device(device: DeviceId) -> PyResult<()> {
+    let count = if rmm_core::cuda::is_host_mode() { Ok(1) } else { rmm_core::cuda::device_count() };
+    match count {
+        Ok(count) if (0..count).contains(&device) => Ok(()),
+        Ok(count) => Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+            "CUDA error at: rmm-rs: cudaErrorInvalidDevice invalid device ordinal: device {device} does not exist ({count} device(s) present{})",
+            if rmm_core::cuda::is_host_mode() { ", host mode" } else { "" }
+        ))),
+        Err(e) => Err(crate::error::to_py_err(e)),
+    }
+}
+
 fn get(py: Python<'_>, device: DeviceId) -> PyResult<Py<PyAny>> {
     // With the GIL: the hot path of every `DeviceBuffer` without `mr=`, where a GIL round trip
     // would double the cost. Read before the registry, so a set in between leaves a stale stamp
@@ -107,16 +122,19 @@ fn current_device(_py: Python<'_>) -> PyResult<DeviceId> {
 
 /// The resource of `device`: the object Python set, else the registry's resource (set from C++ or
 /// Rust, or the initial one) as an instance of the most specific class known.
-/// ValueError for a device that does not exist.
+/// RuntimeError for a device that does not exist.
 #[pyfunction]
 fn get_per_device_resource(py: Python<'_>, device: DeviceId) -> PyResult<Py<PyAny>> {
+    check_device(device)?;
     get(py, device)
 }
 
-/// Makes `mr` the resource of `device`, for every language in the process. ValueError for a device
-/// that does not exist, or a resource the device cannot use (host mode needs host memory).
+/// Makes `mr` the resource of `device`, for every language in the process. RuntimeError for a
+/// device that does not exist, ValueError for a resource the device cannot use (host mode needs
+/// host memory).
 #[pyfunction]
 fn set_per_device_resource(py: Python<'_>, device: DeviceId, mr: Bound<'_, PyDeviceMemoryResource>) -> PyResult<()> {
+    check_device(device)?;
     set(py, device, &mr)
 }
 

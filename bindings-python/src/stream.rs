@@ -267,7 +267,8 @@ impl PyCudaStreamPool {
     fn py_new(py: Python<'_>, pool_size: usize, flags: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let flags = stream_flags(flags)?;
         if pool_size == 0 {
-            return Err(PyValueError::new_err("invalid argument: a stream pool needs at least one stream"));
+            // RMM's `RMM_EXPECTS` throws `rmm::logic_error`, which Cython raises as RuntimeError.
+            return Err(PyRuntimeError::new_err("RMM failure at: rmm-rs: Stream pool size must be greater than zero"));
         }
         let streams = py.detach(|| (0..pool_size).map(|_| NativeStream::new(flags)).collect::<Result<Vec<_>>>());
         Ok(Self { streams: streams.into_py_result()?, next: AtomicUsize::new(0) })

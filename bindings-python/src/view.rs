@@ -18,6 +18,7 @@ use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
 use rmm_core::cuda::{self, Event, EventFlags, Stream};
 use rmm_core::view::dlpack::{
     device_type as dt, type_code, DLDevice, DLManagedTensor, DLManagedTensorVersioned,
@@ -26,9 +27,9 @@ use rmm_core::view::dlpack::{
 use rmm_core::view::{
     dtype_of_format, item_strides, memory_device, rmm_strided_view, MetaStore, StridedMemoryView, ViewOwner, ViewParts,
 };
-use rmm_core::{AnyResource, MemoryResource};
+use rmm_core::{AnyResource, DeviceBuffer, MemoryResource};
 
-use crate::buffer::PyDeviceBuffer;
+use crate::buffer::{BufferExport, PyDeviceBuffer};
 use crate::error::IntoPyResult;
 use crate::hostbuf::{PyBuffer_Release, PyObject_GetBuffer, RawBuffer};
 use crate::mr::PyDeviceMemoryResource;
@@ -278,8 +279,26 @@ fn from_dlpack_impl(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<Strea
 }
 
 fn from_cai_impl(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<Stream>) -> PyResult<PyStridedMemoryView> {
+    // A DeviceBuffer's memory is counted as exported before its interface is read, so it cannot
+    // be resized under the view.
+    let export = match obj.cast::<PyDeviceBuffer>() {
+        Ok(buffer) => Some(BufferExport::new(buffer, &buffer.get().read(py))),
+        Err(_) => None,
+    };
     let cai = obj.getattr("__cuda_array_interface__")?;
     let get = |k: &str| -> PyResult<Option<Bound<'_, PyAny>>> { Ok(cai.get_item(k).ok().filter(|v| !v.is_none())) };
+    // Versions 0 to 3 are the interface's; a later one may mean fields this reader does not know.
+    if let Some(version) = get("version")? {
+        match version.extract::<i64>() {
+            Ok(0..=3) => {}
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "unsupported __cuda_array_interface__ version {} (0 to 3 are known)",
+                    version.repr()?
+                )))
+            }
+        }
+    }
     if get("mask")?.is_some() {
         return Err(PyBufferError::new_err("masked CUDA arrays are not supported"));
     }
@@ -309,7 +328,10 @@ fn from_cai_impl(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<Stream>)
         DLDevice { device_type: kind, device_id: id }
     };
     let parts = ViewParts { ptr, shape, strides, dtype, device, readonly, subbyte_padded: false };
-    let owner = ViewOwner::new(obj.clone().unbind());
+    let owner = match export {
+        Some(export) => ViewOwner::new(export),
+        None => ViewOwner::new(obj.clone().unbind()),
+    };
     PyStridedMemoryView::new(py, parts, Some(owner), obj)
 }
 
@@ -714,6 +736,27 @@ impl PyStridedMemoryView {
         slf
     }
 
+    /// The exporting object, the metadata and, when this view alone holds it, the Python object
+    /// its owner keeps alive (the producer, or a DeviceBuffer's export), for the cycle collector.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.exporting_obj)?;
+        visit.call(&self.meta)?;
+        // A shared owner (a capsule exported from this view holds it too) is not this view's alone.
+        if let Some(owner) = self.view.as_ref().and_then(|v| v.owner()).filter(|o| o.holders() == 1) {
+            if let Some(producer) = owner.downcast_ref::<Py<PyAny>>() {
+                visit.call(producer)?;
+            } else if let Some(export) = owner.downcast_ref::<BufferExport>() {
+                visit.call(export.buffer())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases the view (the collector breaking a cycle through it).
+    fn __clear__(&mut self) {
+        Python::attach(|py| self.clear(py));
+    }
+
     fn __exit__(&mut self, py: Python<'_>, _t: &Bound<'_, PyAny>, _v: &Bound<'_, PyAny>, _tb: &Bound<'_, PyAny>) {
         self.clear(py);
     }
@@ -799,15 +842,9 @@ impl PyStridedMemoryView {
 
 // ---- DeviceBuffer's DLPack ----------------------------------------------------------------------
 
-/// Where a DeviceBuffer's memory is, for DLPack (`rmm_core::view::memory_device`).
-fn buffer_device(buf: &PyDeviceBuffer) -> DLDevice {
-    let b = buf.inner();
-    memory_device(b.as_ptr(), b.memory_resource().access(), b.device())
-}
-
-/// `DeviceBuffer.__dlpack_device__()`.
-pub(crate) fn buffer_dlpack_device(buf: &PyDeviceBuffer) -> (i32, i32) {
-    let d = buffer_device(buf);
+/// `DeviceBuffer.__dlpack_device__()`: where the memory is (`rmm_core::view::memory_device`).
+pub(crate) fn buffer_dlpack_device(b: &DeviceBuffer) -> (i32, i32) {
+    let d = memory_device(b.as_ptr(), b.memory_resource().access(), b.device());
     (d.device_type, d.device_id)
 }
 
@@ -826,13 +863,14 @@ pub(crate) fn buffer_dlpack<'py>(
     let py = slf.py();
     let max_version = parse_max_version(max_version)?;
     let (owner_obj, flags) = if copy == Some(true) {
-        let copied = Bound::new(py, slf.borrow().copy_for_export(py)?)?;
+        let copied = Bound::new(py, slf.get().copy_for_export(py)?)?;
         (copied, DLPACK_FLAG_BITMASK_IS_COPIED)
     } else {
         (slf.clone(), 0)
     };
-    let b = owner_obj.borrow();
-    let parts = ViewParts::bytes_of(b.inner());
+    // Held until the export is counted, so no resize moves the memory in between.
+    let b = owner_obj.get().read(py);
+    let parts = ViewParts::bytes_of(&b);
     let device = parts.device;
     check_dl_device(device, dl_device)?;
     if let Some(s) = stream.filter(|s| !s.is_none()) {
@@ -847,15 +885,15 @@ pub(crate) fn buffer_dlpack<'py>(
                 r => {
                     // SAFETY: the consumer's stream handle, only passed to the driver.
                     let consumer = unsafe { Stream::from_raw(r as usize) };
-                    let producer = b.inner().stream();
+                    let producer = b.stream();
                     py.detach(|| order_after(producer, Some(consumer))).into_py_result()?;
                 }
             }
         }
     }
-    let owner = ViewOwner::new(owner_obj.clone().into_any().unbind());
-    let view = StridedMemoryView::new(parts, Some(owner)).into_py_result()?;
+    let owner = ViewOwner::new(BufferExport::new(&owner_obj, &b));
     drop(b);
+    let view = StridedMemoryView::new(parts, Some(owner)).into_py_result()?;
     capsule(py, &view, max_version, flags)
 }
 

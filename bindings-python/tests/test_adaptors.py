@@ -184,11 +184,12 @@ def test_previous_resource_can_be_restored(restore_current, system_mr):
 
 
 @host_only
-def test_set_per_device_resource_on_a_missing_device_is_value_error(system_mr):
-    with pytest.raises(ValueError, match="device 1 does not exist"):
-        rmm.mr.set_per_device_resource(1, system_mr)
-    with pytest.raises(ValueError, match="device 1 does not exist"):
-        rmm.mr.get_per_device_resource(1)
+def test_a_missing_device_is_a_runtime_error_as_cudas_invalid_device_in_rmm(system_mr):
+    for device in (1, 99, -7):
+        with pytest.raises(RuntimeError, match=f"device {device} does not exist"):
+            rmm.mr.set_per_device_resource(device, system_mr)
+        with pytest.raises(RuntimeError, match="invalid device ordinal"):
+            rmm.mr.get_per_device_resource(device)
 
 
 @host_only
@@ -202,3 +203,12 @@ def test_device_only_memory_cannot_be_the_resource_in_host_mode(restore_current)
 def test_set_current_needs_a_resource():
     with pytest.raises(TypeError):
         rmm.mr.set_current_device_resource(None)
+
+
+def test_error_texts_carry_rmms_prefixes(system_mr):
+    # cudf-polars and others look for RMM's words ("RMM failure", "out_of_memory") in messages.
+    limited = rmm.mr.LimitingResourceAdaptor(system_mr, allocation_limit=100)
+    with pytest.raises(MemoryError, match=r"^std::bad_alloc: out_of_memory: RMM failure at: "):
+        limited.allocate(1000)
+    with pytest.raises(ValueError, match=r"^RMM failure at: "):
+        rmm.mr.PoolMemoryResource(system_mr, initial_pool_size="not a size")

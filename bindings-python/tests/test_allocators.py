@@ -121,3 +121,31 @@ def test_torch_allocations_go_through_the_current_resource():
         """
     )
     assert out.split() == ["True", str(499500 + 500), "0"]
+
+
+def test_importing_the_torch_allocator_never_raises_without_a_native_library(monkeypatch):
+    # A stand-in PyTorch with CUDA, and no native library to name: RMM's module imports (its
+    # allocator is built from a file in its package); ours leaves rmm_torch_allocator None.
+    import importlib
+    import sys
+    import types
+
+    made = []
+    torch = types.ModuleType("torch")
+    torch.cuda = types.ModuleType("torch.cuda")
+    torch.cuda.is_available = lambda: True
+    torch.cuda.memory = types.ModuleType("torch.cuda.memory")
+    torch.cuda.memory.CUDAPluggableAllocator = lambda *a, **k: made.append((a, k)) or object()
+    for name, module in [("torch", torch), ("torch.cuda", torch.cuda), ("torch.cuda.memory", torch.cuda.memory)]:
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.delitem(sys.modules, "rmm.allocators.torch", raising=False)
+    monkeypatch.delenv("RMM_LIBRMM", raising=False)
+    monkeypatch.setattr(rmm._rmm, "_librmm_path", lambda: None)
+    module = importlib.import_module("rmm.allocators.torch")
+    assert module.rmm_torch_allocator is None and made == []
+
+    monkeypatch.setenv("RMM_LIBRMM", "/somewhere/librmm_rs.so")
+    module = importlib.reload(module)
+    assert module.rmm_torch_allocator is not None
+    assert made[0][0] == ("/somewhere/librmm_rs.so",)
+    monkeypatch.delitem(sys.modules, "rmm.allocators.torch", raising=False)

@@ -58,3 +58,15 @@ def test_anything_but_a_level_is_a_type_error(bad):
 
 def test_flush_logger_can_always_be_called():
     rmm.flush_logger()
+
+
+def test_setting_a_level_that_will_not_be_logged_warns_as_rmm():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rmm.set_logging_level(level_enum.info)  # a set level is always logged: no warning
+        rmm.set_flush_level(level_enum.error)
+    # RMM warns after either setting when should_log(level) is false: a flush level below the
+    # logging level is never reached.
+    with pytest.warns(UserWarning, match=r"RMM will not log level_enum\.debug\. This may be because"):
+        rmm.set_flush_level(level_enum.debug)
+    assert rmm.get_flush_level() == level_enum.debug

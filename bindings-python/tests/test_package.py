@@ -96,6 +96,9 @@ def test_import_rmm_reaches_what_rmm_reaches():
 
 
 def test_version_and_git_commit():
+    # The RMM release rmm-rs stands in for, as RMM's VERSION file spells it; rmm-rs's own beside it.
+    assert rmm.__version__ == "26.10.00"
+    assert rmm._version.__rmm_rs_version__ == rmm._rmm.__version__
     assert isinstance(rmm.__version__, str) and rmm.__version__
     assert isinstance(rmm.__git_commit__, str)
     git_commit = pathlib.Path(rmm.__file__).parent / "GIT_COMMIT"

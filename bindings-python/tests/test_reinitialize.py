@@ -77,11 +77,11 @@ def test_devices_as_int_list_or_none(devices):
 
 
 @pytest.mark.parametrize("bad", ["count", -1])
-def test_a_device_that_does_not_exist_is_a_value_error_and_changes_nothing(bad):
+def test_a_device_that_does_not_exist_is_rmms_runtime_error_and_changes_nothing(bad):
     rmm.reinitialize(pool_allocator=True, initial_pool_size="1MiB")
     before = rmm.mr.get_current_device_resource()
     count = 1 if rmm.is_host_mode() else rmm._rmm.get_device_count()
-    with pytest.raises(ValueError, match="does not exist"):
+    with pytest.raises(RuntimeError, match="cudaErrorInvalidDevice: invalid device ordinal.*does not exist"):
         rmm.reinitialize(devices=[0, count if bad == "count" else bad])
     assert rmm.mr.get_current_device_resource() is before
 

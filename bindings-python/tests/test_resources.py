@@ -212,3 +212,66 @@ def test_host_mode_refuses_device_only_resources():
         rmm.mr.set_current_device_resource(rmm.mr.CudaMemoryResource())
     with pytest.raises(RuntimeError):
         rmm.mr.available_device_memory()
+
+
+# ---- cycle collection (issue 30): resources and buffers in reference cycles are collected --------
+
+
+def test_a_cycle_through_a_failure_callback_returns_the_pool_memory():
+    import weakref
+
+    stats = rmm.mr.StatisticsResourceAdaptor(rmm.mr.get_current_device_resource())
+    pool = rmm.mr.PoolMemoryResource(stats, initial_pool_size=1 << 20)
+    assert stats.allocation_counts.current_bytes >= 1 << 20
+    holder = {}
+
+    def on_failure(nbytes):
+        return holder.get("retry", False)
+
+    mr = rmm.mr.FailureCallbackResourceAdaptor(pool, on_failure)
+    holder["mr"] = mr
+    holder["buf"] = rmm.DeviceBuffer(size=1000, mr=mr)  # buffer -> mr -> callback -> holder -> buffer
+    alive = weakref.ref(mr)
+    del mr, pool, holder, on_failure
+    gc.collect()
+    assert alive() is None
+    assert stats.allocation_counts.current_bytes == 0
+
+
+def test_a_cycle_through_upstream_mr_and_a_buffer_is_collected():
+    import weakref
+
+    stats = rmm.mr.StatisticsResourceAdaptor(rmm.mr.get_current_device_resource())
+    pool = rmm.mr.PoolMemoryResource(stats, initial_pool_size=1 << 20)
+    holder = []
+    guarded = rmm.mr.FailureCallbackResourceAdaptor(pool, lambda n: bool(holder) and False)
+    top = rmm.mr.LimitingResourceAdaptor(guarded, allocation_limit=1 << 30)
+    # top -> upstream_mr guarded -> callback -> holder -> top, and holder -> buffer -> top
+    holder.extend([top, rmm.DeviceBuffer(size=100, mr=top)])
+    alive = weakref.ref(top)
+    del pool, guarded, top, holder
+    gc.collect()
+    assert alive() is None
+    assert stats.allocation_counts.current_bytes == 0
+
+
+def test_a_cycle_through_callback_resource_functions_is_collected():
+    import weakref
+
+    base = rmm.mr.get_current_device_resource()
+    box = []
+
+    def allocate(nbytes, stream):
+        return base.allocate(nbytes, stream)
+
+    def deallocate(ptr, nbytes, stream):
+        box  # the functions refer to the resource through the list
+        base.deallocate(ptr, nbytes, stream)
+
+    mr = rmm.mr.CallbackMemoryResource(allocate, deallocate)
+    box.append(mr)
+    alive = weakref.ref(mr)
+    del mr, allocate, deallocate, box
+    gc.collect()
+    assert alive() is None
+

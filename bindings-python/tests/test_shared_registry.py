@@ -105,6 +105,17 @@ def test_python_sees_and_allocates_from_a_resource_set_through_the_c_abi():
         assert mr.pop_counters().current_bytes == -1000
         assert c_bytes(stats) == 0
 
+        held = id(mr)
+        del mr
+        assert id(rmm.mr.get_current_device_resource()) == held  # even when nobody holds it
+        mr = rmm.mr.get_current_device_resource()
+        # rmm.statistics sees C's adaptor as the current statistics adaptor (an identity check).
+        import rmm.statistics
+        with rmm.statistics.statistics():
+            b = rmm.DeviceBuffer(size=100)
+            assert rmm.statistics.get_statistics().current_bytes == 100
+            del b
+        assert rmm.mr.get_current_device_resource() is mr
         # Restored from C: Python follows.
         check(lib.rmm_set_current_device_resource(previous, None, byref(err)), err)
         assert type(rmm.mr.get_current_device_resource()) is not rmm.mr.StatisticsResourceAdaptor

@@ -106,6 +106,8 @@ def test_stream_pool_round_robin_and_keeps_itself_alive():
     streams[0].synchronize()
 
 
-def test_stream_pool_of_size_zero_is_an_error():
-    with pytest.raises((ValueError, RuntimeError, OverflowError)):
+def test_stream_pool_of_size_zero_is_rmms_runtime_error():
+    with pytest.raises(RuntimeError, match="RMM failure at: .*Stream pool size must be greater than zero"):
         CudaStreamPool(pool_size=0)
+    with pytest.raises(OverflowError):
+        CudaStreamPool(pool_size=-1)

@@ -438,6 +438,11 @@ def test_cuda_array_interface_producers():
     bad.__cuda_array_interface__["strides"] = (16, 6)
     with pytest.raises(ValueError, match="multiple of the item size"):
         StridedMemoryView(bad)
+    for version in (99, 4, -1, "3", 2.5):
+        with pytest.raises(ValueError, match="unsupported __cuda_array_interface__ version"):
+            StridedMemoryView.from_cuda_array_interface(CAI(version=version))
+    for version in (0, 1, 2, 3):
+        assert StridedMemoryView.from_cuda_array_interface(CAI(version=version)).shape == (3, 2)
 
 
 def test_to_device_copies_the_struct_into_the_resources_memory():
@@ -728,3 +733,26 @@ print("ok")
 
 def test_librmm_checks_views_that_pythons_copy_of_the_core_acquired():
     _run_with_librmm(C_CHECK)
+
+
+def test_a_cycle_through_a_view_and_its_producer_is_collected():
+    import gc
+    import weakref
+
+    stats = rmm.mr.StatisticsResourceAdaptor(rmm.mr.get_current_device_resource())
+
+    class Producer:
+        def __init__(self, buf):
+            self.buf = buf
+            self.__cuda_array_interface__ = buf.__cuda_array_interface__
+
+    p = Producer(rmm.DeviceBuffer(size=1000, mr=stats))
+    v = StridedMemoryView.from_cuda_array_interface(p)
+    p.view = v  # view -> producer (exporting_obj and owner) -> view
+    b = rmm.DeviceBuffer(size=500, mr=stats)
+    w = StridedMemoryView.from_cuda_array_interface(b)  # not a cycle: freed with the rest
+    alive = weakref.ref(p)
+    del p, v, b, w
+    gc.collect()
+    assert alive() is None
+    assert stats.allocation_counts.current_bytes == 0

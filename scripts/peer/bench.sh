@@ -31,6 +31,8 @@
 #                           REPLAY_BENCH-LABEL.json
 #   RMM_PEER_BENCH_TIMEOUT  seconds per benchmark program (default 90)
 #   RMM_PEER_BENCH_VARIANTS "ours rmm-26.10 rmm-26.08" (default), or some of them
+#   RMM_PEER_BENCH_PROGRAMS  only these programs (names, space-separated; default all), so that one
+#                           sweep can be split over several device calls
 #   and those of scripts/peer/common.sh (RMM_PEER_PREBUILT_LIBRARY, RMM_PEER_CCCL_DIR, RMM_PEER_RAPIDS_LOGGER).
 # Prints per variant which benchmarks built, then (when run) the table; writes $OUT/bench-<variant>.log,
 # $OUT/<variant>/<BENCH>.json, $OUT/peer-bench.md and $OUT/peer-bench.csv. Exit status: 1 when a
@@ -153,6 +155,9 @@ for variant in $VARIANTS; do
     for exe in "$BUILD/$variant"/gbenchmarks/*; do
         [ -x "$exe" ] || continue
         name=$(basename "$exe")
+        if [ -n "${RMM_PEER_BENCH_PROGRAMS:-}" ] && [[ " $RMM_PEER_BENCH_PROGRAMS " != *" $name "* ]]; then
+            continue
+        fi
         if [[ " ${RMM_PEER_BENCH_FALLBACK_ONLY:-} " == *" $variant "* ]]; then
             built_elsewhere=0
             for other in $VARIANTS; do

@@ -61,7 +61,8 @@ def reinitialize(
     ValueError
         A size string that is not a byte specification, or logging without a file name.
     RuntimeError
-        ``initial_pool_size`` larger than ``maximum_pool_size``.
+        ``initial_pool_size`` larger than ``maximum_pool_size``, or a device that does not exist
+        (as RMM's ``setDevice`` raises CUDA's invalid device ordinal); nothing changes then.
 
     Notes
     -----

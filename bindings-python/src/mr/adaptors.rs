@@ -335,21 +335,26 @@ impl PyTrackingResourceAdaptor {
 /// callback ends the allocation and is raised (as RuntimeError unless it is a MemoryError).
 #[pyclass(extends = PyUpstreamResourceAdaptor, frozen, module = "rmm.pylibrmm.memory_resource", name = "FailureCallbackResourceAdaptor")]
 pub(crate) struct PyFailureCallbackResourceAdaptor {
-    /// The Python function (None for an adaptor made outside Python).
-    pub(super) callback: Option<Py<PyAny>>,
+    /// The Python function, shared with librmm's context (None for an adaptor made outside Python);
+    /// it takes part in cycle collection.
+    pub(super) callback: Option<super::SharedCallables<Py<PyAny>>>,
 }
 
 /// `rmm_failure_callback`: calls the Python function; an exception ends the allocation and is
 /// parked for the binding call that started it.
 unsafe extern "C" fn failure_callback(bytes: usize, context: *mut c_void) -> c_int {
     // SAFETY: librmm passes the context made in `py_new`, alive until released.
-    let func = unsafe { &*(context as *const Py<PyAny>) };
+    let shared = unsafe { &*(context as *const super::SharedCallables<Py<PyAny>>) };
     let retry = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        Python::attach(|py| match func.call1(py, (bytes,)).and_then(|r| r.bind(py).is_truthy()) {
+        Python::attach(|py| {
+            // A function the cycle collector took cannot ask for a retry.
+            let Some(func) = shared.with(|f| f.clone_ref(py)) else { return false };
+            match func.call1(py, (bytes,)).and_then(|r| r.bind(py).is_truthy()) {
             Ok(retry) => retry,
-            Err(e) => {
-                park(e);
-                false
+                Err(e) => {
+                    park(e);
+                    false
+                }
             }
         })
     }));
@@ -359,7 +364,7 @@ unsafe extern "C" fn failure_callback(bytes: usize, context: *mut c_void) -> c_i
 /// `rmm_failure_callback_release`: drops the Python function (with the GIL).
 unsafe extern "C" fn release_failure_callback(context: *mut c_void) {
     // SAFETY: the box made in `py_new`, released once by librmm.
-    let func = unsafe { Box::from_raw(context as *mut Py<PyAny>) };
+    let func = unsafe { Box::from_raw(context as *mut super::SharedCallables<Py<PyAny>>) };
     Python::attach(move |_| drop(func));
 }
 
@@ -367,7 +372,8 @@ unsafe extern "C" fn release_failure_callback(context: *mut c_void) {
 impl PyFailureCallbackResourceAdaptor {
     #[new]
     fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>, callback: Py<PyAny>) -> PyResult<PyClassInitializer<Self>> {
-        let context = Box::into_raw(Box::new(callback.clone_ref(upstream_mr.py())));
+        let callback = super::SharedCallables::new(callback);
+        let context = Box::into_raw(Box::new(callback.share()));
         // SAFETY: functions of this module that never unwind and accept `context` until librmm
         // releases it with `release_failure_callback` (also on failure); see `over`.
         let mr = over(&upstream_mr, "rmm_failure_callback_resource_adaptor_new", |up, out, err| unsafe {
@@ -383,11 +389,24 @@ impl PyFailureCallbackResourceAdaptor {
         Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self { callback: Some(callback) }))
     }
 
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> std::result::Result<(), pyo3::PyTraverseError> {
+        match &self.callback {
+            Some(callback) => callback.traverse(&visit, |f| vec![f]),
+            None => Ok(()),
+        }
+    }
+
+    fn __clear__(&self) {
+        if let Some(callback) = &self.callback {
+            callback.clear();
+        }
+    }
+
     /// The callback given to the constructor (an rmm-rs extra; None for an adaptor made outside
     /// Python).
     #[getter]
     fn callback(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        self.callback.as_ref().map(|c| c.clone_ref(py))
+        self.callback.as_ref().and_then(|c| c.with(|f| f.clone_ref(py)))
     }
 }
 

@@ -254,6 +254,15 @@ struct Callbacks {
     deallocate: Py<PyAny>,
 }
 
+type SharedCallbacks = super::SharedCallables<Callbacks>;
+
+/// The callable `pick` chooses, or the error of a resource whose callables the cycle collector took.
+fn callable(py: Python<'_>, callbacks: &SharedCallbacks, pick: fn(&Callbacks) -> &Py<PyAny>) -> Result<Py<PyAny>, Error> {
+    callbacks
+        .with(|c| pick(c).clone_ref(py))
+        .ok_or_else(|| Error::Unsupported("the callback memory resource was cleared by the garbage collector".into()))
+}
+
 /// `rmm_allocate_callback`: calls `allocate_func(nbytes, stream)`; an exception is parked for the
 /// binding call that started the allocation and reported to librmm as an error.
 unsafe extern "C" fn allocate_callback(
@@ -265,11 +274,12 @@ unsafe extern "C" fn allocate_callback(
 ) -> c_int {
     // SAFETY: librmm passes the context made in `py_new` (alive until released) and valid
     // out-pointers (the error may be NULL).
-    let callbacks = unsafe { &*(context as *const Callbacks) };
+    let callbacks = unsafe { &*(context as *const SharedCallbacks) };
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         Python::attach(|py| {
+            let allocate = callable(py, callbacks, |c| &c.allocate)?;
             let stream = PyStream::from_raw(stream as usize, None);
-            let result = callbacks.allocate.call1(py, (bytes, stream)).and_then(|p| p.extract::<usize>(py));
+            let result = allocate.call1(py, (bytes, stream)).and_then(|p| p.extract::<usize>(py));
             result.map_err(|e| callback_error(py, e, bytes, "allocate"))
         })
     }))
@@ -295,11 +305,12 @@ unsafe extern "C" fn deallocate_callback(
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: as in `allocate_callback`.
-    let callbacks = unsafe { &*(context as *const Callbacks) };
+    let callbacks = unsafe { &*(context as *const SharedCallbacks) };
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         Python::attach(|py| {
+            let deallocate = callable(py, callbacks, |c| &c.deallocate)?;
             let stream = PyStream::from_raw(stream as usize, None);
-            callbacks.deallocate.call1(py, (ptr as usize, bytes, stream)).map(drop).map_err(|e| {
+            deallocate.call1(py, (ptr as usize, bytes, stream)).map(drop).map_err(|e| {
                 let message = e.value(py).to_string();
                 e.write_unraisable(py, None);
                 Error::Unsupported(format!("the deallocate callback raised: {message}"))
@@ -329,22 +340,35 @@ unsafe fn report(err: *mut rmm_error, error: &Error) -> c_int {
 /// `rmm_callback_release`: drops the Python functions (with the GIL).
 unsafe extern "C" fn release_callbacks(context: *mut c_void) {
     // SAFETY: the box made in `py_new`, released once by librmm.
-    let callbacks = unsafe { Box::from_raw(context as *mut Callbacks) };
+    let callbacks = unsafe { Box::from_raw(context as *mut SharedCallbacks) };
     Python::attach(move |_| drop(callbacks));
 }
 
 /// A resource made of two Python functions (RMM's `CallbackMemoryResource`):
 /// `allocate_func(nbytes, stream) -> int` and `deallocate_func(ptr, nbytes, stream)`, where `stream`
 /// is a `Stream`. A `MemoryError` from `allocate_func` is raised as `MemoryError`, any other
-/// exception as `RuntimeError`, as in RMM.
+/// exception as `RuntimeError`, as in RMM. The functions take part in cycle collection (a cycle
+/// through them, a function that refers to the resource, is collected), but the resource never
+/// drops them itself: buffers of the same cycle still free through `deallocate_func`.
 #[pyclass(extends = PyDeviceMemoryResource, frozen, module = "rmm.pylibrmm.memory_resource", name = "CallbackMemoryResource")]
-pub(crate) struct PyCallbackMemoryResource;
+pub(crate) struct PyCallbackMemoryResource {
+    /// The functions, shared with librmm's context (None for a resource made outside Python).
+    callables: Option<SharedCallbacks>,
+}
+
+impl PyCallbackMemoryResource {
+    /// The object for a callback resource made outside Python (its functions are not Python's).
+    pub(super) fn wrapped() -> Self {
+        Self { callables: None }
+    }
+}
 
 #[pymethods]
 impl PyCallbackMemoryResource {
     #[new]
     fn py_new(allocate_func: Py<PyAny>, deallocate_func: Py<PyAny>) -> PyResult<PyClassInitializer<Self>> {
-        let context = Box::into_raw(Box::new(Callbacks { allocate: allocate_func, deallocate: deallocate_func }));
+        let callables = SharedCallbacks::new(Callbacks { allocate: allocate_func, deallocate: deallocate_func });
+        let context = Box::into_raw(Box::new(callables.share()));
         // SAFETY: functions of this module that never unwind and accept `context` until librmm
         // releases it with `release_callbacks` (also on failure); valid out-pointers.
         let mr = adopt("rmm_callback_memory_resource_new", |out, err| unsafe {
@@ -358,7 +382,14 @@ impl PyCallbackMemoryResource {
                 err,
             )
         });
-        Ok(leaf(mr.into_py_result()?, Self))
+        Ok(leaf(mr.into_py_result()?, Self { callables: Some(callables) }))
+    }
+
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> std::result::Result<(), pyo3::PyTraverseError> {
+        match &self.callables {
+            Some(callables) => callables.traverse(&visit, |c| vec![&c.allocate, &c.deallocate]),
+            None => Ok(()),
+        }
     }
 }
 

@@ -40,6 +40,54 @@ use base::{
 use expandable_pool::{PyExpandablePoolMemoryResource, PyImportedAllocation};
 use suballoc::{PyArenaMemoryResource, PyBinningMemoryResource, PyFixedSizeMemoryResource, PyPoolMemoryResource};
 
+/// Python callables that librmm's callback context and the resource's Python object share. The
+/// object reports them to the cycle collector (`__traverse__`) and drops them when the collector
+/// clears a cycle through them (`__clear__`); a callback whose callable is gone reports an error
+/// (or, for a failure callback, gives up) instead of calling it.
+pub(crate) struct SharedCallables<T>(std::sync::Arc<std::sync::Mutex<Option<T>>>);
+
+impl<T> SharedCallables<T> {
+    pub(crate) fn new(callables: T) -> Self {
+        Self(std::sync::Arc::new(std::sync::Mutex::new(Some(callables))))
+    }
+
+    pub(crate) fn share(&self) -> Self {
+        Self(self.0.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<T>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// What `get` picks out of the callables, while they are there. Never held across a call into
+    /// Python, so the lock cannot be waited for with the GIL held by its holder.
+    pub(crate) fn with<R>(&self, get: impl FnOnce(&T) -> R) -> Option<R> {
+        self.lock().as_ref().map(get)
+    }
+
+    /// Visits the callables (skipped while another thread reads them: that only delays a collection).
+    pub(crate) fn traverse(
+        &self,
+        visit: &pyo3::PyVisit<'_>,
+        each: impl Fn(&T) -> Vec<&Py<PyAny>>,
+    ) -> Result<(), pyo3::PyTraverseError> {
+        if let Ok(held) = self.0.try_lock() {
+            if let Some(callables) = held.as_ref() {
+                for callable in each(callables) {
+                    visit.call(callable)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the callables (the collector breaking a cycle).
+    pub(crate) fn clear(&self) {
+        let taken = self.lock().take();
+        drop(taken);
+    }
+}
+
 /// Base class of all memory resources (RMM's `DeviceMemoryResource`).
 #[pyclass(subclass, frozen, weakref, module = "rmm.pylibrmm.memory_resource", name = "DeviceMemoryResource")]
 pub(crate) struct PyDeviceMemoryResource {
@@ -60,6 +108,16 @@ pub(crate) fn handle_of<T: PyClass>(object: &Bound<'_, T>) -> PyResult<rmm_resou
 
 #[pymethods]
 impl PyDeviceMemoryResource {
+    /// Holds no Python object. Defined so that this base's traverse function differs from the
+    /// default one PyO3 gives its field-less subclasses: PyO3 finds a class's base traverse by
+    /// comparing function addresses, and identical defaults folded into one address at the top
+    /// and at the bottom of a hierarchy with `UpstreamResourceAdaptor`'s in between made that
+    /// search loop back into itself (a stack overflow in `gc.collect()`).
+    fn __traverse__(&self, _visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        std::hint::black_box(&self.inner);
+        Ok(())
+    }
+
     /// Allocates `nbytes` bytes (256-byte aligned) ordered on `stream` (a `Stream`, default
     /// `DEFAULT_STREAM`; `None` is a TypeError) and returns the pointer as an int (0 for 0 bytes).
     /// Raises MemoryError when the resource is out of memory.
@@ -157,6 +215,15 @@ pub(crate) struct PyUpstreamResourceAdaptor {
 
 #[pymethods]
 impl PyUpstreamResourceAdaptor {
+    /// The upstream object, for the cycle collector; never cleared (RMM's `no_gc_clear`): the
+    /// resource itself holds its upstream for as long as it lives.
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        if let Some(upstream) = &self.upstream {
+            visit.call(upstream)?;
+        }
+        Ok(())
+    }
+
     /// The upstream resource (None for an adaptor made outside Python whose upstream is unknown).
     #[getter]
     fn upstream_mr(&self, py: Python<'_>) -> Option<Py<PyDeviceMemoryResource>> {
@@ -235,7 +302,7 @@ fn new_object(
         ResourceKind::CudaAsync => made(py, leaf(r, PyCudaAsyncMemoryResource)),
         ResourceKind::CudaAsyncView => made(py, leaf(r, PyCudaAsyncViewMemoryResource)),
         ResourceKind::CudaAsyncManaged => made(py, leaf(r, PyCudaAsyncManagedMemoryResource)),
-        ResourceKind::Callback => made(py, leaf(r, PyCallbackMemoryResource)),
+        ResourceKind::Callback => made(py, leaf(r, PyCallbackMemoryResource::wrapped())),
         ResourceKind::Simulated => made(py, leaf(r, PySimulatedMemoryResource)),
         ResourceKind::Pool => made(py, adaptor(r, upstream, PyPoolMemoryResource)),
         ResourceKind::FixedSize => made(py, adaptor(r, upstream, PyFixedSizeMemoryResource)),

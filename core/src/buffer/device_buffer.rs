@@ -615,8 +615,9 @@ impl DeviceBuffer {
         self.fill(0)
     }
 
-    /// Migrates the memory to `device` ahead of use, ordered on `stream`; a no-op unless the memory
-    /// is managed (as RMM's `prefetch`).
+    /// Migrates the memory to `device` ahead of use, ordered on `stream`
+    /// ([`memory::CPU_DEVICE_ID`] for host memory); a no-op unless the memory is managed and the
+    /// device supports concurrent managed access (as RMM's `prefetch`).
     ///
     /// ```
     /// use rmm_core::{AnyResource, DeviceBuffer, cuda::Stream, mr::SystemMemoryResource};
@@ -1277,6 +1278,24 @@ mod gpu_tests {
                 assert_eq!(buf.to_vec().unwrap(), data, "size {size}");
             }
             n *= 4;
+        }
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn managed_memory_is_prefetched_to_the_cpu_and_back() {
+        require_gpu();
+        let data = pattern(1 << 20, 9);
+        let managed = AnyResource::new(crate::mr::ManagedMemoryResource::new());
+        let buf = DeviceBuffer::from_host(&data, Stream::DEFAULT, managed).unwrap();
+        let device = cuda::current_device().unwrap();
+        buf.prefetch(memory::CPU_DEVICE_ID, Stream::DEFAULT).unwrap();
+        buf.prefetch(device, Stream::DEFAULT).unwrap();
+        Stream::DEFAULT.synchronize().unwrap();
+        assert_eq!(buf.to_vec().unwrap(), data);
+        let count = cuda::device_count().unwrap();
+        if cuda::device::supports_concurrent_managed_access(device) {
+            assert!(buf.prefetch(count + 7, Stream::DEFAULT).is_err(), "a device that does not exist");
         }
     }
 

@@ -122,16 +122,25 @@ pub fn is_managed(ptr: *const u8) -> bool {
     status == sys::CUresult::CUDA_SUCCESS && managed != 0
 }
 
-/// Migrates managed memory to `device` ahead of use, ordered on `stream`. A no-op for memory that is
-/// not managed (as RMM's `prefetch`).
+/// The device id that names the CPU in prefetches (`cudaCpuDeviceId`, `CU_DEVICE_CPU`).
+pub const CPU_DEVICE_ID: DeviceId = -1;
+
+/// Migrates managed memory to `device` ahead of use, ordered on `stream`; [`CPU_DEVICE_ID`] migrates
+/// it to host memory. A no-op for memory that is not managed, and where the device current at the
+/// first prefetch lacks concurrent managed access (WSL2, some virtualized GPUs), as RMM's `prefetch`.
+///
+/// # Errors
+/// The driver's error for a prefetch it refuses (an invalid device, say).
 pub fn prefetch(ptr: *const u8, bytes: usize, device: DeviceId, stream: Stream) -> Result<()> {
-    if bytes == 0 || !is_managed(ptr) {
+    if bytes == 0 || !concurrent_managed_access() || !is_managed(ptr) {
         return Ok(());
     }
-    let location = sys::CUmemLocation {
-        type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-        id: device,
+    let type_ = if device == CPU_DEVICE_ID {
+        sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST
+    } else {
+        sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE
     };
+    let location = sys::CUmemLocation { type_, id: device };
     // SAFETY: `ptr` is managed memory (checked) of at least `bytes` bytes (caller's range); flags 0.
     check(
         unsafe {
@@ -139,6 +148,17 @@ pub fn prefetch(ptr: *const u8, bytes: usize, device: DeviceId, stream: Stream) 
         },
         "cuMemPrefetchAsync",
     )
+}
+
+/// Whether prefetching can work: the concurrent-managed-access attribute of the device current at
+/// the first call, asked once per process (RMM's `concurrent_managed_access::is_supported`).
+fn concurrent_managed_access() -> bool {
+    static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SUPPORTED.get_or_init(|| {
+        !is_host_mode()
+            && super::device::current_device()
+                .is_ok_and(super::device::supports_concurrent_managed_access)
+    })
 }
 
 /// Waits for all work on the current device (`cudaDeviceSynchronize`). Trivial in host mode.

@@ -110,7 +110,10 @@ def _initialize(
     known = _all_devices()
     for device in devices:
         if device not in known:
-            raise ValueError(f"device {device} does not exist (devices: {known})")
+            # RMM's setDevice raises CUDARuntimeError (a RuntimeError) with CUDA's words.
+            raise RuntimeError(
+                f"cudaErrorInvalidDevice: invalid device ordinal: device {device} does not exist (devices: {known})"
+            )
 
     # Each resource is built with its device current; the caller's device comes back afterwards.
     original = current = 0 if host_mode else _device.get_device()
