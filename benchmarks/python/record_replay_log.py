@@ -15,12 +15,11 @@ stream (0x0) and counted on stdout; the allocations and their order stay as reco
 
 import argparse
 import csv
-import os
 import sys
 
 import rmm
 import rmm.mr
-from workloads import conv_net
+from workloads import conv_net, logged_pool
 
 
 def torch_loop(steps):
@@ -95,15 +94,7 @@ def main():
     parser.add_argument("log")
     parser.add_argument("--steps", type=int, default=60)
     args = parser.parse_args()
-    # The adaptor writes the raw log (and keeps it open until the process ends); the replay log is
-    # a copy taken once the workload is done.
-    raw = args.log + ".raw"
-    for stale in (raw, args.log):
-        if os.path.exists(stale):
-            os.remove(stale)
-    pool = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size=1 << 30)
-    logged = rmm.mr.LoggingResourceAdaptor(pool, log_file_name=raw)
-    rmm.mr.set_current_device_resource(logged)
+    logged, raw = logged_pool(args.log)
     (torch_loop if args.workload == "torch" else cupy_loop)(args.steps)
     logged.flush()
     rows, rewritten = default_streams_only(logged.get_file_name() or raw, args.log)

@@ -18,3 +18,21 @@ def conv_net(torch):
         torch.nn.Linear(256, 10),
     ).cuda()
     return model, torch.optim.Adam(model.parameters(), lr=1e-3), torch.nn.CrossEntropyLoss()
+
+
+def logged_pool(log):
+    """Sets a LoggingResourceAdaptor over a 1 GiB pool as the current device resource, logging to
+    `log`.raw (the adaptor keeps it open until the process ends, so callers copy it to `log` once
+    the workload is done); returns (adaptor, raw path)."""
+    import os
+
+    import rmm.mr
+
+    raw = log + ".raw"
+    for stale in (raw, log):
+        if os.path.exists(stale):
+            os.remove(stale)
+    pool = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size=1 << 30)
+    logged = rmm.mr.LoggingResourceAdaptor(pool, log_file_name=raw)
+    rmm.mr.set_current_device_resource(logged)
+    return logged, raw

@@ -18,6 +18,7 @@ mod buffers;
 mod capsules;
 mod debug_log;
 mod devices;
+mod experimental;
 mod handles;
 mod process_exit;
 mod registry;

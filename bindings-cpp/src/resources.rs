@@ -32,11 +32,11 @@ use rmm_core::resource::{rmm_error, rmm_resource};
 /// An optional size given as "none" (`UINT64_MAX`, `RMM_SIZE_NONE` in C).
 pub const RMM_SIZE_NONE: u64 = u64::MAX;
 
-fn size(value: u64, what: &str) -> Result<usize> {
+pub(crate) fn size(value: u64, what: &str) -> Result<usize> {
     usize::try_from(value).map_err(|_| Error::invalid(format!("{what} {value} does not fit in size_t")))
 }
 
-fn optional_size(value: u64, what: &str) -> Result<Option<usize>> {
+pub(crate) fn optional_size(value: u64, what: &str) -> Result<Option<usize>> {
     if value == RMM_SIZE_NONE {
         Ok(None)
     } else {
@@ -89,7 +89,7 @@ pub(crate) unsafe fn with_resource<R: MemoryResource, T>(
 ///
 /// # Safety
 /// `resource` is live or fails the check; `out` and `err` are NULL or valid for writes.
-unsafe fn accessor<R: MemoryResource, T>(
+pub(crate) unsafe fn accessor<R: MemoryResource, T>(
     resource: rmm_resource, type_name: &str, out: *mut T, err: *mut rmm_error, f: impl FnOnce(&R) -> Result<T>,
 ) -> c_int {
     // SAFETY: caller contract.
@@ -1111,4 +1111,4 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_new_with_sink(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

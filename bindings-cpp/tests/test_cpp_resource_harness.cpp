@@ -22,6 +22,7 @@
 #include <rmm/mr/logging_resource_adaptor.hpp>
 #include <rmm/mr/managed_memory_resource.hpp>
 #include <rmm/mr/pinned_host_memory_resource.hpp>
+#include <rmm/mr/experimental/expandable_pool_memory_resource.hpp>
 #include <rmm/mr/pool_memory_resource.hpp>
 #include <rmm/mr/prefetch_resource_adaptor.hpp>
 #include <rmm/mr/recording_resource_adaptor.hpp>
@@ -247,6 +248,9 @@ std::vector<factory> cpu_factories()
        rc.max_bytes = fixed_block;
        return rc;
      }},
+    // Host memory standing in for the device in host mode; device memory (not host-accessible) on a GPU.
+    {"expandable_pool", sys,
+     [] { return plain(device_any{rmm::mr::experimental::expandable_pool_memory_resource{std::nullopt, 256 * MiB}}, host_mode()); }},
     {"binning_pool_system", sys,
      [] {
        return plain(device_any{rmm::mr::binning_memory_resource{pool_over(rmm::mr::detail::unchecked_system_memory_resource()), 10, 16}}, true);

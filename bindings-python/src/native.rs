@@ -27,6 +27,27 @@ pub(crate) const SIZE_NONE: u64 = u64::MAX;
 /// `RMM_ACCESS_DEVICE`.
 pub(crate) const ACCESS_DEVICE: u32 = 1;
 
+/// `rmm_expandable_pool_statistics` (the fields in `rmm_c.h`'s order).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+#[allow(non_camel_case_types)]
+pub(crate) struct rmm_expandable_pool_statistics {
+    pub(crate) reserved_bytes: u64,
+    pub(crate) granularity: u64,
+    pub(crate) mapped_bytes: u64,
+    pub(crate) peak_mapped_bytes: u64,
+    pub(crate) used_bytes: u64,
+    pub(crate) free_mapped_bytes: u64,
+    pub(crate) releasable_bytes: u64,
+    pub(crate) books_bytes: u64,
+    pub(crate) free_blocks: u64,
+    pub(crate) largest_free_block: u64,
+    pub(crate) cached_bytes: u64,
+    pub(crate) growth_steps: u64,
+    pub(crate) granules_mapped: u64,
+    pub(crate) granules_released: u64,
+}
+
 /// `rmm_allocate_callback`.
 pub(crate) type AllocateCallback =
     unsafe extern "C" fn(usize, *mut c_void, *mut c_void, *mut *mut c_void, *mut rmm_error) -> c_int;
@@ -93,6 +114,41 @@ extern "C" {
         out: *mut *mut c_void,
         err: *mut rmm_error,
     ) -> c_int;
+    pub(crate) fn rmm_expandable_pool_memory_resource_new(
+        initial_size: u64,
+        maximum_size: u64,
+        release_threshold: u64,
+        peers: *const i32,
+        peer_count: usize,
+        out: *mut rmm_resource,
+        err: *mut rmm_error,
+    ) -> c_int;
+    pub(crate) fn rmm_expandable_pool_memory_resource_statistics(
+        resource: rmm_resource,
+        out: *mut rmm_expandable_pool_statistics,
+        err: *mut rmm_error,
+    ) -> c_int;
+    pub(crate) fn rmm_expandable_pool_memory_resource_mapped_bytes(resource: rmm_resource, out: *mut u64, err: *mut rmm_error) -> c_int;
+    pub(crate) fn rmm_expandable_pool_memory_resource_used_bytes(resource: rmm_resource, out: *mut u64, err: *mut rmm_error) -> c_int;
+    pub(crate) fn rmm_expandable_pool_memory_resource_trim(resource: rmm_resource, released_out: *mut u64, err: *mut rmm_error) -> c_int;
+    pub(crate) fn rmm_expandable_pool_memory_resource_release_threshold(resource: rmm_resource, out: *mut u64, err: *mut rmm_error) -> c_int;
+    pub(crate) fn rmm_expandable_pool_memory_resource_set_release_threshold(resource: rmm_resource, bytes: u64, err: *mut rmm_error) -> c_int;
+    pub(crate) fn rmm_expandable_pool_memory_resource_export(
+        resource: rmm_resource,
+        ptr: *mut c_void,
+        bytes: usize,
+        stream: *mut c_void,
+        socket_fd: c_int,
+        err: *mut rmm_error,
+    ) -> c_int;
+    pub(crate) fn rmm_imported_span_receive(
+        socket_fd: c_int,
+        out: *mut *mut c_void,
+        ptr_out: *mut *mut c_void,
+        size_out: *mut usize,
+        err: *mut rmm_error,
+    ) -> c_int;
+    pub(crate) fn rmm_imported_span_free(span: *mut c_void);
     pub(crate) fn rmm_callback_memory_resource_new(
         allocate: Option<AllocateCallback>,
         deallocate: Option<DeallocateCallback>,

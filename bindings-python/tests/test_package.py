@@ -30,8 +30,10 @@ RMM_NAMES = [
 MODULES = {
     "rmm.mr": MR_NAMES,
     "rmm.pylibrmm.memory_resource": MR_NAMES,
-    "rmm.mr.experimental": ["CudaAsyncManagedMemoryResource"],
-    "rmm.pylibrmm.memory_resource.experimental": ["CudaAsyncManagedMemoryResource"],
+    "rmm.mr.experimental": ["CudaAsyncManagedMemoryResource", "ExpandablePoolMemoryResource", "ImportedAllocation"],
+    "rmm.pylibrmm.memory_resource.experimental": [
+        "CudaAsyncManagedMemoryResource", "ExpandablePoolMemoryResource", "ImportedAllocation",
+    ],
     "rmm.pylibrmm": ["CudaStreamPool", "CudaStreamFlags", "DeviceBuffer", "memory_resource"],
     "rmm.pylibrmm.device_buffer": [
         "DeviceBuffer", "to_device", "copy_ptr_to_host", "copy_host_to_ptr", "copy_device_to_ptr",

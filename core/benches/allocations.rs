@@ -46,6 +46,9 @@ use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
 use rmm_core::cuda::{self, OwnedStream, Stream, StreamFlags};
+use rmm_core::mr::experimental::{
+    Backend, ExpandablePoolMemoryResource, ExpandablePoolOptions, HostBackend,
+};
 use rmm_core::mr::{
     ArenaMemoryResource, ArenaOptions, BinningMemoryResource, CudaAsyncMemoryResource,
     CudaMemoryResource, FreeChecks, PoolMemoryResource, SimulatedMemoryResource,
@@ -170,6 +173,18 @@ fn all_resources() -> Vec<(&'static str, Factory)> {
                     upstream, options,
                 )?))
             }),
+            // Issue 28's pool over a simulated device of 2 MiB granules, 1 GiB mapped at first as
+            // the pool line holds 1 GiB.
+            ("expandable_pool", || {
+                let device = Backend::Simulated(HostBackend {
+                    capacity: Some(64 << 30),
+                    granularity: 2 << 20,
+                });
+                let options = ExpandablePoolOptions::default()
+                    .backend(device)
+                    .initial_size(1 << 30);
+                Ok(AnyResource::new(ExpandablePoolMemoryResource::new(options)?))
+            }),
             ("system", || {
                 Ok(AnyResource::new(SystemMemoryResource::new()))
             }),
@@ -205,6 +220,12 @@ fn all_resources() -> Vec<(&'static str, Factory)> {
         ("cuda", || Ok(AnyResource::new(CudaMemoryResource::new()))),
         ("cuda_async", || {
             Ok(AnyResource::new(CudaAsyncMemoryResource::new()?))
+        }),
+        // Issue 28's pool, half the free memory mapped at first as the pool line below holds.
+        ("expandable_pool", || {
+            let (free, _) = cuda::mem_info(cuda::current_device()?)?;
+            let options = ExpandablePoolOptions::default().initial_size((free / 2) & !(DEFAULT_ALIGNMENT - 1));
+            Ok(AnyResource::new(ExpandablePoolMemoryResource::new(options)?))
         }),
         // As RMM's benchmark: a pool over cuda starting at half the free memory (the default).
         ("pool", || {

@@ -239,6 +239,7 @@ int rmm_resource_is_equal(rmm_resource a, rmm_resource b);
 #define RMM_RESOURCE_KIND_PREFETCH 21
 #define RMM_RESOURCE_KIND_FAILURE_CALLBACK 22
 #define RMM_RESOURCE_KIND_RECORDING 23
+#define RMM_RESOURCE_KIND_EXPANDABLE_POOL 24
 
 /** The kind of `resource` in `*kind_out` and, when `upstream_out` is not NULL, its upstream (an
  *  OWNING handle; {NULL, NULL} for a resource without one). `resource` must be a resource of this
@@ -975,6 +976,88 @@ int rmm_strided_view_to_dlpack_versioned(const rmm_strided_view* view, DLManaged
 
 /** The number of views acquired through this ABI and not yet released (a leak check). */
 size_t rmm_strided_view_live_count(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Experimental (not RMM types; the API may change between releases)
+ *
+ * expandable_pool_memory_resource: a stream-ordered pool on one reserved range of virtual
+ * addresses that grows in place (granules mapped with cuMemCreate + cuMemMap + cuMemSetAccess) and
+ * gives memory back granule by granule, even between live blocks. Host mode: host memory stands in
+ * for the device. docs/design/expandable-pool.md.
+ * ------------------------------------------------------------------------------------------- */
+
+/** Counters of an expandable_pool_memory_resource, taken at one moment. */
+typedef struct rmm_expandable_pool_statistics {
+  uint64_t reserved_bytes;     /**< Bytes of addresses reserved: the most the pool can hold. */
+  uint64_t granularity;        /**< The granule: the unit of mapping and of giving back. */
+  uint64_t mapped_bytes;       /**< Bytes mapped now (device memory the pool holds). */
+  uint64_t peak_mapped_bytes;  /**< The most bytes mapped at once so far. */
+  uint64_t used_bytes;         /**< Bytes handed out (requests rounded up to 256). */
+  uint64_t free_mapped_bytes;  /**< mapped - used. */
+  uint64_t releasable_bytes;   /**< Mapped bytes a trim would give back now. */
+  uint64_t books_bytes;        /**< Bytes the pool's books span from the range's start. */
+  uint64_t free_blocks;        /**< Free blocks, cached ones included. */
+  uint64_t largest_free_block; /**< The largest free block of the shared list (mapped or not). */
+  uint64_t cached_bytes;       /**< Free bytes in the per-thread caches. */
+  uint64_t growth_steps;       /**< Times the books grew. */
+  uint64_t granules_mapped;    /**< Granules mapped so far. */
+  uint64_t granules_released;  /**< Granules given back so far. */
+} rmm_expandable_pool_statistics;
+
+/** An allocation of another process mapped into this one (rmm_imported_span_receive). */
+typedef struct rmm_imported_span rmm_imported_span;
+
+/** A new expandable_pool_memory_resource on the current device: `initial_size` bytes mapped at once
+ *  (0 or RMM_SIZE_NONE: none), at most `maximum_size` bytes ever (the reservation, rounded up to the
+ *  granule; RMM_SIZE_NONE: twice the device's memory), `release_threshold` mapped bytes kept when
+ *  frees give idle granules back (RMM_SIZE_NONE: none; everything stays mapped until a trim).
+ *  `peers` holds `peer_count` device ordinals that get access to the pool's memory (NULL when 0;
+ *  UNSUPPORTED in host mode or for a device that cannot access this one). OUT_OF_MEMORY when the
+ *  device cannot map `initial_size`. */
+int rmm_expandable_pool_memory_resource_new(uint64_t initial_size, uint64_t maximum_size, uint64_t release_threshold,
+                                            const int32_t* peers, size_t peer_count, rmm_resource* out,
+                                            rmm_error* err);
+
+/** The pool's counters, into *out. */
+int rmm_expandable_pool_memory_resource_statistics(rmm_resource resource, rmm_expandable_pool_statistics* out,
+                                                   rmm_error* err);
+
+/** The bytes the pool has mapped now, into *out. */
+int rmm_expandable_pool_memory_resource_mapped_bytes(rmm_resource resource, uint64_t* out, rmm_error* err);
+
+/** The bytes the pool has handed out now, into *out. */
+int rmm_expandable_pool_memory_resource_used_bytes(rmm_resource resource, uint64_t* out, rmm_error* err);
+
+/** Gives back every mapped granule that lies wholly in free memory (between live blocks too), after
+ *  the work queued on the streams that freed into it; the bytes released into *released_out (may be
+ *  NULL). */
+int rmm_expandable_pool_memory_resource_trim(rmm_resource resource, uint64_t* released_out, rmm_error* err);
+
+/** The pool's release threshold, into *out (RMM_SIZE_NONE: none). */
+int rmm_expandable_pool_memory_resource_release_threshold(rmm_resource resource, uint64_t* out, rmm_error* err);
+
+/** Sets the pool's release threshold (RMM_SIZE_NONE: none); it applies from the next free on. */
+int rmm_expandable_pool_memory_resource_set_release_threshold(rmm_resource resource, uint64_t bytes,
+                                                              rmm_error* err);
+
+/** Exports the live allocation `ptr` of `bytes` (as allocated) to another process: synchronizes
+ *  `stream` (where its bytes were last written), then sends one shareable handle per granule it
+ *  touches and where its bytes lie in them over the connected Unix socket `socket_fd` (which stays
+ *  the caller's). Keep the allocation until the other process is done with it. INVALID_ARGUMENT when
+ *  `ptr` is not a live allocation of `bytes` of this pool; UNSUPPORTED when its granules carry no
+ *  shareable handle. */
+int rmm_expandable_pool_memory_resource_export(rmm_resource resource, void* ptr, size_t bytes, void* stream,
+                                               int socket_fd, rmm_error* err);
+
+/** Receives an allocation another process exported (rmm_expandable_pool_memory_resource_export) from
+ *  the connected Unix socket `socket_fd` and maps it here with no copy: *out is the handle to free
+ *  with rmm_imported_span_free, *ptr_out its first byte, *size_out its size in bytes. */
+int rmm_imported_span_receive(int socket_fd, rmm_imported_span** out, void** ptr_out, size_t* size_out,
+                              rmm_error* err);
+
+/** Unmaps an imported allocation (NULL is ignored); its memory goes back to its device once every
+ *  process has let go of it. */
+void rmm_imported_span_free(rmm_imported_span* span);
 
 #ifdef __cplusplus
 } /* extern "C" */

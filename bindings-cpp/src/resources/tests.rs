@@ -12,7 +12,7 @@ use crate::tests::prelude::{
 };
 
 /// An owning handle released on drop.
-struct Owned(rmm_resource);
+pub(crate) struct Owned(pub(crate) rmm_resource);
 
 impl Drop for Owned {
     fn drop(&mut self) {
@@ -21,7 +21,7 @@ impl Drop for Owned {
     }
 }
 
-fn made(f: impl FnOnce(*mut rmm_resource, *mut rmm_error) -> c_int) -> Owned {
+pub(crate) fn made(f: impl FnOnce(*mut rmm_resource, *mut rmm_error) -> c_int) -> Owned {
     let mut out = rmm_resource::NULL;
     let mut err = rmm_error::new();
     let status = f(&mut out, &mut err);
@@ -30,12 +30,12 @@ fn made(f: impl FnOnce(*mut rmm_resource, *mut rmm_error) -> c_int) -> Owned {
     Owned(out)
 }
 
-fn system() -> Owned {
+pub(crate) fn system() -> Owned {
     // SAFETY: valid out-pointers.
     made(|o, e| unsafe { rmm_system_memory_resource_new(o, e) })
 }
 
-fn alloc(r: &Owned, bytes: usize) -> *mut c_void {
+pub(crate) fn alloc(r: &Owned, bytes: usize) -> *mut c_void {
     let mut p = null_mut();
     let mut err = rmm_error::new();
     // SAFETY: live handle, valid out-pointers.
@@ -44,14 +44,14 @@ fn alloc(r: &Owned, bytes: usize) -> *mut c_void {
     p
 }
 
-fn free(r: &Owned, p: *mut c_void, bytes: usize) {
+pub(crate) fn free(r: &Owned, p: *mut c_void, bytes: usize) {
     let mut err = rmm_error::new();
     // SAFETY: `p` came from `r` with these arguments.
     let status = unsafe { rmm_resource_deallocate_sync(r.0, p, bytes, 256, &mut err) };
     assert_eq!(status, RMM_OK, "{err:?}");
 }
 
-fn get_u64(f: impl FnOnce(*mut u64, *mut rmm_error) -> c_int) -> u64 {
+pub(crate) fn get_u64(f: impl FnOnce(*mut u64, *mut rmm_error) -> c_int) -> u64 {
     let mut v = 0u64;
     let mut err = rmm_error::new();
     assert_eq!(f(&mut v, &mut err), RMM_OK, "{err:?}");

@@ -110,6 +110,33 @@ class CudaAsyncManagedMemoryResource(DeviceMemoryResource):
     def pool_handle(self) -> int: ...
 
 @final
+class ExpandablePoolMemoryResource(DeviceMemoryResource):
+    def __new__(
+        cls,
+        initial_size: _Size | None = None,
+        maximum_size: _Size | None = None,
+        release_threshold: _Size | None = None,
+        peer_devices: list[int] | None = None,
+    ) -> Self: ...
+    def statistics(self) -> dict[str, int]: ...
+    def mapped_bytes(self) -> int: ...
+    def used_bytes(self) -> int: ...
+    def trim(self) -> int: ...
+    def release_threshold(self) -> int | None: ...
+    def set_release_threshold(self, nbytes: _Size | None) -> None: ...
+    def export_allocation(self, ptr: int, nbytes: int, socket_fd: Any, stream: Stream = ...) -> None: ...
+
+@final
+class ImportedAllocation:
+    @staticmethod
+    def receive(socket_fd: Any) -> ImportedAllocation: ...
+    @property
+    def ptr(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    def close(self) -> None: ...
+
+@final
 class CallbackMemoryResource(DeviceMemoryResource):
     def __new__(
         cls,
@@ -383,8 +410,10 @@ __all__ = [
     "DEFAULT_STREAM",
     "DeviceBuffer",
     "DeviceMemoryResource",
+    "ExpandablePoolMemoryResource",
     "FailureCallbackResourceAdaptor",
     "FixedSizeMemoryResource",
+    "ImportedAllocation",
     "LEGACY_DEFAULT_STREAM",
     "LimitingResourceAdaptor",
     "LoggingResourceAdaptor",

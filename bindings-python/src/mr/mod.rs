@@ -24,6 +24,7 @@ use crate::stream::StreamArg;
 
 mod adaptors;
 mod base;
+mod expandable_pool;
 mod suballoc;
 
 pub(crate) use adaptors::PyLoggingResourceAdaptor;
@@ -37,6 +38,7 @@ use base::{
     PyCudaMemoryResource, PyManagedMemoryResource, PyPinnedHostMemoryResource, PySamHeadroomMemoryResource,
     PySimulatedMemoryResource, PySystemMemoryResource,
 };
+use expandable_pool::{PyExpandablePoolMemoryResource, PyImportedAllocation};
 use suballoc::{PyArenaMemoryResource, PyBinningMemoryResource, PyFixedSizeMemoryResource, PyPoolMemoryResource};
 
 /// Python callables that librmm's callback context and the resource's Python object share. The
@@ -319,6 +321,7 @@ fn new_object(
         ResourceKind::FailureCallback => {
             made(py, adaptor(r, upstream, PyFailureCallbackResourceAdaptor { callback: None }))
         }
+        ResourceKind::ExpandablePool => made(py, leaf(r, PyExpandablePoolMemoryResource)),
     }
 }
 
@@ -355,6 +358,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCallbackMemoryResource>()?;
     m.add_class::<PySimulatedMemoryResource>()?;
     m.add_class::<PyPoolMemoryResource>()?;
+    m.add_class::<PyExpandablePoolMemoryResource>()?;
+    m.add_class::<PyImportedAllocation>()?;
     m.add_class::<PyArenaMemoryResource>()?;
     m.add_class::<PyFixedSizeMemoryResource>()?;
     m.add_class::<PyBinningMemoryResource>()?;

@@ -1,6 +1,9 @@
-//! Experimental building blocks that are not RMM types (issue 28: the expandable pool). Their API
-//! may change between releases.
+//! Experimental resources and building blocks that are not RMM types (issue 28: the expandable
+//! pool). Their API may change between releases.
 //!
+//! - [`ExpandablePoolMemoryResource`]: a stream-ordered pool on one reserved range of virtual
+//!   addresses that grows in place, gives memory back granule by granule (even between live
+//!   blocks) and exports its allocations to other processes;
 //! - [`VirtualRange`]: a range of virtual addresses reserved once and backed granule by granule
 //!   (CUDA's virtual memory management, or host memory standing in for a device in host mode);
 //!   grows in place and gives any whole granule back, even between live blocks;
@@ -13,5 +16,8 @@
 pub use super::detail::virtual_range::{
     Backend, ExportedSpan, HostBackend, ImportedSpan, MemoryKind, SharedHandle, VirtualRange,
     VirtualRangeOptions, VirtualRangeStats,
+};
+pub use super::expandable_pool::{
+    ExpandablePoolMemoryResource, ExpandablePoolOptions, ExpandablePoolStatistics,
 };
 pub use crate::cuda::vmm::ShareableHandles;

@@ -8,6 +8,7 @@
 //! Used where a resource made in another binary must be recognised: librmm answers
 //! `rmm_resource_kind` from here, and `registry::owner` asks it (never by comparing names).
 
+use super::experimental::ExpandablePoolMemoryResource;
 use super::*;
 use crate::resource::{downcast, AnyResource, MemoryResource};
 
@@ -125,6 +126,7 @@ resource_kinds! {
     Prefetch = 21: PrefetchResourceAdaptor, "prefetch_resource_adaptor", RMM_RESOURCE_KIND_PREFETCH, 1;
     FailureCallback = 22: FailureCallbackResourceAdaptor, "failure_callback_resource_adaptor", RMM_RESOURCE_KIND_FAILURE_CALLBACK, 1;
     Recording = 23: RecordingResourceAdaptor, "recording_resource_adaptor", RMM_RESOURCE_KIND_RECORDING, 1;
+    ExpandablePool = 24: ExpandablePoolMemoryResource, "expandable_pool_memory_resource", RMM_RESOURCE_KIND_EXPANDABLE_POOL, 0;
 }
 
 #[cfg(test)]
@@ -185,6 +187,14 @@ mod tests {
                 up(),
                 Arc::new(|_| false),
             )),
+            ResourceKind::ExpandablePool => {
+                use crate::mr::experimental::{Backend, ExpandablePoolOptions, HostBackend};
+                let device = Backend::Host(HostBackend { capacity: Some(8 << 20), granularity: 1 << 20 });
+                AnyResource::new(
+                    ExpandablePoolMemoryResource::new(ExpandablePoolOptions::default().backend(device))
+                        .unwrap(),
+                )
+            }
         })
     }
 

@@ -11,6 +11,7 @@ pub mod cuda_async;
 pub mod cuda_async_managed;
 pub mod cuda_async_view;
 pub(crate) mod detail;
+mod expandable_pool;
 pub mod experimental;
 pub mod failure_callback;
 pub mod fixed_size;

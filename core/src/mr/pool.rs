@@ -24,6 +24,7 @@ use std::sync::Arc;
 use crate::aligned::{align_down, align_up, check_alignment, is_aligned, DEFAULT_ALIGNMENT};
 use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
+use crate::mr::detail::core_calls;
 use crate::mr::detail::forward::forward_to_upstream;
 use crate::mr::detail::live_set::{FreeCheck, FreeChecks};
 use crate::mr::detail::nvtx_bounds::{self, NvtxBounds};
@@ -242,7 +243,9 @@ impl PoolMemoryResource {
 
     /// The upstream resource.
     pub fn upstream_resource(&self) -> &AnyResource {
-        self.core.upstream()
+        self.core
+            .upstream()
+            .expect("a core built over an upstream")
     }
 
     /// Exact counters (briefly takes every lock of the pool).
@@ -299,22 +302,16 @@ impl MemoryResource for PoolMemoryResource {
         if self.maximum.is_some_and(|max| size > max) {
             return Err(exceeded());
         }
-        let block = self
-            .core
-            .allocate(stream, size, alignment.max(DEFAULT_ALIGNMENT))?;
-        let ptr = self
-            .live
-            .allocated(self.name(), block as *mut u8, size, |block| {
-                // The block was never handed out: back to the engine at once (checked: `allocated`
-                // only fails for a checked pool).
-                let _ = self.core.deallocate(stream, block as usize, size, true);
-            })
-            .map_err(|e| e.error(self.name(), size))?;
-        if let Some(nvtx) = &self.nvtx {
-            nvtx.sync_heaps(self.core.regions_generation(), || self.core.regions());
-            nvtx.allocated(ptr, bytes);
-        }
-        Ok(ptr)
+        core_calls::allocate(
+            &self.core,
+            &self.live,
+            self.nvtx.as_deref(),
+            self.name(),
+            stream,
+            bytes,
+            size,
+            alignment,
+        )
     }
 
     /// # Errors
@@ -328,22 +325,15 @@ impl MemoryResource for PoolMemoryResource {
         bytes: usize,
         _alignment: usize,
     ) -> Result<()> {
-        if ptr.is_null() {
-            return Ok(());
-        }
-        let size = align_up(bytes, DEFAULT_ALIGNMENT).ok_or_else(|| {
-            Error::invalid(format!("{bytes} bytes cannot have come from this pool"))
-        })?;
-        let verified = self.live.mode() == FreeChecks::Checked;
-        let free = || {
-            self.live.free(self.name(), ptr, size, || {
-                self.core.deallocate(stream, ptr as usize, size, verified)
-            })
-        };
-        match &self.nvtx {
-            None => free(),
-            Some(nvtx) => nvtx.free(ptr, free),
-        }
+        core_calls::deallocate(
+            &self.core,
+            &self.live,
+            self.nvtx.as_deref(),
+            self.name(),
+            stream,
+            ptr,
+            bytes,
+        )
     }
 
     /// From the live-allocation index (`None` when frees are unchecked).

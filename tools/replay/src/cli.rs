@@ -57,6 +57,11 @@ pub struct Args {
     #[arg(long, value_name = "FILE.png")]
     pub plot: Option<PathBuf>,
 
+    /// Write live and reserved bytes after every event to this CSV file
+    /// (`event,seconds,live_bytes,reserved_bytes`).
+    #[arg(long, value_name = "FILE.csv")]
+    pub series: Option<PathBuf>,
+
     /// The plot's horizontal axis.
     #[arg(long, value_enum, default_value_t = XAxis::Time)]
     pub x_axis: XAxis,
@@ -165,6 +170,10 @@ fn try_run(args: &Args, out: &mut dyn Write) -> anyhow::Result<u8> {
         report
             .write_json(&mut file)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", json.display()))?;
+    }
+    if let Some(csv) = &args.series {
+        plot::write_series_csv(csv, &outcome.series)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e:#}", csv.display()))?;
     }
     if let Some(png) = &args.plot {
         let file_name = path

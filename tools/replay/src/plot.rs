@@ -1,5 +1,6 @@
 //! Memory over time as a PNG (`--plot`): live bytes (from the log) and reserved bytes (what the
-//! resource held from the device), against the log's time or the event index.
+//! resource held from the device), against the log's time or the event index; and the same series
+//! as CSV (`--series`), for figures that put several replays side by side.
 //!
 //! Drawn with plotters' bitmap backend; text uses DejaVu Sans, embedded in the binary (see
 //! `assets/LICENSE-DejaVu.txt`), so no system font library is needed.
@@ -19,6 +20,26 @@ pub const MAX_POINTS: usize = 4000;
 
 /// The picture's size in pixels.
 pub const SIZE: (u32, u32) = (1280, 720);
+
+/// Writes `series` as CSV: `event,seconds,live_bytes,reserved_bytes`, one row per replayed event
+/// (`seconds` empty when the log has no times).
+///
+/// # Errors
+/// The file cannot be written.
+pub fn write_series_csv(path: &Path, series: &Series) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_path(path)?;
+    w.write_record(["event", "seconds", "live_bytes", "reserved_bytes"])?;
+    for (i, (live, reserved)) in series.live.iter().zip(&series.reserved).enumerate() {
+        let seconds = series
+            .seconds
+            .as_ref()
+            .and_then(|s| s.get(i))
+            .map_or(String::new(), |s| s.to_string());
+        w.write_record([i.to_string(), seconds, live.to_string(), reserved.to_string()])?;
+    }
+    w.flush()?;
+    Ok(())
+}
 
 /// What the horizontal axis shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]

@@ -8,7 +8,10 @@
 //! - `simulated` is a simulated device of `--simulate-gib` GiB: no CUDA is called at all;
 //! - a *sub-allocator* (`pool`, `arena`, `binning`) is stacked on an [`Upstream`]: the GPU's
 //!   `cuda` resource, or the simulated device with `--simulate-gib`. The upstream is counted, so
-//!   the report shows what the sub-allocator really took from it.
+//!   the report shows what the sub-allocator really took from it;
+//! - a resource *on a virtual range* (`expandable_pool`) maps granules of the device itself: the
+//!   GPU's (CUDA's virtual memory management), or with `--simulate-gib` a simulated device that
+//!   only counts granules. Its reserved bytes are the bytes it has mapped.
 //!
 //! Adding a sub-allocator is one line: an entry whose `make` is `Make::OnUpstream` (or replace a `Make::Unavailable` with
 //! `Make::OnUpstream(|up| Ok(AnyResource::new(PoolMemoryResource::new(up.resource, ..)?)))`.
@@ -18,6 +21,7 @@ use rmm_core::mr::{
     ArenaMemoryResource, BinningMemoryResource, CudaAsyncMemoryResource, CudaMemoryResource, ManagedMemoryResource,
     PoolMemoryResource, SimulatedMemoryResource, SystemMemoryResource,
 };
+use rmm_core::mr::experimental::{Backend, ExpandablePoolMemoryResource, ExpandablePoolOptions, HostBackend};
 use rmm_core::AnyResource;
 
 use crate::counting::CountingResource;
@@ -44,6 +48,9 @@ pub enum Make {
     Simulated,
     /// A sub-allocator stacked on an upstream.
     OnUpstream(fn(Upstream) -> rmm_core::Result<AnyResource>),
+    /// A resource that maps granules of the device itself ([`Backend::Device`], or
+    /// [`Backend::Simulated`] with `--simulate-gib`).
+    OnRange(fn(Backend) -> rmm_core::Result<ExpandablePoolMemoryResource>),
     /// Known (RMM's replay offers it) but not built into this binary yet.
     Unavailable,
 }
@@ -85,6 +92,10 @@ fn pool(up: Upstream) -> rmm_core::Result<AnyResource> {
     Ok(AnyResource::new(PoolMemoryResource::new(up.resource, Some(initial), None)?))
 }
 
+fn pool_on_demand(up: Upstream) -> rmm_core::Result<AnyResource> {
+    Ok(AnyResource::new(PoolMemoryResource::new(up.resource, Some(0), None)?))
+}
+
 fn arena(up: Upstream) -> rmm_core::Result<AnyResource> {
     let size = half_of(&up);
     Ok(AnyResource::new(ArenaMemoryResource::new(up.resource, Some(size), false)?))
@@ -93,6 +104,14 @@ fn arena(up: Upstream) -> rmm_core::Result<AnyResource> {
 fn binning(up: Upstream) -> rmm_core::Result<AnyResource> {
     let pool = pool(up)?;
     Ok(AnyResource::new(BinningMemoryResource::with_exponents(pool, 18, 22)?))
+}
+
+/// The granule of the simulated device's virtual memory: the driver's recommended granularity on
+/// current GPUs.
+const SIMULATED_GRANULE: usize = 2 << 20;
+
+fn expandable_pool(backend: Backend) -> rmm_core::Result<ExpandablePoolMemoryResource> {
+    ExpandablePoolMemoryResource::new(ExpandablePoolOptions::default().backend(backend))
 }
 
 /// Every resource, in `--help` order.
@@ -107,11 +126,21 @@ pub const RESOURCES: &[ResourceEntry] = &[
     ResourceEntry { name: "system", about: "malloc/free host memory (works without a GPU)", make: Make::Base { make: system, needs_gpu: false } },
     ResourceEntry { name: "simulated", about: "a simulated device of --simulate-gib GiB; no CUDA calls", make: Make::Simulated },
     ResourceEntry { name: "pool", about: "coalescing pool starting at half the device (sub-allocator)", make: Make::OnUpstream(pool) },
+    ResourceEntry {
+        name: "pool_on_demand",
+        about: "the coalescing pool starting empty, growing by what it needs (sub-allocator)",
+        make: Make::OnUpstream(pool_on_demand),
+    },
     ResourceEntry { name: "arena", about: "arena of half the device (sub-allocator)", make: Make::OnUpstream(arena) },
     ResourceEntry {
         name: "binning",
         about: "bins of 256 KiB..4 MiB over a pool, as RMM's benchmark (sub-allocator)",
         make: Make::OnUpstream(binning),
+    },
+    ResourceEntry {
+        name: "expandable_pool",
+        about: "experimental pool on one virtual range that grows in place; reserved = mapped granules",
+        make: Make::OnRange(expandable_pool),
     },
 ];
 
@@ -318,6 +347,34 @@ pub fn setup(name: Option<&str>, simulate_bytes: Option<usize>) -> Result<Setup,
                 reserved_probe: None,
             })
         }
+        (Make::OnRange(make), simulated) => {
+            let (backend, target) = match simulated {
+                Some(bytes) => {
+                    let host = HostBackend { capacity: Some(bytes), granularity: SIMULATED_GRANULE };
+                    (Backend::Simulated(host), Target::Simulated { capacity: bytes })
+                }
+                None => {
+                    let target = gpu(resource)?;
+                    let device = device::current_device().map_err(|source| SetupError::Resource { resource, source })?;
+                    (Backend::Device(device), target)
+                }
+            };
+            let pool = made(make(backend).map(AnyResource::new))?;
+            let mapped = rmm_core::downcast::<ExpandablePoolMemoryResource>(&pool)
+                .expect("OnRange makes an expandable pool")
+                .clone();
+            // The counter sees what is handed out; the device's share is what the pool has mapped.
+            let counter = CountingResource::new(pool);
+            let reserved_probe: Box<dyn Fn() -> Option<usize> + Send + Sync> =
+                Box::new(move || Some(mapped.mapped_bytes()));
+            Ok(Setup {
+                name: entry.name,
+                resource: AnyResource::new(counter.clone()),
+                counter,
+                target,
+                reserved_probe: Some(reserved_probe),
+            })
+        }
         (Make::Base { make, needs_gpu }, None) => {
             let target = if needs_gpu {
                 gpu(resource)?
@@ -376,6 +433,7 @@ fn async_pool_probe(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rmm_core::MemoryResource;
 
     #[test]
     fn names_are_unique_and_the_missing_sub_allocators_say_so() {
@@ -421,6 +479,17 @@ mod tests {
         let s = setup(Some("simulated"), Some((1 << 20) + 100)).unwrap();
         assert_eq!(s.target, Target::Simulated { capacity: 1 << 20 });
         assert_eq!(s.reserved_bytes(), 0);
+    }
+
+    #[test]
+    fn the_expandable_pool_on_a_simulated_device_reports_its_mapped_granules() {
+        let s = setup(Some("expandable_pool"), Some(1 << 30)).unwrap();
+        assert_eq!(s.target, Target::Simulated { capacity: 1 << 30 });
+        let p = s.resource.allocate(rmm_core::cuda::Stream::DEFAULT, 3 << 20, 256).unwrap();
+        assert_eq!(s.reserved_bytes(), 2 * SIMULATED_GRANULE, "two whole granules are mapped");
+        assert_eq!(s.counter.current_bytes(), 3 << 20, "the counter sees what is handed out");
+        // SAFETY: `p` came from this resource with these arguments.
+        unsafe { s.resource.deallocate(rmm_core::cuda::Stream::DEFAULT, p, 3 << 20, 256).unwrap() };
     }
 
     #[test]

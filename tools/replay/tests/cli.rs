@@ -100,6 +100,40 @@ fn json(path: &Path) -> serde_json::Value {
 }
 
 #[test]
+fn the_expandable_pool_replays_with_its_mapped_bytes_as_reserved_and_writes_the_series() {
+    let dir = Scratch::new("expandable");
+    let log = dir.file("sample.csv", SAMPLE);
+    let (report, series) = (dir.path("report.json"), dir.path("series.csv"));
+    let out = run(&[
+        &log,
+        &"--simulate-gib",
+        &"1",
+        &"--resource",
+        &"expandable_pool",
+        &"--json",
+        &report,
+        &"--series",
+        &series,
+        &"--quiet",
+    ]);
+    assert_eq!(out.code, Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+    let r = json(&report);
+    assert_eq!(r["peak_live_bytes"], SAMPLE_PEAK);
+    let mapped = r["peak_reserved_bytes"].as_u64().unwrap();
+    // Whole 2 MiB granules over what is live at the peak, and far below the pool's half-device start.
+    assert!(mapped >= SAMPLE_PEAK && mapped as f64 <= 1.10 * SAMPLE_PEAK as f64, "peak mapped {mapped}");
+    assert_eq!(mapped % (2 << 20), 0, "mapped in whole granules");
+    let rows = std::fs::read_to_string(&series).unwrap();
+    let mut lines = rows.lines();
+    assert_eq!(lines.next(), Some("event,seconds,live_bytes,reserved_bytes"));
+    let peak_live = lines
+        .map(|l| l.split(',').nth(2).unwrap().parse::<u64>().unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(peak_live, SAMPLE_PEAK);
+}
+
+#[test]
 fn a_replay_that_fits_exits_0_and_writes_json_and_a_png() {
     let dir = Scratch::new("fits");
     let log = dir.file("sample.csv", SAMPLE);

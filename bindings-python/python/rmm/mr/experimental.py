@@ -1,5 +1,5 @@
-"""Experimental memory resource features that may change or be removed in future releases."""
+"""Experimental memory resource features that may change or be removed in future releases: the
+names of ``rmm.pylibrmm.memory_resource.experimental``, as in RMM."""
 
-from rmm.pylibrmm.memory_resource.experimental import CudaAsyncManagedMemoryResource
-
-__all__ = ["CudaAsyncManagedMemoryResource"]
+from rmm.pylibrmm.memory_resource.experimental import *  # noqa: F403
+from rmm.pylibrmm.memory_resource.experimental import __all__  # noqa: F401

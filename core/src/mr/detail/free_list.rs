@@ -639,6 +639,19 @@ impl<T: BlockTag> FreeList<T> {
         self.by_end.get(&end).copied()
     }
 
+    /// The free block that ends at `end`, if any (for [`FreeList::take_range`]).
+    pub(crate) fn block_ending_at(&self, end: usize) -> Option<Fit<'_, T>> {
+        let id = self.ending_at(end)?;
+        let node = &self.nodes[id as usize];
+        Some(Fit {
+            id: BlockId(id),
+            block: node.addr,
+            start: node.addr,
+            len: node.size,
+            tag: &node.tag,
+        })
+    }
+
     /// The lowest block that ends after `addr`, if any.
     fn first_ending_after(&self, addr: usize) -> Option<u32> {
         let from = addr.checked_add(1)?;

@@ -668,6 +668,21 @@ impl FreeCheck {
         self.0.as_ref().map(|set| set.contains(ptr as usize, size))
     }
 
+    /// `Ok` when `[ptr, ptr + size)` is a live allocation of `size` bytes, or frees are unchecked
+    /// (then nothing can tell); else the refusal a free of it would get.
+    pub(crate) fn check_live(&self, name: &str, ptr: *mut u8, size: usize) -> Result<()> {
+        let Some(set) = &self.0 else {
+            return Ok(());
+        };
+        if set.contains(ptr as usize, size) {
+            return Ok(());
+        }
+        // Not live: the refusal a free would get (a free racing in between is put back).
+        set.remove(name, ptr as usize, size)?;
+        set.restore(name, ptr as usize, size);
+        Ok(())
+    }
+
     /// The number of live allocations (0 when unchecked).
     #[cfg(test)]
     pub(crate) fn live(&self) -> usize {

@@ -3,6 +3,7 @@
 pub(crate) mod arena;
 pub(crate) mod arena_impl;
 mod arena_superblock;
+pub(crate) mod core_calls;
 pub(crate) mod driver;
 pub(crate) mod fixed_list;
 pub(crate) mod forward;

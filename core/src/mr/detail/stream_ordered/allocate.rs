@@ -12,7 +12,7 @@ use super::blocks::{Blocks, Global};
 use super::growth::Grown;
 use super::key::{Pending, PendingOn, StreamKey, TagClass};
 use super::shard::{best_unordered, Cached};
-use super::{front, lock, Core};
+use super::{front, lock, Core, Memory};
 use crate::mr::detail::free_list::BlockId;
 
 /// How many best-fit candidates an allocation looks at for one it can use without ordering.
@@ -69,8 +69,28 @@ impl Core {
     /// Each step runs only when the ones before it found nothing: the thread's caches, the shared
     /// list, the shared list after reclaiming every cache, after covering open batches that block
     /// a fit, growth (giving wholly free regions back first when the upstream is out of memory),
-    /// covering every open batch, and last the blocks of ending threads' fronts.
+    /// covering every open batch, and last the blocks of ending threads' fronts. A mapped core
+    /// then maps the block when its books hold unmapped granules ([`Core::map_taken`]), with no
+    /// lock held.
+    #[inline]
     pub(crate) fn allocate(&self, stream: Stream, size: usize, alignment: usize) -> Result<usize> {
+        let addr = self.take_block(stream, size, alignment)?;
+        if let Memory::Mapped(m) = &self.memory {
+            if m.may_be_unmapped() {
+                return self.map_taken(m, stream, addr, size, alignment);
+            }
+        }
+        Ok(addr)
+    }
+
+    /// [`Core::allocate`] in the books: a block out of them, not yet mapped on a mapped core.
+    #[inline]
+    pub(super) fn take_block(
+        &self,
+        stream: Stream,
+        size: usize,
+        alignment: usize,
+    ) -> Result<usize> {
         let key = self.key(stream);
         let cacheable = size <= self.cache.max_block;
         if cacheable {
@@ -458,7 +478,7 @@ impl Core {
     }
 
     /// Makes `key` wait for every other stream's work in `tag`.
-    fn order_after(&self, key: StreamKey, tag: &Pending) -> Result<()> {
+    pub(super) fn order_after(&self, key: StreamKey, tag: &Pending) -> Result<()> {
         for on in tag.entries() {
             match on {
                 PendingOn::Stream(other) if *other != key => {

@@ -105,6 +105,9 @@ pub(super) struct Global {
     pub(super) used: usize,
     /// What requests passed over in their scans of this list.
     pub(super) passed: Passed,
+    /// Free bytes taken out of the list for a while, to be given back granule by granule with the
+    /// shared lock released (a mapped core's release): still free, counted with the free bytes.
+    pub(super) detached: usize,
 }
 
 /// What [`Core::take`]'s scans for a block to order after passed over.

@@ -119,6 +119,11 @@ impl Core {
         );
         g.free.insert(addr, size, region, tag);
         g.used = g.used.wrapping_sub(size);
+        let over = self.over_release_threshold(&g);
+        drop(g);
+        if over {
+            self.release_over_threshold();
+        }
         Ok(())
     }
 
@@ -198,7 +203,7 @@ impl Core {
         s.used = s.used.wrapping_sub(size);
         let budget = self.shard_budget.load(Ordering::Relaxed);
         if s.recent.len() > self.cache.recent + SPILL_BATCH || s.bytes() > budget {
-            if matches!(self.growth, Growth::Pool { .. }) && s.bytes() <= budget {
+            if matches!(self.growth, Growth::Pool { .. } | Growth::Mapped) && s.bytes() <= budget {
                 // The LIFO is long but the shard has room: its oldest frees join the shard's own
                 // list (coalescing, tags kept), where this thread's later requests of other sizes
                 // find them without the shared lock.
@@ -235,6 +240,12 @@ impl Core {
         for b in s.evict(self.cache.recent, target) {
             self.insert_free(&mut g, b.addr, b.size, b.region, b.tag);
         }
+        drop(s);
+        let over = self.over_release_threshold(&g);
+        drop(g);
+        if over {
+            self.release_over_threshold();
+        }
     }
 
     /// False for a range a fixed-size core cannot have handed out (not one whole block on a block
@@ -244,7 +255,7 @@ impl Core {
             Growth::Chunks { unit, .. } => {
                 size == unit && addr >= region && (addr - region) % unit == 0
             }
-            Growth::Pool { .. } => true,
+            Growth::Pool { .. } | Growth::Mapped => true,
         }
     }
 

@@ -13,7 +13,8 @@ use crate::timeline::{self, Action};
 
 use super::blocks::{Blocks, Global};
 use super::key::{Marker, Pending, PendingOn, StreamKey};
-use super::{lock, Core, Growth};
+use super::mapped::Wait;
+use super::{lock, Core, Growth, Memory};
 
 /// What [`Core::grow`] did.
 pub(super) enum Grown {
@@ -33,10 +34,15 @@ impl Core {
         self.regions_changed(g);
     }
 
-    /// Call after every change of `g.regions` or `g.pool_size` (with `global` held).
-    fn regions_changed(&self, g: &mut Global) {
+    /// Call after every change of `g.regions` (with `global` held).
+    pub(super) fn regions_changed(&self, g: &mut Global) {
         g.snapshot = g.regions.iter().map(|(&a, &s)| (a, s)).collect();
         self.regions_gen.fetch_add(1, Ordering::Release);
+        self.pool_size_changed(g);
+    }
+
+    /// Call after every change of `g.pool_size` (with `global` held): the shards' budget follows it.
+    pub(super) fn pool_size_changed(&self, g: &Global) {
         self.shard_budget.store(
             self.cache.budget(g.pool_size, self.shards.len()),
             Ordering::Relaxed,
@@ -58,6 +64,14 @@ impl Core {
         alignment: usize,
         may_give_back: bool,
     ) -> Result<Grown> {
+        let upstream = match &self.memory {
+            Memory::Upstream(upstream) => upstream,
+            Memory::Mapped(mapped) => {
+                return self
+                    .grow_mapped(g, mapped, key, size, alignment)
+                    .map(Grown::Addr)
+            }
+        };
         let exceeded = |detail: String| Error::OutOfMemory {
             bytes: size,
             resource: self.name.into(),
@@ -89,10 +103,11 @@ impl Core {
                     align_up(need, unit).ok_or_else(|| exceeded("request too large".into()))?;
                 (chunk.max(need), need)
             }
+            Growth::Mapped => unreachable!("a mapped core grows in place (above)"),
         };
         let mut try_size = first;
         let cause = loop {
-            match self.upstream.allocate(stream, try_size, DEFAULT_ALIGNMENT) {
+            match upstream.allocate(stream, try_size, DEFAULT_ALIGNMENT) {
                 Ok(ptr) => {
                     // The new memory is ordered on `stream` (stream-ordered upstreams allocate there).
                     let tag = if key.needs_marker() {
@@ -122,7 +137,7 @@ impl Core {
                     if try_size > min {
                         try_size = match self.growth {
                             Growth::Chunks { unit, .. } => align_down(try_size / 2, unit),
-                            Growth::Pool { .. } => {
+                            Growth::Pool { .. } | Growth::Mapped => {
                                 align_up(try_size / 2, DEFAULT_ALIGNMENT).unwrap_or(min)
                             }
                         }
@@ -153,6 +168,10 @@ impl Core {
     /// Takes every wholly free region out of the pool's books (the caller holds `global` and has
     /// flushed the caches); they still have to be synchronized and given back ([`Core::give_back`]).
     fn detach_free_regions(&self, g: &mut Global) -> Vec<(usize, usize, Pending)> {
+        if matches!(self.memory, Memory::Mapped(_)) {
+            // The one region is the reservation: its granules go back, not the region.
+            return Vec::new();
+        }
         let regions: Vec<(usize, usize)> = g.regions.iter().map(|(&a, &s)| (a, s)).collect();
         let mut detached = Vec::new();
         for (addr, size) in regions {
@@ -175,6 +194,9 @@ impl Core {
         &self,
         regions: Vec<(usize, usize, Pending)>,
     ) -> (usize, Vec<(usize, usize, Pending)>, Option<Error>) {
+        let Memory::Upstream(upstream) = &self.memory else {
+            return (0, regions, None);
+        };
         let mut released = 0;
         let mut kept = Vec::new();
         let mut error = None;
@@ -186,10 +208,7 @@ impl Core {
             }
             // SAFETY: the region came from `upstream.allocate` with this size and alignment, is
             // wholly free and out of the books, and the work that might still use it has finished.
-            match unsafe {
-                self.upstream
-                    .deallocate_sync(addr as *mut u8, size, DEFAULT_ALIGNMENT)
-            } {
+            match unsafe { upstream.deallocate_sync(addr as *mut u8, size, DEFAULT_ALIGNMENT) } {
                 Ok(()) => {
                     released += size;
                     if timeline::is_recording() {
@@ -229,6 +248,9 @@ impl Core {
     /// Gives every wholly free upstream block back, after synchronizing the streams that may still
     /// use it; drops idle streams from the tags of the blocks that stay. Returns the bytes released.
     pub(crate) fn release_unused(&self) -> Result<usize> {
+        if matches!(self.memory, Memory::Mapped(_)) {
+            return self.release_mapped(Wait::Block);
+        }
         let detached = {
             let mut g = lock(&self.global);
             self.flush_caches(&mut g);
@@ -352,14 +374,18 @@ impl Drop for Core {
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner);
         g.free = Blocks::default();
-        for (addr, size) in std::mem::take(&mut g.regions) {
+        let regions = std::mem::take(&mut g.regions);
+        // A mapped core's range unmaps everything when it drops, after this.
+        let Memory::Upstream(upstream) = &self.memory else {
+            return;
+        };
+        for (addr, size) in regions {
             // SAFETY: every region came from `upstream.allocate` with this size and alignment; its
             // free blocks' streams were synchronized above, and allocations still live at drop are
             // the caller's breach of contract (RMM frees them too).
-            if let Err(e) = unsafe {
-                self.upstream
-                    .deallocate_sync(addr as *mut u8, size, DEFAULT_ALIGNMENT)
-            } {
+            let returned =
+                unsafe { upstream.deallocate_sync(addr as *mut u8, size, DEFAULT_ALIGNMENT) };
+            if let Err(e) = returned {
                 tracing::error!(
                     "{}: returning [{addr:#x}, +{size}) upstream: {e}",
                     self.name

@@ -3,6 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 
+use super::blocks::Global;
 use super::front::Hot;
 use super::shard::Shard;
 use super::{lock, Core};
@@ -25,19 +26,7 @@ pub(crate) struct CoreStats {
 impl Core {
     /// Exact counters (takes every lock).
     pub(crate) fn stats(&self) -> CoreStats {
-        // All locks at once (global first, as everywhere), at a moment when no block is leaving
-        // an ending thread's front: no block is between two places.
-        let (g, shards, hot) = loop {
-            let g = lock(&self.global);
-            let shards: Vec<MutexGuard<'_, Shard>> =
-                self.shards.iter().map(|s| lock(&s.0)).collect();
-            if let Some(hot) = self.settled_front_blocks() {
-                break (g, shards, hot);
-            }
-            // The ending thread needs these locks to finish.
-            drop((shards, g));
-            std::thread::yield_now();
-        };
+        let (g, shards, hot) = self.lock_all();
         let hot_bytes: usize = hot.iter().map(|h| h.size).sum();
         let cached_bytes = shards.iter().map(|s| s.bytes()).sum::<usize>() + hot_bytes;
         let cached_blocks = shards.iter().map(|s| s.blocks()).sum::<usize>() + hot.len();
@@ -47,7 +36,7 @@ impl Core {
                 .iter()
                 .fold(g.used, |u, s| u.wrapping_add(s.used))
                 .wrapping_sub(hot_bytes),
-            free: g.free.free_bytes() + cached_bytes,
+            free: g.free.free_bytes() + g.detached + cached_bytes,
             cached_bytes,
             cached_blocks,
             free_blocks: g.free.len() + cached_blocks,
@@ -55,6 +44,35 @@ impl Core {
             upstream_blocks: g.regions.len(),
             upstream_allocations: g.upstream_allocations,
             upstream_releases: g.upstream_releases,
+        }
+    }
+
+    /// Every free block, cached ones included, as `(addr, size)` (taken under every lock, as
+    /// [`Core::stats`]).
+    pub(super) fn free_spans(&self) -> Vec<(usize, usize)> {
+        let (g, shards, hot) = self.lock_all();
+        let mut spans: Vec<(usize, usize)> = g.free.iter().map(|b| (b.addr, b.size)).collect();
+        for s in &shards {
+            spans.extend(s.recent.iter().map(|b| (b.addr, b.size)));
+            spans.extend(s.free.iter().map(|b| (b.addr, b.size)));
+        }
+        spans.extend(hot.iter().map(|h| (h.addr, h.size)));
+        spans
+    }
+
+    /// Every lock at once (global first, as everywhere), at a moment when no block is leaving an
+    /// ending thread's front (no block is between two places), and the blocks in fronts then.
+    fn lock_all(&self) -> (MutexGuard<'_, Global>, Vec<MutexGuard<'_, Shard>>, Vec<Hot>) {
+        loop {
+            let g = lock(&self.global);
+            let shards: Vec<MutexGuard<'_, Shard>> =
+                self.shards.iter().map(|s| lock(&s.0)).collect();
+            if let Some(hot) = self.settled_front_blocks() {
+                return (g, shards, hot);
+            }
+            // The ending thread needs these locks to finish.
+            drop((shards, g));
+            std::thread::yield_now();
         }
     }
 
@@ -116,7 +134,7 @@ impl Core {
         self.wait_while_blocks_leave_fronts();
         let g = lock(&self.global);
         g.free.check_invariants();
-        let mut stats_free = g.free.free_bytes();
+        let mut stats_free = g.free.free_bytes() + g.detached;
         let mut used = g.used;
         for shard in self.shards.iter() {
             let s = lock(&shard.0);
@@ -165,11 +183,14 @@ impl Core {
                 h.size
             );
         }
-        assert_eq!(
-            g.regions.values().sum::<usize>(),
-            g.pool_size,
-            "regions and pool size disagree"
-        );
+        match &self.memory {
+            super::Memory::Upstream(_) => assert_eq!(
+                g.regions.values().sum::<usize>(),
+                g.pool_size,
+                "regions and pool size disagree"
+            ),
+            super::Memory::Mapped(m) => m.check_invariants(&g),
+        }
         assert_eq!(stats_free + used, g.pool_size, "free + used != pool size");
     }
 }

@@ -54,9 +54,10 @@
 //! and construction; [`blocks`] (the shared free list and its books), [`allocate`] (the fast paths,
 //! the shared list and the named recovery steps), [`free`] (deallocation and its checks),
 //! [`batches`] (open batches, closing, covering), [`caches`] (reclaiming shards and fronts),
-//! [`growth`] (growing, giving back, drop), [`retire`] (streams of ours destroyed under us) and
-//! [`inspect`] (counters, regions, invariants). `model.rs` (the recording syncer and upstream) and
-//! `tests.rs` serve the CPU tests.
+//! [`growth`] (growing from an upstream, giving back, drop), [`mapped`] (the other source of
+//! memory: one virtual range whose books grow in place, mapped on take and given back granule by
+//! granule), [`retire`] (streams of ours destroyed under us) and [`inspect`] (counters, regions,
+//! invariants). `model.rs` (the recording syncer and upstream) and `tests.rs` serve the CPU tests.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -77,6 +78,7 @@ mod front;
 mod growth;
 mod inspect;
 mod key;
+mod mapped;
 mod retire;
 mod shard;
 mod syncer;
@@ -86,6 +88,7 @@ pub(crate) use inspect::CoreStats;
 pub(crate) use key::{Marker, Pending, StreamKey};
 #[cfg(test)]
 use key::{MarkerToken, PendingOn};
+pub(crate) use mapped::Mapped;
 pub(crate) use shard::CacheLimits;
 pub(crate) use syncer::{default_syncer, Syncer};
 
@@ -116,6 +119,20 @@ pub(crate) enum Growth {
         /// The block size; chunks are multiples of it.
         unit: usize,
     },
+    /// In place ([`Memory::Mapped`]): the books of the one range extend at their end by the whole
+    /// granules a request needs beyond the free block there (see [`mapped`]).
+    Mapped,
+}
+
+/// Where a [`Core`]'s memory comes from.
+#[derive(Debug)]
+pub(crate) enum Memory {
+    /// Regions allocated from an upstream resource, given back when wholly free (pool,
+    /// fixed-size).
+    Upstream(AnyResource),
+    /// One reserved virtual range: the only region, mapped granule by granule as blocks are handed
+    /// out and given back granule by granule where free (the expandable pool).
+    Mapped(Mapped),
 }
 
 /// LIFO depth of a fixed-size core's shards (see [`Core::new`]).
@@ -124,7 +141,7 @@ const FIXED_RECENT: usize = 64;
 /// The stream-ordered sub-allocator the pool and fixed-size resources are made of.
 pub(crate) struct Core {
     name: &'static str,
-    upstream: AnyResource,
+    memory: Memory,
     syncer: Arc<dyn Syncer>,
     /// [`Syncer::single_device`], asked once.
     single_device: Option<DeviceId>,
@@ -166,7 +183,7 @@ impl fmt::Debug for Core {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Core")
             .field("name", &self.name)
-            .field("upstream", &self.upstream)
+            .field("memory", &self.memory)
             .field("growth", &self.growth)
             .field("stats", &self.stats())
             .finish()
@@ -184,6 +201,48 @@ impl Core {
         cache: CacheLimits,
         initial: usize,
     ) -> Result<Arc<Self>> {
+        let first = if initial > 0 {
+            Some(upstream.allocate_sync(initial, DEFAULT_ALIGNMENT)?)
+        } else {
+            None
+        };
+        let core = Self::build(name, Memory::Upstream(upstream), syncer, growth, cache);
+        if let Some(ptr) = first {
+            core.add_region(
+                &mut lock(&core.global),
+                ptr as usize,
+                initial,
+                Pending::default(),
+            );
+        }
+        Ok(core)
+    }
+
+    /// A core whose memory is `mapped`'s range ([`Memory::Mapped`]): its one region is the whole
+    /// reservation, and its books start empty at the range's base.
+    pub(crate) fn over_range(
+        name: &'static str,
+        mapped: Mapped,
+        syncer: Arc<dyn Syncer>,
+        cache: CacheLimits,
+    ) -> Arc<Self> {
+        let (base, reserved) = (mapped.base(), mapped.range().reserved());
+        let core = Self::build(name, Memory::Mapped(mapped), syncer, Growth::Mapped, cache);
+        {
+            let mut g = lock(&core.global);
+            g.regions.insert(base, reserved);
+            core.regions_changed(&mut g);
+        }
+        core
+    }
+
+    fn build(
+        name: &'static str,
+        memory: Memory,
+        syncer: Arc<dyn Syncer>,
+        growth: Growth,
+        cache: CacheLimits,
+    ) -> Arc<Self> {
         let threads = std::thread::available_parallelism().map_or(8, |n| n.get());
         let mut cache = cache;
         if let Growth::Chunks { unit, .. } = growth {
@@ -203,7 +262,7 @@ impl Core {
             me: me.clone(),
             fronts: Mutex::new(Vec::new()),
             name,
-            upstream,
+            memory,
             single_device: syncer.single_device(),
             syncer,
             growth,
@@ -211,7 +270,7 @@ impl Core {
             global: Mutex::new(Global {
                 free: match growth {
                     Growth::Chunks { unit, .. } => Blocks::Fixed(FixedList::new(unit)),
-                    Growth::Pool { .. } => Blocks::default(),
+                    Growth::Pool { .. } | Growth::Mapped => Blocks::default(),
                 },
                 ..Global::default()
             }),
@@ -231,24 +290,26 @@ impl Core {
             #[cfg(test)]
             shared_locks: AtomicU64::new(0),
         });
-        if initial > 0 {
-            let ptr = core.upstream.allocate_sync(initial, DEFAULT_ALIGNMENT)?;
-            core.add_region(
-                &mut lock(&core.global),
-                ptr as usize,
-                initial,
-                Pending::default(),
-            );
-        }
         if core.syncer.tracks_stream_lifetimes() {
             retire::listen(&core);
         }
-        Ok(core)
+        core
     }
 
-    /// The upstream resource.
-    pub(crate) fn upstream(&self) -> &AnyResource {
-        &self.upstream
+    /// The upstream the regions come from ([`Memory::Upstream`]).
+    pub(crate) fn upstream(&self) -> Option<&AnyResource> {
+        match &self.memory {
+            Memory::Upstream(upstream) => Some(upstream),
+            Memory::Mapped(_) => None,
+        }
+    }
+
+    /// The range and its books ([`Memory::Mapped`]).
+    pub(crate) fn mapped(&self) -> Option<&Mapped> {
+        match &self.memory {
+            Memory::Mapped(mapped) => Some(mapped),
+            Memory::Upstream(_) => None,
+        }
     }
 
     /// The key of `stream` on the calling thread. With one device, the special handles' keys are

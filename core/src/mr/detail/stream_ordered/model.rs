@@ -155,6 +155,23 @@ impl Model {
         Ok(())
     }
 
+    /// Checks that no work that may use `[addr, end)` is pending: memory given back to the device
+    /// (unmapped) while a stream may still use it is an error. The obligations stay (the memory
+    /// stays free).
+    pub(crate) fn check_idle(&self, addr: usize, end: usize) -> std::result::Result<(), String> {
+        for (&a, &(e, key, point)) in self.pending.range(..end).rev() {
+            if e <= addr {
+                break;
+            }
+            if !self.completed(key, point) {
+                return Err(format!(
+                    "[{addr:#x}, {end:#x}) given back while {key:?} (point {point}) may still use [{a:#x}, {e:#x})"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn completed(&self, key: StreamKey, point: u64) -> bool {
         self.done.get(&key).is_some_and(|&d| d >= point)
     }
@@ -353,6 +370,17 @@ impl Syncer for RecordingSyncer {
         let snap = m.markers.get(&id).cloned().unwrap_or_default();
         merge(&mut m.done, &snap);
         Ok(())
+    }
+    fn marker_done(&self, marker: &Marker) -> Result<bool> {
+        let id = Self::marker_id(marker);
+        let mut m = self.model();
+        m.counts.idle_queries += 1;
+        let done = m.next() % 100 < m.idle_percent;
+        if done {
+            let snap = m.markers.get(&id).cloned().unwrap_or_default();
+            merge(&mut m.done, &snap);
+        }
+        Ok(done)
     }
     fn sync_device(&self) -> Result<()> {
         let mut m = self.model();

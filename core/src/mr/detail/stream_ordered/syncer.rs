@@ -42,6 +42,8 @@ pub(crate) trait Syncer: Send + Sync + fmt::Debug {
     fn sync_stream(&self, key: StreamKey) -> Result<()>;
     /// Blocks until the work captured by `marker` has finished.
     fn sync_marker(&self, marker: &Marker) -> Result<()>;
+    /// True when the work captured by a closed `marker` has finished (a query, no blocking).
+    fn marker_done(&self, marker: &Marker) -> Result<bool>;
     /// Blocks until all the work queued so far on every stream of every device has finished: the
     /// one way to wait for streams that may not be named any more (open batches).
     fn sync_device(&self) -> Result<()>;
@@ -93,6 +95,9 @@ impl Syncer for HostSyncer {
     }
     fn sync_marker(&self, _marker: &Marker) -> Result<()> {
         Ok(())
+    }
+    fn marker_done(&self, _marker: &Marker) -> Result<bool> {
+        Ok(true)
     }
     fn sync_device(&self) -> Result<()> {
         Ok(())
@@ -266,6 +271,13 @@ impl Syncer for CudaSyncer {
             Some(MarkerToken::Event(e)) => e.event().synchronize(),
             Some(MarkerToken::Id(_)) => Ok(()),
             None => Self::synchronize_everything(marker.owner),
+        }
+    }
+    fn marker_done(&self, marker: &Marker) -> Result<bool> {
+        match marker.token() {
+            Some(MarkerToken::Event(e)) => e.event().is_complete(),
+            Some(MarkerToken::Id(_)) => Ok(true),
+            None => Ok(false),
         }
     }
     fn sync_device(&self) -> Result<()> {

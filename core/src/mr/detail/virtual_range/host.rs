@@ -16,9 +16,14 @@
 //! imported keeps its bytes after the exporter released it. It costs one file descriptor per
 //! mapped granule; running out of descriptors (`EMFILE`) is reported as out of memory, naming the
 //! limit.
+//!
+//! A *counting* backing ([`HostBacking::counting`], `Backend::Simulated`) keeps the capacity and
+//! the reservation but makes no memfd and maps nothing: a simulated device for simulations that
+//! never touch the memory (the replay tool, benchmarks of the bookkeeping), with no descriptor or
+//! host memory per granule, so traces of any size replay. Touching its memory faults.
 
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::backing::{Backing, MemoryKind, Physical, SharedHandle};
 use crate::cuda::vmm::ShareableHandles;
@@ -28,6 +33,8 @@ use crate::mr::ExportHandleType;
 
 /// The name in out-of-memory errors.
 const NAME: &str = "virtual_range (host mode)";
+/// The name in out-of-memory errors of a counting backing.
+const COUNTING_NAME: &str = "virtual_range (simulated device)";
 
 /// The system's page size.
 pub(crate) fn page_size() -> usize {
@@ -75,6 +82,8 @@ pub(crate) struct HostBacking {
     granularity: usize,
     /// Bytes of granules created or imported and not released.
     used: AtomicUsize,
+    /// Granules are numbers, not memory (see the module docs): the next one's.
+    counting: Option<AtomicU64>,
 }
 
 impl HostBacking {
@@ -95,7 +104,28 @@ impl HostBacking {
             capacity,
             granularity,
             used: AtomicUsize::new(0),
+            counting: None,
         })
+    }
+
+    /// A simulated device of `capacity` bytes whose granules only exist as counts (see the
+    /// module docs).
+    ///
+    /// # Errors
+    /// As [`HostBacking::new`].
+    pub(crate) fn counting(capacity: usize, granularity: usize) -> Result<Self> {
+        Ok(Self {
+            counting: Some(AtomicU64::new(1)),
+            ..Self::new(capacity, granularity)?
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        if self.counting.is_some() {
+            COUNTING_NAME
+        } else {
+            NAME
+        }
     }
 
     /// A backing that only maps what other processes export.
@@ -104,6 +134,7 @@ impl HostBacking {
             capacity: 0,
             granularity: page_size(),
             used: AtomicUsize::new(0),
+            counting: None,
         }
     }
 }
@@ -138,6 +169,53 @@ unsafe fn map_fixed(
     Ok(())
 }
 
+/// Reserves `bytes` of addresses aligned to `alignment` with nothing behind them: an
+/// `mmap(PROT_NONE, MAP_NORESERVE)`, aligned by trimming (it takes no memory).
+pub(crate) fn reserve_addresses(bytes: usize, alignment: usize) -> Result<usize> {
+    let span = bytes
+        .checked_add(alignment)
+        .ok_or_else(|| Error::invalid(format!("a reservation of {bytes} bytes overflows")))?;
+    // SAFETY: a fresh anonymous mapping anywhere; PROT_NONE and MAP_NORESERVE take no memory.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            span,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return Err(os_error("mmap (reserve)", bytes));
+    }
+    let raw = raw as usize;
+    let base = raw.next_multiple_of(alignment);
+    let (head, tail) = (base - raw, span - (base - raw) - bytes);
+    // SAFETY: both trims lie inside the mapping just made and outside `[base, base + bytes)`.
+    unsafe {
+        if head > 0 {
+            libc::munmap(raw as *mut libc::c_void, head);
+        }
+        if tail > 0 {
+            libc::munmap((base + bytes) as *mut libc::c_void, tail);
+        }
+    }
+    Ok(base)
+}
+
+/// Frees a reservation of [`reserve_addresses`].
+///
+/// # Safety
+/// `[base, base + bytes)` is such a reservation, no longer used, freed once.
+pub(crate) unsafe fn free_addresses(base: usize, bytes: usize) -> Result<()> {
+    // SAFETY: caller contract: a reservation of ours, no longer used.
+    if unsafe { libc::munmap(base as *mut libc::c_void, bytes) } != 0 {
+        return Err(os_error("munmap (free the reservation)", bytes));
+    }
+    Ok(())
+}
+
 impl Backing for HostBacking {
     fn memory(&self) -> MemoryKind {
         MemoryKind::Host
@@ -160,7 +238,11 @@ impl Backing for HostBacking {
     }
 
     fn shareable(&self) -> ShareableHandles {
-        ShareableHandles::POSIX_FD
+        if self.counting.is_some() {
+            ShareableHandles::NONE
+        } else {
+            ShareableHandles::POSIX_FD
+        }
     }
 
     fn free_bytes(&self) -> Option<usize> {
@@ -177,44 +259,12 @@ impl Backing for HostBacking {
     }
 
     fn reserve(&self, bytes: usize, alignment: usize) -> Result<usize> {
-        let span = bytes
-            .checked_add(alignment)
-            .ok_or_else(|| Error::invalid(format!("a reservation of {bytes} bytes overflows")))?;
-        // SAFETY: a fresh anonymous mapping anywhere; PROT_NONE and MAP_NORESERVE take no memory.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                span,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(os_error("mmap (reserve)", bytes));
-        }
-        let raw = raw as usize;
-        let base = raw.next_multiple_of(alignment);
-        let (head, tail) = (base - raw, span - (base - raw) - bytes);
-        // SAFETY: both trims lie inside the mapping just made and outside `[base, base + bytes)`.
-        unsafe {
-            if head > 0 {
-                libc::munmap(raw as *mut libc::c_void, head);
-            }
-            if tail > 0 {
-                libc::munmap((base + bytes) as *mut libc::c_void, tail);
-            }
-        }
-        Ok(base)
+        reserve_addresses(bytes, alignment)
     }
 
     unsafe fn free_reservation(&self, base: usize, bytes: usize) -> Result<()> {
-        // SAFETY: caller contract: a reservation of ours, no longer used.
-        if unsafe { libc::munmap(base as *mut libc::c_void, bytes) } != 0 {
-            return Err(os_error("munmap (free the reservation)", bytes));
-        }
-        Ok(())
+        // SAFETY: caller contract.
+        unsafe { free_addresses(base, bytes) }
     }
 
     fn create(&self, bytes: usize) -> Result<Physical> {
@@ -227,11 +277,17 @@ impl Backing for HostBacking {
         if let Err(used) = fits {
             return Err(Error::OutOfMemory {
                 bytes,
-                resource: NAME.into(),
+                resource: self.name().into(),
                 detail: format!(
                     "the simulated device was full: {used} of its {} bytes in use",
                     self.capacity
                 ),
+            });
+        }
+        if let Some(next) = &self.counting {
+            return Ok(Physical {
+                raw: next.fetch_add(1, Ordering::Relaxed),
+                bytes,
             });
         }
         let made = (|| {
@@ -258,13 +314,18 @@ impl Backing for HostBacking {
     }
 
     unsafe fn release(&self, physical: Physical) -> Result<()> {
-        // SAFETY: caller contract: `raw` is a memfd this backing owns, released once.
-        drop(unsafe { OwnedFd::from_raw_fd(physical.raw as libc::c_int) });
+        if self.counting.is_none() {
+            // SAFETY: caller contract: `raw` is a memfd this backing owns, released once.
+            drop(unsafe { OwnedFd::from_raw_fd(physical.raw as libc::c_int) });
+        }
         self.used.fetch_sub(physical.bytes, Ordering::Relaxed);
         Ok(())
     }
 
     unsafe fn map(&self, addr: usize, physical: &Physical) -> Result<()> {
+        if self.counting.is_some() {
+            return Ok(());
+        }
         // SAFETY: caller contract (inside our reservation, nothing mapped there); `raw` is a live
         // memfd of `bytes`.
         unsafe {
@@ -279,6 +340,9 @@ impl Backing for HostBacking {
     }
 
     unsafe fn set_access(&self, addr: usize, bytes: usize, _devices: &[DeviceId]) -> Result<()> {
+        if self.counting.is_some() {
+            return Ok(());
+        }
         // SAFETY: caller contract: a mapped range of ours.
         let status = unsafe {
             libc::mprotect(
@@ -294,6 +358,9 @@ impl Backing for HostBacking {
     }
 
     unsafe fn unmap(&self, addr: usize, bytes: usize) -> Result<()> {
+        if self.counting.is_some() {
+            return Ok(());
+        }
         // SAFETY: caller contract: a mapping of ours that nothing uses; a PROT_NONE placeholder
         // keeps the addresses reserved.
         unsafe {
@@ -308,6 +375,11 @@ impl Backing for HostBacking {
     }
 
     fn export(&self, physical: &Physical, kind: ExportHandleType) -> Result<SharedHandle> {
+        if self.counting.is_some() {
+            return Err(Error::Unsupported(
+                "a simulated device's granules cannot be exported (they hold no memory)".into(),
+            ));
+        }
         match kind {
             ExportHandleType::PosixFileDescriptor => {
                 // SAFETY: `raw` is a live memfd of ours; F_DUPFD_CLOEXEC makes a new descriptor.

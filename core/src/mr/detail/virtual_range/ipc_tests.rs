@@ -20,17 +20,17 @@ const SOCKET_VAR: &str = "RMM_VMM_IPC_SOCKET";
 const VERDICT: &str = "read the parent's bytes, wrote the answer";
 const PATIENCE: Duration = Duration::from_secs(120);
 
-fn pattern(k: usize) -> u8 {
+pub(crate) fn pattern(k: usize) -> u8 {
     (k.wrapping_mul(7) + 3) as u8
 }
 
-fn answer(k: usize) -> u8 {
+pub(crate) fn answer(k: usize) -> u8 {
     (k.wrapping_mul(13) + 1) as u8
 }
 
 /// Writes `bytes` at `ptr`: a plain store for host memory, a copy for device memory (finished when
 /// this returns).
-fn put(memory: MemoryKind, ptr: *mut u8, bytes: &[u8]) {
+pub(crate) fn put(memory: MemoryKind, ptr: *mut u8, bytes: &[u8]) {
     match memory {
         // SAFETY: the callers' spans are mapped, accessible and `bytes.len()` long.
         MemoryKind::Host => unsafe { ptr.copy_from_nonoverlapping(bytes.as_ptr(), bytes.len()) },
@@ -42,7 +42,7 @@ fn put(memory: MemoryKind, ptr: *mut u8, bytes: &[u8]) {
 }
 
 /// Reads `len` bytes at `ptr` (see [`put`]).
-fn get(memory: MemoryKind, ptr: *const u8, len: usize) -> Vec<u8> {
+pub(crate) fn get(memory: MemoryKind, ptr: *const u8, len: usize) -> Vec<u8> {
     let mut out = vec![0u8; len];
     match memory {
         // SAFETY: the callers' spans are mapped, accessible and `len` long.
@@ -56,19 +56,18 @@ fn get(memory: MemoryKind, ptr: *const u8, len: usize) -> Vec<u8> {
 }
 
 /// The socket path the parent gave, when this process is the child.
-fn child_socket() -> Option<String> {
+pub(crate) fn child_socket() -> Option<String> {
     std::env::var(SOCKET_VAR).ok()
 }
 
-/// The full name of test `name` of this module, as libtest's `--exact` wants it.
-fn test_path(name: &str) -> String {
-    let module = module_path!();
+/// The full name of test `name` of `module` (its `module_path!()`), as libtest's `--exact` wants it.
+pub(crate) fn test_path(module: &str, name: &str) -> String {
     let module = module.split_once("::").map_or(module, |(_, rest)| rest);
     format!("{module}::{name}")
 }
 
 /// The child's side: import, check, answer.
-fn child(path: &str) {
+pub(crate) fn child(path: &str) {
     let socket = UnixStream::connect(path).expect("connect to the parent's socket");
     let tell = |line: &str| writeln!(&socket, "{line}").expect("answer the parent");
     let span = ExportedSpan::receive(&socket).expect("receive the span");
@@ -104,7 +103,14 @@ fn share_with_a_child(name: &str, range: &VirtualRange) {
         .expect("the range has a shareable handle kind");
     let span = range.export(offset, len, Stream::DEFAULT, kind).unwrap();
     assert_eq!(span.handles.len(), 3);
+    hand_to_a_child(&test_path(module_path!(), name), memory, ptr, span);
+}
 
+/// The parent's side once `span` (the `span.size` bytes at `ptr`, filled with [`pattern`]) is
+/// exported: runs the child of the test at `test` (see [`test_path`]), sends the span, and checks
+/// the child's answer in the same bytes.
+pub(crate) fn hand_to_a_child(test: &str, memory: MemoryKind, ptr: *mut u8, span: ExportedSpan) {
+    let len = span.size;
     let path = std::env::temp_dir().join(format!(
         "rmm-vmm-{}-{}.sock",
         std::process::id(),
@@ -118,7 +124,7 @@ fn share_with_a_child(name: &str, range: &VirtualRange) {
     listener.set_nonblocking(true).unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
-            &test_path(name),
+            test,
             "--exact",
             "--include-ignored",
             "--nocapture",

@@ -38,7 +38,7 @@ mod wire;
 #[cfg(test)]
 mod device_tests;
 #[cfg(test)]
-mod ipc_tests;
+pub(crate) mod ipc_tests;
 #[cfg(test)]
 mod tests;
 
@@ -95,6 +95,27 @@ pub enum Backend {
     Device(DeviceId),
     /// Host memory standing in for a device (host mode; tests and simulations on CPU).
     Host(HostBackend),
+    /// A simulated device that only counts granules against [`HostBackend::capacity`] and maps
+    /// nothing: its memory must never be touched (simulations of the bookkeeping alone, such as the
+    /// replay tool's simulated device). No file descriptor or host memory per granule, so it takes
+    /// traces of any size; nothing can be exported.
+    Simulated(HostBackend),
+}
+
+impl Backend {
+    /// The memory behind this backend: the device's total memory, or the host backend's capacity
+    /// (the machine's physical memory when it names none).
+    ///
+    /// # Errors
+    /// The driver's, for a device.
+    pub fn capacity(&self) -> Result<usize> {
+        match self {
+            Backend::Device(device) => Ok(cuda::mem_info(*device)?.1),
+            Backend::Host(host) | Backend::Simulated(host) => {
+                Ok(host.capacity.unwrap_or_else(host::physical_memory))
+            }
+        }
+    }
 }
 
 /// Options of a [`VirtualRange`].
@@ -293,6 +314,10 @@ impl VirtualRange {
             Backend::Host(host) => Box::new(HostBacking::new(
                 host.capacity.unwrap_or_else(host::physical_memory),
                 host.granularity,
+            )?),
+            Backend::Simulated(sim) => Box::new(HostBacking::counting(
+                sim.capacity.unwrap_or_else(host::physical_memory),
+                sim.granularity,
             )?),
         };
         Self::over(backing, options)
