@@ -390,7 +390,7 @@ impl PoolMemoryResource {
     ///
     /// # Safety
     /// As for [`MemoryResource::deallocate`].
-    #[inline]
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn deallocate_for(
         &self,

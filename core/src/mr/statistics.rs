@@ -163,6 +163,22 @@ impl Inner {
         });
     }
 
+    /// Counts a free the pool checked, if this adaptor made the allocation.
+    #[inline]
+    fn count_owned(&self, owned: Owned) {
+        if let Owned::Mine(bytes) = owned {
+            self.count_free(bytes);
+        }
+    }
+
+    /// Undoes [`Inner::count_owned`] after the free failed.
+    #[cold]
+    fn uncount_owned(&self, owned: Owned) {
+        if let Owned::Mine(bytes) = owned {
+            self.uncount_free(bytes);
+        }
+    }
+
     /// Undoes [`Inner::count_free`] after the free failed.
     #[cold]
     fn uncount_free(&self, bytes: usize) {
@@ -233,16 +249,18 @@ impl Inner {
     /// null pointer is no allocation unless it came from a zero-byte request: it is forwarded,
     /// counted only then.
     ///
-    /// Over a pool that keeps the record, `in_pool` frees: the pool checks the free and says
-    /// whether this adaptor made the allocation before the memory goes back.
-    #[inline]
+    /// Over a pool that keeps the record, `in_pool` frees a non-null pointer with
+    /// [`PoolMemoryResource::deallocate_for`], passing it the pool, this adaptor's number there and
+    /// [`Inner::count_owned`] / [`Inner::uncount_owned`] (the pool checks the free and says whether
+    /// this adaptor made the allocation before the memory goes back).
+    #[inline(always)]
     fn counted_free(
         &self,
         ptr: *mut u8,
         bytes: usize,
         alignment: usize,
         free: impl FnOnce() -> Result<()>,
-        in_pool: impl FnOnce(&PoolMemoryResource, u16, &dyn Fn(Owned), &dyn Fn(Owned)) -> Result<()>,
+        in_pool: impl FnOnce(&PoolMemoryResource, u16) -> Result<()>,
     ) -> Result<()> {
         let (live, recorded) = match &self.record {
             _ if ptr.is_null() => {
@@ -251,19 +269,7 @@ impl Inner {
                 }
                 (None, 0)
             }
-            Record::Pool { pool, owner } => {
-                let count = |owned| {
-                    if let Owned::Mine(bytes) = owned {
-                        self.count_free(bytes);
-                    }
-                };
-                let uncount = |owned| {
-                    if let Owned::Mine(bytes) = owned {
-                        self.uncount_free(bytes);
-                    }
-                };
-                return in_pool(pool, *owner, &count, &uncount);
-            }
+            Record::Pool { pool, owner } => return in_pool(pool, *owner),
             Record::Own(live) => {
                 match live.take_for_adaptor(NAME, &self.upstream, ptr, bytes, alignment)? {
                     Freed::Recorded(recorded) => (Some(live), recorded),
@@ -431,8 +437,16 @@ impl MemoryResource for StatisticsResourceAdaptor {
             // SAFETY: forwarded caller contract; the memory came from the upstream.
             || unsafe { self.inner.upstream.deallocate(stream, ptr, bytes, alignment) },
             // SAFETY: as above; the pool is the upstream.
-            |pool, owner, count, uncount| unsafe {
-                pool.deallocate_for(stream, ptr, bytes, owner, NAME, count, uncount)
+            |pool, owner| unsafe {
+                pool.deallocate_for(
+                    stream,
+                    ptr,
+                    bytes,
+                    owner,
+                    NAME,
+                    |owned| self.inner.count_owned(owned),
+                    |owned| self.inner.uncount_owned(owned),
+                )
             },
         )
     }
@@ -468,8 +482,16 @@ impl MemoryResource for StatisticsResourceAdaptor {
             // SAFETY: forwarded caller contract.
             || unsafe { self.inner.upstream.deallocate_sync(ptr, bytes, alignment) },
             // SAFETY: as above; the pool's `deallocate_sync` is a free on the default stream.
-            |pool, owner, count, uncount| unsafe {
-                pool.deallocate_for(Stream::DEFAULT, ptr, bytes, owner, NAME, count, uncount)
+            |pool, owner| unsafe {
+                pool.deallocate_for(
+                    Stream::DEFAULT,
+                    ptr,
+                    bytes,
+                    owner,
+                    NAME,
+                    |owned| self.inner.count_owned(owned),
+                    |owned| self.inner.uncount_owned(owned),
+                )
             },
         )
     }

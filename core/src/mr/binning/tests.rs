@@ -178,11 +178,12 @@ fn clones_share_and_compare() {
 
 impl Subject for BinningMemoryResource {
     fn footprint(&self, ptr: usize, bytes: usize, alignment: usize) -> (usize, usize) {
-        self.route(bytes, alignment, |r| {
-            match r.downcast_ref::<FixedSizeMemoryResource>() {
+        self.route(bytes, alignment, |r| match r {
+            Target::Fixed(bin) => (bin.block_of(ptr).unwrap(), bin.block_size()),
+            Target::Any(r) => match r.downcast_ref::<FixedSizeMemoryResource>() {
                 Some(bin) => (bin.block_of(ptr).unwrap(), bin.block_size()),
                 None => (ptr, align_up(bytes, DEFAULT_ALIGNMENT).unwrap()),
-            }
+            },
         })
     }
     fn must_fail(&self, _bytes: usize, _alignment: usize) -> Option<fn(&Error) -> bool> {

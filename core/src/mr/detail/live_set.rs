@@ -436,6 +436,11 @@ impl LiveSet {
         if let Some(live) = live_slot::take_back(self, addr, size) {
             return Ok(Some(live));
         }
+        self.take_unlent(name, addr, size)
+    }
+
+    /// [`LiveSet::take`] of what the calling thread's slot does not hold.
+    fn take_unlent(&self, name: &str, addr: usize, size: usize) -> Result<Option<usize>> {
         match self.shard(addr).with(|m| m.remove_if(addr, size, self.sizes)) {
             Ok(live) => Ok(Some(live)),
             Err(None) => self.take_lent(name, addr, size),
@@ -778,6 +783,7 @@ impl FreeCheck {
 
     /// Checks a free of `ptr` with `size` and runs `free` when it names a live allocation; the
     /// allocation stays live when `free` fails.
+    #[inline]
     pub(crate) fn free(
         &self,
         name: &str,
