@@ -220,6 +220,12 @@ impl PoolMemoryResource {
         self.nvtx.as_ref().map(|n| n.counts())
     }
 
+    /// Test hook: frees per batch of the engine (test builds close a batch every few frees).
+    #[cfg(test)]
+    pub(crate) fn set_close_frees(&self, frees: u32) {
+        self.core.set_close_frees(frees);
+    }
+
     /// Whether frees are checked against the live allocations.
     pub fn free_checks(&self) -> FreeChecks {
         self.live.mode()
