@@ -45,12 +45,23 @@ struct Frozen {
     /// compact array).
     sizes: Box<[usize]>,
     bins: Box<[Bin]>,
+    /// When the sizes are consecutive powers of two (bins made from exponents), the smallest one's
+    /// exponent: a request's bin is then the difference of exponents, without a search.
+    first_exponent: Option<u32>,
 }
 
 impl Frozen {
     fn new(bins: &BTreeMap<usize, AnyResource>) -> Self {
+        let sizes: Box<[usize]> = bins.keys().copied().collect();
+        let first_exponent = sizes.first().and_then(|&first| {
+            let consecutive = sizes.iter().enumerate().all(|(i, &size)| {
+                u32::try_from(i).ok().and_then(|i| first.checked_shl(i)) == Some(size)
+            });
+            (first.is_power_of_two() && consecutive).then(|| first.trailing_zeros())
+        });
         Self {
-            sizes: bins.keys().copied().collect(),
+            first_exponent,
+            sizes,
             bins: bins
                 .values()
                 .map(|r| match r.downcast_ref::<FixedSizeMemoryResource>() {
@@ -58,6 +69,19 @@ impl Frozen {
                     None => Bin::Any(r.clone()),
                 })
                 .collect(),
+        }
+    }
+
+    /// The index of the smallest bin that serves `needed` bytes (the number of bins: none does).
+    #[inline]
+    fn bin_for(&self, needed: usize) -> usize {
+        match self.first_exponent {
+            Some(first) => {
+                // The exponent of the smallest power of two at or above `needed`.
+                let exponent = usize::BITS - needed.saturating_sub(1).leading_zeros();
+                (exponent.saturating_sub(first) as usize).min(self.sizes.len())
+            }
+            None => self.sizes.partition_point(|&size| size < needed),
         }
     }
 }
@@ -283,7 +307,7 @@ impl BinningMemoryResource {
     fn route<R>(&self, bytes: usize, alignment: usize, f: impl FnOnce(Target<'_>) -> R) -> R {
         let needed = bytes.saturating_add(alignment.saturating_sub(DEFAULT_ALIGNMENT));
         if let Some(frozen) = self.inner.frozen.get() {
-            let i = frozen.sizes.partition_point(|&size| size < needed);
+            let i = frozen.bin_for(needed);
             return f(match frozen.bins.get(i) {
                 Some(Bin::Fixed(r)) => Target::Fixed(r),
                 Some(Bin::Any(r)) => Target::Any(r),

@@ -432,3 +432,35 @@ fn driver_calls_of_one_threads_random_churn_per_kind_of_stream() {
         }
     }
 }
+
+/// The bin of a request is the smallest that holds it with its alignment padding, found by
+/// exponents for bins made from exponents and by search for any other sizes.
+#[test]
+fn requests_find_their_bin_by_exponent_and_by_search() {
+    let upstream = AnyResource::new(SystemMemoryResource::new());
+    let by_exponents = BinningMemoryResource::with_exponents(upstream.clone(), 10, 13).unwrap();
+    let uneven = BinningMemoryResource::new(upstream.clone());
+    for size in [1024, 3072, 4096, 8192] {
+        uneven.add_bin(size, None).unwrap();
+    }
+    let expect_exponents = [(0, 0), (1, 0), (1024, 0), (1025, 1), (2048, 1), (4097, 3), (8192, 3), (8193, 4)];
+    let expect_uneven = [(0, 0), (1024, 0), (1025, 1), (3072, 1), (3073, 2), (8192, 3), (8193, 4)];
+    for (mr, expected) in [(&by_exponents, &expect_exponents[..]), (&uneven, &expect_uneven[..])] {
+        // The first allocation freezes the bins.
+        let p = mr.allocate(Stream::DEFAULT, 256, 256).unwrap();
+        let frozen = mr.inner.frozen.get().unwrap();
+        assert_eq!(frozen.first_exponent.is_some(), std::ptr::eq(mr, &by_exponents));
+        for &(needed, bin) in expected {
+            assert_eq!(frozen.bin_for(needed), bin, "{needed} bytes");
+        }
+        assert_eq!(frozen.bin_for(usize::MAX), frozen.sizes.len(), "the upstream");
+        // Aligned to 2048, 300 bytes need a bin of 300 + 1792 (4096 and 3072 bytes here).
+        let q = mr.allocate(Stream::DEFAULT, 300, 2048).unwrap();
+        assert_eq!(q as usize % 2048, 0);
+        // SAFETY: both from `mr` with these arguments.
+        unsafe {
+            mr.deallocate(Stream::DEFAULT, q, 300, 2048).unwrap();
+            mr.deallocate(Stream::DEFAULT, p, 256, 256).unwrap();
+        }
+    }
+}
