@@ -302,7 +302,8 @@ fn zero_byte_allocations_and_their_frees_reach_the_smallest_bin() {
 fn churn_driver_calls(shape: &str) -> Vec<(&'static str, Counts, f64)> {
     use crate::mr::detail::stream_ordered::model::fake_foreign_stream;
     use crate::mr::detail::stream_ordered::CLOSE_FREES;
-    let kinds: [(&'static str, fn(usize) -> Stream); 4] = [
+    type StreamOf = fn(usize) -> Stream;
+    let kinds: [(&'static str, StreamOf); 4] = [
         ("own", |_| fake_stream(1)),
         ("legacy", |_| Stream::DEFAULT),
         ("ptds", |_| Stream::PER_THREAD),
