@@ -782,8 +782,9 @@ impl FreeCheck {
     }
 
     /// Checks a free of `ptr` with `size` and runs `free` when it names a live allocation; the
-    /// allocation stays live when `free` fails.
-    #[inline]
+    /// allocation stays live when `free` fails. Always inlined: it is on every checked free's path
+    /// (docs/design/pool.md, "Binning's layers").
+    #[inline(always)]
     pub(crate) fn free(
         &self,
         name: &str,
