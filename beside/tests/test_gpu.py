@@ -163,18 +163,15 @@ stats = rmm_rs.StatisticsResourceAdaptor(rmm_rs.PoolMemoryResource(rmm_rs.CudaMe
 rmm.mr.set_current_device_resource(stats)
 cuda.set_memory_manager(RMMNumbaManager)
 
-@cuda.jit
-def add_one(a):
-    i = cuda.grid(1)
-    if i < a.size:
-        a[i] += 1
-
+# Allocation, copies and a device-to-device copy only: the memory manager is what is under test,
+# and compiling a kernel needs a Numba whose NumPy support matches the machine's NumPy.
 host = np.arange(1 << 16, dtype=np.float64)
 dev = cuda.to_device(host)
-add_one[(host.size + 255) // 256, 256](dev)
-ok = bool((dev.copy_to_host() == host + 1).all())
-print("numba", ok, stats.allocation_counts.current_count >= 1)
-del dev
+other = cuda.device_array_like(dev)
+other.copy_to_device(dev)
+ok = bool((other.copy_to_host() == host).all())
+print("numba", ok, stats.allocation_counts.current_count >= 2)
+del dev, other
 import gc
 gc.collect()
 cuda.current_context().deallocations.clear()
@@ -264,18 +261,46 @@ def idle():
     return rmm.mr.get_current_device_resource().allocation_counts.current_bytes
 
 
+def run(client):
+    client.register_plugin(OurPool())
+    workers = list(client.scheduler_info()["workers"])
+    print("workers", len(workers))
+    results = [client.submit(work, 1 << 20, workers=[w], pure=False).result() for w in workers]
+    for module, name, ok, count in results:
+        print("result", module, name, ok, count > 0)
+    print("idle", sorted(client.run(idle).values()))
+
+
+import os, subprocess, sys
 import cupy
-devices = list(range(cupy.cuda.runtime.getDeviceCount()))
-visible = devices[:2] if len(devices) >= 2 else [0, 0]  # one GPU: two workers on it
-with LocalCUDACluster(n_workers=2, CUDA_VISIBLE_DEVICES=visible, dashboard_address=None, protocol="tcp") as cluster:
-    with Client(cluster) as client:
-        client.register_plugin(OurPool())
-        workers = list(client.scheduler_info()["workers"])
-        print("workers", len(workers))
-        results = [client.submit(work, 1 << 20, workers=[w], pure=False).result() for w in workers]
-        for module, name, ok, count in results:
-            print("result", module, name, ok, count > 0)
-        print("idle", sorted(client.run(idle).values()))
+from distributed import LocalCluster
+
+if cupy.cuda.runtime.getDeviceCount() >= 2:
+    with LocalCUDACluster(n_workers=2, CUDA_VISIBLE_DEVICES=[0, 1], dashboard_address=None, protocol="tcp") as cluster:
+        with Client(cluster) as client:
+            run(client)
+else:
+    # LocalCUDACluster puts one worker on each visible device, so on one GPU two Dask-CUDA workers
+    # are two `dask cuda worker` processes (CUDAWorker) joined to one scheduler.
+    with LocalCluster(n_workers=0, dashboard_address=None, protocol="tcp") as cluster:
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "-m", "dask_cuda.cli", "worker", cluster.scheduler_address,
+                 "--nthreads", "1", "--name", f"ours-{i}", "--no-dashboard"],
+                env=env,
+            )
+            for i in range(2)
+        ]
+        try:
+            with Client(cluster) as client:
+                client.wait_for_workers(2, timeout=240)
+                run(client)
+        finally:
+            for w in workers:
+                w.terminate()
+            for w in workers:
+                w.wait(timeout=60)
 """
 
 

@@ -41,6 +41,32 @@ static INSTALL_DEBUG_LOG: extern "C" fn() = {
     install
 };
 
+/// `RMM_LOG_LEVEL_*` of `rmm_c.h`: rapids_logger's `level_enum`, one per [`Level`].
+pub const RMM_LOG_LEVEL_TRACE: c_int = 0;
+/// See [`RMM_LOG_LEVEL_TRACE`].
+pub const RMM_LOG_LEVEL_DEBUG: c_int = 1;
+/// See [`RMM_LOG_LEVEL_TRACE`].
+pub const RMM_LOG_LEVEL_INFO: c_int = 2;
+/// See [`RMM_LOG_LEVEL_TRACE`].
+pub const RMM_LOG_LEVEL_WARN: c_int = 3;
+/// See [`RMM_LOG_LEVEL_TRACE`].
+pub const RMM_LOG_LEVEL_ERROR: c_int = 4;
+/// See [`RMM_LOG_LEVEL_TRACE`].
+pub const RMM_LOG_LEVEL_CRITICAL: c_int = 5;
+/// See [`RMM_LOG_LEVEL_TRACE`].
+pub const RMM_LOG_LEVEL_OFF: c_int = 6;
+
+// The C values are the engine's levels (header_check ties the header to the constants above).
+const _: () = assert!(
+    RMM_LOG_LEVEL_TRACE == Level::Trace as c_int
+        && RMM_LOG_LEVEL_DEBUG == Level::Debug as c_int
+        && RMM_LOG_LEVEL_INFO == Level::Info as c_int
+        && RMM_LOG_LEVEL_WARN == Level::Warn as c_int
+        && RMM_LOG_LEVEL_ERROR == Level::Error as c_int
+        && RMM_LOG_LEVEL_CRITICAL == Level::Critical as c_int
+        && RMM_LOG_LEVEL_OFF == Level::Off as c_int
+);
+
 fn level_from_c(level: c_int) -> Result<Level> {
     Level::from_code(level).ok_or_else(|| {
         Error::invalid(format!("log level {level} is not an RMM_LOG_LEVEL_* value (0 to 6)"))

@@ -425,3 +425,51 @@ fn the_scan_sees_loops_and_skips_test_code() {
     edges.get_mut("registry").unwrap().remove("view");
     assert_eq!(find_loop(&edges), None);
 }
+
+/// Lines of code a reader must hold per file (`docs/architecture.md`): non-blank lines once
+/// comments and test items are gone.
+const MOST_LINES_OF_CODE: usize = 900;
+
+#[test]
+fn no_core_source_file_is_above_900_lines_of_code() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let stripped: Vec<(PathBuf, String, Vec<String>)> = files
+        .into_iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(&file).expect("core's sources are readable");
+            let (code, test_mods) = strip_test_items(&code_only(&text));
+            (file, code, test_mods)
+        })
+        .collect();
+    let test_mods: BTreeSet<&str> = stripped
+        .iter()
+        .flat_map(|(_, _, mods)| mods.iter().map(String::as_str))
+        .collect();
+    let module_name = |file: &Path| {
+        let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+        if stem == "mod" {
+            let parent = file.parent().and_then(|p| p.file_name());
+            parent.and_then(|p| p.to_str()).unwrap_or("").to_owned()
+        } else {
+            stem.to_owned()
+        }
+    };
+    let mut too_long: Vec<String> = stripped
+        .iter()
+        .filter(|(file, _, _)| !test_mods.contains(module_name(file).as_str()))
+        .filter_map(|(file, code, _)| {
+            let lines = code.lines().filter(|l| !l.trim().is_empty()).count();
+            (lines > MOST_LINES_OF_CODE).then(|| {
+                format!("  {} ({lines} lines)", file.strip_prefix(&src).unwrap().display())
+            })
+        })
+        .collect();
+    too_long.sort();
+    assert!(
+        too_long.is_empty(),
+        "core source files above {MOST_LINES_OF_CODE} lines of code (split them by concern):\n{}",
+        too_long.join("\n")
+    );
+}
