@@ -3,8 +3,8 @@
 //! (allocate on one stream, free on another), RMM's random workload (one thread; a step is an
 //! allocation or a free) as the peer benchmark runs it (`random`: sizes up to 1 MiB under a
 //! 256 MiB cap) and as RMM's RANDOM_ALLOCATIONS_BENCH runs it with `-n 1000 -m 4` (`rmmrandom`:
-//! rounds of 1000 allocations up to 4 MiB, all freed by the end of each), on the pool, binning and
-//! the arena, on the legacy default stream, the per-thread default stream and a made-up handle that the engine sees as a stream
+//! rounds of 1000 allocations up to 4 MiB, all freed by the end of each), on the pool, binning,
+//! the arena and the statistics and tracking adaptors over the pool, on the legacy default stream, the per-thread default stream and a made-up handle that the engine sees as a stream
 //! made elsewhere. Times are the thread's CPU time, best of several rounds (a loaded machine
 //! deschedules the thread); run it under `valgrind --tool=callgrind` for exact instruction counts
 //! (every operation count is fixed, so two builds compare exactly).
@@ -15,6 +15,7 @@
 use rmm_core::cuda::Stream;
 use rmm_core::mr::{
     ArenaMemoryResource, BinningMemoryResource, PoolMemoryResource, SimulatedMemoryResource,
+    StatisticsResourceAdaptor, TrackingResourceAdaptor,
 };
 use rmm_core::{AnyResource, MemoryResource, Result};
 
@@ -42,6 +43,8 @@ fn make(kind: &str, arena_size: usize) -> Result<AnyResource> {
     let pool = PoolMemoryResource::new(device, Some(1 << 30), None)?;
     Ok(match kind {
         "pool" => AnyResource::new(pool),
+        "statistics" => AnyResource::new(StatisticsResourceAdaptor::new(pool)),
+        "tracking" => AnyResource::new(TrackingResourceAdaptor::new(pool, false)),
         _ => AnyResource::new(BinningMemoryResource::with_exponents(
             AnyResource::new(pool),
             18,
@@ -156,7 +159,7 @@ fn main() -> Result<()> {
     ];
     println!("| resource | shape | ns per pair or random step (thread CPU time, best of {rounds}) |");
     println!("| --- | --- | ---: |");
-    for resource in ["pool", "binning", "arena"] {
+    for resource in ["pool", "binning", "arena", "statistics", "tracking"] {
         for (shape, alloc, free) in shapes {
             if !format!("{resource} {shape}").contains(&filter)
                 || (!host_mode && shape.ends_with("foreign"))

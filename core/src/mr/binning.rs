@@ -30,12 +30,98 @@ use crate::resource::{Access, AnyResource, MemoryResource};
 struct Inner {
     upstream: AnyResource,
     bins: RwLock<BTreeMap<usize, AnyResource>>,
-    /// The bins as of the first allocation, sorted by size; from then on they are fixed, and every
-    /// call routes through this copy without a lock or a reference count.
-    frozen: OnceLock<Box<[(usize, AnyResource)]>>,
+    /// The bins as of the first allocation; from then on they are fixed, and every call routes
+    /// through this copy without a lock or a reference count.
+    frozen: OnceLock<Frozen>,
     syncer: Arc<dyn Syncer>,
     /// Every live allocation, when frees are checked.
     live: FreeCheck,
+}
+
+/// The bins, fixed at the first allocation.
+#[derive(Debug)]
+struct Frozen {
+    /// The largest request each bin serves, ascending (searched apart from the resources: a
+    /// compact array).
+    sizes: Box<[usize]>,
+    bins: Box<[Bin]>,
+    /// When the sizes are consecutive powers of two (bins made from exponents), the smallest one's
+    /// exponent: a request's bin is then the difference of exponents, without a search.
+    first_exponent: Option<u32>,
+}
+
+impl Frozen {
+    fn new(bins: &BTreeMap<usize, AnyResource>) -> Self {
+        let sizes: Box<[usize]> = bins.keys().copied().collect();
+        let first_exponent = sizes.first().and_then(|&first| {
+            let consecutive = sizes.iter().enumerate().all(|(i, &size)| {
+                u32::try_from(i).ok().and_then(|i| first.checked_shl(i)) == Some(size)
+            });
+            (first.is_power_of_two() && consecutive).then(|| first.trailing_zeros())
+        });
+        Self {
+            first_exponent,
+            sizes,
+            bins: bins
+                .values()
+                .map(|r| match r.downcast_ref::<FixedSizeMemoryResource>() {
+                    Some(fixed) => Bin::Fixed(fixed.clone()),
+                    None => Bin::Any(r.clone()),
+                })
+                .collect(),
+        }
+    }
+
+    /// The index of the smallest bin that serves `needed` bytes (the number of bins: none does).
+    #[inline]
+    fn bin_for(&self, needed: usize) -> usize {
+        match self.first_exponent {
+            Some(first) => {
+                // The exponent of the smallest power of two at or above `needed`.
+                let exponent = usize::BITS - needed.saturating_sub(1).leading_zeros();
+                (exponent.saturating_sub(first) as usize).min(self.sizes.len())
+            }
+            None => self.sizes.partition_point(|&size| size < needed),
+        }
+    }
+}
+
+/// A bin as calls reach it: the owned fixed-size bins (and any explicit one of that type) without
+/// the dynamic call of an [`AnyResource`].
+#[derive(Debug)]
+enum Bin {
+    Fixed(FixedSizeMemoryResource),
+    Any(AnyResource),
+}
+
+/// Where a request goes: a bin or the upstream.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    Fixed(&'a FixedSizeMemoryResource),
+    Any(&'a AnyResource),
+}
+
+impl Target<'_> {
+    #[inline]
+    fn allocate(self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
+        match self {
+            Target::Fixed(r) => r.allocate(stream, bytes, alignment),
+            Target::Any(r) => r.allocate(stream, bytes, alignment),
+        }
+    }
+
+    /// # Safety
+    /// As for [`MemoryResource::deallocate`] of the target.
+    #[inline]
+    unsafe fn deallocate(self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe {
+            match self {
+                Target::Fixed(r) => r.deallocate(stream, ptr, bytes, alignment),
+                Target::Any(r) => r.deallocate(stream, ptr, bytes, alignment),
+            }
+        }
+    }
 }
 
 /// Size-routed sub-allocation (RMM's `binning_memory_resource`).
@@ -217,11 +303,16 @@ impl BinningMemoryResource {
 
     /// The resource that serves (or served) `bytes` at `alignment`: the smallest bin that holds the
     /// request with its worst-case alignment padding, else the upstream.
-    fn route<R>(&self, bytes: usize, alignment: usize, f: impl FnOnce(&AnyResource) -> R) -> R {
+    #[inline]
+    fn route<R>(&self, bytes: usize, alignment: usize, f: impl FnOnce(Target<'_>) -> R) -> R {
         let needed = bytes.saturating_add(alignment.saturating_sub(DEFAULT_ALIGNMENT));
-        if let Some(bins) = self.inner.frozen.get() {
-            let i = bins.partition_point(|&(size, _)| size < needed);
-            return f(bins.get(i).map_or(&self.inner.upstream, |(_, r)| r));
+        if let Some(frozen) = self.inner.frozen.get() {
+            let i = frozen.bin_for(needed);
+            return f(match frozen.bins.get(i) {
+                Some(Bin::Fixed(r)) => Target::Fixed(r),
+                Some(Bin::Any(r)) => Target::Any(r),
+                None => Target::Any(&self.inner.upstream),
+            });
         }
         // Nothing was allocated yet (a free now is the caller's error, which the resource reports).
         let bins = self
@@ -234,7 +325,7 @@ impl BinningMemoryResource {
             .next()
             .map_or_else(|| self.inner.upstream.clone(), |(_, r)| r.clone());
         drop(bins);
-        f(&r)
+        f(Target::Any(&r))
     }
 }
 
@@ -251,9 +342,7 @@ impl MemoryResource for BinningMemoryResource {
                 .bins
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
-            self.inner
-                .frozen
-                .get_or_init(|| bins.iter().map(|(&size, r)| (size, r.clone())).collect());
+            self.inner.frozen.get_or_init(|| Frozen::new(&bins));
         }
         // RMM routes zero bytes to the smallest bin too (BinningTest.ZeroByteAllocationsUseBinResource);
         // the null it gets back is no allocation, which `allocated` does not record.

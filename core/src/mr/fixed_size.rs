@@ -229,6 +229,7 @@ impl MemoryResource for FixedSizeMemoryResource {
     /// or when the upstream is exhausted; [`Error::InvalidArgument`] for an alignment that is not a
     /// power of two, or one above 256 that does not fit the block with the request
     /// (`bytes + alignment - 256 > block_size`).
+    #[inline]
     fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
         check_alignment(alignment)?;
         if bytes == 0 {
@@ -273,6 +274,7 @@ impl MemoryResource for FixedSizeMemoryResource {
     /// [`Error::InvalidArgument`] when frees are checked and `ptr` is not a live allocation of this
     /// resource made with `bytes` (rounded up to 256) and `alignment` (any up to 256 are one);
     /// nothing is freed then.
+    #[inline]
     unsafe fn deallocate(
         &self,
         stream: Stream,

@@ -24,9 +24,8 @@ use std::sync::Arc;
 use crate::aligned::{align_down, align_up, check_alignment, is_aligned, DEFAULT_ALIGNMENT};
 use crate::cuda::{self, Stream};
 use crate::error::{Error, Result};
-use crate::mr::detail::core_calls;
 use crate::mr::detail::forward::forward_to_upstream;
-use crate::mr::detail::live_set::{FreeCheck, FreeChecks};
+use crate::mr::detail::live_set::{tagged, FreeCheck, FreeChecks, Owned, RecordOwner, UNTAGGABLE};
 use crate::mr::detail::nvtx_bounds::{self, NvtxBounds};
 use crate::mr::detail::stream_ordered::{
     default_syncer, CacheLimits, Core, CoreStats, Growth, Syncer,
@@ -148,7 +147,7 @@ impl PoolMemoryResource {
             default_syncer(),
             CacheLimits::DEFAULT,
         )?;
-        pool.live = Arc::new(FreeCheck::new(checks));
+        pool.live = Arc::new(FreeCheck::tagged(checks));
         Ok(pool)
     }
 
@@ -193,7 +192,7 @@ impl PoolMemoryResource {
         Ok(Self {
             core,
             maximum: maximum_pool_size,
-            live: Arc::new(FreeCheck::new(FreeChecks::Checked)),
+            live: Arc::new(FreeCheck::tagged(FreeChecks::Checked)),
             nvtx,
         })
     }
@@ -219,6 +218,12 @@ impl PoolMemoryResource {
     #[cfg(test)]
     pub(crate) fn nvtx_counts(&self) -> Option<(usize, usize)> {
         self.nvtx.as_ref().map(|n| n.counts())
+    }
+
+    /// Test hook: frees per batch of the engine (test builds close a batch every few frees).
+    #[cfg(test)]
+    pub(crate) fn set_close_frees(&self, frees: u32) {
+        self.core.set_close_frees(frees);
     }
 
     /// Whether frees are checked against the live allocations.
@@ -289,29 +294,7 @@ impl MemoryResource for PoolMemoryResource {
     /// [`Error::OutOfMemory`] ("Maximum pool size exceeded ...") when neither the pool nor the
     /// upstream can provide the memory.
     fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
-        check_alignment(alignment)?;
-        if bytes == 0 {
-            return Ok(std::ptr::null_mut());
-        }
-        let exceeded = || Error::OutOfMemory {
-            bytes,
-            resource: self.name().into(),
-            detail: "Maximum pool size exceeded".into(),
-        };
-        let size = align_up(bytes, DEFAULT_ALIGNMENT).ok_or_else(exceeded)?;
-        if self.maximum.is_some_and(|max| size > max) {
-            return Err(exceeded());
-        }
-        core_calls::allocate(
-            &self.core,
-            &self.live,
-            self.nvtx.as_deref(),
-            self.name(),
-            stream,
-            bytes,
-            size,
-            alignment,
-        )
+        self.allocate_for(stream, bytes, alignment, 0)
     }
 
     /// # Errors
@@ -325,15 +308,20 @@ impl MemoryResource for PoolMemoryResource {
         bytes: usize,
         _alignment: usize,
     ) -> Result<()> {
-        core_calls::deallocate(
-            &self.core,
-            &self.live,
-            self.nvtx.as_deref(),
-            self.name(),
-            stream,
-            ptr,
-            bytes,
-        )
+        if ptr.is_null() {
+            return Ok(());
+        }
+        let size = self.free_size(bytes)?;
+        let verified = self.live.mode() == FreeChecks::Checked;
+        let free = || {
+            self.live.free(self.name(), ptr, size, || {
+                self.core.deallocate(stream, ptr as usize, size, verified)
+            })
+        };
+        match &self.nvtx {
+            None => free(),
+            Some(nvtx) => nvtx.free(ptr, free),
+        }
     }
 
     /// From the live-allocation index (`None` when frees are unchecked).
@@ -349,6 +337,113 @@ impl MemoryResource for PoolMemoryResource {
         upstream: upstream_resource,
         identity: core,
         forward: access
+    }
+}
+
+/// An adaptor that keeps its record of what it hands out in the pool's (the statistics adaptor;
+/// docs/design/statistics-cost.md): it registers once, then allocates and frees with its number.
+impl PoolMemoryResource {
+    /// Numbers `owner` for [`PoolMemoryResource::allocate_for`] and
+    /// [`PoolMemoryResource::deallocate_for`]; `None` when frees are unchecked or the pool has
+    /// numbered all it can (the owner then keeps its own record).
+    pub(crate) fn register_owner(&self, owner: std::sync::Weak<dyn RecordOwner>) -> Option<u16> {
+        self.live.register(owner)
+    }
+
+    /// [`MemoryResource::allocate`], recorded as made by `owner` (0: by no owner). Inlined into
+    /// both callers, so the pool's own allocation keeps no trace of owners.
+    #[inline(always)]
+    pub(crate) fn allocate_for(
+        &self,
+        stream: Stream,
+        bytes: usize,
+        alignment: usize,
+        owner: u16,
+    ) -> Result<*mut u8> {
+        check_alignment(alignment)?;
+        if bytes == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        let exceeded = || Error::OutOfMemory {
+            bytes,
+            resource: self.name().into(),
+            detail: "Maximum pool size exceeded".into(),
+        };
+        let size = align_up(bytes, DEFAULT_ALIGNMENT).ok_or_else(exceeded)?;
+        if size >= UNTAGGABLE || self.maximum.is_some_and(|max| size > max) {
+            return Err(exceeded());
+        }
+        let record = if owner == 0 {
+            size
+        } else {
+            tagged(size, bytes, owner)
+        };
+        let block = self
+            .core
+            .allocate(stream, size, alignment.max(DEFAULT_ALIGNMENT))?;
+        let ptr = self
+            .live
+            .allocated(self.name(), block as *mut u8, record, |block| {
+                // The block was never handed out: back to the engine at once (checked: `allocated`
+                // only fails for a checked pool).
+                let _ = self.core.deallocate(stream, block as usize, size, true);
+            })
+            .map_err(|e| e.error(self.name(), size))?;
+        if let Some(nvtx) = &self.nvtx {
+            nvtx.sync_heaps(self.core.regions_generation(), || self.core.regions());
+            nvtx.allocated(ptr, bytes);
+        }
+        Ok(ptr)
+    }
+
+    /// A free through the adaptor numbered `owner` (see `FreeCheck::free_owned`): `before` hears
+    /// whether `owner` made the allocation and with how many bytes, before the memory goes back;
+    /// `after_failure` hears it again if the free fails (the allocation stays live). A pointer this
+    /// pool does not know is refused in `name`'s words. Only for a pool that checks frees.
+    ///
+    /// # Safety
+    /// As for [`MemoryResource::deallocate`].
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn deallocate_for(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        owner: u16,
+        name: &str,
+        before: impl FnOnce(Owned),
+        after_failure: impl FnOnce(Owned),
+    ) -> Result<()> {
+        let size = self.free_size(bytes)?;
+        let free = || {
+            self.live.free_owned(
+                name,
+                ptr,
+                size,
+                owner,
+                before,
+                || self.core.deallocate(stream, ptr as usize, size, true),
+                after_failure,
+            )
+        };
+        match &self.nvtx {
+            None => free(),
+            Some(nvtx) => nvtx.free(ptr, free),
+        }
+    }
+
+    /// True when `ptr` is a live allocation of `bytes` (rounded up to 256) that `owner` made.
+    pub(crate) fn is_owned(&self, ptr: *mut u8, bytes: usize, owner: u16) -> bool {
+        align_up(bytes, DEFAULT_ALIGNMENT).is_some_and(|size| self.live.is_owned(ptr, size, owner))
+    }
+
+    /// The granule a free of `bytes` names.
+    #[inline]
+    fn free_size(&self, bytes: usize) -> Result<usize> {
+        align_up(bytes, DEFAULT_ALIGNMENT).ok_or_else(|| {
+            Error::invalid(format!("{bytes} bytes cannot have come from this pool"))
+        })
     }
 }
 

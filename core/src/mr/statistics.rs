@@ -20,20 +20,27 @@
 //! without being counted when the upstream knows it as a live allocation, and refused otherwise.
 //! RMM counts every free, so its counters drift (docs/design/checked-frees.md).
 //!
-//! Unlike RMM, which takes a write lock on every allocation, the top frame's counters are atomics
-//! updated under a *shared* lock: allocations on many threads do not wait for one another; only
-//! push and pop take the lock exclusively.
+//! Over a pool that checks frees, the record is the pool's own: the pool records the allocation
+//! with the adaptor's number and the bytes asked for, checks the free and tells the adaptor
+//! whether the allocation was its own, so one record serves both layers. An allocation the adaptor
+//! made and that was freed without it (directly through the pool, or through another adaptor)
+//! stops counting when it is freed. Over anything else the adaptor keeps its own record.
+//!
+//! Like RMM, which takes a write lock on every allocation and free, the frames are updated under
+//! one lock, so every count, the peaks included, is exact in the order the updates took it: a spin
+//! lock held for a few additions (docs/design/statistics-cost.md).
 //!
 //! [`push_counters`]: StatisticsResourceAdaptor::push_counters
 //! [`pop_counters`]: StatisticsResourceAdaptor::pop_counters
 
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Weak};
 
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
 use crate::mr::detail::forward::forward_to_upstream;
-use crate::mr::detail::live_set::{no_room, Freed, LiveSet, NoRoom, Sizes};
+use crate::mr::detail::live_set::{no_room, Freed, LiveSet, NoRoom, Owned, RecordOwner, Sizes};
+use crate::mr::detail::spin_lock::SpinLock;
+use crate::mr::PoolMemoryResource;
 use crate::resource::{AnyResource, MemoryResource};
 
 /// A counter (RMM's `statistics_resource_adaptor::counter`).
@@ -62,87 +69,143 @@ impl Counter {
         self.value += child.value;
         self.total += child.total;
     }
-}
 
-/// A counter that many threads update at once.
-#[derive(Debug, Default)]
-struct AtomicCounter {
-    value: AtomicI64,
-    peak: AtomicI64,
-    total: AtomicI64,
-}
-
-impl AtomicCounter {
-    fn add(&self, n: i64) {
-        let value = self.value.fetch_add(n, Ordering::Relaxed) + n;
-        self.peak.fetch_max(value, Ordering::Relaxed);
-        self.total.fetch_add(n, Ordering::Relaxed);
+    #[inline]
+    fn add(&mut self, n: i64) {
+        self.value += n;
+        self.peak = self.peak.max(self.value);
+        self.total += n;
     }
 
-    fn sub(&self, n: i64) {
-        self.value.fetch_sub(n, Ordering::Relaxed);
+    #[inline]
+    fn sub(&mut self, n: i64) {
+        self.value -= n;
     }
 
-    /// Undoes [`AtomicCounter::sub`] after a free that failed (the total is unchanged).
-    fn restore(&self, n: i64) {
-        let value = self.value.fetch_add(n, Ordering::Relaxed) + n;
-        self.peak.fetch_max(value, Ordering::Relaxed);
-    }
-
-    /// The counter now. The peak is raised to the value: an update may have added to the value
-    /// and not yet to the peak.
-    fn load(&self) -> Counter {
-        let value = self.value.load(Ordering::Relaxed);
-        let peak = self.peak.load(Ordering::Relaxed).max(value);
-        Counter {
-            value,
-            peak,
-            total: self.total.load(Ordering::Relaxed),
-        }
-    }
-
-    fn store(&self, counter: Counter) {
-        self.value.store(counter.value, Ordering::Relaxed);
-        self.peak.store(counter.peak, Ordering::Relaxed);
-        self.total.store(counter.total, Ordering::Relaxed);
+    /// Undoes [`Counter::sub`] after a free that failed (the total is unchanged).
+    fn restore(&mut self, n: i64) {
+        self.value += n;
+        self.peak = self.peak.max(self.value);
     }
 }
 
 /// Bytes and allocations of one frame.
-#[derive(Debug, Default)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Frame {
-    bytes: AtomicCounter,
-    allocations: AtomicCounter,
+    bytes: Counter,
+    allocations: Counter,
 }
 
 impl Frame {
-    fn load(&self) -> (Counter, Counter) {
-        (self.bytes.load(), self.allocations.load())
+    fn counters(&self) -> (Counter, Counter) {
+        (self.bytes, self.allocations)
     }
+}
+
+/// The stack of frames: the top one, which the calls count into, and the ones below it.
+#[derive(Debug, Default)]
+struct Frames {
+    top: Frame,
+    below: Vec<Frame>,
+}
+
+/// Where the adaptor records what it handed out and has not seen freed, with the bytes asked for.
+#[derive(Debug)]
+enum Record {
+    /// In its own index.
+    Own(Arc<LiveSet>),
+    /// In the records of the checked pool it is over, tagged with its number there: one record
+    /// serves both layers (docs/design/statistics-cost.md).
+    Pool { pool: PoolMemoryResource, owner: u16 },
 }
 
 #[derive(Debug)]
 struct Inner {
     upstream: AnyResource,
-    /// Never empty: the bottom frame cannot be popped.
-    frames: RwLock<Vec<Frame>>,
-    /// What this adaptor handed out and has not seen freed, with the bytes asked for.
-    live: Arc<LiveSet>,
+    frames: SpinLock<Frames>,
+    record: Record,
+}
+
+impl RecordOwner for Inner {
+    fn freed_elsewhere(&self, ptr: *mut u8, bytes: usize) {
+        tracing::warn!(
+            "{NAME}: {ptr:p} [{bytes}B], handed out through this adaptor, was freed without it: it stops counting it"
+        );
+        self.with_top(|top| {
+            top.bytes.sub(as_i64(bytes));
+            top.allocations.sub(1);
+        });
+    }
 }
 
 impl Inner {
-    fn read(&self) -> RwLockReadGuard<'_, Vec<Frame>> {
-        self.frames.read().unwrap_or_else(PoisonError::into_inner)
+    /// Applies `f` to the top frame, under the lock.
+    #[inline]
+    fn with_top(&self, f: impl FnOnce(&mut Frame)) {
+        self.frames.with(|frames| f(&mut frames.top));
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, Vec<Frame>> {
-        self.frames.write().unwrap_or_else(PoisonError::into_inner)
+    /// Counts an allocation of `bytes`.
+    #[inline]
+    fn count_allocation(&self, bytes: usize) {
+        self.with_top(|top| {
+            top.bytes.add(as_i64(bytes));
+            top.allocations.add(1);
+        });
     }
 
-    /// Applies `f` to the top frame, under the shared lock.
-    fn with_top(&self, f: impl FnOnce(&Frame)) {
-        if let Some(top) = self.read().last() {
-            f(top);
+    /// Counts a free of an allocation of `bytes`.
+    #[inline]
+    fn count_free(&self, bytes: usize) {
+        self.with_top(|top| {
+            top.bytes.sub(as_i64(bytes));
+            top.allocations.sub(1);
+        });
+    }
+
+    /// Counts a free the pool checked, if this adaptor made the allocation.
+    #[inline]
+    fn count_owned(&self, owned: Owned) {
+        if let Owned::Mine(bytes) = owned {
+            self.count_free(bytes);
+        }
+    }
+
+    /// Undoes [`Inner::count_owned`] after the free failed.
+    #[cold]
+    fn uncount_owned(&self, owned: Owned) {
+        if let Owned::Mine(bytes) = owned {
+            self.uncount_free(bytes);
+        }
+    }
+
+    /// Undoes [`Inner::count_free`] after the free failed.
+    #[cold]
+    fn uncount_free(&self, bytes: usize) {
+        self.with_top(|top| {
+            top.bytes.restore(as_i64(bytes));
+            top.allocations.restore(1);
+        });
+    }
+
+    /// Allocates through the pool's records when the adaptor keeps none of its own.
+    #[inline]
+    fn allocate_in_pool(
+        &self,
+        allocate: impl FnOnce(&AnyResource) -> Result<*mut u8>,
+        in_pool: impl FnOnce(&PoolMemoryResource, u16) -> Result<*mut u8>,
+        bytes: usize,
+        give_back: impl FnOnce(*mut u8),
+    ) -> Result<*mut u8> {
+        match &self.record {
+            Record::Pool { pool, owner } => {
+                let ptr = in_pool(pool, *owner)?;
+                self.count_allocation(bytes);
+                Ok(ptr)
+            }
+            Record::Own(live) => {
+                self.counted_allocation(live, allocate(&self.upstream), bytes, give_back)
+            }
         }
     }
 
@@ -150,13 +213,14 @@ impl Inner {
     /// `give_back` frees it and the allocation fails with [`Error::OutOfMemory`].
     fn counted_allocation(
         &self,
+        live: &LiveSet,
         result: Result<*mut u8>,
         bytes: usize,
         give_back: impl FnOnce(*mut u8),
     ) -> Result<*mut u8> {
         let ptr = result?;
         if !ptr.is_null() {
-            match self.live.insert(ptr as usize, bytes) {
+            match live.insert(ptr as usize, bytes) {
                 Ok(None) => {}
                 Ok(Some(stale)) => self.forget_freed_behind_our_back(ptr, stale),
                 Err(NoRoom) => {
@@ -165,10 +229,7 @@ impl Inner {
                 }
             }
         }
-        self.with_top(|top| {
-            top.bytes.add(as_i64(bytes));
-            top.allocations.add(1);
-        });
+        self.count_allocation(bytes);
         Ok(ptr)
     }
 
@@ -179,10 +240,7 @@ impl Inner {
         tracing::warn!(
             "{NAME}: {ptr:p} was handed out again while recorded as live [{stale}B]: it was freed without this adaptor"
         );
-        self.with_top(|top| {
-            top.bytes.sub(as_i64(stale));
-            top.allocations.sub(1);
-        });
+        self.count_free(stale);
     }
 
     /// Checks a free against what this adaptor handed out, counts it at the recorded size and
@@ -190,37 +248,42 @@ impl Inner {
     /// uncounted when the upstream knows it, refused otherwise (docs/design/checked-frees.md). A
     /// null pointer is no allocation unless it came from a zero-byte request: it is forwarded,
     /// counted only then.
+    ///
+    /// Over a pool that keeps the record, `in_pool` frees a non-null pointer with
+    /// [`PoolMemoryResource::deallocate_for`], passing it the pool, this adaptor's number there and
+    /// [`Inner::count_owned`] / [`Inner::uncount_owned`] (the pool checks the free and says whether
+    /// this adaptor made the allocation before the memory goes back).
+    #[inline(always)]
     fn counted_free(
         &self,
         ptr: *mut u8,
         bytes: usize,
         alignment: usize,
         free: impl FnOnce() -> Result<()>,
+        in_pool: impl FnOnce(&PoolMemoryResource, u16) -> Result<()>,
     ) -> Result<()> {
-        let recorded = if ptr.is_null() {
-            if bytes != 0 {
-                return free();
+        let (live, recorded) = match &self.record {
+            _ if ptr.is_null() => {
+                if bytes != 0 {
+                    return free();
+                }
+                (None, 0)
             }
-            0
-        } else {
-            match self.live.take_for_adaptor(NAME, &self.upstream, ptr, bytes, alignment)? {
-                Freed::Recorded(recorded) => recorded,
-                Freed::Upstream => return free(),
+            Record::Pool { pool, owner } => return in_pool(pool, *owner),
+            Record::Own(live) => {
+                match live.take_for_adaptor(NAME, &self.upstream, ptr, bytes, alignment)? {
+                    Freed::Recorded(recorded) => (Some(live), recorded),
+                    Freed::Upstream => return free(),
+                }
             }
         };
-        self.with_top(|top| {
-            top.bytes.sub(as_i64(recorded));
-            top.allocations.sub(1);
-        });
+        self.count_free(recorded);
         let result = free();
         if result.is_err() {
-            if !ptr.is_null() {
-                self.live.restore(NAME, ptr as usize, recorded);
+            if let Some(live) = live {
+                live.restore(NAME, ptr as usize, recorded);
             }
-            self.with_top(|top| {
-                top.bytes.restore(as_i64(recorded));
-                top.allocations.restore(1);
-            });
+            self.uncount_free(recorded);
         }
         result
     }
@@ -236,7 +299,7 @@ fn as_i64(bytes: usize) -> i64 {
 /// Counts bytes and allocations in nestable frames (RMM's `statistics_resource_adaptor`).
 ///
 /// Clones share the counters. Thread-safe; allocations and frees on different threads proceed in
-/// parallel.
+/// parallel, except for the few additions to the counters, which take turns.
 ///
 /// ```
 /// use rmm_core::{cuda::Stream, mr::{StatisticsResourceAdaptor, SystemMemoryResource}, MemoryResource};
@@ -263,14 +326,26 @@ pub struct StatisticsResourceAdaptor {
 impl StatisticsResourceAdaptor {
     /// Counts what passes to `upstream`, starting from zero in one frame.
     pub fn new<R: MemoryResource>(upstream: R) -> Self {
-        let inner = Inner {
-            upstream: AnyResource::new(upstream),
-            frames: RwLock::new(vec![Frame::default()]),
-            live: LiveSet::new(Sizes::Granular),
-        };
-        Self {
-            inner: Arc::new(inner),
-        }
+        let upstream = AnyResource::new(upstream);
+        let inner = Arc::new_cyclic(|me: &Weak<Inner>| {
+            let me: Weak<dyn RecordOwner> = me.clone();
+            let record = upstream
+                .downcast_ref::<PoolMemoryResource>()
+                .and_then(|pool| {
+                    let owner = pool.register_owner(me)?;
+                    Some(Record::Pool {
+                        pool: pool.clone(),
+                        owner,
+                    })
+                })
+                .unwrap_or_else(|| Record::Own(LiveSet::new(Sizes::Granular)));
+            Inner {
+                upstream,
+                frames: SpinLock::default(),
+                record,
+            }
+        });
+        Self { inner }
     }
 
     /// The bytes counter of the current frame (RMM's `get_bytes_counter`).
@@ -285,20 +360,17 @@ impl StatisticsResourceAdaptor {
 
     /// Both counters of the current frame, `(bytes, allocations)`, read together.
     pub fn counters(&self) -> (Counter, Counter) {
-        self.inner
-            .read()
-            .last()
-            .map(Frame::load)
-            .unwrap_or_default()
+        self.inner.frames.with(|frames| frames.top.counters())
     }
 
     /// Starts a new frame with zero counters and returns the counters as they were before
     /// (RMM's `push_counters`).
     pub fn push_counters(&self) -> (Counter, Counter) {
-        let mut frames = self.inner.write();
-        let before = frames.last().map(Frame::load).unwrap_or_default();
-        frames.push(Frame::default());
-        before
+        self.inner.frames.with(|frames| {
+            let before = std::mem::take(&mut frames.top);
+            frames.below.push(before);
+            before.counters()
+        })
     }
 
     /// Ends the current frame, folds it into its parent (see [`Counter::add_sub_block`]) and
@@ -308,26 +380,23 @@ impl StatisticsResourceAdaptor {
     /// [`Error::InvalidArgument`] `"cannot pop the last counter pair"` when no frame was pushed
     /// (RMM throws `std::out_of_range`, which Python sees as `IndexError`).
     pub fn pop_counters(&self) -> Result<(Counter, Counter)> {
-        let mut frames = self.inner.write();
-        if frames.len() < 2 {
-            return Err(Error::invalid("cannot pop the last counter pair"));
-        }
-        let popped = frames.pop().map(|frame| frame.load()).unwrap_or_default();
-        if let Some(parent) = frames.last() {
-            let (mut bytes, mut allocations) = parent.load();
-            bytes.add_sub_block(&popped.0);
-            allocations.add_sub_block(&popped.1);
-            parent.bytes.store(bytes);
-            parent.allocations.store(allocations);
-        }
-        Ok(popped)
+        self.inner.frames.with(|frames| {
+            let parent = frames
+                .below
+                .pop()
+                .ok_or_else(|| Error::invalid("cannot pop the last counter pair"))?;
+            let popped = std::mem::replace(&mut frames.top, parent);
+            frames.top.bytes.add_sub_block(&popped.bytes);
+            frames.top.allocations.add_sub_block(&popped.allocations);
+            Ok(popped.counters())
+        })
     }
 
     /// The number of frames (1 until [`push_counters`] is called).
     ///
     /// [`push_counters`]: StatisticsResourceAdaptor::push_counters
     pub fn frames(&self) -> usize {
-        self.inner.read().len()
+        self.inner.frames.with(|frames| frames.below.len() + 1)
     }
 
     /// The resource the calls are forwarded to (RMM's `get_upstream_resource`).
@@ -339,11 +408,15 @@ impl StatisticsResourceAdaptor {
 impl MemoryResource for StatisticsResourceAdaptor {
     fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
         let upstream = &self.inner.upstream;
-        self.inner
-            .counted_allocation(upstream.allocate(stream, bytes, alignment), bytes, |ptr| {
+        self.inner.allocate_in_pool(
+            |upstream| upstream.allocate(stream, bytes, alignment),
+            |pool, owner| pool.allocate_for(stream, bytes, alignment, owner),
+            bytes,
+            |ptr| {
                 // SAFETY: just allocated with these arguments, never handed out.
                 let _ = unsafe { upstream.deallocate(stream, ptr, bytes, alignment) };
-            })
+            },
+        )
     }
 
     /// # Errors
@@ -357,33 +430,78 @@ impl MemoryResource for StatisticsResourceAdaptor {
         bytes: usize,
         alignment: usize,
     ) -> Result<()> {
-        // SAFETY: forwarded caller contract; the memory came from the upstream.
-        self.inner.counted_free(ptr, bytes, alignment, || unsafe {
-            self.inner
-                .upstream
-                .deallocate(stream, ptr, bytes, alignment)
-        })
+        self.inner.counted_free(
+            ptr,
+            bytes,
+            alignment,
+            // SAFETY: forwarded caller contract; the memory came from the upstream.
+            || unsafe { self.inner.upstream.deallocate(stream, ptr, bytes, alignment) },
+            // SAFETY: as above; the pool is the upstream.
+            |pool, owner| unsafe {
+                pool.deallocate_for(
+                    stream,
+                    ptr,
+                    bytes,
+                    owner,
+                    NAME,
+                    |owned| self.inner.count_owned(owned),
+                    |owned| self.inner.uncount_owned(owned),
+                )
+            },
+        )
     }
 
     fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
         let upstream = &self.inner.upstream;
-        self.inner
-            .counted_allocation(upstream.allocate_sync(bytes, alignment), bytes, |ptr| {
+        self.inner.allocate_in_pool(
+            |upstream| upstream.allocate_sync(bytes, alignment),
+            // The pool's `allocate_sync` is the default one: an allocation on the default stream,
+            // then a synchronization of it.
+            |pool, owner| {
+                let ptr = pool.allocate_for(Stream::DEFAULT, bytes, alignment, owner)?;
+                if let Err(e) = Stream::DEFAULT.synchronize() {
+                    // SAFETY: just allocated with these arguments, never handed out.
+                    let _ = unsafe { pool.deallocate(Stream::DEFAULT, ptr, bytes, alignment) };
+                    return Err(e);
+                }
+                Ok(ptr)
+            },
+            bytes,
+            |ptr| {
                 // SAFETY: just allocated with these arguments, never handed out.
                 let _ = unsafe { upstream.deallocate_sync(ptr, bytes, alignment) };
-            })
+            },
+        )
     }
 
     unsafe fn deallocate_sync(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
-        // SAFETY: forwarded caller contract.
-        self.inner.counted_free(ptr, bytes, alignment, || unsafe {
-            self.inner.upstream.deallocate_sync(ptr, bytes, alignment)
-        })
+        self.inner.counted_free(
+            ptr,
+            bytes,
+            alignment,
+            // SAFETY: forwarded caller contract.
+            || unsafe { self.inner.upstream.deallocate_sync(ptr, bytes, alignment) },
+            // SAFETY: as above; the pool's `deallocate_sync` is a free on the default stream.
+            |pool, owner| unsafe {
+                pool.deallocate_for(
+                    Stream::DEFAULT,
+                    ptr,
+                    bytes,
+                    owner,
+                    NAME,
+                    |owned| self.inner.count_owned(owned),
+                    |owned| self.inner.uncount_owned(owned),
+                )
+            },
+        )
     }
 
-    /// From the adaptor's own record of what it handed out.
+    /// From the record of what the adaptor handed out (its own, or the pool's).
     fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, _alignment: usize) -> Option<bool> {
-        Some(self.inner.live.contains(ptr as usize, bytes))
+        Some(match &self.inner.record {
+            Record::Own(live) => live.contains(ptr as usize, bytes),
+            Record::Pool { pool, owner } => pool.is_owned(ptr, bytes, *owner),
+        })
     }
 
     forward_to_upstream! {
@@ -433,7 +551,7 @@ mod tests {
                 .downcast_ref::<Probe>()
                 .unwrap()
                 .live
-                .load(Ordering::SeqCst),
+                .load(std::sync::atomic::Ordering::SeqCst),
             0
         );
         assert_eq!(mr.access(), Access::HOST);
@@ -541,12 +659,17 @@ mod tests {
     }
 
     /// 16 threads each hold 50 allocations at once (a barrier between allocating and freeing),
-    /// so every count, the peaks included, is exact.
+    /// so every count, the peaks included, is exact, with the adaptor's own record (over system
+    /// memory) and with the pool's.
     #[test]
     fn sixteen_threads_count_exactly() {
+        sixteen_threads_count_exactly_over(StatisticsResourceAdaptor::new(SystemMemoryResource::new()));
+        sixteen_threads_count_exactly_over(StatisticsResourceAdaptor::new(pool()));
+    }
+
+    fn sixteen_threads_count_exactly_over(mr: StatisticsResourceAdaptor) {
         const THREADS: usize = 16;
         const PER_THREAD: usize = 50;
-        let mr = StatisticsResourceAdaptor::new(SystemMemoryResource::new());
         let barrier = std::sync::Barrier::new(THREADS);
         let size = |t: usize, k: usize| 1 + t * 1000 + k;
         std::thread::scope(|scope| {
@@ -568,6 +691,105 @@ mod tests {
             .sum();
         let n = (THREADS * PER_THREAD) as i64;
         assert_eq!(mr.counters(), (counter(0, all, all), counter(0, n, n)));
+    }
+
+    fn pool() -> PoolMemoryResource {
+        PoolMemoryResource::new(AnyResource::new(SystemMemoryResource::new()), Some(64 << 20), None).unwrap()
+    }
+
+    /// Over a checked pool the adaptor keeps no record of its own: the pool's records say which
+    /// allocations it made, so two adaptors over one pool count only their own, and one hears of
+    /// its allocations freed without it.
+    #[test]
+    fn adaptors_over_one_pool_count_only_what_they_made() {
+        let pool = pool();
+        let (a, b) = (StatisticsResourceAdaptor::new(pool.clone()), StatisticsResourceAdaptor::new(pool.clone()));
+        assert!(matches!(a.inner.record, Record::Pool { .. }));
+        let p = alloc(&a, 1000);
+        assert_eq!(a.is_live_allocation(p, 1001, 256), Some(true));
+        assert_eq!(a.is_live_allocation(p, 1300, 256), Some(false));
+        assert_eq!(b.is_live_allocation(p, 1000, 256), Some(false), "not b's");
+        // SAFETY: a wrong size (another multiple of 256): refused, nothing moves.
+        assert!(matches!(unsafe { a.deallocate(Stream::DEFAULT, p, 1300, 256) }, Err(Error::InvalidArgument(_))));
+        assert_eq!(a.counters(), (counter(1000, 1000, 1000), counter(1, 1, 1)));
+        // Through b: the pool frees it, b counts nothing, a stops counting it.
+        free(&b, p, 1000);
+        assert_eq!(b.counters(), (Counter::default(), Counter::default()));
+        assert_eq!(a.counters(), (counter(0, 1000, 1000), counter(0, 1, 1)));
+        assert_eq!(pool.statistics().bytes_used, 0);
+        // Directly through the pool: the same.
+        let q = alloc(&a, 300);
+        // SAFETY: the pool's live allocation, with its size.
+        unsafe { pool.deallocate(Stream::DEFAULT, q, 300, 256).unwrap() };
+        assert_eq!(a.counters(), (counter(0, 1000, 1300), counter(0, 1, 2)));
+        // SAFETY: a double free: refused, nothing moves.
+        match unsafe { a.deallocate(Stream::DEFAULT, q, 300, 256) } {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains("upstream does not know it"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(a.bytes_counter().value, 0);
+        // Zero bytes: a null pointer, counted as an allocation and freed with zero bytes.
+        let z = alloc(&a, 0);
+        assert!(z.is_null());
+        assert_eq!(a.allocations_counter().value, 1);
+        free(&a, z, 0);
+        assert_eq!(a.counters().1, counter(0, 1, 3));
+        // What a made with `allocate_sync` comes back the same way.
+        let s = a.allocate_sync(700, 256).unwrap();
+        // SAFETY: from `allocate_sync` above, with its size.
+        unsafe { a.deallocate_sync(s, 700, 256).unwrap() };
+        assert_eq!(a.bytes_counter(), counter(0, 1000, 2000));
+    }
+
+    /// An adaptor dropped while its allocations live: the pool still frees them, and no other
+    /// adaptor counts them.
+    #[test]
+    fn an_adaptor_dropped_leaves_its_allocations_to_the_pool() {
+        let pool = pool();
+        let a = StatisticsResourceAdaptor::new(pool.clone());
+        let p = alloc(&a, 512);
+        drop(a);
+        let b = StatisticsResourceAdaptor::new(pool.clone());
+        assert_eq!(b.is_live_allocation(p, 512, 256), Some(false));
+        free(&b, p, 512);
+        assert_eq!(b.counters(), (Counter::default(), Counter::default()));
+        assert_eq!(pool.statistics().bytes_used, 0);
+    }
+
+    /// Where the pool cannot keep the record (frees unchecked, or all its owner numbers given
+    /// out), the adaptor keeps its own, with the same rules.
+    #[test]
+    fn without_the_pool_s_records_it_keeps_its_own() {
+        let unchecked = PoolMemoryResource::with_free_checks(
+            AnyResource::new(SystemMemoryResource::new()),
+            Some(1 << 20),
+            None,
+            crate::mr::FreeChecks::Unchecked,
+        )
+        .unwrap();
+        let numbered = pool();
+        for _ in 0..u16::MAX {
+            drop(StatisticsResourceAdaptor::new(numbered.clone()));
+        }
+        for upstream in [unchecked, numbered] {
+            let mr = StatisticsResourceAdaptor::new(upstream.clone());
+            assert!(matches!(mr.inner.record, Record::Own(_)));
+            let p = alloc(&mr, 1000);
+            // SAFETY: a wrong size: refused by the adaptor's record.
+            assert!(unsafe { mr.deallocate(Stream::DEFAULT, p, 1300, 256) }.is_err());
+            free(&mr, p, 1001);
+            assert_eq!(mr.counters(), (counter(0, 1000, 1000), counter(0, 1, 1)));
+            let beside = upstream.allocate(Stream::DEFAULT, 256, 256).unwrap();
+            // SAFETY: the pool's allocation: forwarded uncounted when the pool knows it (checked),
+            // refused when it cannot tell (unchecked), then freed where it was made.
+            unsafe {
+                if mr.deallocate(Stream::DEFAULT, beside, 256, 256).is_err() {
+                    upstream.deallocate(Stream::DEFAULT, beside, 256, 256).unwrap();
+                }
+            }
+            assert_eq!(mr.bytes_counter().value, 0);
+            assert_eq!(upstream.statistics().bytes_used, 0);
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
 use super::*;
 use crate::mr::detail::stream_ordered::model::{
-    drive, fake_stream, stress_threads, ModelUpstream, Op, RecordingSyncer, Subject,
+    drive, fake_stream, stress_threads, Counts, ModelUpstream, Op, RecordingSyncer, Subject,
 };
 use crate::mr::{
     PoolMemoryResource, PoolStatistics, SimulatedMemoryResource, SystemMemoryResource,
@@ -178,11 +178,12 @@ fn clones_share_and_compare() {
 
 impl Subject for BinningMemoryResource {
     fn footprint(&self, ptr: usize, bytes: usize, alignment: usize) -> (usize, usize) {
-        self.route(bytes, alignment, |r| {
-            match r.downcast_ref::<FixedSizeMemoryResource>() {
+        self.route(bytes, alignment, |r| match r {
+            Target::Fixed(bin) => (bin.block_of(ptr).unwrap(), bin.block_size()),
+            Target::Any(r) => match r.downcast_ref::<FixedSizeMemoryResource>() {
                 Some(bin) => (bin.block_of(ptr).unwrap(), bin.block_size()),
                 None => (ptr, align_up(bytes, DEFAULT_ALIGNMENT).unwrap()),
-            }
+            },
         })
     }
     fn must_fail(&self, _bytes: usize, _alignment: usize) -> Option<fn(&Error) -> bool> {
@@ -291,4 +292,176 @@ fn zero_byte_allocations_and_their_frees_reach_the_smallest_bin() {
     assert!(unsafe { mr.deallocate(Stream::DEFAULT, q, 0, 256) }.is_err());
     // SAFETY: from allocate above.
     unsafe { mr.deallocate(Stream::DEFAULT, q, 512, 256).unwrap() };
+}
+
+/// Driver calls (as the recording syncer counts them) of binning's one-thread random churn per
+/// kind of stream, in the two shapes the benchmarks run: `steady`, the Rust example's (sizes up to 1 MiB under a 256 MiB cap, one
+/// thread all along), and `threads`, the C++ peer benchmark's (a warm-up on this thread, then runs
+/// of 10,000 allocations up to 1 MiB, each on a new thread; on streams made elsewhere a new stream
+/// per thread). Returns, per kind, the counts per 1000 steps as "name value" pairs.
+fn churn_driver_calls(shape: &str) -> Vec<(&'static str, Counts, f64)> {
+    use crate::mr::detail::stream_ordered::model::fake_foreign_stream;
+    use crate::mr::detail::stream_ordered::CLOSE_FREES;
+    type StreamOf = fn(usize) -> Stream;
+    let kinds: [(&'static str, StreamOf); 4] = [
+        ("own", |_| fake_stream(1)),
+        ("legacy", |_| Stream::DEFAULT),
+        ("ptds", |_| Stream::PER_THREAD),
+        ("foreign", fake_foreign_stream),
+    ];
+    let mut out = Vec::new();
+    for (kind, stream_of) in kinds {
+        let syncer = RecordingSyncer::default();
+        let device = AnyResource::new(SimulatedMemoryResource::new(64 << 30).unwrap());
+        let pool = PoolMemoryResource::build(
+            device,
+            Some(1 << 30),
+            None,
+            Arc::new(syncer.clone()),
+            CacheLimits::DEFAULT,
+        )
+        .unwrap();
+        pool.set_close_frees(CLOSE_FREES);
+        let mr = BinningMemoryResource::build_with_exponents(
+            AnyResource::new(pool),
+            18,
+            22,
+            Arc::new(syncer.clone()),
+        )
+        .unwrap();
+        mr.set_close_frees(CLOSE_FREES);
+        let churn = |stream: Stream, seed: u64, steps: u64, allocations: u64, cap: usize| {
+            let mut gen = crate::testing::SplitMix64(seed);
+            let mut live: Vec<(*mut u8, usize)> = Vec::new();
+            let (mut usage, mut made) = (0usize, 0u64);
+            for _ in 0..steps {
+                let size = 1 + (gen.next_u64() % MIB as u64) as usize;
+                let heads = gen.unit() < 0.73;
+                if made < allocations && usage + size <= cap && (live.is_empty() || heads) {
+                    live.push((mr.allocate(stream, size, 256).unwrap(), size));
+                    usage += size;
+                    made += 1;
+                } else if !live.is_empty() {
+                    let i = (gen.next_u64() % live.len() as u64) as usize;
+                    let (p, size) = live.swap_remove(i);
+                    // SAFETY: `p` came from `mr` with this size and is freed once.
+                    unsafe { mr.deallocate(stream, p, size, 256).unwrap() };
+                    usage -= size;
+                }
+            }
+            let n = live.len() as u64;
+            for (p, size) in live {
+                // SAFETY: as above.
+                unsafe { mr.deallocate(stream, p, size, 256).unwrap() };
+            }
+            steps + n
+        };
+        let (before, steps) = match shape {
+            "steady" => {
+                let s = stream_of(0);
+                churn(s, 1, 20_000, u64::MAX, 256 * MIB);
+                let before = syncer.counts();
+                (before, churn(s, 2, 100_000, u64::MAX, 256 * MIB))
+            }
+            _ => {
+                churn(stream_of(0), 1, 20_000, 10_000, 16_000 * MIB);
+                let before = syncer.counts();
+                let steps = (1..=3)
+                    .map(|run| {
+                        let churn = &churn;
+                        std::thread::scope(|s| {
+                            s.spawn(move || churn(stream_of(run), 1 + run as u64, 20_000, 10_000, 16_000 * MIB))
+                                .join()
+                                .unwrap()
+                        })
+                    })
+                    .sum();
+                (before, steps)
+            }
+        };
+        let after = syncer.counts();
+        let c = Counts {
+            stream_waits: after.stream_waits - before.stream_waits,
+            marker_waits: after.marker_waits - before.marker_waits,
+            markers: after.markers - before.markers,
+            syncs: after.syncs - before.syncs,
+            idle_queries: after.idle_queries - before.idle_queries,
+            device_syncs: after.device_syncs - before.device_syncs,
+            stream_ids: after.stream_ids - before.stream_ids,
+            capture_queries: after.capture_queries - before.capture_queries,
+        };
+        out.push((kind, c, 1000.0 / steps as f64));
+    }
+    out
+}
+
+/// Issue 27: binning's one-thread random churn makes no driver call per step on its own stream and
+/// the legacy stream; on PTDS and streams made elsewhere one event per hundred steps at most, and on
+/// the latter one stream-id query per step (its key); a device-wide synchronization at most once in
+/// 10,000 steps when the thread changes. Bounds about twice the counts measured when written.
+#[test]
+fn driver_calls_of_one_threads_random_churn_per_kind_of_stream() {
+    for shape in ["steady", "threads"] {
+        for (kind, c, per_k) in churn_driver_calls(shape) {
+            let k = |n: u64| n as f64 * per_k;
+            let seen = format!(
+                "{shape} {kind}: per 1000 steps: {:.2} events, {:.2} marker waits, {:.2} stream waits, {:.2} capture queries, {:.3} device syncs, {:.2} ids, {:.2} host syncs, {:.2} idle queries",
+                k(c.markers),
+                k(c.marker_waits),
+                k(c.stream_waits),
+                k(c.capture_queries),
+                k(c.device_syncs),
+                k(c.stream_ids),
+                k(c.syncs),
+                k(c.idle_queries)
+            );
+            eprintln!("{seen}");
+            let named = matches!(kind, "own" | "legacy");
+            let (events, waits) = match shape {
+                "steady" => (10.0, 1.0),
+                _ => (20.0, 20.0),
+            };
+            if named {
+                assert_eq!(k(c.markers + c.marker_waits + c.stream_waits + c.device_syncs), 0.0, "{seen}");
+            } else {
+                assert!(k(c.markers) <= events && k(c.marker_waits) <= waits, "{seen}");
+                assert!(k(c.capture_queries) <= 2.0 * events, "{seen}");
+                assert!(k(c.device_syncs) <= 0.1, "{seen}");
+            }
+            assert!(k(c.stream_ids) <= if kind == "foreign" { 1010.0 } else { 0.0 }, "{seen}");
+            assert_eq!(k(c.syncs + c.idle_queries), 0.0, "{seen}");
+        }
+    }
+}
+
+/// The bin of a request is the smallest that holds it with its alignment padding, found by
+/// exponents for bins made from exponents and by search for any other sizes.
+#[test]
+fn requests_find_their_bin_by_exponent_and_by_search() {
+    let upstream = AnyResource::new(SystemMemoryResource::new());
+    let by_exponents = BinningMemoryResource::with_exponents(upstream.clone(), 10, 13).unwrap();
+    let uneven = BinningMemoryResource::new(upstream.clone());
+    for size in [1024, 3072, 4096, 8192] {
+        uneven.add_bin(size, None).unwrap();
+    }
+    let expect_exponents = [(0, 0), (1, 0), (1024, 0), (1025, 1), (2048, 1), (4097, 3), (8192, 3), (8193, 4)];
+    let expect_uneven = [(0, 0), (1024, 0), (1025, 1), (3072, 1), (3073, 2), (8192, 3), (8193, 4)];
+    for (mr, expected) in [(&by_exponents, &expect_exponents[..]), (&uneven, &expect_uneven[..])] {
+        // The first allocation freezes the bins.
+        let p = mr.allocate(Stream::DEFAULT, 256, 256).unwrap();
+        let frozen = mr.inner.frozen.get().unwrap();
+        assert_eq!(frozen.first_exponent.is_some(), std::ptr::eq(mr, &by_exponents));
+        for &(needed, bin) in expected {
+            assert_eq!(frozen.bin_for(needed), bin, "{needed} bytes");
+        }
+        assert_eq!(frozen.bin_for(usize::MAX), frozen.sizes.len(), "the upstream");
+        // Aligned to 2048, 300 bytes need a bin of 300 + 1792 (4096 and 3072 bytes here).
+        let q = mr.allocate(Stream::DEFAULT, 300, 2048).unwrap();
+        assert_eq!(q as usize % 2048, 0);
+        // SAFETY: both from `mr` with these arguments.
+        unsafe {
+            mr.deallocate(Stream::DEFAULT, q, 300, 2048).unwrap();
+            mr.deallocate(Stream::DEFAULT, p, 256, 256).unwrap();
+        }
+    }
 }

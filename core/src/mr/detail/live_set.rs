@@ -20,11 +20,11 @@
 //! growth that the host cannot provide is an error, never an abort: [`FreeCheck::allocated`] then
 //! gives the block back and fails with [`Error::OutOfMemory`]. The adaptors that account what they
 //! hand out (statistics, limiting) keep the same index with [`Sizes::Granular`]
-//! (docs/design/checked-frees.md).
+//! (docs/design/checked-frees.md); the statistics adaptor over a checked pool keeps none and tags
+//! the pool's records instead ([`tagged`], [`FreeCheck::register`]).
 
-use std::cell::UnsafeCell;
 use std::collections::TryReserveError;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use crate::aligned::{align_up, DEFAULT_ALIGNMENT};
@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::resource::MemoryResource;
 
 use super::live_slot::{self, Scanned, Slot};
+use super::spin_lock::SpinLock;
 
 /// What the live index compares for a request of `bytes`: the size rounded up to 256 (saturating:
 /// a size that large was never allocated, so it never matches) and, where the resource's free
@@ -47,6 +48,9 @@ pub(crate) fn granule(bytes: usize, alignment: Option<usize>) -> usize {
 pub(crate) enum Sizes {
     /// The recorded value is a [`granule`] and the free's must equal it (the sub-allocators).
     Exact,
+    /// The recorded value is a [`granule`] without alignment, or one with an owner's tag (see
+    /// [`tagged`]): the free's must equal it untagged (the pool).
+    Tagged,
     /// The recorded value is the allocation's size in bytes; a free's size matches when both round
     /// up to the same multiple of 256 (the adaptors, which count the recorded size).
     Granular,
@@ -56,16 +60,72 @@ impl Sizes {
     /// True when a free of `given` matches an allocation recorded as `live`.
     #[inline]
     pub(super) fn matches(self, live: usize, given: usize) -> bool {
-        live == given || (self == Sizes::Granular && granule(live, None) == granule(given, None))
+        live == given
+            || match self {
+                Sizes::Exact => false,
+                Sizes::Tagged => live & GRANULE_BITS == given,
+                Sizes::Granular => granule(live, None) == granule(given, None),
+            }
     }
 
     /// A recorded value in words.
     fn describe(self, value: usize) -> String {
         match self {
             Sizes::Exact => describe(value),
+            Sizes::Tagged if owner_of(value) != 0 => format!("{} bytes", tagged_bytes(value)),
+            Sizes::Tagged => describe(value & GRANULE_BITS),
             Sizes::Granular => format!("{value} bytes"),
         }
     }
+}
+
+/// Where an owner's number sits in a tagged record (see [`tagged`]).
+const OWNER_SHIFT: u32 = 48;
+
+/// Sizes from here up are never recorded with a tag (nor handed out by the pool): the owner's
+/// number takes those bits.
+pub(crate) const UNTAGGABLE: usize = 1 << OWNER_SHIFT;
+
+/// The bits of a tagged record that hold the granule.
+const GRANULE_BITS: usize = (UNTAGGABLE - 1) & !(DEFAULT_ALIGNMENT - 1);
+
+/// The record of an allocation of `bytes` (granule `granule`, below [`UNTAGGABLE`], no alignment
+/// bits) that an adaptor numbered `owner` (from 1) made through a checked pool: the owner's number in
+/// the top 16 bits, the granule, and the granule minus the bytes asked for (0 to 255) in the low 8
+/// bits. One record then serves both layers (docs/design/statistics-cost.md).
+#[inline]
+pub(crate) fn tagged(granule: usize, bytes: usize, owner: u16) -> usize {
+    debug_assert!(granule < UNTAGGABLE && granule - bytes < DEFAULT_ALIGNMENT && owner != 0);
+    ((owner as usize) << OWNER_SHIFT) | granule | (granule - bytes)
+}
+
+/// The owner's number of a record (0: made by no owner).
+#[inline]
+fn owner_of(record: usize) -> u16 {
+    (record >> OWNER_SHIFT) as u16
+}
+
+/// The bytes asked for of a tagged record.
+#[inline]
+fn tagged_bytes(record: usize) -> usize {
+    (record & GRANULE_BITS) - (record & (DEFAULT_ALIGNMENT - 1))
+}
+
+/// An adaptor that counts what it hands out from a checked pool's records instead of its own (see
+/// [`FreeCheck::register`]).
+pub(crate) trait RecordOwner: Send + Sync {
+    /// An allocation of `bytes` that the owner handed out was freed without it (directly through
+    /// the pool, or through another adaptor over it): it stops counting it.
+    fn freed_elsewhere(&self, ptr: *mut u8, bytes: usize);
+}
+
+/// What a free through an owner found (see [`FreeCheck::free_owned`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Owned {
+    /// The owner handed it out, with this many bytes asked for.
+    Mine(usize),
+    /// The pool handed it out beside the owner: the owner counts nothing.
+    Beside,
 }
 
 /// A [`granule`] in words.
@@ -246,38 +306,13 @@ impl Map {
 
 /// One shard: a spin lock and its map, alone on a cache line pair.
 #[repr(align(128))]
-struct Shard {
-    locked: AtomicBool,
-    map: UnsafeCell<Map>,
-}
-
-// SAFETY: `map` is only touched while `locked` is held (see `Shard::with`), which makes the shard a
-// mutex around a `Send` map.
-unsafe impl Sync for Shard {}
+#[derive(Default)]
+struct Shard(SpinLock<Map>);
 
 impl Shard {
+    #[inline]
     fn with<R>(&self, f: impl FnOnce(&mut Map) -> R) -> R {
-        let mut spins = 0u32;
-        while self.locked.swap(true, Ordering::Acquire) {
-            while self.locked.load(Ordering::Relaxed) {
-                spins += 1;
-                if spins < 64 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
-            }
-        }
-        /// Releases the lock even if `f` unwinds (a hash map that failed to grow).
-        struct Unlock<'a>(&'a AtomicBool);
-        impl Drop for Unlock<'_> {
-            fn drop(&mut self) {
-                self.0.store(false, Ordering::Release);
-            }
-        }
-        let _unlock = Unlock(&self.locked);
-        // SAFETY: the lock is held until `_unlock` drops, so this is the only reference to the map.
-        f(unsafe { &mut *self.map.get() })
+        self.0.with(f)
     }
 }
 
@@ -328,12 +363,7 @@ impl LiveSet {
     /// An empty index comparing sizes as `sizes` says.
     pub(crate) fn new(sizes: Sizes) -> Arc<Self> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        let shards = (0..SHARDS)
-            .map(|_| Shard {
-                locked: AtomicBool::new(false),
-                map: UnsafeCell::default(),
-            })
-            .collect();
+        let shards = (0..SHARDS).map(|_| Shard::default()).collect();
         Arc::new_cyclic(|me| Self {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
             me: me.clone(),
@@ -406,6 +436,11 @@ impl LiveSet {
         if let Some(live) = live_slot::take_back(self, addr, size) {
             return Ok(Some(live));
         }
+        self.take_unlent(name, addr, size)
+    }
+
+    /// [`LiveSet::take`] of what the calling thread's slot does not hold.
+    fn take_unlent(&self, name: &str, addr: usize, size: usize) -> Result<Option<usize>> {
         match self.shard(addr).with(|m| m.remove_if(addr, size, self.sizes)) {
             Ok(live) => Ok(Some(live)),
             Err(None) => self.take_lent(name, addr, size),
@@ -459,19 +494,23 @@ impl LiveSet {
     /// True when `addr` is a live allocation whose size matches `size`: a free of it with `size`
     /// would be accepted. Changes nothing.
     pub(crate) fn contains(&self, addr: usize, size: usize) -> bool {
+        self.recorded(addr).is_some_and(|live| self.sizes.matches(live, size))
+    }
+
+    /// What live allocation `addr` was recorded with, if it is one. Changes nothing.
+    fn recorded(&self, addr: usize) -> Option<usize> {
         if addr == 0 {
-            return false;
+            return None;
         }
-        let sizes = self.sizes;
-        if self.shard(addr).with(|m| m.find(addr).map(|i| m.slots[i].1)).is_some_and(|live| sizes.matches(live, size)) {
-            return true;
+        if let Some(live) = self.shard(addr).with(|m| m.find(addr).map(|i| m.slots[i].1)) {
+            return Some(live);
         }
         let slots = self.slots();
-        // Again under the lock, as `remove_lent` does.
+        // Again under the lock, as `take_lent` does.
         if let Some(live) = self.shard(addr).with(|m| m.find(addr).map(|i| m.slots[i].1)) {
-            return sizes.matches(live, size);
+            return Some(live);
         }
-        slots.iter().any(|slot| slot.peek(addr).is_some_and(|live| sizes.matches(live, size)))
+        slots.iter().find_map(|slot| slot.peek(addr))
     }
 
     /// Puts back an allocation that [`LiveSet::remove`] took out when the free failed after all.
@@ -601,12 +640,31 @@ pub(crate) fn no_room(name: &str, size: usize) -> Error {
 
 /// The index a resource carries: present when it checks frees.
 #[derive(Debug, Default)]
-pub(crate) struct FreeCheck(Option<Arc<LiveSet>>);
+pub(crate) struct FreeCheck(Option<Arc<LiveSet>>, Owners);
+
+/// The adaptors registered with a pool's index (see [`FreeCheck::register`]), by number − 1.
+#[derive(Default)]
+struct Owners(Mutex<Vec<Weak<dyn RecordOwner>>>);
+
+impl std::fmt::Debug for Owners {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Owners").finish_non_exhaustive()
+    }
+}
 
 impl FreeCheck {
     /// An index for `checks`.
     pub(crate) fn new(checks: FreeChecks) -> Self {
-        Self((checks == FreeChecks::Checked).then(|| LiveSet::new(Sizes::Exact)))
+        Self::with_sizes(checks, Sizes::Exact)
+    }
+
+    /// An index for `checks` whose records may carry owners' tags (the pool's).
+    pub(crate) fn tagged(checks: FreeChecks) -> Self {
+        Self::with_sizes(checks, Sizes::Tagged)
+    }
+
+    fn with_sizes(checks: FreeChecks, sizes: Sizes) -> Self {
+        Self((checks == FreeChecks::Checked).then(|| LiveSet::new(sizes)), Owners::default())
     }
 
     /// Whether frees are checked.
@@ -616,6 +674,83 @@ impl FreeCheck {
         } else {
             FreeChecks::Unchecked
         }
+    }
+
+    /// Numbers an adaptor that will allocate through this index's resource with
+    /// [`tagged`] records and free with [`FreeCheck::free_owned`], keeping no record of its own.
+    /// `None` when this index checks nothing, keeps no tags, or has numbered 65,535 owners (the
+    /// adaptor then keeps its own record).
+    pub(crate) fn register(&self, owner: Weak<dyn RecordOwner>) -> Option<u16> {
+        if self.0.as_ref()?.sizes != Sizes::Tagged {
+            return None;
+        }
+        let mut owners = self.1 .0.lock().unwrap_or_else(PoisonError::into_inner);
+        let number = u16::try_from(owners.len() + 1).ok()?;
+        owners.try_reserve(1).ok()?;
+        owners.push(owner);
+        Some(number)
+    }
+
+    /// An allocation recorded with `record`'s owner was freed without it: tell the owner.
+    #[cold]
+    #[inline(never)]
+    fn freed_elsewhere(&self, ptr: *mut u8, record: usize) {
+        let owner = {
+            let owners = self.1 .0.lock().unwrap_or_else(PoisonError::into_inner);
+            owners.get(usize::from(owner_of(record)) - 1).and_then(Weak::upgrade)
+        };
+        if let Some(owner) = owner {
+            owner.freed_elsewhere(ptr, tagged_bytes(record));
+        }
+    }
+
+    /// A free of `ptr` with `size` (a granule) through the adaptor numbered `owner`: when it names
+    /// a live allocation, `before` hears whether the owner made it ([`Owned::Mine`] with the bytes
+    /// it asked for) or not, then `free` runs; if `free` fails, the allocation stays live and
+    /// `after_failure` hears the same. A pointer that is not live at all is refused as the
+    /// adaptor's (`name`); one live with another size as the index's. Only for a checked index.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn free_owned(
+        &self,
+        name: &str,
+        ptr: *mut u8,
+        size: usize,
+        owner: u16,
+        before: impl FnOnce(Owned),
+        free: impl FnOnce() -> Result<()>,
+        after_failure: impl FnOnce(Owned),
+    ) -> Result<()> {
+        let Some(set) = &self.0 else {
+            return Err(not_handed_out(name, ptr as usize));
+        };
+        let Some(live) = set.take(name, ptr as usize, size)? else {
+            return Err(not_handed_out(name, ptr as usize));
+        };
+        let owned = if owner_of(live) == owner {
+            Owned::Mine(tagged_bytes(live))
+        } else {
+            Owned::Beside
+        };
+        before(owned);
+        if let Err(e) = free() {
+            set.restore(name, ptr as usize, live);
+            after_failure(owned);
+            return Err(e);
+        }
+        if owned == Owned::Beside && owner_of(live) != 0 {
+            self.freed_elsewhere(ptr, live);
+        }
+        Ok(())
+    }
+
+    /// True when `ptr` is a live allocation of `size` (a granule) that the adaptor numbered `owner`
+    /// made.
+    pub(crate) fn is_owned(&self, ptr: *mut u8, size: usize, owner: u16) -> bool {
+        self.0.as_ref().is_some_and(|set| {
+            set.recorded(ptr as usize)
+                .is_some_and(|live| owner_of(live) == owner && set.sizes.matches(live, size))
+        })
     }
 
     /// Records an allocation of `size` (a [`granule`]; a null pointer is not recorded) and passes
@@ -647,7 +782,9 @@ impl FreeCheck {
     }
 
     /// Checks a free of `ptr` with `size` and runs `free` when it names a live allocation; the
-    /// allocation stays live when `free` fails.
+    /// allocation stays live when `free` fails. Always inlined: it is on every checked free's path
+    /// (docs/design/pool.md, "Binning's layers").
+    #[inline(always)]
     pub(crate) fn free(
         &self,
         name: &str,
@@ -658,8 +795,13 @@ impl FreeCheck {
         let Some(set) = &self.0 else {
             return free();
         };
-        set.remove(name, ptr as usize, size)?;
-        free().inspect_err(|_| set.restore(name, ptr as usize, size))
+        let live = set.remove(name, ptr as usize, size)?;
+        free().inspect_err(|_| set.restore(name, ptr as usize, live))?;
+        // Only the pool's records carry owners (others have no owners to tell).
+        if owner_of(live) != 0 {
+            self.freed_elsewhere(ptr, live);
+        }
+        Ok(())
     }
 
     /// `Some(true)` when `ptr` is a live allocation of `size` (a [`granule`]), `Some(false)` when
@@ -828,6 +970,43 @@ pub(super) mod tests {
             "a double free is refused"
         );
         assert_eq!(set.len(), 0);
+    }
+
+    #[test]
+    fn a_tagged_record_matches_its_granule_and_keeps_owner_and_bytes() {
+        let record = tagged(1024, 1000, 7);
+        assert_eq!((owner_of(record), tagged_bytes(record)), (7, 1000));
+        assert_eq!((owner_of(1024), owner_of(tagged(1024, 1024, u16::MAX))), (0, u16::MAX));
+        assert!(Sizes::Tagged.matches(record, 1024) && !Sizes::Tagged.matches(record, 768));
+        assert!(!Sizes::Exact.matches(record, 1024), "only the pool's index reads tags");
+        assert_eq!(Sizes::Tagged.describe(record), "1000 bytes");
+        let check = FreeCheck::tagged(FreeChecks::Checked);
+        let p = 0x8000 as *mut u8;
+        check.allocated("t", p, record, |_| {}).unwrap();
+        assert_eq!(check.is_live(p, 1024), Some(true));
+        assert!(check.is_owned(p, 1024, 7) && !check.is_owned(p, 1024, 8) && !check.is_owned(p, 768, 7));
+        let heard = std::cell::Cell::new(None);
+        check
+            .free_owned("t", p, 1024, 7, |o| heard.set(Some(o)), || Ok(()), |_| panic!("no failure"))
+            .unwrap();
+        assert_eq!(heard.get(), Some(Owned::Mine(1000)));
+        assert_eq!(check.live(), 0);
+        let err = check.free_owned("t", p, 1024, 7, |_| {}, || Ok(()), |_| {}).unwrap_err();
+        assert!(err.to_string().contains("upstream does not know it"), "{err}");
+    }
+
+    #[test]
+    fn a_failed_owned_free_keeps_the_tagged_record() {
+        let check = FreeCheck::tagged(FreeChecks::Checked);
+        let p = 0x8000 as *mut u8;
+        check.allocated("t", p, tagged(512, 300, 2), |_| {}).unwrap();
+        let undone = std::cell::Cell::new(None);
+        assert!(check
+            .free_owned("t", p, 512, 2, |_| {}, || Err(Error::invalid("upstream said no")), |o| undone.set(Some(o)))
+            .is_err());
+        assert_eq!(undone.get(), Some(Owned::Mine(300)));
+        assert!(check.is_owned(p, 512, 2), "still live, still the owner's");
+        check.free_owned("t", p, 512, 2, |_| {}, || Ok(()), |_| {}).unwrap();
     }
 
     #[test]

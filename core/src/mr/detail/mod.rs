@@ -14,5 +14,6 @@ pub(crate) mod live_slot;
 pub(crate) mod nvtx_bounds;
 mod per_thread;
 pub(crate) mod size_guard;
+pub(crate) mod spin_lock;
 pub(crate) mod stream_ordered;
 pub(crate) mod virtual_range;
