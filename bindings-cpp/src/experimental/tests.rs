@@ -108,6 +108,15 @@ fn out_of_memory_names_mapped_and_free_bytes_and_bad_input_is_refused() {
 
 #[test]
 fn an_exported_allocation_is_received_and_reads_the_same_bytes() {
+    if !rmm_core::cuda::is_host_mode() {
+        // The bytes are written and read from the host; on a GPU the C++ test
+        // ExpandablePoolIpc.AnotherProcessImportsASubAllocation moves device bytes instead.
+        rmm_core::testing::skip(
+            "experimental::tests::an_exported_allocation_is_received_and_reads_the_same_bytes",
+            "host memory only (the GPU twin is the C++ IPC test)",
+        );
+        return;
+    }
     let p = pool(0, 64 * MIB, RMM_SIZE_NONE);
     let bytes = 3 * MIB as usize + 100;
     let block = alloc(&p, bytes);
