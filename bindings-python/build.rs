@@ -25,7 +25,10 @@ fn main() {
     if std::env::var_os("CARGO_FEATURE_BUNDLED_NATIVE").is_some() {
         return;
     }
-    let library = match std::env::var("RMM_PYTHON_LINK_LIBRMM").ok().filter(|d| !d.is_empty()) {
+    let library = match std::env::var("RMM_PYTHON_LINK_LIBRMM")
+        .ok()
+        .filter(|d| !d.is_empty())
+    {
         Some(dir) => {
             let lib = Path::new(&dir).join(NATIVE_LIBRARY);
             assert!(lib.is_file(), "RMM_PYTHON_LINK_LIBRMM={dir}: no {NATIVE_LIBRARY} there (cargo build --release -p rmm-cpp)");
@@ -44,14 +47,24 @@ fn main() {
 
 /// An empty shared object whose SONAME is the native library's, in OUT_DIR.
 fn stub() -> PathBuf {
-    let dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("native-stub");
+    let dir =
+        PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("native-stub");
     std::fs::create_dir_all(&dir).expect("OUT_DIR is writable");
     let source = dir.join("empty.c");
-    std::fs::write(&source, "/* the SONAME of the native library, and nothing else */\n").expect("OUT_DIR is writable");
+    std::fs::write(
+        &source,
+        "/* the SONAME of the native library, and nothing else */\n",
+    )
+    .expect("OUT_DIR is writable");
     let out = dir.join(NATIVE_LIBRARY);
     let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let status = Command::new(&compiler)
-        .args(["-shared", "-nostdlib", &format!("-Wl,-soname,{NATIVE_LIBRARY}"), "-o"])
+        .args([
+            "-shared",
+            "-nostdlib",
+            &format!("-Wl,-soname,{NATIVE_LIBRARY}"),
+            "-o",
+        ])
         .arg(&out)
         .arg(&source)
         .status();

@@ -21,6 +21,12 @@ else
     note "rust gpu: no GPU (nvidia-smi -L failed); GPU tests listed as ignored above"
 fi
 
+if cargo fmt --version >/dev/null 2>&1 || timeout 120 rustup component add rustfmt >/dev/null 2>&1; then
+    step "rust fmt: cargo fmt --all --check (rustfmt.toml)" cargo fmt --all -- --check
+else
+    note "rust fmt: not available"
+fi
+
 if cargo clippy --version >/dev/null 2>&1 || timeout 120 rustup component add clippy >/dev/null 2>&1; then
     step "rust clippy: -D warnings" cargo clippy --workspace --all-targets --locked -- -D warnings
 else

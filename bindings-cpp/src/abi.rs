@@ -27,7 +27,9 @@ pub extern "C" fn rmm_abi_owner() -> *const c_void {
 /// 1 in host mode (no CUDA driver or no device), else 0.
 #[no_mangle]
 pub extern "C" fn rmm_is_host_mode() -> c_int {
-    catch_unwind(cuda::is_host_mode).map(c_int::from).unwrap_or(1)
+    catch_unwind(cuda::is_host_mode)
+        .map(c_int::from)
+        .unwrap_or(1)
 }
 
 /// A static string naming an `RMM_*` status, e.g. `"RMM_ERROR_OUT_OF_MEMORY"`.

@@ -68,14 +68,21 @@ unsafe fn resource_or_current(resource: rmm_resource) -> Result<AnyResource> {
 /// # Safety
 /// `out` and `err` are NULL or valid for writes; `resource` is live, empty, or fails the check.
 unsafe fn new_buffer(
-    out: *mut *mut rmm_device_buffer, err: *mut rmm_error, stream: *mut c_void, resource: rmm_resource,
+    out: *mut *mut rmm_device_buffer,
+    err: *mut rmm_error,
+    stream: *mut c_void,
+    resource: rmm_resource,
     f: impl FnOnce(Stream, AnyResource) -> Result<DeviceBuffer>,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
         hand_out_ptr(out, err, || {
-            let buffer = ManuallyDrop::new(f(stream_from_c(stream), resource_or_current(resource)?)?);
-            Ok(Box::into_raw(Box::new(rmm_device_buffer { word: AtomicU64::new(LIVE), buffer })))
+            let buffer =
+                ManuallyDrop::new(f(stream_from_c(stream), resource_or_current(resource)?)?);
+            Ok(Box::into_raw(Box::new(rmm_device_buffer {
+                word: AtomicU64::new(LIVE),
+                buffer,
+            })))
         })
     }
 }
@@ -90,7 +97,9 @@ unsafe fn checked<'a>(buf: *const rmm_device_buffer) -> Result<&'a rmm_device_bu
     let b = unsafe { buf.as_ref() }.ok_or_else(|| Error::invalid("the buffer must not be NULL"))?;
     match b.word.load(Ordering::Acquire) {
         LIVE => Ok(b),
-        FREED => Err(Error::invalid("the buffer was already freed (rmm_device_buffer_free)")),
+        FREED => Err(Error::invalid(
+            "the buffer was already freed (rmm_device_buffer_free)",
+        )),
         _ => Err(Error::invalid("the pointer is not an rmm_device_buffer")),
     }
 }
@@ -130,7 +139,9 @@ unsafe fn free(buf: *mut rmm_device_buffer) -> Result<()> {
         .compare_exchange(LIVE, FREED, Ordering::AcqRel, Ordering::Acquire)
         .map_err(|_| Error::invalid("the buffer was already freed (rmm_device_buffer_free)"))?;
     // SAFETY: the word went LIVE -> FREED here, once: this call owns the buffer and drops it once.
-    let dropped = catch_unwind(AssertUnwindSafe(|| unsafe { ManuallyDrop::drop(&mut (*buf).buffer) }));
+    let dropped = catch_unwind(AssertUnwindSafe(|| unsafe {
+        ManuallyDrop::drop(&mut (*buf).buffer)
+    }));
     quarantine(buf);
     dropped.map_err(|_| Error::invalid("a panic was caught while freeing the buffer"))
 }
@@ -141,7 +152,9 @@ fn quarantine(buf: *mut rmm_device_buffer) {
     let oldest = {
         let mut freed = FREED_BOXES.lock().unwrap_or_else(PoisonError::into_inner);
         freed.push_back(buf as usize);
-        (freed.len() > QUARANTINE).then(|| freed.pop_front()).flatten()
+        (freed.len() > QUARANTINE)
+            .then(|| freed.pop_front())
+            .flatten()
     };
     if let Some(oldest) = oldest {
         // SAFETY: a box from `new_buffer`/`into_raw` whose buffer was dropped or moved out
@@ -152,7 +165,10 @@ fn quarantine(buf: *mut rmm_device_buffer) {
 
 /// A new OWNING handle of `buffer` (capsules.rs: a buffer adopted from an export).
 pub(crate) fn into_raw(buffer: DeviceBuffer) -> *mut rmm_device_buffer {
-    Box::into_raw(Box::new(rmm_device_buffer { word: AtomicU64::new(LIVE), buffer: ManuallyDrop::new(buffer) }))
+    Box::into_raw(Box::new(rmm_device_buffer {
+        word: AtomicU64::new(LIVE),
+        buffer: ManuallyDrop::new(buffer),
+    }))
 }
 
 /// Moves the buffer out of an OWNING handle, which is then freed as by `rmm_device_buffer_free`
@@ -187,7 +203,11 @@ pub(crate) unsafe fn take(buf: *mut rmm_device_buffer) -> Result<DeviceBuffer> {
 /// are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_new(
-    size: usize, alignment: usize, stream: *mut c_void, resource: rmm_resource, out: *mut *mut rmm_device_buffer,
+    size: usize,
+    alignment: usize,
+    stream: *mut c_void,
+    resource: rmm_resource,
+    out: *mut *mut rmm_device_buffer,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
@@ -210,8 +230,13 @@ pub unsafe extern "C" fn rmm_device_buffer_new(
 /// [`rmm_device_buffer_new`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_new_copy(
-    src: *const c_void, size: usize, alignment: usize, stream: *mut c_void, resource: rmm_resource,
-    out: *mut *mut rmm_device_buffer, err: *mut rmm_error,
+    src: *const c_void,
+    size: usize,
+    alignment: usize,
+    stream: *mut c_void,
+    resource: rmm_resource,
+    out: *mut *mut rmm_device_buffer,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract (`src` readable for `size` bytes until the copy completes).
     unsafe {
@@ -233,11 +258,18 @@ pub unsafe extern "C" fn rmm_device_buffer_new_copy(
 /// `stream`; the rest as for [`rmm_device_buffer_new`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_copy(
-    other: *const rmm_device_buffer, stream: *mut c_void, resource: rmm_resource, out: *mut *mut rmm_device_buffer,
+    other: *const rmm_device_buffer,
+    stream: *mut c_void,
+    resource: rmm_resource,
+    out: *mut *mut rmm_device_buffer,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { new_buffer(out, err, stream, resource, |s, r| borrow(other)?.try_clone_on(s, r)) }
+    unsafe {
+        new_buffer(out, err, stream, resource, |s, r| {
+            borrow(other)?.try_clone_on(s, r)
+        })
+    }
 }
 
 /// Frees an OWNING buffer: its memory goes back to its resource on the buffer's stream and device,
@@ -260,7 +292,10 @@ pub unsafe extern "C" fn rmm_device_buffer_free(buf: *mut rmm_device_buffer) {
 /// # Safety
 /// `buf` is NULL or a buffer from a constructor here; `err` is NULL or valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_device_buffer_free_checked(buf: *mut rmm_device_buffer, err: *mut rmm_error) -> c_int {
+pub unsafe extern "C" fn rmm_device_buffer_free_checked(
+    buf: *mut rmm_device_buffer,
+    err: *mut rmm_error,
+) -> c_int {
     // SAFETY: caller contract.
     unsafe { guarded(err, || free(buf)) }
 }
@@ -324,7 +359,9 @@ pub unsafe extern "C" fn rmm_device_buffer_stream(buf: *const rmm_device_buffer)
 /// a stream that outlives its use by the buffer; `err` is NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_set_stream(
-    buf: *mut rmm_device_buffer, stream: *mut c_void, err: *mut rmm_error,
+    buf: *mut rmm_device_buffer,
+    stream: *mut c_void,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -346,10 +383,17 @@ pub unsafe extern "C" fn rmm_device_buffer_set_stream(
 /// As for [`rmm_device_buffer_set_stream`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_reserve(
-    buf: *mut rmm_device_buffer, new_capacity: usize, stream: *mut c_void, err: *mut rmm_error,
+    buf: *mut rmm_device_buffer,
+    new_capacity: usize,
+    stream: *mut c_void,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { guarded(err, || borrow_mut(buf)?.reserve(new_capacity, stream_from_c(stream))) }
+    unsafe {
+        guarded(err, || {
+            borrow_mut(buf)?.reserve(new_capacity, stream_from_c(stream))
+        })
+    }
 }
 
 /// Sets the size to `new_size` bytes: in place within the capacity, else reallocated to exactly
@@ -363,10 +407,17 @@ pub unsafe extern "C" fn rmm_device_buffer_reserve(
 /// As for [`rmm_device_buffer_set_stream`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_resize(
-    buf: *mut rmm_device_buffer, new_size: usize, stream: *mut c_void, err: *mut rmm_error,
+    buf: *mut rmm_device_buffer,
+    new_size: usize,
+    stream: *mut c_void,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { guarded(err, || borrow_mut(buf)?.resize(new_size, stream_from_c(stream))) }
+    unsafe {
+        guarded(err, || {
+            borrow_mut(buf)?.resize(new_size, stream_from_c(stream))
+        })
+    }
 }
 
 /// Reallocates to exactly the size when the capacity is larger, copying on `stream`; makes `stream`
@@ -379,10 +430,16 @@ pub unsafe extern "C" fn rmm_device_buffer_resize(
 /// As for [`rmm_device_buffer_set_stream`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_shrink_to_fit(
-    buf: *mut rmm_device_buffer, stream: *mut c_void, err: *mut rmm_error,
+    buf: *mut rmm_device_buffer,
+    stream: *mut c_void,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { guarded(err, || borrow_mut(buf)?.shrink_to_fit(stream_from_c(stream))) }
+    unsafe {
+        guarded(err, || {
+            borrow_mut(buf)?.shrink_to_fit(stream_from_c(stream))
+        })
+    }
 }
 
 /// The buffer's resource, as an OWNING handle in `*out` (the caller releases it).
@@ -391,7 +448,9 @@ pub unsafe extern "C" fn rmm_device_buffer_shrink_to_fit(
 /// `buf` is NULL or a live buffer; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_memory_resource(
-    buf: *const rmm_device_buffer, out: *mut rmm_resource, err: *mut rmm_error,
+    buf: *const rmm_device_buffer,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe { hand_out(out, err, || Ok(borrow(buf)?.memory_resource().clone())) }
@@ -404,7 +463,9 @@ pub unsafe extern "C" fn rmm_device_buffer_memory_resource(
 /// `buf` is NULL or a live buffer; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_device_buffer_device(
-    buf: *const rmm_device_buffer, out: *mut c_int, err: *mut rmm_error,
+    buf: *const rmm_device_buffer,
+    out: *mut c_int,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {

@@ -69,7 +69,9 @@ const _: () = assert!(
 
 fn level_from_c(level: c_int) -> Result<Level> {
     Level::from_code(level).ok_or_else(|| {
-        Error::invalid(format!("log level {level} is not an RMM_LOG_LEVEL_* value (0 to 6)"))
+        Error::invalid(format!(
+            "log level {level} is not an RMM_LOG_LEVEL_* value (0 to 6)"
+        ))
     })
 }
 
@@ -83,7 +85,11 @@ fn level_from_c(level: c_int) -> Result<Level> {
 #[no_mangle]
 pub unsafe extern "C" fn rmm_debug_log_set_level(level: c_int, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract.
-    unsafe { guarded(err, || level_from_c(level).map(debug_log::set_logging_level)) }
+    unsafe {
+        guarded(err, || {
+            level_from_c(level).map(debug_log::set_logging_level)
+        })
+    }
 }
 
 /// The debug log's level (default `RMM_LOG_LEVEL_INFO`).
@@ -136,17 +142,37 @@ mod tests {
         let mut err = rmm_error::new();
         // SAFETY: a valid error struct.
         unsafe {
-            assert_eq!(rmm_debug_log_set_level(Level::Warn as c_int, &mut err), RMM_OK);
+            assert_eq!(
+                rmm_debug_log_set_level(Level::Warn as c_int, &mut err),
+                RMM_OK
+            );
             assert_eq!(rmm_debug_log_level(), Level::Warn as c_int);
             assert_eq!(rmm_debug_log_should_log(Level::Error as c_int), 1);
             assert_eq!(rmm_debug_log_should_log(Level::Info as c_int), 0);
             assert_eq!(rmm_debug_log_should_log(42), 0);
-            assert_eq!(rmm_debug_log_set_level(7, &mut err), RMM_ERROR_INVALID_ARGUMENT);
-            assert!(err.message().contains("RMM_LOG_LEVEL_"), "{}", err.message());
-            assert_eq!(rmm_debug_log_level(), Level::Warn as c_int, "a refused value changes nothing");
-            assert_eq!(rmm_debug_log_set_flush_level(Level::Error as c_int, &mut err), RMM_OK);
+            assert_eq!(
+                rmm_debug_log_set_level(7, &mut err),
+                RMM_ERROR_INVALID_ARGUMENT
+            );
+            assert!(
+                err.message().contains("RMM_LOG_LEVEL_"),
+                "{}",
+                err.message()
+            );
+            assert_eq!(
+                rmm_debug_log_level(),
+                Level::Warn as c_int,
+                "a refused value changes nothing"
+            );
+            assert_eq!(
+                rmm_debug_log_set_flush_level(Level::Error as c_int, &mut err),
+                RMM_OK
+            );
             assert_eq!(rmm_debug_log_flush_level(), Level::Error as c_int);
-            assert_eq!(rmm_debug_log_set_flush_level(-1, std::ptr::null_mut()), RMM_ERROR_INVALID_ARGUMENT);
+            assert_eq!(
+                rmm_debug_log_set_flush_level(-1, std::ptr::null_mut()),
+                RMM_ERROR_INVALID_ARGUMENT
+            );
             rmm_debug_log_flush();
             assert_eq!(rmm_debug_log_set_level(level, &mut err), RMM_OK);
             assert_eq!(rmm_debug_log_set_flush_level(flush, &mut err), RMM_OK);

@@ -7,9 +7,9 @@
 
 use std::ffi::c_int;
 
-use rmm_core::resource::rmm_error;
-use rmm_core::resource::guard::{guarded, null_out, put};
 use rmm_core::cuda;
+use rmm_core::resource::guard::{guarded, null_out, put};
+use rmm_core::resource::rmm_error;
 
 /// Writes the number of CUDA devices to `*out`.
 ///
@@ -38,7 +38,11 @@ pub unsafe extern "C" fn rmm_device_get_current(out: *mut c_int, err: *mut rmm_e
     // SAFETY: caller contract on both pointers.
     unsafe {
         guarded(err, || {
-            let device = if cuda::is_host_mode() { 0 } else { cuda::current_device()? };
+            let device = if cuda::is_host_mode() {
+                0
+            } else {
+                cuda::current_device()?
+            };
             put(out, device, "out")
         })
     }
@@ -76,7 +80,11 @@ pub unsafe extern "C" fn rmm_available_device_memory(
     unsafe {
         guarded(err, || {
             if free_out.is_null() || total_out.is_null() {
-                return Err(null_out(if free_out.is_null() { "free_out" } else { "total_out" }));
+                return Err(null_out(if free_out.is_null() {
+                    "free_out"
+                } else {
+                    "total_out"
+                }));
             }
             let (free, total) = cuda::mem_info(cuda::current_device()?)?;
             put(free_out, free, "free_out")?;

@@ -94,15 +94,24 @@ unsafe fn borrowed_socket(fd: c_int) -> Result<ManuallyDrop<UnixStream>> {
 /// `peers` is NULL or valid for `peer_count` reads; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_new(
-    initial_size: u64, maximum_size: u64, release_threshold: u64, peers: *const i32, peer_count: usize,
-    out: *mut rmm_resource, err: *mut rmm_error,
+    initial_size: u64,
+    maximum_size: u64,
+    release_threshold: u64,
+    peers: *const i32,
+    peer_count: usize,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
         hand_out(out, err, || {
             let peers = match (peers.is_null(), peer_count) {
                 (_, 0) => Vec::new(),
-                (true, n) => return Err(Error::invalid(format!("peers is NULL but peer_count is {n}"))),
+                (true, n) => {
+                    return Err(Error::invalid(format!(
+                        "peers is NULL but peer_count is {n}"
+                    )))
+                }
                 // SAFETY: caller contract: `peer_count` readable ordinals.
                 (false, n) => std::slice::from_raw_parts(peers, n).to_vec(),
             };
@@ -116,7 +125,9 @@ pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_new(
                 initial_size: optional_size(initial_size, "initial_size")?.unwrap_or(0),
                 ..ExpandablePoolOptions::default()
             };
-            Ok(AnyResource::new(ExpandablePoolMemoryResource::new(options)?))
+            Ok(AnyResource::new(ExpandablePoolMemoryResource::new(
+                options,
+            )?))
         })
     }
 }
@@ -127,10 +138,20 @@ pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_statistics(
-    resource: rmm_resource, out: *mut rmm_expandable_pool_statistics, err: *mut rmm_error,
+    resource: rmm_resource,
+    out: *mut rmm_expandable_pool_statistics,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { accessor(resource, NAME, out, err, |p: &ExpandablePoolMemoryResource| Ok(p.statistics().into())) }
+    unsafe {
+        accessor(
+            resource,
+            NAME,
+            out,
+            err,
+            |p: &ExpandablePoolMemoryResource| Ok(p.statistics().into()),
+        )
+    }
 }
 
 /// The bytes the pool has mapped now, into `*out`.
@@ -139,10 +160,20 @@ pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_statistics(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_mapped_bytes(
-    resource: rmm_resource, out: *mut u64, err: *mut rmm_error,
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { accessor(resource, NAME, out, err, |p: &ExpandablePoolMemoryResource| Ok(p.mapped_bytes() as u64)) }
+    unsafe {
+        accessor(
+            resource,
+            NAME,
+            out,
+            err,
+            |p: &ExpandablePoolMemoryResource| Ok(p.mapped_bytes() as u64),
+        )
+    }
 }
 
 /// The bytes the pool has handed out now, into `*out`.
@@ -151,10 +182,20 @@ pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_mapped_bytes(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_used_bytes(
-    resource: rmm_resource, out: *mut u64, err: *mut rmm_error,
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { accessor(resource, NAME, out, err, |p: &ExpandablePoolMemoryResource| Ok(p.used_bytes() as u64)) }
+    unsafe {
+        accessor(
+            resource,
+            NAME,
+            out,
+            err,
+            |p: &ExpandablePoolMemoryResource| Ok(p.used_bytes() as u64),
+        )
+    }
 }
 
 /// Gives back every mapped granule in free memory (after the streams that used it), the bytes
@@ -164,12 +205,15 @@ pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_used_bytes(
 /// `resource` is live; `released_out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_trim(
-    resource: rmm_resource, released_out: *mut u64, err: *mut rmm_error,
+    resource: rmm_resource,
+    released_out: *mut u64,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
         guarded(err, || {
-            let released = with_resource(resource, NAME, |p: &ExpandablePoolMemoryResource| p.trim())?;
+            let released =
+                with_resource(resource, NAME, |p: &ExpandablePoolMemoryResource| p.trim())?;
             if !released_out.is_null() {
                 put(released_out, released as u64, "released_out")?;
             }
@@ -185,13 +229,21 @@ pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_trim(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_release_threshold(
-    resource: rmm_resource, out: *mut u64, err: *mut rmm_error,
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(resource, NAME, out, err, |p: &ExpandablePoolMemoryResource| {
-            Ok(p.release_threshold().map_or(RMM_SIZE_NONE, |t| t as u64))
-        })
+        accessor(
+            resource,
+            NAME,
+            out,
+            err,
+            |p: &ExpandablePoolMemoryResource| {
+                Ok(p.release_threshold().map_or(RMM_SIZE_NONE, |t| t as u64))
+            },
+        )
     }
 }
 
@@ -201,7 +253,9 @@ pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_release_threshold(
 /// `resource` is live; `err` is NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_set_release_threshold(
-    resource: rmm_resource, bytes: u64, err: *mut rmm_error,
+    resource: rmm_resource,
+    bytes: u64,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -225,7 +279,11 @@ pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_set_release_thresho
 /// is NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_export(
-    resource: rmm_resource, ptr: *mut c_void, bytes: usize, stream: *mut c_void, socket_fd: c_int,
+    resource: rmm_resource,
+    ptr: *mut c_void,
+    bytes: usize,
+    stream: *mut c_void,
+    socket_fd: c_int,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
@@ -233,9 +291,10 @@ pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_export(
         guarded(err, || {
             let socket = borrowed_socket(socket_fd)?;
             let stream = stream_from_c(stream);
-            let span: ExportedSpan = with_resource(resource, NAME, |p: &ExpandablePoolMemoryResource| {
-                p.export(ptr.cast(), bytes, stream)
-            })?;
+            let span: ExportedSpan =
+                with_resource(resource, NAME, |p: &ExpandablePoolMemoryResource| {
+                    p.export(ptr.cast(), bytes, stream)
+                })?;
             span.send(&socket)
         })
     }
@@ -249,7 +308,10 @@ pub unsafe extern "C" fn rmm_expandable_pool_memory_resource_export(
 /// `socket_fd` is open; `out`, `ptr_out`, `size_out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_imported_span_receive(
-    socket_fd: c_int, out: *mut *mut rmm_imported_span, ptr_out: *mut *mut c_void, size_out: *mut usize,
+    socket_fd: c_int,
+    out: *mut *mut rmm_imported_span,
+    ptr_out: *mut *mut c_void,
+    size_out: *mut usize,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
@@ -263,7 +325,9 @@ pub unsafe extern "C" fn rmm_imported_span_receive(
             let imported = ImportedSpan::new(&span)?;
             put(ptr_out, imported.as_ptr().cast(), "ptr_out")?;
             put(size_out, imported.len(), "size_out")?;
-            Ok(Box::into_raw(Box::new(rmm_imported_span { _mapping: imported })))
+            Ok(Box::into_raw(Box::new(rmm_imported_span {
+                _mapping: imported,
+            })))
         })
     }
 }
@@ -278,8 +342,10 @@ pub unsafe extern "C" fn rmm_imported_span_free(span: *mut rmm_imported_span) {
     if span.is_null() {
         return;
     }
-    // SAFETY: caller contract; dropping unmaps (errors are logged, nothing unwinds).
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(unsafe { Box::from_raw(span) })));
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: caller contract; dropping unmaps (errors are logged, nothing unwinds).
+        drop(unsafe { Box::from_raw(span) })
+    }));
 }
 
 #[cfg(test)]

@@ -12,7 +12,9 @@ use rmm_core::error::Error;
 use rmm_core::mr::kind::ResourceKind;
 use rmm_core::mr::{CudaMemoryResource, SystemMemoryResource};
 use rmm_core::resource::foreign::{check_handle, checked_fns, with_borrowed};
-use rmm_core::resource::guard::{clear_out, guarded, hand_out, null_out, own_vtable, put, report, with_vtable};
+use rmm_core::resource::guard::{
+    clear_out, guarded, hand_out, null_out, own_vtable, put, report, with_vtable,
+};
 use rmm_core::resource::handle::{owner_tag, release_handle};
 use rmm_core::resource::{rmm_error, rmm_resource, AnyResource};
 
@@ -50,7 +52,10 @@ pub unsafe extern "C" fn rmm_resource_release(resource: rmm_resource) {
 /// # Safety
 /// `resource` is empty, owning, or a released handle of this library; `err` is NULL or valid.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_resource_release_checked(resource: rmm_resource, err: *mut rmm_error) -> c_int {
+pub unsafe extern "C" fn rmm_resource_release_checked(
+    resource: rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
     // SAFETY: caller contract.
     unsafe { guarded(err, || release_handle(resource)) }
 }
@@ -61,7 +66,11 @@ pub unsafe extern "C" fn rmm_resource_release_checked(resource: rmm_resource, er
 /// `resource` is live; `stream` is a valid stream; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_allocate(
-    resource: rmm_resource, stream: *mut c_void, bytes: usize, alignment: usize, out: *mut *mut c_void,
+    resource: rmm_resource,
+    stream: *mut c_void,
+    bytes: usize,
+    alignment: usize,
+    out: *mut *mut c_void,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract (a live handle).
@@ -86,7 +95,12 @@ pub unsafe extern "C" fn rmm_resource_allocate(
 /// `resource` is live; `ptr` came from it with these arguments; `err` is NULL or valid.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_deallocate(
-    resource: rmm_resource, stream: *mut c_void, ptr: *mut c_void, bytes: usize, alignment: usize, err: *mut rmm_error,
+    resource: rmm_resource,
+    stream: *mut c_void,
+    ptr: *mut c_void,
+    bytes: usize,
+    alignment: usize,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract (a live handle).
     if let Some(deallocate) = unsafe { own_vtable(&resource) }.and_then(|v| v.deallocate) {
@@ -107,7 +121,11 @@ pub unsafe extern "C" fn rmm_resource_deallocate(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_allocate_sync(
-    resource: rmm_resource, bytes: usize, alignment: usize, out: *mut *mut c_void, err: *mut rmm_error,
+    resource: rmm_resource,
+    bytes: usize,
+    alignment: usize,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -126,7 +144,11 @@ pub unsafe extern "C" fn rmm_resource_allocate_sync(
 /// `resource` is live; `ptr` came from it with these arguments; `err` is NULL or valid.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_deallocate_sync(
-    resource: rmm_resource, ptr: *mut c_void, bytes: usize, alignment: usize, err: *mut rmm_error,
+    resource: rmm_resource,
+    ptr: *mut c_void,
+    bytes: usize,
+    alignment: usize,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -192,7 +214,10 @@ pub unsafe extern "C" fn rmm_resource_is_equal(a: rmm_resource, b: rmm_resource)
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_cuda_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
+pub unsafe extern "C" fn rmm_cuda_memory_resource_new(
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
     // SAFETY: caller contract.
     unsafe { hand_out(out, err, || Ok(AnyResource::new(CudaMemoryResource::new()))) }
 }
@@ -202,9 +227,16 @@ pub unsafe extern "C" fn rmm_cuda_memory_resource_new(out: *mut rmm_resource, er
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_system_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
+pub unsafe extern "C" fn rmm_system_memory_resource_new(
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
     // SAFETY: caller contract.
-    unsafe { hand_out(out, err, || Ok(AnyResource::new(SystemMemoryResource::new()))) }
+    unsafe {
+        hand_out(out, err, || {
+            Ok(AnyResource::new(SystemMemoryResource::new()))
+        })
+    }
 }
 
 /// The kind of a resource of this library (`RMM_RESOURCE_KIND_*`) in `*kind_out` and, when
@@ -215,7 +247,10 @@ pub unsafe extern "C" fn rmm_system_memory_resource_new(out: *mut rmm_resource, 
 /// writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_resource_kind(
-    resource: rmm_resource, kind_out: *mut c_int, upstream_out: *mut rmm_resource, err: *mut rmm_error,
+    resource: rmm_resource,
+    kind_out: *mut c_int,
+    upstream_out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {

@@ -18,7 +18,9 @@ use rmm_core::resource::{rmm_error, rmm_resource, AnyResource};
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_get_per_device_resource(
-    device: c_int, out: *mut rmm_resource, err: *mut rmm_error,
+    device: c_int,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract (the same as the served function's).
     unsafe { serve::rmm_get_per_device_resource(device, out, err) }
@@ -32,7 +34,10 @@ pub unsafe extern "C" fn rmm_get_per_device_resource(
 /// or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_set_per_device_resource(
-    device: c_int, resource: rmm_resource, previous_out: *mut rmm_resource, err: *mut rmm_error,
+    device: c_int,
+    resource: rmm_resource,
+    previous_out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract (the same as the served function's).
     unsafe { serve::rmm_set_per_device_resource(device, resource, previous_out, err) }
@@ -45,7 +50,9 @@ pub unsafe extern "C" fn rmm_set_per_device_resource(
 /// `previous_out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_reset_per_device_resource(
-    device: c_int, previous_out: *mut rmm_resource, err: *mut rmm_error,
+    device: c_int,
+    previous_out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract (the same as the served function's).
     unsafe { serve::rmm_reset_per_device_resource(device, previous_out, err) }
@@ -63,7 +70,10 @@ pub extern "C" fn rmm_registry_generation() -> u64 {
 /// # Safety
 /// As for [`rmm_get_per_device_resource`].
 #[no_mangle]
-pub unsafe extern "C" fn rmm_get_current_device_resource(out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
+pub unsafe extern "C" fn rmm_get_current_device_resource(
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
     // SAFETY: caller contract.
     unsafe { hand_out(out, err, registry::current_resource) }
 }
@@ -74,7 +84,9 @@ pub unsafe extern "C" fn rmm_get_current_device_resource(out: *mut rmm_resource,
 /// As for [`rmm_set_per_device_resource`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_set_current_device_resource(
-    resource: rmm_resource, previous_out: *mut rmm_resource, err: *mut rmm_error,
+    resource: rmm_resource,
+    previous_out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract; the borrowed handle is retained by the new owner.
     unsafe {
@@ -90,7 +102,8 @@ pub unsafe extern "C" fn rmm_set_current_device_resource(
 /// As for [`rmm_reset_per_device_resource`].
 #[no_mangle]
 pub unsafe extern "C" fn rmm_reset_current_device_resource(
-    previous_out: *mut rmm_resource, err: *mut rmm_error,
+    previous_out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe { hand_back(previous_out, err, registry::reset_current_resource) }

@@ -16,11 +16,12 @@ use rmm_core::error::{Error, Result};
 use rmm_core::mr::statistics::Counter;
 use rmm_core::mr::{
     AlignedResourceAdaptor, ArenaMemoryResource, BinningMemoryResource, CallbackMemoryResource,
-    CudaAsyncManagedMemoryResource, CudaAsyncMemoryResource, CudaAsyncOptions, CudaAsyncViewMemoryResource,
-    ExportHandleType, FailureCallbackResourceAdaptor, FixedSizeMemoryResource, LimitingResourceAdaptor,
-    LoggingResourceAdaptor, ManagedMemoryResource, PinnedHostMemoryResource, PoolMemoryResource,
-    PrefetchResourceAdaptor, RecordingResourceAdaptor, SamHeadroomMemoryResource, SimulatedMemoryResource, StatisticsResourceAdaptor,
-    ThreadSafeResourceAdaptor, TrackingResourceAdaptor,
+    CudaAsyncManagedMemoryResource, CudaAsyncMemoryResource, CudaAsyncOptions,
+    CudaAsyncViewMemoryResource, ExportHandleType, FailureCallbackResourceAdaptor,
+    FixedSizeMemoryResource, LimitingResourceAdaptor, LoggingResourceAdaptor,
+    ManagedMemoryResource, PinnedHostMemoryResource, PoolMemoryResource, PrefetchResourceAdaptor,
+    RecordingResourceAdaptor, SamHeadroomMemoryResource, SimulatedMemoryResource,
+    StatisticsResourceAdaptor, ThreadSafeResourceAdaptor, TrackingResourceAdaptor,
 };
 use rmm_core::registry::owner::rmm_counter;
 use rmm_core::resource::foreign::with_borrowed;
@@ -33,7 +34,8 @@ use rmm_core::resource::{rmm_error, rmm_resource};
 pub const RMM_SIZE_NONE: u64 = u64::MAX;
 
 pub(crate) fn size(value: u64, what: &str) -> Result<usize> {
-    usize::try_from(value).map_err(|_| Error::invalid(format!("{what} {value} does not fit in size_t")))
+    usize::try_from(value)
+        .map_err(|_| Error::invalid(format!("{what} {value} does not fit in size_t")))
 }
 
 pub(crate) fn optional_size(value: u64, what: &str) -> Result<Option<usize>> {
@@ -62,10 +64,17 @@ unsafe fn upstream_of(upstream: rmm_resource) -> Result<AnyResource> {
 /// # Safety
 /// `upstream` is live or fails the check; `out` and `err` are NULL or valid for writes.
 unsafe fn over<R: MemoryResource>(
-    upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error, make: impl FnOnce(AnyResource) -> Result<R>,
+    upstream: rmm_resource,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+    make: impl FnOnce(AnyResource) -> Result<R>,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { hand_out(out, err, || Ok(AnyResource::new(make(upstream_of(upstream)?)?))) }
+    unsafe {
+        hand_out(out, err, || {
+            Ok(AnyResource::new(make(upstream_of(upstream)?)?))
+        })
+    }
 }
 
 /// Runs `f` on the `R` behind the BORROWED `resource`, or fails with InvalidArgument when it is
@@ -74,13 +83,18 @@ unsafe fn over<R: MemoryResource>(
 /// # Safety
 /// `resource` is live or fails the check.
 pub(crate) unsafe fn with_resource<R: MemoryResource, T>(
-    resource: rmm_resource, type_name: &str, f: impl FnOnce(&R) -> Result<T>,
+    resource: rmm_resource,
+    type_name: &str,
+    f: impl FnOnce(&R) -> Result<T>,
 ) -> Result<T> {
     // SAFETY: caller contract.
     unsafe {
         with_borrowed(resource, |r| match downcast::<R>(r) {
             Some(r) => f(r),
-            None => Err(Error::invalid(format!("resource is a {}, not a {type_name}", r.name()))),
+            None => Err(Error::invalid(format!(
+                "resource is a {}, not a {type_name}",
+                r.name()
+            ))),
         })?
     }
 }
@@ -90,7 +104,11 @@ pub(crate) unsafe fn with_resource<R: MemoryResource, T>(
 /// # Safety
 /// `resource` is live or fails the check; `out` and `err` are NULL or valid for writes.
 pub(crate) unsafe fn accessor<R: MemoryResource, T>(
-    resource: rmm_resource, type_name: &str, out: *mut T, err: *mut rmm_error, f: impl FnOnce(&R) -> Result<T>,
+    resource: rmm_resource,
+    type_name: &str,
+    out: *mut T,
+    err: *mut rmm_error,
+    f: impl FnOnce(&R) -> Result<T>,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -109,7 +127,10 @@ pub(crate) unsafe fn accessor<R: MemoryResource, T>(
 /// # Safety
 /// `resource` is live or fails the check; pointers NULL or valid for writes.
 unsafe fn counter_pair(
-    resource: rmm_resource, bytes_out: *mut rmm_counter, allocations_out: *mut rmm_counter, err: *mut rmm_error,
+    resource: rmm_resource,
+    bytes_out: *mut rmm_counter,
+    allocations_out: *mut rmm_counter,
+    err: *mut rmm_error,
     f: impl FnOnce(&StatisticsResourceAdaptor) -> Result<(Counter, Counter)>,
 ) -> c_int {
     // SAFETY: caller contract.
@@ -136,7 +157,11 @@ unsafe fn counter_pair(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_pool_memory_resource_new(
-    upstream: rmm_resource, initial_pool_size: u64, maximum_pool_size: u64, out: *mut rmm_resource, err: *mut rmm_error,
+    upstream: rmm_resource,
+    initial_pool_size: u64,
+    maximum_pool_size: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -154,10 +179,20 @@ pub unsafe extern "C" fn rmm_pool_memory_resource_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_pool_memory_resource_pool_size(
-    resource: rmm_resource, out: *mut u64, err: *mut rmm_error,
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { accessor(resource, "pool_memory_resource", out, err, |p: &PoolMemoryResource| Ok(p.pool_size() as u64)) }
+    unsafe {
+        accessor(
+            resource,
+            "pool_memory_resource",
+            out,
+            err,
+            |p: &PoolMemoryResource| Ok(p.pool_size() as u64),
+        )
+    }
 }
 
 /// The maximum size of a `pool_memory_resource`, or [`RMM_SIZE_NONE`] when it is unbounded.
@@ -166,13 +201,19 @@ pub unsafe extern "C" fn rmm_pool_memory_resource_pool_size(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_pool_memory_resource_maximum_pool_size(
-    resource: rmm_resource, out: *mut u64, err: *mut rmm_error,
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(resource, "pool_memory_resource", out, err, |p: &PoolMemoryResource| {
-            Ok(p.maximum_pool_size().map_or(RMM_SIZE_NONE, |m| m as u64))
-        })
+        accessor(
+            resource,
+            "pool_memory_resource",
+            out,
+            err,
+            |p: &PoolMemoryResource| Ok(p.maximum_pool_size().map_or(RMM_SIZE_NONE, |m| m as u64)),
+        )
     }
 }
 
@@ -184,10 +225,16 @@ pub unsafe extern "C" fn rmm_pool_memory_resource_maximum_pool_size(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_new(
-    upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error,
+    upstream: rmm_resource,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { over(upstream, out, err, |u| Ok(StatisticsResourceAdaptor::new(u))) }
+    unsafe {
+        over(upstream, out, err, |u| {
+            Ok(StatisticsResourceAdaptor::new(u))
+        })
+    }
 }
 
 /// The bytes counter of the current frame.
@@ -196,13 +243,19 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_bytes_counter(
-    resource: rmm_resource, out: *mut rmm_counter, err: *mut rmm_error,
+    resource: rmm_resource,
+    out: *mut rmm_counter,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(resource, "statistics_resource_adaptor", out, err, |s: &StatisticsResourceAdaptor| {
-            Ok(s.bytes_counter().into())
-        })
+        accessor(
+            resource,
+            "statistics_resource_adaptor",
+            out,
+            err,
+            |s: &StatisticsResourceAdaptor| Ok(s.bytes_counter().into()),
+        )
     }
 }
 
@@ -212,13 +265,19 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_bytes_counter(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_allocations_counter(
-    resource: rmm_resource, out: *mut rmm_counter, err: *mut rmm_error,
+    resource: rmm_resource,
+    out: *mut rmm_counter,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(resource, "statistics_resource_adaptor", out, err, |s: &StatisticsResourceAdaptor| {
-            Ok(s.allocations_counter().into())
-        })
+        accessor(
+            resource,
+            "statistics_resource_adaptor",
+            out,
+            err,
+            |s: &StatisticsResourceAdaptor| Ok(s.allocations_counter().into()),
+        )
     }
 }
 
@@ -228,10 +287,17 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_get_allocations_counter
 /// `resource` is live; out-pointers and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_push_counters(
-    resource: rmm_resource, bytes_out: *mut rmm_counter, allocations_out: *mut rmm_counter, err: *mut rmm_error,
+    resource: rmm_resource,
+    bytes_out: *mut rmm_counter,
+    allocations_out: *mut rmm_counter,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { counter_pair(resource, bytes_out, allocations_out, err, |s| Ok(s.push_counters())) }
+    unsafe {
+        counter_pair(resource, bytes_out, allocations_out, err, |s| {
+            Ok(s.push_counters())
+        })
+    }
 }
 
 /// Ends the current frame (folded into its parent) and returns its counters; popping the last
@@ -241,10 +307,17 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_push_counters(
 /// `resource` is live; out-pointers and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_statistics_resource_adaptor_pop_counters(
-    resource: rmm_resource, bytes_out: *mut rmm_counter, allocations_out: *mut rmm_counter, err: *mut rmm_error,
+    resource: rmm_resource,
+    bytes_out: *mut rmm_counter,
+    allocations_out: *mut rmm_counter,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { counter_pair(resource, bytes_out, allocations_out, err, |s| s.pop_counters()) }
+    unsafe {
+        counter_pair(resource, bytes_out, allocations_out, err, |s| {
+            s.pop_counters()
+        })
+    }
 }
 
 // --- limiting --------------------------------------------------------------------------------
@@ -256,7 +329,11 @@ pub unsafe extern "C" fn rmm_statistics_resource_adaptor_pop_counters(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_limiting_resource_adaptor_new(
-    upstream: rmm_resource, allocation_limit: u64, alignment: u64, out: *mut rmm_resource, err: *mut rmm_error,
+    upstream: rmm_resource,
+    allocation_limit: u64,
+    alignment: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -274,13 +351,19 @@ pub unsafe extern "C" fn rmm_limiting_resource_adaptor_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocated_bytes(
-    resource: rmm_resource, out: *mut u64, err: *mut rmm_error,
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(resource, "limiting_resource_adaptor", out, err, |l: &LimitingResourceAdaptor| {
-            Ok(l.allocated_bytes() as u64)
-        })
+        accessor(
+            resource,
+            "limiting_resource_adaptor",
+            out,
+            err,
+            |l: &LimitingResourceAdaptor| Ok(l.allocated_bytes() as u64),
+        )
     }
 }
 
@@ -290,13 +373,19 @@ pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocated_bytes(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocation_limit(
-    resource: rmm_resource, out: *mut u64, err: *mut rmm_error,
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(resource, "limiting_resource_adaptor", out, err, |l: &LimitingResourceAdaptor| {
-            Ok(l.allocation_limit() as u64)
-        })
+        accessor(
+            resource,
+            "limiting_resource_adaptor",
+            out,
+            err,
+            |l: &LimitingResourceAdaptor| Ok(l.allocation_limit() as u64),
+        )
     }
 }
 
@@ -309,10 +398,17 @@ pub unsafe extern "C" fn rmm_limiting_resource_adaptor_get_allocation_limit(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_tracking_resource_adaptor_new(
-    upstream: rmm_resource, capture_stacks: c_int, out: *mut rmm_resource, err: *mut rmm_error,
+    upstream: rmm_resource,
+    capture_stacks: c_int,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { over(upstream, out, err, |u| Ok(TrackingResourceAdaptor::new(u, capture_stacks != 0))) }
+    unsafe {
+        over(upstream, out, err, |u| {
+            Ok(TrackingResourceAdaptor::new(u, capture_stacks != 0))
+        })
+    }
 }
 
 /// The bytes outstanding through the adaptor.
@@ -321,13 +417,19 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_allocated_bytes(
-    resource: rmm_resource, out: *mut u64, err: *mut rmm_error,
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(resource, "tracking_resource_adaptor", out, err, |t: &TrackingResourceAdaptor| {
-            Ok(t.allocated_bytes() as u64)
-        })
+        accessor(
+            resource,
+            "tracking_resource_adaptor",
+            out,
+            err,
+            |t: &TrackingResourceAdaptor| Ok(t.allocated_bytes() as u64),
+        )
     }
 }
 
@@ -340,14 +442,20 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_allocated_bytes(
 /// `length_out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_outstanding_allocations_str(
-    resource: rmm_resource, buf: *mut c_char, capacity: usize, length_out: *mut usize, err: *mut rmm_error,
+    resource: rmm_resource,
+    buf: *mut c_char,
+    capacity: usize,
+    length_out: *mut usize,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
         guarded(err, || {
-            let text = with_resource(resource, "tracking_resource_adaptor", |t: &TrackingResourceAdaptor| {
-                Ok(t.outstanding_allocations_str())
-            })?;
+            let text = with_resource(
+                resource,
+                "tracking_resource_adaptor",
+                |t: &TrackingResourceAdaptor| Ok(t.outstanding_allocations_str()),
+            )?;
             string_out(text.as_bytes(), buf, capacity, length_out)
         })
     }
@@ -362,7 +470,11 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_outstanding_allocatio
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_aligned_resource_adaptor_new(
-    upstream: rmm_resource, alignment: u64, alignment_threshold: u64, out: *mut rmm_resource, err: *mut rmm_error,
+    upstream: rmm_resource,
+    alignment: u64,
+    alignment_threshold: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -383,7 +495,11 @@ pub unsafe extern "C" fn rmm_aligned_resource_adaptor_new(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_arena_memory_resource_new(
-    upstream: rmm_resource, arena_size: u64, dump_log_on_failure: c_int, out: *mut rmm_resource, err: *mut rmm_error,
+    upstream: rmm_resource,
+    arena_size: u64,
+    dump_log_on_failure: c_int,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -402,7 +518,11 @@ pub unsafe extern "C" fn rmm_arena_memory_resource_new(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_fixed_size_memory_resource_new(
-    upstream: rmm_resource, block_size: u64, blocks_to_preallocate: u64, out: *mut rmm_resource, err: *mut rmm_error,
+    upstream: rmm_resource,
+    block_size: u64,
+    blocks_to_preallocate: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -420,13 +540,19 @@ pub unsafe extern "C" fn rmm_fixed_size_memory_resource_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_fixed_size_memory_resource_get_block_size(
-    resource: rmm_resource, out: *mut u64, err: *mut rmm_error,
+    resource: rmm_resource,
+    out: *mut u64,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(resource, "fixed_size_memory_resource", out, err, |f: &FixedSizeMemoryResource| {
-            Ok(f.block_size() as u64)
-        })
+        accessor(
+            resource,
+            "fixed_size_memory_resource",
+            out,
+            err,
+            |f: &FixedSizeMemoryResource| Ok(f.block_size() as u64),
+        )
     }
 }
 
@@ -439,7 +565,9 @@ pub unsafe extern "C" fn rmm_fixed_size_memory_resource_get_block_size(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_binning_memory_resource_new(
-    upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error,
+    upstream: rmm_resource,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe { over(upstream, out, err, |u| Ok(BinningMemoryResource::new(u))) }
@@ -451,14 +579,18 @@ pub unsafe extern "C" fn rmm_binning_memory_resource_new(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_binning_memory_resource_new_with_exponents(
-    upstream: rmm_resource, min_size_exponent: c_int, max_size_exponent: c_int, out: *mut rmm_resource,
+    upstream: rmm_resource,
+    min_size_exponent: c_int,
+    max_size_exponent: c_int,
+    out: *mut rmm_resource,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
         over(upstream, out, err, |u| {
             let exponent = |e: c_int, what: &str| {
-                u32::try_from(e).map_err(|_| Error::invalid(format!("{what} {e} must not be negative")))
+                u32::try_from(e)
+                    .map_err(|_| Error::invalid(format!("{what} {e} must not be negative")))
             };
             let min = exponent(min_size_exponent, "min_size_exponent")?;
             let max = exponent(max_size_exponent, "max_size_exponent")?;
@@ -474,15 +606,25 @@ pub unsafe extern "C" fn rmm_binning_memory_resource_new_with_exponents(
 /// `resource` and a non-empty `bin_resource` are live; `err` is NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_binning_memory_resource_add_bin(
-    resource: rmm_resource, allocation_size: u64, bin_resource: rmm_resource, err: *mut rmm_error,
+    resource: rmm_resource,
+    allocation_size: u64,
+    bin_resource: rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
         guarded(err, || {
             let bytes = size(allocation_size, "allocation_size")?;
-            let bin =
-                if bin_resource.is_null() { None } else { Some(AnyResource::from_borrowed_handle(bin_resource)?) };
-            with_resource(resource, "binning_memory_resource", |b: &BinningMemoryResource| b.add_bin(bytes, bin))
+            let bin = if bin_resource.is_null() {
+                None
+            } else {
+                Some(AnyResource::from_borrowed_handle(bin_resource)?)
+            };
+            with_resource(
+                resource,
+                "binning_memory_resource",
+                |b: &BinningMemoryResource| b.add_bin(bytes, bin),
+            )
         })
     }
 }
@@ -496,10 +638,18 @@ pub unsafe extern "C" fn rmm_binning_memory_resource_add_bin(
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_simulated_memory_resource_new(
-    capacity: u64, out: *mut rmm_resource, err: *mut rmm_error,
+    capacity: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { hand_out(out, err, || Ok(AnyResource::new(SimulatedMemoryResource::new(size(capacity, "capacity")?)?))) }
+    unsafe {
+        hand_out(out, err, || {
+            Ok(AnyResource::new(SimulatedMemoryResource::new(size(
+                capacity, "capacity",
+            )?)?))
+        })
+    }
 }
 
 // --- CUDA base resources ---------------------------------------------------------------------
@@ -510,9 +660,16 @@ pub unsafe extern "C" fn rmm_simulated_memory_resource_new(
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_managed_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
+pub unsafe extern "C" fn rmm_managed_memory_resource_new(
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
     // SAFETY: caller contract.
-    unsafe { hand_out(out, err, || Ok(AnyResource::new(ManagedMemoryResource::new()))) }
+    unsafe {
+        hand_out(out, err, || {
+            Ok(AnyResource::new(ManagedMemoryResource::new()))
+        })
+    }
 }
 
 /// A new `pinned_host_memory_resource` (`cuMemHostAlloc`; host and device accessible). Succeeds in
@@ -521,9 +678,16 @@ pub unsafe extern "C" fn rmm_managed_memory_resource_new(out: *mut rmm_resource,
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_pinned_host_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int {
+pub unsafe extern "C" fn rmm_pinned_host_memory_resource_new(
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
     // SAFETY: caller contract.
-    unsafe { hand_out(out, err, || Ok(AnyResource::new(PinnedHostMemoryResource::new()))) }
+    unsafe {
+        hand_out(out, err, || {
+            Ok(AnyResource::new(PinnedHostMemoryResource::new()))
+        })
+    }
 }
 
 /// RMM's `allocation_handle_type::none`.
@@ -542,12 +706,16 @@ pub const RMM_ALLOCATION_HANDLE_TYPE_FABRIC: i32 = 8;
 fn export_handle_type(value: i32) -> Result<Option<ExportHandleType>> {
     match value {
         RMM_ALLOCATION_HANDLE_TYPE_NONE => Ok(None),
-        RMM_ALLOCATION_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR => Ok(Some(ExportHandleType::PosixFileDescriptor)),
-        RMM_ALLOCATION_HANDLE_TYPE_FABRIC => Ok(Some(ExportHandleType::Fabric)),
-        RMM_ALLOCATION_HANDLE_TYPE_WIN32 | RMM_ALLOCATION_HANDLE_TYPE_WIN32_KMT => {
-            Err(Error::Unsupported(rmm_core::mr::cuda_async::HANDLE_TYPE_UNSUPPORTED.into()))
+        RMM_ALLOCATION_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR => {
+            Ok(Some(ExportHandleType::PosixFileDescriptor))
         }
-        other => Err(Error::invalid(format!("export_handle_type {other} is not an allocation_handle_type"))),
+        RMM_ALLOCATION_HANDLE_TYPE_FABRIC => Ok(Some(ExportHandleType::Fabric)),
+        RMM_ALLOCATION_HANDLE_TYPE_WIN32 | RMM_ALLOCATION_HANDLE_TYPE_WIN32_KMT => Err(
+            Error::Unsupported(rmm_core::mr::cuda_async::HANDLE_TYPE_UNSUPPORTED.into()),
+        ),
+        other => Err(Error::invalid(format!(
+            "export_handle_type {other} is not an allocation_handle_type"
+        ))),
     }
 }
 
@@ -559,7 +727,10 @@ fn export_handle_type(value: i32) -> Result<Option<ExportHandleType>> {
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_memory_resource_new(
-    initial_pool_size: u64, release_threshold: u64, export_handle_type: i32, out: *mut rmm_resource,
+    initial_pool_size: u64,
+    release_threshold: u64,
+    export_handle_type: i32,
+    out: *mut rmm_resource,
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
@@ -567,10 +738,13 @@ pub unsafe extern "C" fn rmm_cuda_async_memory_resource_new(
         hand_out(out, err, || {
             let options = CudaAsyncOptions {
                 initial_pool_size: optional_size(initial_pool_size, "initial_pool_size")?,
-                release_threshold: (release_threshold != RMM_SIZE_NONE).then_some(release_threshold),
+                release_threshold: (release_threshold != RMM_SIZE_NONE)
+                    .then_some(release_threshold),
                 export_handle_type: self::export_handle_type(export_handle_type)?,
             };
-            Ok(AnyResource::new(CudaAsyncMemoryResource::with_options(options)?))
+            Ok(AnyResource::new(CudaAsyncMemoryResource::with_options(
+                options,
+            )?))
         })
     }
 }
@@ -581,13 +755,19 @@ pub unsafe extern "C" fn rmm_cuda_async_memory_resource_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_memory_resource_pool_handle(
-    resource: rmm_resource, out: *mut *mut c_void, err: *mut rmm_error,
+    resource: rmm_resource,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(resource, "cuda_async_memory_resource", out, err, |a: &CudaAsyncMemoryResource| {
-            Ok(a.pool_handle() as *mut c_void)
-        })
+        accessor(
+            resource,
+            "cuda_async_memory_resource",
+            out,
+            err,
+            |a: &CudaAsyncMemoryResource| Ok(a.pool_handle() as *mut c_void),
+        )
     }
 }
 
@@ -597,10 +777,18 @@ pub unsafe extern "C" fn rmm_cuda_async_memory_resource_pool_handle(
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_sam_headroom_memory_resource_new(
-    headroom: u64, out: *mut rmm_resource, err: *mut rmm_error,
+    headroom: u64,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { hand_out(out, err, || Ok(AnyResource::new(SamHeadroomMemoryResource::new(size(headroom, "headroom")?)?))) }
+    unsafe {
+        hand_out(out, err, || {
+            Ok(AnyResource::new(SamHeadroomMemoryResource::new(size(
+                headroom, "headroom",
+            )?)?))
+        })
+    }
 }
 
 // --- logging ---------------------------------------------------------------------------------
@@ -611,7 +799,12 @@ pub unsafe extern "C" fn rmm_sam_headroom_memory_resource_new(
 /// # Safety
 /// `buf` is valid for `capacity` bytes of writes (or NULL with `capacity` 0); `length_out` is NULL
 /// or valid for writes.
-pub(crate) unsafe fn string_out(text: &[u8], buf: *mut c_char, capacity: usize, length_out: *mut usize) -> Result<()> {
+pub(crate) unsafe fn string_out(
+    text: &[u8],
+    buf: *mut c_char,
+    capacity: usize,
+    length_out: *mut usize,
+) -> Result<()> {
     if length_out.is_null() {
         return Err(null_out("length_out"));
     }
@@ -639,7 +832,11 @@ pub(crate) unsafe fn string_out(text: &[u8], buf: *mut c_char, capacity: usize, 
 /// valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_logging_resource_adaptor_new(
-    upstream: rmm_resource, filename: *const c_char, auto_flush: c_int, out: *mut rmm_resource, err: *mut rmm_error,
+    upstream: rmm_resource,
+    filename: *const c_char,
+    auto_flush: c_int,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -662,10 +859,19 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_new(
 /// # Safety
 /// `resource` is live; `err` is NULL or valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_logging_resource_adaptor_flush(resource: rmm_resource, err: *mut rmm_error) -> c_int {
+pub unsafe extern "C" fn rmm_logging_resource_adaptor_flush(
+    resource: rmm_resource,
+    err: *mut rmm_error,
+) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        guarded(err, || with_resource(resource, "logging_resource_adaptor", |l: &LoggingResourceAdaptor| l.flush()))
+        guarded(err, || {
+            with_resource(
+                resource,
+                "logging_resource_adaptor",
+                |l: &LoggingResourceAdaptor| l.flush(),
+            )
+        })
     }
 }
 
@@ -677,14 +883,24 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_flush(resource: rmm_resour
 /// `length_out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_logging_resource_adaptor_get_file_name(
-    resource: rmm_resource, buf: *mut c_char, capacity: usize, length_out: *mut usize, err: *mut rmm_error,
+    resource: rmm_resource,
+    buf: *mut c_char,
+    capacity: usize,
+    length_out: *mut usize,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
         guarded(err, || {
-            let name = with_resource(resource, "logging_resource_adaptor", |l: &LoggingResourceAdaptor| {
-                Ok(l.file_name().map(|p| p.as_os_str().as_bytes().to_vec()).unwrap_or_default())
-            })?;
+            let name = with_resource(
+                resource,
+                "logging_resource_adaptor",
+                |l: &LoggingResourceAdaptor| {
+                    Ok(l.file_name()
+                        .map(|p| p.as_os_str().as_bytes().to_vec())
+                        .unwrap_or_default())
+                },
+            )?;
             string_out(&name, buf, capacity, length_out)
         })
     }
@@ -698,7 +914,9 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_get_file_name(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_prefetch_resource_adaptor_new(
-    upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error,
+    upstream: rmm_resource,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe { over(upstream, out, err, |u| Ok(PrefetchResourceAdaptor::new(u))) }
@@ -711,7 +929,9 @@ pub unsafe extern "C" fn rmm_prefetch_resource_adaptor_new(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_recording_resource_adaptor_new(
-    upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error,
+    upstream: rmm_resource,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe { over(upstream, out, err, |u| Ok(RecordingResourceAdaptor::new(u))) }
@@ -723,17 +943,24 @@ pub unsafe extern "C" fn rmm_recording_resource_adaptor_new(
 /// `upstream` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_thread_safe_resource_adaptor_new(
-    upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error,
+    upstream: rmm_resource,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { over(upstream, out, err, |u| Ok(ThreadSafeResourceAdaptor::new(u))) }
+    unsafe {
+        over(upstream, out, err, |u| {
+            Ok(ThreadSafeResourceAdaptor::new(u))
+        })
+    }
 }
 
 // --- failure callback ------------------------------------------------------------------------
 
 /// A C failure callback (`rmm_failure_callback` in C): gets the size of the failed request and
 /// the context; returns non-zero to retry, 0 to give up. It must not unwind.
-pub type rmm_failure_callback = Option<unsafe extern "C" fn(bytes: usize, context: *mut c_void) -> c_int>;
+pub type rmm_failure_callback =
+    Option<unsafe extern "C" fn(bytes: usize, context: *mut c_void) -> c_int>;
 
 /// Releases a failure callback's context (`rmm_failure_callback_release` in C).
 pub type rmm_failure_callback_release = Option<unsafe extern "C" fn(context: *mut c_void)>;
@@ -787,12 +1014,21 @@ impl Drop for CContext {
 /// called from any thread and never unwind; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_failure_callback_resource_adaptor_new(
-    upstream: rmm_resource, callback: rmm_failure_callback, context: *mut c_void,
-    release_context: rmm_failure_callback_release, out: *mut rmm_resource, err: *mut rmm_error,
+    upstream: rmm_resource,
+    callback: rmm_failure_callback,
+    context: *mut c_void,
+    release_context: rmm_failure_callback_release,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // Made first, so that every failure below releases the context.
-    let c_callback =
-        Arc::new(CFailureCallback { callback, context: CContext { ptr: context, release: release_context } });
+    let c_callback = Arc::new(CFailureCallback {
+        callback,
+        context: CContext {
+            ptr: context,
+            release: release_context,
+        },
+    });
     // SAFETY: caller contract.
     unsafe {
         hand_out(out, err, move || {
@@ -854,11 +1090,24 @@ impl CCallbacks {
         let mut out = std::ptr::null_mut();
         let mut err = rmm_error::new();
         // SAFETY: the C contract: `f` accepts `context` while it is not released; valid out-pointers.
-        let status = unsafe { f(bytes, stream.as_raw() as *mut c_void, self.context.ptr, &mut out, &mut err) };
+        let status = unsafe {
+            f(
+                bytes,
+                stream.as_raw() as *mut c_void,
+                self.context.ptr,
+                &mut out,
+                &mut err,
+            )
+        };
         if status == RMM_OK {
             Ok(out.cast())
         } else {
-            Err(error_from_c(status, &err, "callback_memory_resource", "allocate callback"))
+            Err(error_from_c(
+                status,
+                &err,
+                "callback_memory_resource",
+                "allocate callback",
+            ))
         }
     }
 
@@ -868,11 +1117,24 @@ impl CCallbacks {
         };
         let mut err = rmm_error::new();
         // SAFETY: as above; `ptr` came from the allocate function (the resource's contract).
-        let status = unsafe { f(ptr.cast(), bytes, stream.as_raw() as *mut c_void, self.context.ptr, &mut err) };
+        let status = unsafe {
+            f(
+                ptr.cast(),
+                bytes,
+                stream.as_raw() as *mut c_void,
+                self.context.ptr,
+                &mut err,
+            )
+        };
         if status == RMM_OK {
             Ok(())
         } else {
-            Err(error_from_c(status, &err, "callback_memory_resource", "deallocate callback"))
+            Err(error_from_c(
+                status,
+                &err,
+                "callback_memory_resource",
+                "deallocate callback",
+            ))
         }
     }
 }
@@ -889,17 +1151,30 @@ impl CCallbacks {
 /// from any thread and never unwind; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_callback_memory_resource_new(
-    allocate: rmm_allocate_callback, deallocate: rmm_deallocate_callback, context: *mut c_void,
-    release_context: rmm_callback_release, access: u32, out: *mut rmm_resource, err: *mut rmm_error,
+    allocate: rmm_allocate_callback,
+    deallocate: rmm_deallocate_callback,
+    context: *mut c_void,
+    release_context: rmm_callback_release,
+    access: u32,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // Made first, so that every failure below releases the context.
-    let callbacks =
-        Arc::new(CCallbacks { allocate, deallocate, context: CContext { ptr: context, release: release_context } });
+    let callbacks = Arc::new(CCallbacks {
+        allocate,
+        deallocate,
+        context: CContext {
+            ptr: context,
+            release: release_context,
+        },
+    });
     // SAFETY: caller contract.
     unsafe {
         hand_out(out, err, move || {
             if allocate.is_none() || deallocate.is_none() {
-                return Err(Error::invalid("allocate and deallocate callbacks must not be NULL"));
+                return Err(Error::invalid(
+                    "allocate and deallocate callbacks must not be NULL",
+                ));
             }
             if access == 0 || access > 3 {
                 return Err(Error::invalid(format!(
@@ -926,7 +1201,9 @@ pub unsafe extern "C" fn rmm_callback_memory_resource_new(
 /// memory; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_new(
-    pool_handle: *mut c_void, out: *mut rmm_resource, err: *mut rmm_error,
+    pool_handle: *mut c_void,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -944,13 +1221,19 @@ pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_pool_handle(
-    resource: rmm_resource, out: *mut *mut c_void, err: *mut rmm_error,
+    resource: rmm_resource,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(resource, "cuda_async_view_memory_resource", out, err, |v: &CudaAsyncViewMemoryResource| {
-            Ok(v.pool_handle() as *mut c_void)
-        })
+        accessor(
+            resource,
+            "cuda_async_view_memory_resource",
+            out,
+            err,
+            |v: &CudaAsyncViewMemoryResource| Ok(v.pool_handle() as *mut c_void),
+        )
     }
 }
 
@@ -961,10 +1244,15 @@ pub unsafe extern "C" fn rmm_cuda_async_view_memory_resource_pool_handle(
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_new(
-    out: *mut rmm_resource, err: *mut rmm_error,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
-    unsafe { hand_out(out, err, || Ok(AnyResource::new(CudaAsyncManagedMemoryResource::new()?))) }
+    unsafe {
+        hand_out(out, err, || {
+            Ok(AnyResource::new(CudaAsyncManagedMemoryResource::new()?))
+        })
+    }
 }
 
 /// The CUDA memory pool of a `cuda_async_managed_memory_resource`, into `*out`.
@@ -973,13 +1261,19 @@ pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_new(
 /// `resource` is live; `out` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_cuda_async_managed_memory_resource_pool_handle(
-    resource: rmm_resource, out: *mut *mut c_void, err: *mut rmm_error,
+    resource: rmm_resource,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
-        accessor(resource, "cuda_async_managed_memory_resource", out, err, |m: &CudaAsyncManagedMemoryResource| {
-            Ok(m.pool_handle() as *mut c_void)
-        })
+        accessor(
+            resource,
+            "cuda_async_managed_memory_resource",
+            out,
+            err,
+            |m: &CudaAsyncManagedMemoryResource| Ok(m.pool_handle() as *mut c_void),
+        )
     }
 }
 
@@ -1066,7 +1360,9 @@ impl std::io::Write for CLogSink {
             // SAFETY: the C contract.
             Some(flush) => match unsafe { flush(self.context.ptr) } {
                 0 => Ok(()),
-                status => Err(std::io::Error::other(format!("the log sink's flush function failed (status {status})"))),
+                status => Err(std::io::Error::other(format!(
+                    "the log sink's flush function failed (status {status})"
+                ))),
             },
             None => Ok(()),
         }
@@ -1086,14 +1382,23 @@ impl std::io::Write for CLogSink {
 #[allow(clippy::too_many_arguments)]
 #[no_mangle]
 pub unsafe extern "C" fn rmm_logging_resource_adaptor_new_with_sink(
-    upstream: rmm_resource, write: rmm_log_write, flush: rmm_log_flush, context: *mut c_void,
-    release_context: rmm_log_release, auto_flush: c_int, out: *mut rmm_resource, err: *mut rmm_error,
+    upstream: rmm_resource,
+    write: rmm_log_write,
+    flush: rmm_log_flush,
+    context: *mut c_void,
+    release_context: rmm_log_release,
+    auto_flush: c_int,
+    out: *mut rmm_resource,
+    err: *mut rmm_error,
 ) -> c_int {
     // Made first, so that every failure below releases the context.
     let sink = CLogSink {
         write,
         flush,
-        context: CContext { ptr: context, release: release_context },
+        context: CContext {
+            ptr: context,
+            release: release_context,
+        },
         pending: Vec::new(),
         failure: None,
     };
@@ -1101,7 +1406,9 @@ pub unsafe extern "C" fn rmm_logging_resource_adaptor_new_with_sink(
     unsafe {
         hand_out(out, err, move || {
             if write.is_none() {
-                return Err(Error::invalid("the log sink's write function must not be NULL"));
+                return Err(Error::invalid(
+                    "the log sink's write function must not be NULL",
+                ));
             }
             let upstream = upstream_of(upstream)?;
             let adaptor = LoggingResourceAdaptor::with_writer(upstream, sink)?;

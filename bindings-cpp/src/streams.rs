@@ -13,10 +13,10 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use rmm_core::resource::rmm_error;
-use rmm_core::resource::guard::{guarded, hand_out_ptr, null_out, put};
 use rmm_core::cuda::{self, memory, DeviceId, OwnedStream, Stream, StreamFlags};
 use rmm_core::error::{Error, Result};
+use rmm_core::resource::guard::{guarded, hand_out_ptr, null_out, put};
+use rmm_core::resource::rmm_error;
 
 /// `rmm_stream_create` flag: the stream synchronizes with the legacy default stream (`cudaStreamDefault`).
 pub const RMM_STREAM_SYNC_DEFAULT: c_int = 0;
@@ -59,13 +59,20 @@ fn flags_from_c(flags: c_int) -> Result<StreamFlags> {
 /// # Safety
 /// `out` and `err` are NULL or valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_stream_create(flags: c_int, out: *mut *mut c_void, err: *mut rmm_error) -> c_int {
+pub unsafe extern "C" fn rmm_stream_create(
+    flags: c_int,
+    out: *mut *mut c_void,
+    err: *mut rmm_error,
+) -> c_int {
     // SAFETY: caller contract on both pointers.
     unsafe {
         hand_out_ptr(out, err, || {
             let owned = OwnedStream::new(flags_from_c(flags)?)?;
             let handle = owned.stream().as_raw();
-            created_streams().lock().unwrap_or_else(PoisonError::into_inner).insert(handle, owned);
+            created_streams()
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(handle, owned);
             Ok(handle as *mut c_void)
         })
     }
@@ -84,7 +91,10 @@ pub unsafe extern "C" fn rmm_stream_destroy(stream: *mut c_void, err: *mut rmm_e
     // SAFETY: caller contract.
     unsafe {
         guarded(err, || {
-            let owned = created_streams().lock().unwrap_or_else(PoisonError::into_inner).remove(&(stream as usize));
+            let owned = created_streams()
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&(stream as usize));
             match owned {
                 // Dropped outside the lock: destruction calls into the driver and the pool hooks.
                 Some(owned) => {
@@ -116,7 +126,11 @@ pub unsafe extern "C" fn rmm_stream_synchronize(stream: *mut c_void, err: *mut r
 /// # Safety
 /// `stream` is 0, a special handle or a live stream; `idle_out` and `err` are NULL or valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_stream_query(stream: *mut c_void, idle_out: *mut c_int, err: *mut rmm_error) -> c_int {
+pub unsafe extern "C" fn rmm_stream_query(
+    stream: *mut c_void,
+    idle_out: *mut c_int,
+    err: *mut rmm_error,
+) -> c_int {
     // SAFETY: caller contract.
     unsafe {
         guarded(err, || {
@@ -145,7 +159,11 @@ pub unsafe extern "C" fn rmm_memcpy_async(
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract, forwarded.
-    unsafe { guarded(err, || cuda::copy_async(dst.cast(), src.cast(), bytes, stream_from_c(stream))) }
+    unsafe {
+        guarded(err, || {
+            cuda::copy_async(dst.cast(), src.cast(), bytes, stream_from_c(stream))
+        })
+    }
 }
 
 /// Sets `bytes` bytes at `ptr` to `value` (converted to `unsigned char`), ordered on `stream`: device,
@@ -166,7 +184,11 @@ pub unsafe extern "C" fn rmm_memset_async(
     // `memset` semantics: the value is converted to unsigned char.
     let byte = value as u8;
     // SAFETY: caller contract, forwarded.
-    unsafe { guarded(err, || cuda::set_async(ptr.cast(), byte, bytes, stream_from_c(stream))) }
+    unsafe {
+        guarded(err, || {
+            cuda::set_async(ptr.cast(), byte, bytes, stream_from_c(stream))
+        })
+    }
 }
 
 /// Migrates `bytes` bytes of managed memory at `ptr` to `device`, ordered on `stream` (RMM's
@@ -187,7 +209,9 @@ pub unsafe extern "C" fn rmm_prefetch(
     unsafe {
         guarded(err, || {
             if device < 0 {
-                return Err(Error::invalid(format!("device {device} is not a device id")));
+                return Err(Error::invalid(format!(
+                    "device {device} is not a device id"
+                )));
             }
             memory::prefetch(ptr.cast(), bytes, device as DeviceId, stream_from_c(stream))
         })

@@ -51,13 +51,18 @@ unsafe fn path_of<'a>(path: *const c_char, what: &str) -> Result<&'a Path> {
 /// `dump_on_oom` is NULL or NUL-terminated; `err` is NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_timeline_start(
-    max_entries: u64, flags: u32, dump_on_oom: *const c_char, err: *mut rmm_error,
+    max_entries: u64,
+    flags: u32,
+    dump_on_oom: *const c_char,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
         guarded(err, || {
             if flags & !(RMM_TIMELINE_NATIVE_STACKS | RMM_TIMELINE_CLEAR) != 0 {
-                return Err(Error::invalid(format!("rmm_timeline_start: unknown flags {flags:#x}")));
+                return Err(Error::invalid(format!(
+                    "rmm_timeline_start: unknown flags {flags:#x}"
+                )));
             }
             let dump_on_oom = if dump_on_oom.is_null() {
                 None
@@ -107,7 +112,10 @@ pub extern "C" fn rmm_timeline_clear() {
 /// `data`, `length` and `err` are NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_timeline_snapshot(
-    format: c_int, data: *mut *mut c_void, length: *mut usize, err: *mut rmm_error,
+    format: c_int,
+    data: *mut *mut c_void,
+    length: *mut usize,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
@@ -153,7 +161,11 @@ pub unsafe extern "C" fn rmm_timeline_bytes_free(data: *mut c_void, length: usiz
 #[no_mangle]
 pub unsafe extern "C" fn rmm_timeline_dump(path: *const c_char, err: *mut rmm_error) -> c_int {
     // SAFETY: caller contract.
-    unsafe { guarded(err, || recording::dump_snapshot(path_of(path, "rmm_timeline_dump")?)) }
+    unsafe {
+        guarded(err, || {
+            recording::dump_snapshot(path_of(path, "rmm_timeline_dump")?)
+        })
+    }
 }
 
 /// A stack provider from C: the function and its context.
@@ -163,7 +175,10 @@ struct CProvider {
 }
 
 unsafe extern "C" fn collect_frame(
-    sink_context: *mut c_void, filename: *const c_char, line: u32, name: *const c_char,
+    sink_context: *mut c_void,
+    filename: *const c_char,
+    line: u32,
+    name: *const c_char,
 ) {
     let text = |p: *const c_char| {
         if p.is_null() {
@@ -175,7 +190,11 @@ unsafe extern "C" fn collect_frame(
     };
     // SAFETY: `sink_context` is the `Vec<Frame>` that `CProvider::stack` passes, alive for the call.
     let frames = unsafe { &mut *sink_context.cast::<Vec<Frame>>() };
-    frames.push(Frame { filename: text(filename), line, name: text(name) });
+    frames.push(Frame {
+        filename: text(filename),
+        line,
+        name: text(name),
+    });
 }
 
 impl CProvider {
@@ -186,7 +205,13 @@ impl CProvider {
         let gave = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // SAFETY: the provider's contract (rmm_timeline_set_stack_provider); `collect_frame`
             // matches the sink type and `sink_context` outlives the call.
-            unsafe { (self.provide)(self.context as *mut c_void, Some(collect_frame), sink_context) }
+            unsafe {
+                (self.provide)(
+                    self.context as *mut c_void,
+                    Some(collect_frame),
+                    sink_context,
+                )
+            }
         }))
         .unwrap_or(0);
         (gave != 0).then(|| frames.into())
@@ -202,13 +227,18 @@ impl CProvider {
 /// `err` is NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn rmm_timeline_set_stack_provider(
-    provide: rmm_timeline_stack_fn, context: *mut c_void, err: *mut rmm_error,
+    provide: rmm_timeline_stack_fn,
+    context: *mut c_void,
+    err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract.
     unsafe {
         guarded(err, || {
             let provider = provide.map(|provide| {
-                let c = CProvider { provide, context: context as usize };
+                let c = CProvider {
+                    provide,
+                    context: context as usize,
+                };
                 Arc::new(move || c.stack()) as timeline::StackProvider
             });
             timeline::set_stack_provider(provider);
@@ -224,7 +254,9 @@ mod tests {
     use rmm_core::timeline::Snapshot;
 
     unsafe extern "C" fn two_frames(
-        _context: *mut c_void, sink: rmm_timeline_frame_sink, sink_context: *mut c_void,
+        _context: *mut c_void,
+        sink: rmm_timeline_frame_sink,
+        sink_context: *mut c_void,
     ) -> c_int {
         let sink = sink.expect("a sink");
         // SAFETY: literals are NUL-terminated; the sink's contract.
@@ -242,28 +274,62 @@ mod tests {
         let mut err = rmm_error::new();
         // SAFETY: valid arguments and out-pointers throughout.
         unsafe {
-            assert_eq!(rmm_timeline_set_stack_provider(Some(two_frames), std::ptr::null_mut(), &mut err), RMM_OK);
-            assert_eq!(rmm_timeline_start(1000, RMM_TIMELINE_CLEAR, std::ptr::null(), &mut err), RMM_OK);
+            assert_eq!(
+                rmm_timeline_set_stack_provider(Some(two_frames), std::ptr::null_mut(), &mut err),
+                RMM_OK
+            );
+            assert_eq!(
+                rmm_timeline_start(1000, RMM_TIMELINE_CLEAR, std::ptr::null(), &mut err),
+                RMM_OK
+            );
             assert_eq!(rmm_timeline_is_recording(), 1);
             let mr = rmm_core::registry::current_resource().unwrap();
-            let p = rmm_core::MemoryResource::allocate(&mr, rmm_core::cuda::Stream::DEFAULT, 777, 256).unwrap();
+            let p =
+                rmm_core::MemoryResource::allocate(&mr, rmm_core::cuda::Stream::DEFAULT, 777, 256)
+                    .unwrap();
             let (mut data, mut len) = (std::ptr::null_mut(), 0usize);
-            assert_eq!(rmm_timeline_snapshot(0, &mut data, &mut len, &mut err), RMM_OK);
-            let s = Snapshot::from_pickle(std::slice::from_raw_parts(data.cast::<u8>(), len)).unwrap();
+            assert_eq!(
+                rmm_timeline_snapshot(0, &mut data, &mut len, &mut err),
+                RMM_OK
+            );
+            let s =
+                Snapshot::from_pickle(std::slice::from_raw_parts(data.cast::<u8>(), len)).unwrap();
             rmm_timeline_bytes_free(data, len);
-            rmm_core::MemoryResource::deallocate(&mr, rmm_core::cuda::Stream::DEFAULT, p, 777, 256).unwrap();
+            rmm_core::MemoryResource::deallocate(&mr, rmm_core::cuda::Stream::DEFAULT, p, 777, 256)
+                .unwrap();
             assert_eq!(rmm_timeline_stop(&mut err), RMM_OK);
-            assert_eq!(rmm_timeline_set_stack_provider(None, std::ptr::null_mut(), &mut err), RMM_OK);
-            let entry = s.device_traces[0].iter().find(|e| e.addr == p as u64).expect("the allocation");
+            assert_eq!(
+                rmm_timeline_set_stack_provider(None, std::ptr::null_mut(), &mut err),
+                RMM_OK
+            );
+            let entry = s.device_traces[0]
+                .iter()
+                .find(|e| e.addr == p as u64)
+                .expect("the allocation");
             assert_eq!(entry.frames.len(), 2);
-            assert_eq!((entry.frames[0].filename.as_str(), entry.frames[0].line), ("inner.py", 3));
+            assert_eq!(
+                (entry.frames[0].filename.as_str(), entry.frames[0].line),
+                ("inner.py", 3)
+            );
 
-            assert_ne!(rmm_timeline_snapshot(9, &mut data, &mut len, &mut err), RMM_OK);
-            assert_ne!(rmm_timeline_snapshot(0, std::ptr::null_mut(), &mut len, &mut err), RMM_OK);
+            assert_ne!(
+                rmm_timeline_snapshot(9, &mut data, &mut len, &mut err),
+                RMM_OK
+            );
+            assert_ne!(
+                rmm_timeline_snapshot(0, std::ptr::null_mut(), &mut len, &mut err),
+                RMM_OK
+            );
             assert_ne!(rmm_timeline_start(0, 0, std::ptr::null(), &mut err), RMM_OK);
-            assert_ne!(rmm_timeline_start(1, 0x100, std::ptr::null(), &mut err), RMM_OK);
+            assert_ne!(
+                rmm_timeline_start(1, 0x100, std::ptr::null(), &mut err),
+                RMM_OK
+            );
             assert_ne!(rmm_timeline_dump(std::ptr::null(), &mut err), RMM_OK);
-            assert_ne!(rmm_timeline_dump(c"/nonexistent-dir/x.pickle".as_ptr(), &mut err), RMM_OK);
+            assert_ne!(
+                rmm_timeline_dump(c"/nonexistent-dir/x.pickle".as_ptr(), &mut err),
+                RMM_OK
+            );
             assert_eq!(rmm_timeline_is_recording(), 0);
         }
     }

@@ -18,7 +18,11 @@ use rmm_core::{registry, Error, MemoryResource, Result, DEFAULT_ALIGNMENT};
 /// Runs `f` with `device` current (nothing to switch in host mode), catching panics.
 fn on_device<T>(device: c_int, call: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     catch_unwind(AssertUnwindSafe(|| {
-        let _guard = if cuda::is_host_mode() { None } else { Some(DeviceGuard::new(device)?) };
+        let _guard = if cuda::is_host_mode() {
+            None
+        } else {
+            Some(DeviceGuard::new(device)?)
+        };
         f()
     }))
     .unwrap_or_else(|_| Err(Error::Unsupported(format!("{call} panicked"))))
@@ -30,7 +34,11 @@ fn on_device<T>(device: c_int, call: &str, f: impl FnOnce() -> Result<T>) -> Res
 /// # Safety
 /// `stream` is a valid stream of `device` (or a default stream handle), as PyTorch passes it.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_torch_allocate(size: usize, device: c_int, stream: *mut c_void) -> *mut c_void {
+pub unsafe extern "C" fn rmm_torch_allocate(
+    size: usize,
+    device: c_int,
+    stream: *mut c_void,
+) -> *mut c_void {
     // SAFETY: the caller's contract: a valid stream handle, only passed to the driver.
     let stream = unsafe { Stream::from_raw(stream as usize) };
     let allocated = on_device(device, "rmm_torch_allocate", || {
@@ -52,7 +60,12 @@ pub unsafe extern "C" fn rmm_torch_allocate(size: usize, device: c_int, stream: 
 /// `ptr` came from `rmm_torch_allocate` with this `size` and `device`, while the same resource was
 /// the device's resource, and is freed once; `stream` as for `rmm_torch_allocate`.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_torch_deallocate(ptr: *mut c_void, size: usize, device: c_int, stream: *mut c_void) {
+pub unsafe extern "C" fn rmm_torch_deallocate(
+    ptr: *mut c_void,
+    size: usize,
+    device: c_int,
+    stream: *mut c_void,
+) {
     // SAFETY: as in `rmm_torch_allocate`.
     let stream = unsafe { Stream::from_raw(stream as usize) };
     let freed = on_device(device, "rmm_torch_deallocate", || {
@@ -76,7 +89,9 @@ mod tests {
         if !cuda::is_host_mode() {
             return; // the registry's device resource is the GPU's there; covered by the GPU Python test
         }
-        let previous = registry::set_per_device_resource(0, AnyResource::new(SystemMemoryResource::new())).unwrap();
+        let previous =
+            registry::set_per_device_resource(0, AnyResource::new(SystemMemoryResource::new()))
+                .unwrap();
         // SAFETY: host mode, default stream; the pointer is freed with the same arguments.
         unsafe {
             let p = rmm_torch_allocate(1000, 0, std::ptr::null_mut());

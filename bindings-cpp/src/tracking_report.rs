@@ -32,9 +32,11 @@ pub struct rmm_allocation_record {
 unsafe fn outstanding(resource: rmm_resource) -> Result<Vec<OutstandingAllocation>> {
     // SAFETY: caller contract.
     unsafe {
-        with_resource(resource, "tracking_resource_adaptor", |t: &TrackingResourceAdaptor| {
-            Ok(t.outstanding_allocations())
-        })
+        with_resource(
+            resource,
+            "tracking_resource_adaptor",
+            |t: &TrackingResourceAdaptor| Ok(t.outstanding_allocations()),
+        )
     }
 }
 
@@ -60,7 +62,9 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_outstanding_allocatio
     unsafe {
         guarded(err, || {
             if count_out.is_null() || (out.is_null() && capacity != 0) {
-                return Err(Error::invalid("count_out is NULL, or out is NULL with a capacity".to_string()));
+                return Err(Error::invalid(
+                    "count_out is NULL, or out is NULL with a capacity".to_string(),
+                ));
             }
             let all = outstanding(resource)?;
             for (i, a) in all.iter().take(capacity).enumerate() {
@@ -102,7 +106,9 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_get_allocation_stack(
         guarded(err, || {
             let all = outstanding(resource)?;
             let Some(a) = all.iter().find(|a| a.address == ptr as usize) else {
-                return Err(Error::invalid(format!("{ptr:p} is not outstanding through this tracking_resource_adaptor")));
+                return Err(Error::invalid(format!(
+                    "{ptr:p} is not outstanding through this tracking_resource_adaptor"
+                )));
             };
             let text = a.stack.as_ref().map(|s| s.to_string()).unwrap_or_default();
             string_out(text.as_bytes(), buf, capacity, length_out)
@@ -126,10 +132,14 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_log_outstanding_allocatio
     // SAFETY: caller contract on both.
     unsafe {
         guarded(err, || {
-            with_resource(resource, "tracking_resource_adaptor", |t: &TrackingResourceAdaptor| {
-                t.log_outstanding_allocations();
-                Ok(())
-            })
+            with_resource(
+                resource,
+                "tracking_resource_adaptor",
+                |t: &TrackingResourceAdaptor| {
+                    t.log_outstanding_allocations();
+                    Ok(())
+                },
+            )
         })
     }
 }
@@ -137,8 +147,8 @@ pub unsafe extern "C" fn rmm_tracking_resource_adaptor_log_outstanding_allocatio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rmm_core::resource::status::RMM_OK;
     use rmm_core::mr::SystemMemoryResource;
+    use rmm_core::resource::status::RMM_OK;
     use rmm_core::{AnyResource, MemoryResource};
 
     #[test]
@@ -150,38 +160,84 @@ mod tests {
         let mut err = rmm_error::new();
         // SAFETY: live handle, valid out-pointers, capacity 0 with NULL out.
         let status = unsafe {
-            rmm_tracking_resource_adaptor_get_outstanding_allocations(handle, std::ptr::null_mut(), 0, &mut count, &mut err)
+            rmm_tracking_resource_adaptor_get_outstanding_allocations(
+                handle,
+                std::ptr::null_mut(),
+                0,
+                &mut count,
+                &mut err,
+            )
         };
         assert_eq!((status, count), (RMM_OK, 1));
-        let mut records = [rmm_allocation_record { ptr: std::ptr::null_mut(), bytes: 0, has_stack: 0 }; 2];
+        let mut records = [rmm_allocation_record {
+            ptr: std::ptr::null_mut(),
+            bytes: 0,
+            has_stack: 0,
+        }; 2];
         // SAFETY: as above, `records` holds 2.
         let status = unsafe {
-            rmm_tracking_resource_adaptor_get_outstanding_allocations(handle, records.as_mut_ptr(), 2, &mut count, &mut err)
+            rmm_tracking_resource_adaptor_get_outstanding_allocations(
+                handle,
+                records.as_mut_ptr(),
+                2,
+                &mut count,
+                &mut err,
+            )
         };
         assert_eq!((status, count), (RMM_OK, 1));
-        assert_eq!((records[0].ptr.cast::<u8>(), records[0].bytes, records[0].has_stack), (p, 1000, 1));
+        assert_eq!(
+            (
+                records[0].ptr.cast::<u8>(),
+                records[0].bytes,
+                records[0].has_stack
+            ),
+            (p, 1000, 1)
+        );
         let mut len = 0usize;
         // SAFETY: NULL buf with capacity 0; valid out-pointers.
         let status = unsafe {
-            rmm_tracking_resource_adaptor_get_allocation_stack(handle, p.cast(), std::ptr::null_mut(), 0, &mut len, &mut err)
+            rmm_tracking_resource_adaptor_get_allocation_stack(
+                handle,
+                p.cast(),
+                std::ptr::null_mut(),
+                0,
+                &mut len,
+                &mut err,
+            )
         };
         assert_eq!(status, RMM_OK);
         assert!(len > 0, "a captured stack is not empty");
 
-        // SAFETY: live handle, valid error.
-        assert_eq!(unsafe { rmm_tracking_resource_adaptor_log_outstanding_allocations(handle, &mut err) }, RMM_OK);
+        assert_eq!(
+            // SAFETY: live handle, valid error.
+            unsafe { rmm_tracking_resource_adaptor_log_outstanding_allocations(handle, &mut err) },
+            RMM_OK
+        );
 
         // A resource of another kind is a typed error, not a crash.
         let other = AnyResource::new(SystemMemoryResource::new()).into_handle();
         // SAFETY: live handle, valid out-pointers.
         let status = unsafe {
-            rmm_tracking_resource_adaptor_get_outstanding_allocations(other, std::ptr::null_mut(), 0, &mut count, &mut err)
+            rmm_tracking_resource_adaptor_get_outstanding_allocations(
+                other,
+                std::ptr::null_mut(),
+                0,
+                &mut count,
+                &mut err,
+            )
         };
-        assert_eq!(status, rmm_core::resource::status::RMM_ERROR_INVALID_ARGUMENT);
+        assert_eq!(
+            status,
+            rmm_core::resource::status::RMM_ERROR_INVALID_ARGUMENT
+        );
         assert!(err.message().contains("not a tracking_resource_adaptor"));
         // SAFETY: live handle, valid error.
-        let status = unsafe { rmm_tracking_resource_adaptor_log_outstanding_allocations(other, &mut err) };
-        assert_eq!(status, rmm_core::resource::status::RMM_ERROR_INVALID_ARGUMENT);
+        let status =
+            unsafe { rmm_tracking_resource_adaptor_log_outstanding_allocations(other, &mut err) };
+        assert_eq!(
+            status,
+            rmm_core::resource::status::RMM_ERROR_INVALID_ARGUMENT
+        );
 
         // SAFETY: `p` came from this adaptor with this size and alignment; both handles are owned
         // here and released once.

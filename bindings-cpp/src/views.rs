@@ -8,10 +8,10 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 
 use crate::streams::stream_from_c;
 use rmm_core::error::{Error, Result};
-use rmm_core::view::domain;
 use rmm_core::resource::guard::{guarded, hand_out_ptr, null_out};
 use rmm_core::resource::{rmm_error, rmm_resource, AnyResource};
 use rmm_core::view::dlpack::{DLDevice, DLManagedTensor, DLManagedTensorVersioned};
+use rmm_core::view::domain;
 use rmm_core::view::{dtype_of_format, live, rmm_strided_view, StridedMemoryView, ViewParts};
 
 /// Clears `*out` (if any) to the released state, then runs `f` and acquires its view into `*out`.
@@ -49,7 +49,11 @@ pub unsafe extern "C" fn rmm_strided_view_from_dlpack_versioned(
     err: *mut rmm_error,
 ) -> c_int {
     // SAFETY: caller contract; `acquire_into` refuses a NULL `out` before the tensor is taken over.
-    unsafe { acquire_into(out, err, || StridedMemoryView::from_dlpack_versioned(tensor)) }
+    unsafe {
+        acquire_into(out, err, || {
+            StridedMemoryView::from_dlpack_versioned(tensor)
+        })
+    }
 }
 
 /// Acquires a view of a legacy (unversioned) DLPack tensor; ownership as
@@ -83,20 +87,26 @@ fn capsule_api() -> Option<&'static CapsuleApi> {
             let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
             (!p.is_null()).then_some(p)
         };
-        let (v, g, s) = (find(c"PyCapsule_IsValid")?, find(c"PyCapsule_GetPointer")?, find(c"PyCapsule_SetName")?);
+        let (v, g, s) = (
+            find(c"PyCapsule_IsValid")?,
+            find(c"PyCapsule_GetPointer")?,
+            find(c"PyCapsule_SetName")?,
+        );
         // SAFETY: CPython's exported functions with these C signatures (stable ABI).
         unsafe {
             Some(CapsuleApi {
-                is_valid: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void, *const c_char) -> c_int>(
-                    v,
-                ),
+                is_valid: std::mem::transmute::<
+                    *mut c_void,
+                    unsafe extern "C" fn(*mut c_void, *const c_char) -> c_int,
+                >(v),
                 get_pointer: std::mem::transmute::<
                     *mut c_void,
                     unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void,
                 >(g),
-                set_name: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void, *const c_char) -> c_int>(
-                    s,
-                ),
+                set_name: std::mem::transmute::<
+                    *mut c_void,
+                    unsafe extern "C" fn(*mut c_void, *const c_char) -> c_int,
+                >(s),
             })
         }
     })
@@ -123,11 +133,13 @@ pub unsafe extern "C" fn rmm_strided_view_from_dlpack_capsule(
             if capsule.is_null() {
                 return Err(Error::invalid("the capsule must not be NULL"));
             }
-            let api = capsule_api()
-                .ok_or_else(|| Error::Unsupported("no Python interpreter in this process (PyCapsule_*)".into()))?;
+            let api = capsule_api().ok_or_else(|| {
+                Error::Unsupported("no Python interpreter in this process (PyCapsule_*)".into())
+            })?;
             // PyCapsule_IsValid sets no Python error, for any object.
             if (api.is_valid)(capsule, c"dltensor_versioned".as_ptr()) == 1 {
-                let t = (api.get_pointer)(capsule, c"dltensor_versioned".as_ptr()).cast::<DLManagedTensorVersioned>();
+                let t = (api.get_pointer)(capsule, c"dltensor_versioned".as_ptr())
+                    .cast::<DLManagedTensorVersioned>();
                 let view = StridedMemoryView::from_dlpack_versioned(t)?;
                 (api.set_name)(capsule, c"used_dltensor_versioned".as_ptr());
                 Ok(view)
@@ -141,7 +153,9 @@ pub unsafe extern "C" fn rmm_strided_view_from_dlpack_capsule(
             {
                 Err(Error::invalid("the DLPack capsule was already consumed"))
             } else {
-                Err(Error::invalid("not a DLPack capsule (\"dltensor_versioned\" or \"dltensor\")"))
+                Err(Error::invalid(
+                    "not a DLPack capsule (\"dltensor_versioned\" or \"dltensor\")",
+                ))
             }
         })
     }
@@ -168,22 +182,38 @@ pub unsafe extern "C" fn rmm_strided_view_from_parts(
     // SAFETY: caller contract.
     unsafe {
         acquire_into(out, err, || {
-            let n = usize::try_from(ndim).map_err(|_| Error::invalid(format!("negative ndim {ndim}")))?;
+            let n = usize::try_from(ndim)
+                .map_err(|_| Error::invalid(format!("negative ndim {ndim}")))?;
             if n > rmm_core::view::strided::MAX_NDIM {
-                return Err(Error::invalid(format!("{n} dimensions: at most 64 are supported")));
+                return Err(Error::invalid(format!(
+                    "{n} dimensions: at most 64 are supported"
+                )));
             }
             if n > 0 && shape.is_null() {
                 return Err(Error::invalid("shape must not be NULL when ndim > 0"));
             }
-            let format = format.as_ref().ok_or_else(|| Error::invalid("format must not be NULL"))?;
-            let format = CStr::from_ptr(format).to_str().map_err(|_| Error::invalid("format is not UTF-8"))?;
-            let slice = |p: *const i64| if n == 0 { Vec::new() } else { std::slice::from_raw_parts(p, n).to_vec() };
+            let format = format
+                .as_ref()
+                .ok_or_else(|| Error::invalid("format must not be NULL"))?;
+            let format = CStr::from_ptr(format)
+                .to_str()
+                .map_err(|_| Error::invalid("format is not UTF-8"))?;
+            let slice = |p: *const i64| {
+                if n == 0 {
+                    Vec::new()
+                } else {
+                    std::slice::from_raw_parts(p, n).to_vec()
+                }
+            };
             let parts = ViewParts {
                 ptr: data as usize,
                 shape: slice(shape),
                 strides: (!strides.is_null()).then(|| slice(strides)),
                 dtype: dtype_of_format(format)?,
-                device: DLDevice { device_type, device_id },
+                device: DLDevice {
+                    device_type,
+                    device_id,
+                },
                 readonly,
                 subbyte_padded: true,
             };
@@ -199,7 +229,10 @@ pub unsafe extern "C" fn rmm_strided_view_from_parts(
 /// # Safety
 /// `view` is NULL or valid for reads and writes; `err` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_strided_view_release(view: *mut rmm_strided_view, err: *mut rmm_error) -> c_int {
+pub unsafe extern "C" fn rmm_strided_view_release(
+    view: *mut rmm_strided_view,
+    err: *mut rmm_error,
+) -> c_int {
     // SAFETY: caller contract.
     unsafe { guarded(err, || live::release(view)) }
 }
@@ -211,7 +244,10 @@ pub unsafe extern "C" fn rmm_strided_view_release(view: *mut rmm_strided_view, e
 /// # Safety
 /// `view` is NULL or valid for reads; `err` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn rmm_strided_view_check(view: *const rmm_strided_view, err: *mut rmm_error) -> c_int {
+pub unsafe extern "C" fn rmm_strided_view_check(
+    view: *const rmm_strided_view,
+    err: *mut rmm_error,
+) -> c_int {
     // SAFETY: caller contract.
     unsafe { guarded(err, || domain::check_view(view)) }
 }
@@ -346,10 +382,17 @@ mod tests {
     }
 
     fn tensor(major: u32) -> *mut DLManagedTensorVersioned {
-        let mut ctx = Box::new(Ctx { shape: [3, 4], strides: [-4, 1], data: (0..12).collect() });
+        let mut ctx = Box::new(Ctx {
+            shape: [3, 4],
+            strides: [-4, 1],
+            data: (0..12).collect(),
+        });
         let dl = DLTensor {
             data: ctx.data.as_mut_ptr().cast(),
-            device: DLDevice { device_type: device_type::CPU, device_id: 0 },
+            device: DLDevice {
+                device_type: device_type::CPU,
+                device_id: 0,
+            },
             ndim: 2,
             dtype: DLDataType::new(type_code::INT, 32),
             shape: ctx.shape.as_mut_ptr(),
@@ -367,13 +410,20 @@ mod tests {
 
     #[test]
     fn a_dlpack_view_is_read_as_fields_released_once_and_double_release_is_an_error() {
-        let _turn = COUNTING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _turn = COUNTING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let before = DELETED.load(Ordering::SeqCst);
         let mut v = rmm_strided_view::EMPTY;
         let mut e = rmm_error::new();
         // SAFETY: a fresh tensor, valid out-pointers.
         unsafe {
-            assert_eq!(rmm_strided_view_from_dlpack_versioned(tensor(1), &mut v, &mut e), RMM_OK, "{}", e.message());
+            assert_eq!(
+                rmm_strided_view_from_dlpack_versioned(tensor(1), &mut v, &mut e),
+                RMM_OK,
+                "{}",
+                e.message()
+            );
             assert_eq!(v.ndim, 2);
             assert_eq!(std::slice::from_raw_parts(v.shape, 2), &[3, 4]);
             assert_eq!(std::slice::from_raw_parts(v.strides, 2), &[-4, 1]);
@@ -382,32 +432,56 @@ mod tests {
             assert_eq!(*(v.ptr as *const i32), 8);
             assert!(!v.device_accessible && !v.readonly && !v.owner.is_null());
             let (mut c, mut f) = (true, true);
-            assert_eq!(rmm_strided_view_contiguity(&v, &mut c, &mut f, &mut e), RMM_OK);
+            assert_eq!(
+                rmm_strided_view_contiguity(&v, &mut c, &mut f, &mut e),
+                RMM_OK
+            );
             assert!(!c && !f);
             assert_eq!(rmm_strided_view_check(&v, &mut e), RMM_OK);
             let copy = v;
             assert_eq!(rmm_strided_view_release(&mut v, &mut e), RMM_OK);
             assert_eq!(DELETED.load(Ordering::SeqCst), before + 1);
-            assert_eq!(rmm_strided_view_release(&mut v, &mut e), RMM_ERROR_INVALID_ARGUMENT);
+            assert_eq!(
+                rmm_strided_view_release(&mut v, &mut e),
+                RMM_ERROR_INVALID_ARGUMENT
+            );
             assert!(e.message().contains("released"), "{}", e.message());
-            assert_eq!(rmm_strided_view_check(&copy, &mut e), RMM_ERROR_INVALID_ARGUMENT);
+            assert_eq!(
+                rmm_strided_view_check(&copy, &mut e),
+                RMM_ERROR_INVALID_ARGUMENT
+            );
             let mut copy = copy;
-            assert_eq!(rmm_strided_view_release(&mut copy, &mut e), RMM_ERROR_INVALID_ARGUMENT);
-            assert_eq!(rmm_strided_view_release(std::ptr::null_mut(), &mut e), RMM_ERROR_INVALID_ARGUMENT);
+            assert_eq!(
+                rmm_strided_view_release(&mut copy, &mut e),
+                RMM_ERROR_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                rmm_strided_view_release(std::ptr::null_mut(), &mut e),
+                RMM_ERROR_INVALID_ARGUMENT
+            );
         }
-        assert_eq!(DELETED.load(Ordering::SeqCst), before + 1, "the deleter ran exactly once");
+        assert_eq!(
+            DELETED.load(Ordering::SeqCst),
+            before + 1,
+            "the deleter ran exactly once"
+        );
     }
 
     #[test]
     fn a_refused_tensor_and_null_arguments_leave_ownership_with_the_caller() {
-        let _turn = COUNTING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _turn = COUNTING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut v = rmm_strided_view::EMPTY;
         let mut e = rmm_error::new();
         let t = tensor(2);
         let before = DELETED.load(Ordering::SeqCst);
         // SAFETY: valid pointers; on failure the tensor stays ours.
         unsafe {
-            assert_eq!(rmm_strided_view_from_dlpack_versioned(t, &mut v, &mut e), RMM_ERROR_UNSUPPORTED);
+            assert_eq!(
+                rmm_strided_view_from_dlpack_versioned(t, &mut v, &mut e),
+                RMM_ERROR_UNSUPPORTED
+            );
             assert_eq!(v.generation, 0);
             assert_eq!(
                 rmm_strided_view_from_dlpack_versioned(t, std::ptr::null_mut(), &mut e),
@@ -431,7 +505,11 @@ mod tests {
         unsafe {
             let rc = rmm_strided_view_from_dlpack_capsule(std::ptr::null_mut(), &mut v, &mut e);
             assert_eq!(rc, RMM_ERROR_INVALID_ARGUMENT);
-            let rc = rmm_strided_view_from_dlpack_capsule((&mut not_a_capsule as *mut u64).cast(), &mut v, &mut e);
+            let rc = rmm_strided_view_from_dlpack_capsule(
+                (&mut not_a_capsule as *mut u64).cast(),
+                &mut v,
+                &mut e,
+            );
             assert_eq!(rc, RMM_ERROR_UNSUPPORTED, "{}", e.message());
         }
         assert_eq!(v.generation, 0);
@@ -478,19 +556,31 @@ mod tests {
             assert_eq!(rc, RMM_ERROR_INVALID_ARGUMENT);
             if rmm_core::cuda::is_host_mode() {
                 let mr = AnyResource::new(rmm_core::mr::SystemMemoryResource::new());
-                let rc = rmm_strided_view_to_device(&v, mr.borrow_handle(), std::ptr::null_mut(), &mut d, &mut e);
+                let rc = rmm_strided_view_to_device(
+                    &v,
+                    mr.borrow_handle(),
+                    std::ptr::null_mut(),
+                    &mut d,
+                    &mut e,
+                );
                 assert_eq!(rc, RMM_OK, "{}", e.message());
                 let dev = &*d.device_copy;
                 assert_eq!(*dev.shape, 3);
                 assert_eq!(rmm_strided_view_release(&mut d, &mut e), RMM_OK);
             }
             let mut t = std::ptr::null_mut();
-            assert_eq!(rmm_strided_view_to_dlpack_versioned(&v, &mut t, &mut e), RMM_OK);
+            assert_eq!(
+                rmm_strided_view_to_dlpack_versioned(&v, &mut t, &mut e),
+                RMM_OK
+            );
             assert_eq!(rmm_strided_view_release(&mut v, &mut e), RMM_OK);
             assert_eq!((*t).dl_tensor.ndim, 1);
             assert_eq!((*t).flags & 1, 1, "read-only is exported");
             ((*t).deleter.unwrap())(t);
-            assert_eq!(rmm_strided_view_to_dlpack_versioned(&v, &mut t, &mut e), RMM_ERROR_INVALID_ARGUMENT);
+            assert_eq!(
+                rmm_strided_view_to_dlpack_versioned(&v, &mut t, &mut e),
+                RMM_ERROR_INVALID_ARGUMENT
+            );
             assert!(t.is_null());
         }
     }

@@ -8,13 +8,13 @@
 use std::ffi::{c_int, c_void, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use rmm_core::cuda::Stream;
 use rmm_core::mr::kind::ResourceKind;
+use rmm_core::registry;
 use rmm_core::registry::owner::{self, find_loaded_owner};
 use rmm_core::resource::handle::owner_tag;
 use rmm_core::resource::status::RMM_OK;
 use rmm_core::resource::{rmm_error, rmm_resource, ForeignResource};
-use rmm_core::cuda::Stream;
-use rmm_core::registry;
 use rmm_core::{Access, AnyResource, MemoryResource, Result};
 
 /// Host memory that claims host and device access (accepted in host and GPU mode) and counts.
@@ -25,9 +25,17 @@ impl MemoryResource for Counting {
         self.0.fetch_add(1, Ordering::SeqCst);
         rmm_core::mr::SystemMemoryResource::new().allocate(stream, bytes, alignment)
     }
-    unsafe fn deallocate(&self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        &self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         // SAFETY: forwarded; allocated by the system resource above.
-        unsafe { rmm_core::mr::SystemMemoryResource::new().deallocate(stream, ptr, bytes, alignment) }
+        unsafe {
+            rmm_core::mr::SystemMemoryResource::new().deallocate(stream, ptr, bytes, alignment)
+        }
     }
     fn access(&self) -> Access {
         Access::HOST_DEVICE
@@ -46,7 +54,11 @@ impl MemoryResource for Counting {
 fn build_librmm() -> std::path::PathBuf {
     if let Some(prebuilt) = std::env::var_os("RMM_LIBRMM_PATH") {
         let path = std::path::PathBuf::from(prebuilt);
-        assert!(path.exists(), "RMM_LIBRMM_PATH={} does not exist", path.display());
+        assert!(
+            path.exists(),
+            "RMM_LIBRMM_PATH={} does not exist",
+            path.display()
+        );
         return path;
     }
     let manifest_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -80,7 +92,10 @@ fn registry_calls_route_to_the_loaded_librmm() {
     let table = find_loaded_owner().expect("the loaded librmm is found");
     assert!(!table.is_local());
     assert_ne!(table.owner, owner_tag());
-    assert!(registry::routes_to_owner(), "first registry use after loading picks librmm");
+    assert!(
+        registry::routes_to_owner(),
+        "first registry use after loading picks librmm"
+    );
 
     // librmm's own entry points, to look at its registry directly.
     // SAFETY: symbols of rmm_c.h with these signatures.
@@ -100,7 +115,11 @@ fn registry_calls_route_to_the_loaded_librmm() {
     // The initial resource is librmm's, seen here as a foreign resource that works.
     let initial = registry::current_resource().unwrap();
     assert!(initial.downcast_ref::<ForeignResource>().is_some());
-    let expected = if rmm_core::cuda::is_host_mode() { "system_memory_resource" } else { "cuda_memory_resource" };
+    let expected = if rmm_core::cuda::is_host_mode() {
+        "system_memory_resource"
+    } else {
+        "cuda_memory_resource"
+    };
     assert_eq!(initial.name(), expected);
     if rmm_core::cuda::is_host_mode() {
         let p = initial.allocate(Stream::DEFAULT, 64, 64).unwrap();
@@ -121,7 +140,11 @@ fn registry_calls_route_to_the_loaded_librmm() {
     // SAFETY: valid out-pointers; the owning handle is released below.
     unsafe {
         assert_eq!(get_current(&mut h, &mut err), RMM_OK);
-        assert_eq!(h, mine.borrow_handle(), "librmm stores our handle itself, no wrapper");
+        assert_eq!(
+            h,
+            mine.borrow_handle(),
+            "librmm stores our handle itself, no wrapper"
+        );
         release(h);
     }
     // ...and comes back from it as the same Arc.
@@ -130,7 +153,13 @@ fn registry_calls_route_to_the_loaded_librmm() {
     let p = back.allocate(Stream::DEFAULT, 32, 32).unwrap();
     // SAFETY: from `back` with these arguments.
     unsafe { back.deallocate(Stream::DEFAULT, p, 32, 32).unwrap() };
-    assert_eq!(mine.downcast_ref::<Counting>().unwrap().0.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        mine.downcast_ref::<Counting>()
+            .unwrap()
+            .0
+            .load(Ordering::SeqCst),
+        1
+    );
     drop(back);
 
     // Errors cross as values.
@@ -152,18 +181,26 @@ fn registry_calls_route_to_the_loaded_librmm() {
             assert!(!p.is_null());
             p
         };
-        let new_system = std::mem::transmute::<*mut c_void, New>(sym(c"rmm_system_memory_resource_new"));
-        let new_stats = std::mem::transmute::<*mut c_void, Adapt>(sym(c"rmm_statistics_resource_adaptor_new"));
+        let new_system =
+            std::mem::transmute::<*mut c_void, New>(sym(c"rmm_system_memory_resource_new"));
+        let new_stats =
+            std::mem::transmute::<*mut c_void, Adapt>(sym(c"rmm_statistics_resource_adaptor_new"));
         let (mut h, mut s, mut err) = (rmm_resource::NULL, rmm_resource::NULL, rmm_error::new());
         assert_eq!(new_system(&mut h, &mut err), RMM_OK);
         assert_eq!(new_stats(h, &mut s, &mut err), RMM_OK);
-        (AnyResource::try_from_handle(h).unwrap(), AnyResource::try_from_handle(s).unwrap())
+        (
+            AnyResource::try_from_handle(h).unwrap(),
+            AnyResource::try_from_handle(s).unwrap(),
+        )
     };
     assert!(stats.downcast_ref::<ForeignResource>().is_some());
     assert_eq!(owner::resource_kind(&stats), Some(ResourceKind::Statistics));
     assert_eq!(owner::resource_kind(&system), Some(ResourceKind::System));
     let upstream = owner::resource_upstream(&stats).expect("librmm names the upstream");
-    assert_eq!(upstream, system, "the upstream comes back as the same librmm resource");
+    assert_eq!(
+        upstream, system,
+        "the upstream comes back as the same librmm resource"
+    );
     let p = stats.allocate(Stream::DEFAULT, 128, 64).unwrap();
     assert_eq!(owner::statistics_counters(&stats).unwrap().0.value, 128);
     // SAFETY: from `stats` with these arguments.
@@ -177,17 +214,33 @@ fn registry_calls_route_to_the_loaded_librmm() {
     // The memory timeline is librmm's too: this copy's start/snapshot/stop go to librmm's recorder,
     // which wraps the process's current resource and records what this binary allocates from it.
     use rmm_core::registry::recording;
-    recording::start_recording(&rmm_core::timeline::Options { clear: true, ..Default::default() }).unwrap();
+    recording::start_recording(&rmm_core::timeline::Options {
+        clear: true,
+        ..Default::default()
+    })
+    .unwrap();
     assert!(recording::is_recording());
-    assert!(!rmm_core::timeline::is_recording(), "this copy's own recorder stays off");
+    assert!(
+        !rmm_core::timeline::is_recording(),
+        "this copy's own recorder stays off"
+    );
     let current = registry::current_resource().unwrap();
-    assert_eq!(owner::resource_kind(&current), Some(ResourceKind::Recording));
+    assert_eq!(
+        owner::resource_kind(&current),
+        Some(ResourceKind::Recording)
+    );
     let p = current.allocate(Stream::DEFAULT, 3333, 256).unwrap();
     let snapshot = recording::snapshot().unwrap();
-    assert!(snapshot.segments.iter().any(|s| s.address == p as u64 && s.total_size == 3333));
+    assert!(snapshot
+        .segments
+        .iter()
+        .any(|s| s.address == p as u64 && s.total_size == 3333));
     // SAFETY: from `current` with these arguments.
     unsafe { current.deallocate(Stream::DEFAULT, p, 3333, 256).unwrap() };
     recording::stop_recording().unwrap();
     assert!(!recording::is_recording());
-    assert_ne!(owner::resource_kind(&registry::current_resource().unwrap()), Some(ResourceKind::Recording));
+    assert_ne!(
+        owner::resource_kind(&registry::current_resource().unwrap()),
+        Some(ResourceKind::Recording)
+    );
 }

@@ -37,7 +37,14 @@ use crate::stream::{PyStream, StreamArg};
 
 /// Copies `bytes` bytes from `src` to `dst` on `stream` without the GIL, then synchronizes the
 /// stream when it is the default one (RMM's rule for host copies) or when `sync` is set.
-fn copy(py: Python<'_>, dst: usize, src: usize, bytes: usize, stream: Stream, sync: bool) -> PyResult<()> {
+fn copy(
+    py: Python<'_>,
+    dst: usize,
+    src: usize,
+    bytes: usize,
+    stream: Stream,
+    sync: bool,
+) -> PyResult<()> {
     py.detach(|| -> Result<()> {
         // SAFETY: the callers pass ranges that stay valid until the copy completes: a live buffer's
         // memory or a host buffer exported for the duration of this call (synchronized below), or
@@ -66,7 +73,13 @@ fn none_buffer(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<()> {
 /// `DeviceBuffer(*, ptr=0, size=0, stream=DEFAULT_STREAM, mr=None)`: `size` bytes from `mr` (default:
 /// the current device resource), filled with a copy of `size` bytes at `ptr` (host or device) when
 /// `ptr` is not 0.
-#[pyclass(module = "rmm.pylibrmm.device_buffer", name = "DeviceBuffer", subclass, weakref, frozen)]
+#[pyclass(
+    module = "rmm.pylibrmm.device_buffer",
+    name = "DeviceBuffer",
+    subclass,
+    weakref,
+    frozen
+)]
 pub(crate) struct PyDeviceBuffer {
     /// `None` only while being dropped.
     buf: RwLock<Option<DeviceBuffer>>,
@@ -83,7 +96,9 @@ pub(crate) struct Reading<'a>(RwLockReadGuard<'a, Option<DeviceBuffer>>);
 impl Deref for Reading<'_> {
     type Target = DeviceBuffer;
     fn deref(&self) -> &DeviceBuffer {
-        self.0.as_ref().expect("a DeviceBuffer is only emptied by its drop")
+        self.0
+            .as_ref()
+            .expect("a DeviceBuffer is only emptied by its drop")
     }
 }
 
@@ -93,13 +108,17 @@ struct Writing<'a>(RwLockWriteGuard<'a, Option<DeviceBuffer>>);
 impl Deref for Writing<'_> {
     type Target = DeviceBuffer;
     fn deref(&self) -> &DeviceBuffer {
-        self.0.as_ref().expect("a DeviceBuffer is only emptied by its drop")
+        self.0
+            .as_ref()
+            .expect("a DeviceBuffer is only emptied by its drop")
     }
 }
 
 impl DerefMut for Writing<'_> {
     fn deref_mut(&mut self) -> &mut DeviceBuffer {
-        self.0.as_mut().expect("a DeviceBuffer is only emptied by its drop")
+        self.0
+            .as_mut()
+            .expect("a DeviceBuffer is only emptied by its drop")
     }
 }
 
@@ -129,16 +148,29 @@ impl Drop for BufferExport {
 
 impl PyDeviceBuffer {
     fn from_parts(buf: DeviceBuffer, stream: Py<PyStream>, mr: Py<PyAny>) -> Self {
-        Self { buf: RwLock::new(Some(buf)), stream: Mutex::new(stream), mr, exports: AtomicUsize::new(0) }
+        Self {
+            buf: RwLock::new(Some(buf)),
+            stream: Mutex::new(stream),
+            mr,
+            exports: AtomicUsize::new(0),
+        }
     }
 
     /// The buffer for reading (view.rs: DLPack export); waits without the GIL for a writer.
     pub(crate) fn read(&self, py: Python<'_>) -> Reading<'_> {
-        Reading(self.buf.read_py_attached(py).unwrap_or_else(PoisonError::into_inner))
+        Reading(
+            self.buf
+                .read_py_attached(py)
+                .unwrap_or_else(PoisonError::into_inner),
+        )
     }
 
     fn write(&self, py: Python<'_>) -> Writing<'_> {
-        Writing(self.buf.write_py_attached(py).unwrap_or_else(PoisonError::into_inner))
+        Writing(
+            self.buf
+                .write_py_attached(py)
+                .unwrap_or_else(PoisonError::into_inner),
+        )
     }
 
     /// The buffer held alone, for an operation that replaces or moves its memory: `BufferError`
@@ -147,17 +179,28 @@ impl PyDeviceBuffer {
         let held = self.write(py);
         // Exports are counted under the read lock, so none can start while this is held.
         if self.exports.load(Ordering::Acquire) != 0 {
-            return Err(PyBufferError::new_err("Existing exports of data: object cannot be re-sized"));
+            return Err(PyBufferError::new_err(
+                "Existing exports of data: object cannot be re-sized",
+            ));
         }
         Ok(held)
     }
 
     fn stream_object(&self, py: Python<'_>) -> Py<PyStream> {
-        self.stream.lock_py_attached(py).unwrap_or_else(PoisonError::into_inner).clone_ref(py)
+        self.stream
+            .lock_py_attached(py)
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone_ref(py)
     }
 
     fn set_stream(&self, py: Python<'_>, stream: Py<PyStream>) {
-        let old = std::mem::replace(&mut *self.stream.lock_py_attached(py).unwrap_or_else(PoisonError::into_inner), stream);
+        let old = std::mem::replace(
+            &mut *self
+                .stream
+                .lock_py_attached(py)
+                .unwrap_or_else(PoisonError::into_inner),
+            stream,
+        );
         drop(old);
     }
 
@@ -183,7 +226,12 @@ impl PyDeviceBuffer {
             Some(mr) => mr.into_any().unbind(),
             None => current_resource_object(py)?,
         };
-        let resource = mr.bind(py).cast::<PyDeviceMemoryResource>()?.get().inner.clone();
+        let resource = mr
+            .bind(py)
+            .cast::<PyDeviceMemoryResource>()?
+            .get()
+            .inner
+            .clone();
         let handle = stream.stream(py);
         if size == 0 {
             // Nothing is allocated or copied, so nothing can block or call back: no GIL round trip.
@@ -199,7 +247,9 @@ impl PyDeviceBuffer {
                 }
                 // SAFETY: RMM's contract for `ptr`: `size` readable bytes (host or device) that stay
                 // valid until the copy completes (the default stream is synchronized below).
-                let buf = unsafe { DeviceBuffer::from_raw_copy(ptr as *const u8, size, handle, resource)? };
+                let buf = unsafe {
+                    DeviceBuffer::from_raw_copy(ptr as *const u8, size, handle, resource)?
+                };
                 if handle.is_default() {
                     handle.synchronize()?;
                 }
@@ -245,7 +295,14 @@ impl PyDeviceBuffer {
                 "Argument `ary` is too small. Need space for {size} bytes."
             )));
         }
-        copy(py, host.addr(), buf.as_ptr() as usize, size, stream.stream(py), false)?;
+        copy(
+            py,
+            host.addr(),
+            buf.as_ptr() as usize,
+            size,
+            stream.stream(py),
+            false,
+        )?;
         drop(buf);
         drop(host);
         Ok(ary)
@@ -265,7 +322,12 @@ impl PyDeviceBuffer {
 
 impl Drop for PyDeviceBuffer {
     fn drop(&mut self) {
-        match self.buf.get_mut().unwrap_or_else(PoisonError::into_inner).take() {
+        match self
+            .buf
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
             // Nothing to free (empty, or moved out): no GIL round trip.
             Some(buf) if buf.capacity() == 0 => drop(buf),
             // The free may block (a pool, a synchronizing driver call) or call back into Python (a
@@ -366,20 +428,35 @@ impl PyDeviceBuffer {
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
         let host = slf.get().copy_to_host_impl(py, None, &StreamArg::Default)?;
-        let to_device = TO_DEVICE.get(py).ok_or_else(|| PyValueError::new_err("rmm._rmm is not initialized"))?;
-        PyTuple::new(py, [to_device.clone_ref(py).into_bound(py), PyTuple::new(py, [host])?.into_any()])
+        let to_device = TO_DEVICE
+            .get(py)
+            .ok_or_else(|| PyValueError::new_err("rmm._rmm is not initialized"))?;
+        PyTuple::new(
+            py,
+            [
+                to_device.clone_ref(py).into_bound(py),
+                PyTuple::new(py, [host])?.into_any(),
+            ],
+        )
     }
 
     /// Prefetches managed memory to `device` (default: the current device; `cudaCpuDeviceId`, -1,
     /// for host memory) on `stream` (default: the buffer's stream); a no-op for memory that is not
     /// managed and where the device lacks concurrent managed access, as in RMM.
     #[pyo3(signature = (device = None, stream = None))]
-    fn prefetch(&self, py: Python<'_>, device: Option<i32>, stream: Option<StreamArg>) -> PyResult<()> {
+    fn prefetch(
+        &self,
+        py: Python<'_>,
+        device: Option<i32>,
+        stream: Option<StreamArg>,
+    ) -> PyResult<()> {
         let stream = match stream {
             Some(s) => s.stream(py),
             None => self.own_stream(py),
         };
-        let device = device.map_or_else(registry::current_device_or_host, Ok).into_py_result()?;
+        let device = device
+            .map_or_else(registry::current_device_or_host, Ok)
+            .into_py_result()?;
         let buf = self.read(py);
         let buf = &*buf;
         py.detach(|| buf.prefetch(device, stream)).into_py_result()
@@ -402,7 +479,11 @@ impl PyDeviceBuffer {
             })
             .into_py_result()?;
         drop(buf);
-        Ok(Self::from_parts(copied, stream_object, self.mr.clone_ref(py)))
+        Ok(Self::from_parts(
+            copied,
+            stream_object,
+            self.mr.clone_ref(py),
+        ))
     }
 
     fn __copy__(&self, py: Python<'_>) -> PyResult<Self> {
@@ -435,7 +516,12 @@ impl PyDeviceBuffer {
 
     /// Copies the bytes of `ary` (no larger than the buffer) to the start of the buffer.
     #[pyo3(signature = (ary, stream = StreamArg::Default))]
-    fn copy_from_host(&self, py: Python<'_>, ary: &Bound<'_, PyAny>, stream: StreamArg) -> PyResult<()> {
+    fn copy_from_host(
+        &self,
+        py: Python<'_>,
+        ary: &Bound<'_, PyAny>,
+        stream: StreamArg,
+    ) -> PyResult<()> {
         let host = HostBuffer::get(ary, false)?;
         let mut buf = self.write(py);
         let size = buf.size();
@@ -452,10 +538,17 @@ impl PyDeviceBuffer {
     /// and contiguous, no larger than the buffer) to the start of the buffer. The item size comes
     /// from NumPy's reading of `typestr`, as in RMM (datetimes, timedeltas and strings included).
     #[pyo3(signature = (cuda_ary, stream = StreamArg::Default))]
-    fn copy_from_device(&self, py: Python<'_>, cuda_ary: &Bound<'_, PyAny>, stream: StreamArg) -> PyResult<()> {
+    fn copy_from_device(
+        &self,
+        py: Python<'_>,
+        cuda_ary: &Bound<'_, PyAny>,
+        stream: StreamArg,
+    ) -> PyResult<()> {
         let stream = stream.stream(py);
         if !cuda_ary.hasattr("__cuda_array_interface__")? {
-            return Err(PyValueError::new_err("Expected object to support `__cuda_array_interface__` protocol"));
+            return Err(PyValueError::new_err(
+                "Expected object to support `__cuda_array_interface__` protocol",
+            ));
         }
         let intf = cuda_ary.getattr("__cuda_array_interface__")?;
         let shape: Vec<usize> = intf.get_item("shape")?.extract()?;
@@ -516,7 +609,8 @@ impl PyDeviceBuffer {
         let handle = stream.stream(py);
         let mut held = self.write_unexported(py)?;
         let buf = &mut *held;
-        py.detach(|| buf.reserve(new_capacity, handle)).into_py_result()?;
+        py.detach(|| buf.reserve(new_capacity, handle))
+            .into_py_result()?;
         drop(held);
         self.set_stream(py, stream.object(py)?);
         Ok(())
@@ -530,7 +624,8 @@ impl PyDeviceBuffer {
         let handle = stream.stream(py);
         let mut held = self.write_unexported(py)?;
         let buf = &mut *held;
-        py.detach(|| buf.resize(new_size, handle)).into_py_result()?;
+        py.detach(|| buf.resize(new_size, handle))
+            .into_py_result()?;
         drop(held);
         self.set_stream(py, stream.object(py)?);
         Ok(())
@@ -555,7 +650,8 @@ impl PyDeviceBuffer {
     fn _to_capsule(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let mut held = self.write_unexported(py)?;
         let buf = &mut *held;
-        let empty = DeviceBuffer::new(0, buf.stream(), buf.memory_resource().clone()).into_py_result()?;
+        let empty =
+            DeviceBuffer::new(0, buf.stream(), buf.memory_resource().clone()).into_py_result()?;
         let moved = std::mem::replace(buf, empty);
         drop(held);
         rmm::python::buffer_to_capsule(py, moved)
@@ -563,7 +659,11 @@ impl PyDeviceBuffer {
 
     fn __repr__(&self, py: Python<'_>) -> String {
         let buf = self.read(py);
-        format!("<rmm.DeviceBuffer size={} ptr={:#x}>", buf.size(), buf.as_ptr() as usize)
+        format!(
+            "<rmm.DeviceBuffer size={} ptr={:#x}>",
+            buf.size(),
+            buf.as_ptr() as usize
+        )
     }
 }
 
@@ -573,12 +673,20 @@ impl PyDeviceBuffer {
 fn typestr_itemsize(typestr: &Bound<'_, PyAny>) -> PyResult<usize> {
     let py = typestr.py();
     if let Ok(np) = py.import("numpy") {
-        return np.getattr("dtype")?.call1((typestr,))?.getattr("itemsize")?.extract();
+        return np
+            .getattr("dtype")?
+            .call1((typestr,))?
+            .getattr("itemsize")?
+            .extract();
     }
     let text: String = typestr.extract()?;
-    let unreadable = || PyValueError::new_err(format!("cannot read the item size of typestr {text:?}"));
+    let unreadable =
+        || PyValueError::new_err(format!("cannot read the item size of typestr {text:?}"));
     let mut chars = text.chars();
-    let (_, kind) = (chars.next().ok_or_else(unreadable)?, chars.next().ok_or_else(unreadable)?);
+    let (_, kind) = (
+        chars.next().ok_or_else(unreadable)?,
+        chars.next().ok_or_else(unreadable)?,
+    );
     let digits: String = chars.take_while(char::is_ascii_digit).collect();
     let count: usize = digits.parse().map_err(|_| unreadable())?;
     Ok(if kind == 'U' { count * 4 } else { count })
@@ -587,7 +695,11 @@ fn typestr_itemsize(typestr: &Bound<'_, PyAny>) -> PyResult<usize> {
 /// `rmm._rmm.to_device`, whose `__module__` is `rmm.pylibrmm.device_buffer` (RMM's), for pickles.
 static TO_DEVICE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-fn to_device_impl(py: Python<'_>, b: &Bound<'_, PyAny>, stream: &StreamArg) -> PyResult<PyDeviceBuffer> {
+fn to_device_impl(
+    py: Python<'_>,
+    b: &Bound<'_, PyAny>,
+    stream: &StreamArg,
+) -> PyResult<PyDeviceBuffer> {
     none_buffer("b", b)?;
     let host = HostBuffer::get(b, false)?;
     let buffer = PyDeviceBuffer::create(py, host.addr(), host.len(), stream, None)?;
@@ -605,7 +717,12 @@ fn to_device(py: Python<'_>, b: &Bound<'_, PyAny>, stream: StreamArg) -> PyResul
 /// Copies `len(hb)` bytes from device address `db` into the writable bytes-like `hb`.
 #[pyfunction]
 #[pyo3(signature = (db, hb, stream = StreamArg::Default))]
-fn copy_ptr_to_host(py: Python<'_>, db: usize, hb: &Bound<'_, PyAny>, stream: StreamArg) -> PyResult<()> {
+fn copy_ptr_to_host(
+    py: Python<'_>,
+    db: usize,
+    hb: &Bound<'_, PyAny>,
+    stream: StreamArg,
+) -> PyResult<()> {
     none_buffer("hb", hb)?;
     let host = HostBuffer::get(hb, true)?;
     copy(py, host.addr(), db, host.len(), stream.stream(py), false)
@@ -614,7 +731,12 @@ fn copy_ptr_to_host(py: Python<'_>, db: usize, hb: &Bound<'_, PyAny>, stream: St
 /// Copies the bytes of `hb` to device address `db`.
 #[pyfunction]
 #[pyo3(signature = (hb, db, stream = StreamArg::Default))]
-fn copy_host_to_ptr(py: Python<'_>, hb: &Bound<'_, PyAny>, db: usize, stream: StreamArg) -> PyResult<()> {
+fn copy_host_to_ptr(
+    py: Python<'_>,
+    hb: &Bound<'_, PyAny>,
+    db: usize,
+    stream: StreamArg,
+) -> PyResult<()> {
     none_buffer("hb", hb)?;
     let host = HostBuffer::get(hb, false)?;
     copy(py, db, host.addr(), host.len(), stream.stream(py), false)
@@ -623,7 +745,13 @@ fn copy_host_to_ptr(py: Python<'_>, hb: &Bound<'_, PyAny>, db: usize, stream: St
 /// Copies `count` bytes from device address `d_src` to `d_dst`, ordered on `stream`.
 #[pyfunction]
 #[pyo3(signature = (d_src, d_dst, count, stream = StreamArg::Default))]
-fn copy_device_to_ptr(py: Python<'_>, d_src: usize, d_dst: usize, count: usize, stream: StreamArg) -> PyResult<()> {
+fn copy_device_to_ptr(
+    py: Python<'_>,
+    d_src: usize,
+    d_dst: usize,
+    count: usize,
+    stream: StreamArg,
+) -> PyResult<()> {
     let stream = stream.stream(py);
     py.detach(|| {
         // SAFETY: RMM's contract: both are device ranges of `count` bytes valid on `stream`.

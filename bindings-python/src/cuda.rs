@@ -17,7 +17,8 @@ fn is_host_mode() -> bool {
 /// Raises RuntimeError in host mode.
 #[pyfunction]
 fn available_device_memory(py: Python<'_>) -> PyResult<(usize, usize)> {
-    py.detach(|| cuda::current_device().and_then(cuda::mem_info)).into_py_result()
+    py.detach(|| cuda::current_device().and_then(cuda::mem_info))
+        .into_py_result()
 }
 
 /// Number of CUDA devices (RuntimeError in host mode).

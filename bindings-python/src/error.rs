@@ -72,7 +72,9 @@ pub(crate) fn to_py_err(error: Error) -> PyErr {
 /// The text of a core error as RMM's exceptions word theirs (see the module's documentation).
 pub(crate) fn rmm_message(error: &Error) -> String {
     match error {
-        Error::OutOfMemory { .. } => format!("std::bad_alloc: out_of_memory: RMM failure at: rmm-rs: {error}"),
+        Error::OutOfMemory { .. } => {
+            format!("std::bad_alloc: out_of_memory: RMM failure at: rmm-rs: {error}")
+        }
         Error::Cuda { .. } => format!("CUDA error at: rmm-rs: {error}"),
         _ => format!("RMM failure at: rmm-rs: {error}"),
     }
@@ -84,7 +86,9 @@ pub(crate) fn rmm_message(error: &Error) -> String {
 /// `MemoryError`) whatever the CUDA error: a pool destroyed under `CudaAsyncViewMemoryResource`, say.
 pub(crate) fn to_py_alloc_err(error: Error) -> PyErr {
     match error {
-        Error::Cuda { .. } if !has_parked() => PyMemoryError::new_err(format!("std::bad_alloc: {}", rmm_message(&error))),
+        Error::Cuda { .. } if !has_parked() => {
+            PyMemoryError::new_err(format!("std::bad_alloc: {}", rmm_message(&error)))
+        }
         other => to_py_err(other),
     }
 }

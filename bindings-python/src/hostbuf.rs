@@ -28,7 +28,11 @@ pub(crate) struct RawBuffer {
 }
 
 extern "C" {
-    pub(crate) fn PyObject_GetBuffer(obj: *mut ffi::PyObject, view: *mut RawBuffer, flags: c_int) -> c_int;
+    pub(crate) fn PyObject_GetBuffer(
+        obj: *mut ffi::PyObject,
+        view: *mut RawBuffer,
+        flags: c_int,
+    ) -> c_int;
     pub(crate) fn PyBuffer_Release(view: *mut RawBuffer);
 }
 
@@ -68,7 +72,9 @@ impl HostBuffer {
         } else {
             // SAFETY: the exporter filled `format` (PyBUF_FORMAT) with a NUL-terminated string that
             // lives until the buffer is released.
-            unsafe { CStr::from_ptr(raw.format) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(raw.format) }
+                .to_string_lossy()
+                .into_owned()
         };
         let items = format.trim_start_matches(['@', '=', '<', '>', '!', '|']);
         if items != "B" || raw.itemsize != 1 {
@@ -82,9 +88,13 @@ impl HostBuffer {
                 raw.ndim
             )));
         }
-        // SAFETY: with PyBUF_STRIDES the exporter fills `strides` with `ndim` (= 1) entries, or
-        // leaves it null for a contiguous buffer.
-        let stride = if raw.strides.is_null() { 1 } else { unsafe { *raw.strides } };
+        let stride = if raw.strides.is_null() {
+            1
+        } else {
+            // SAFETY: with PyBUF_STRIDES the exporter fills `strides` with `ndim` (= 1) entries, or
+            // leaves it null for a contiguous buffer.
+            unsafe { *raw.strides }
+        };
         if stride != 1 && raw.len > 1 {
             return Err(PyValueError::new_err("ndarray is not C-contiguous"));
         }

@@ -21,7 +21,9 @@ use crate::native;
 
 /// rapids_logger's `n_levels`: one past `off`.
 const N_LEVELS: u8 = 7;
-const NAMES: [&str; 8] = ["trace", "debug", "info", "warn", "error", "critical", "off", "n_levels"];
+const NAMES: [&str; 8] = [
+    "trace", "debug", "info", "warn", "error", "critical", "off", "n_levels",
+];
 
 /// The `level_enum` value last set through Python, per setting (u8::MAX: never set). Only used
 /// while the core still holds the level it maps to, so a level set from C++ or Rust wins.
@@ -36,7 +38,11 @@ fn level_enum(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
             let members = PyList::new(py, NAMES.iter().enumerate().map(|(i, name)| (*name, i)))?;
             let kwargs = PyDict::new(py);
             kwargs.set_item("module", "rmm.pylibrmm.logger")?;
-            Ok(py.import("enum")?.getattr("IntEnum")?.call(("level_enum", members), Some(&kwargs))?.unbind())
+            Ok(py
+                .import("enum")?
+                .getattr("IntEnum")?
+                .call(("level_enum", members), Some(&kwargs))?
+                .unbind())
         })
         .map(|e| e.bind(py))
 }
@@ -44,7 +50,9 @@ fn level_enum(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
 /// The value of a `level_enum` member; TypeError for anything else.
 fn level_value(level: &Bound<'_, PyAny>) -> PyResult<u8> {
     if !level.is_instance(level_enum(level.py())?)? {
-        return Err(PyTypeError::new_err("level must be an instance of the level_enum enum"));
+        return Err(PyTypeError::new_err(
+            "level must be an instance of the level_enum enum",
+        ));
     }
     level.extract()
 }
@@ -60,9 +68,17 @@ fn member<'py>(py: Python<'py>, value: u8) -> PyResult<Bound<'py, PyAny>> {
 
 /// The member for the engine's `current` level (a `level_enum` value): the one Python set, if it
 /// maps to `current`.
-fn current_member<'py>(py: Python<'py>, current: c_int, set: &AtomicU8) -> PyResult<Bound<'py, PyAny>> {
+fn current_member<'py>(
+    py: Python<'py>,
+    current: c_int,
+    set: &AtomicU8,
+) -> PyResult<Bound<'py, PyAny>> {
     let last = set.load(Ordering::Acquire);
-    let value = if last <= N_LEVELS && core_level(last) as c_int == current { last } else { current as u8 };
+    let value = if last <= N_LEVELS && core_level(last) as c_int == current {
+        last
+    } else {
+        current as u8
+    };
     member(py, value)
 }
 
@@ -72,7 +88,8 @@ fn should_log(level: &Bound<'_, PyAny>) -> PyResult<bool> {
     let value = level_value(level)?;
     // spdlog compares the raw values: `n_levels` is above every threshold.
     // SAFETY: plain values.
-    Ok(value == N_LEVELS || unsafe { native::rmm_debug_log_should_log(core_level(value) as c_int) } != 0)
+    Ok(value == N_LEVELS
+        || unsafe { native::rmm_debug_log_should_log(core_level(value) as c_int) } != 0)
 }
 
 /// RMM's `UserWarning` after a setting, when a message at `level` would not be logged (for the
@@ -86,7 +103,12 @@ fn warn_unless_logged(level: &Bound<'_, PyAny>) -> PyResult<()> {
     let message = std::ffi::CString::new(format!(
         "RMM will not log level_enum.{name}. This may be because the C++ library is compiled for a less-verbose logging level."
     ))?;
-    PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyUserWarning>(), &message, 1)
+    PyErr::warn(
+        py,
+        &py.get_type::<pyo3::exceptions::PyUserWarning>(),
+        &message,
+        1,
+    )
 }
 
 /// Sets the debug log level.
@@ -96,7 +118,10 @@ fn set_logging_level(level: &Bound<'_, PyAny>) -> PyResult<()> {
     SET_LOGGING.store(value, Ordering::Release);
     let core = core_level(value) as c_int;
     // SAFETY: plain values.
-    native::call("rmm_debug_log_set_level", |err| unsafe { native::rmm_debug_log_set_level(core, err) }).into_py_result()?;
+    native::call("rmm_debug_log_set_level", |err| unsafe {
+        native::rmm_debug_log_set_level(core, err)
+    })
+    .into_py_result()?;
     warn_unless_logged(level)
 }
 
@@ -121,8 +146,10 @@ fn set_flush_level(level: &Bound<'_, PyAny>) -> PyResult<()> {
     SET_FLUSH.store(value, Ordering::Release);
     let core = core_level(value) as c_int;
     // SAFETY: plain values.
-    native::call("rmm_debug_log_set_flush_level", |err| unsafe { native::rmm_debug_log_set_flush_level(core, err) })
-        .into_py_result()?;
+    native::call("rmm_debug_log_set_flush_level", |err| unsafe {
+        native::rmm_debug_log_set_flush_level(core, err)
+    })
+    .into_py_result()?;
     warn_unless_logged(level)
 }
 
@@ -130,7 +157,11 @@ fn set_flush_level(level: &Bound<'_, PyAny>) -> PyResult<()> {
 #[pyfunction]
 fn get_flush_level(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     // SAFETY: no arguments.
-    current_member(py, unsafe { native::rmm_debug_log_flush_level() }, &SET_FLUSH)
+    current_member(
+        py,
+        unsafe { native::rmm_debug_log_flush_level() },
+        &SET_FLUSH,
+    )
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -49,8 +49,13 @@ pub(crate) struct rmm_expandable_pool_statistics {
 }
 
 /// `rmm_allocate_callback`.
-pub(crate) type AllocateCallback =
-    unsafe extern "C" fn(usize, *mut c_void, *mut c_void, *mut *mut c_void, *mut rmm_error) -> c_int;
+pub(crate) type AllocateCallback = unsafe extern "C" fn(
+    usize,
+    *mut c_void,
+    *mut c_void,
+    *mut *mut c_void,
+    *mut rmm_error,
+) -> c_int;
 /// `rmm_deallocate_callback`.
 pub(crate) type DeallocateCallback =
     unsafe extern "C" fn(*mut c_void, usize, *mut c_void, *mut c_void, *mut rmm_error) -> c_int;
@@ -59,16 +64,22 @@ pub(crate) type FailureCallback = unsafe extern "C" fn(usize, *mut c_void) -> c_
 /// `rmm_callback_release` / `rmm_failure_callback_release`.
 pub(crate) type ReleaseContext = unsafe extern "C" fn(*mut c_void);
 /// `rmm_timeline_frame_sink`: takes one frame of a caller's stack.
-pub(crate) type TimelineFrameSink = unsafe extern "C" fn(*mut c_void, *const c_char, u32, *const c_char);
+pub(crate) type TimelineFrameSink =
+    unsafe extern "C" fn(*mut c_void, *const c_char, u32, *const c_char);
 /// `rmm_timeline_stack_fn`: gives the calling thread's stack to the sink.
-pub(crate) type TimelineStackFn = unsafe extern "C" fn(*mut c_void, Option<TimelineFrameSink>, *mut c_void) -> c_int;
+pub(crate) type TimelineStackFn =
+    unsafe extern "C" fn(*mut c_void, Option<TimelineFrameSink>, *mut c_void) -> c_int;
 
 // The declarations of rmm_c.h that this module calls (bindings-cpp/include/rmm_rs/rmm_c.h documents
 // each; bindings-cpp/src/header_check.rs checks the header against librmm's definitions).
 extern "C" {
     pub(crate) fn rmm_abi_version() -> u32;
 
-    pub(crate) fn rmm_get_per_device_resource(device: c_int, out: *mut rmm_resource, err: *mut rmm_error) -> c_int;
+    pub(crate) fn rmm_get_per_device_resource(
+        device: c_int,
+        out: *mut rmm_resource,
+        err: *mut rmm_error,
+    ) -> c_int;
     pub(crate) fn rmm_set_per_device_resource(
         device: c_int,
         resource: rmm_resource,
@@ -83,14 +94,32 @@ extern "C" {
         err: *mut rmm_error,
     ) -> c_int;
 
-    pub(crate) fn rmm_cuda_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int;
-    pub(crate) fn rmm_system_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int;
-    pub(crate) fn rmm_managed_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int;
-    pub(crate) fn rmm_pinned_host_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int;
-    pub(crate) fn rmm_sam_headroom_memory_resource_new(headroom: u64, out: *mut rmm_resource, err: *mut rmm_error)
-        -> c_int;
-    pub(crate) fn rmm_simulated_memory_resource_new(capacity: u64, out: *mut rmm_resource, err: *mut rmm_error)
-        -> c_int;
+    pub(crate) fn rmm_cuda_memory_resource_new(
+        out: *mut rmm_resource,
+        err: *mut rmm_error,
+    ) -> c_int;
+    pub(crate) fn rmm_system_memory_resource_new(
+        out: *mut rmm_resource,
+        err: *mut rmm_error,
+    ) -> c_int;
+    pub(crate) fn rmm_managed_memory_resource_new(
+        out: *mut rmm_resource,
+        err: *mut rmm_error,
+    ) -> c_int;
+    pub(crate) fn rmm_pinned_host_memory_resource_new(
+        out: *mut rmm_resource,
+        err: *mut rmm_error,
+    ) -> c_int;
+    pub(crate) fn rmm_sam_headroom_memory_resource_new(
+        headroom: u64,
+        out: *mut rmm_resource,
+        err: *mut rmm_error,
+    ) -> c_int;
+    pub(crate) fn rmm_simulated_memory_resource_new(
+        capacity: u64,
+        out: *mut rmm_resource,
+        err: *mut rmm_error,
+    ) -> c_int;
     pub(crate) fn rmm_cuda_async_memory_resource_new(
         initial_pool_size: u64,
         release_threshold: u64,
@@ -108,7 +137,10 @@ extern "C" {
         out: *mut *mut c_void,
         err: *mut rmm_error,
     ) -> c_int;
-    pub(crate) fn rmm_cuda_async_managed_memory_resource_new(out: *mut rmm_resource, err: *mut rmm_error) -> c_int;
+    pub(crate) fn rmm_cuda_async_managed_memory_resource_new(
+        out: *mut rmm_resource,
+        err: *mut rmm_error,
+    ) -> c_int;
     pub(crate) fn rmm_cuda_async_managed_memory_resource_pool_handle(
         resource: rmm_resource,
         out: *mut *mut c_void,
@@ -128,11 +160,31 @@ extern "C" {
         out: *mut rmm_expandable_pool_statistics,
         err: *mut rmm_error,
     ) -> c_int;
-    pub(crate) fn rmm_expandable_pool_memory_resource_mapped_bytes(resource: rmm_resource, out: *mut u64, err: *mut rmm_error) -> c_int;
-    pub(crate) fn rmm_expandable_pool_memory_resource_used_bytes(resource: rmm_resource, out: *mut u64, err: *mut rmm_error) -> c_int;
-    pub(crate) fn rmm_expandable_pool_memory_resource_trim(resource: rmm_resource, released_out: *mut u64, err: *mut rmm_error) -> c_int;
-    pub(crate) fn rmm_expandable_pool_memory_resource_release_threshold(resource: rmm_resource, out: *mut u64, err: *mut rmm_error) -> c_int;
-    pub(crate) fn rmm_expandable_pool_memory_resource_set_release_threshold(resource: rmm_resource, bytes: u64, err: *mut rmm_error) -> c_int;
+    pub(crate) fn rmm_expandable_pool_memory_resource_mapped_bytes(
+        resource: rmm_resource,
+        out: *mut u64,
+        err: *mut rmm_error,
+    ) -> c_int;
+    pub(crate) fn rmm_expandable_pool_memory_resource_used_bytes(
+        resource: rmm_resource,
+        out: *mut u64,
+        err: *mut rmm_error,
+    ) -> c_int;
+    pub(crate) fn rmm_expandable_pool_memory_resource_trim(
+        resource: rmm_resource,
+        released_out: *mut u64,
+        err: *mut rmm_error,
+    ) -> c_int;
+    pub(crate) fn rmm_expandable_pool_memory_resource_release_threshold(
+        resource: rmm_resource,
+        out: *mut u64,
+        err: *mut rmm_error,
+    ) -> c_int;
+    pub(crate) fn rmm_expandable_pool_memory_resource_set_release_threshold(
+        resource: rmm_resource,
+        bytes: u64,
+        err: *mut rmm_error,
+    ) -> c_int;
     pub(crate) fn rmm_expandable_pool_memory_resource_export(
         resource: rmm_resource,
         ptr: *mut c_void,
@@ -166,8 +218,11 @@ extern "C" {
         out: *mut rmm_resource,
         err: *mut rmm_error,
     ) -> c_int;
-    pub(crate) fn rmm_pool_memory_resource_pool_size(resource: rmm_resource, out: *mut u64, err: *mut rmm_error)
-        -> c_int;
+    pub(crate) fn rmm_pool_memory_resource_pool_size(
+        resource: rmm_resource,
+        out: *mut u64,
+        err: *mut rmm_error,
+    ) -> c_int;
     pub(crate) fn rmm_arena_memory_resource_new(
         upstream: rmm_resource,
         arena_size: u64,
@@ -182,8 +237,11 @@ extern "C" {
         out: *mut rmm_resource,
         err: *mut rmm_error,
     ) -> c_int;
-    pub(crate) fn rmm_binning_memory_resource_new(upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error)
-        -> c_int;
+    pub(crate) fn rmm_binning_memory_resource_new(
+        upstream: rmm_resource,
+        out: *mut rmm_resource,
+        err: *mut rmm_error,
+    ) -> c_int;
     pub(crate) fn rmm_binning_memory_resource_new_with_exponents(
         upstream: rmm_resource,
         min_size_exponent: c_int,
@@ -229,7 +287,10 @@ extern "C" {
         out: *mut rmm_resource,
         err: *mut rmm_error,
     ) -> c_int;
-    pub(crate) fn rmm_logging_resource_adaptor_flush(resource: rmm_resource, err: *mut rmm_error) -> c_int;
+    pub(crate) fn rmm_logging_resource_adaptor_flush(
+        resource: rmm_resource,
+        err: *mut rmm_error,
+    ) -> c_int;
     pub(crate) fn rmm_logging_resource_adaptor_get_file_name(
         resource: rmm_resource,
         buf: *mut c_char,
@@ -294,10 +355,16 @@ extern "C" {
         out: *mut rmm_resource,
         err: *mut rmm_error,
     ) -> c_int;
-    pub(crate) fn rmm_prefetch_resource_adaptor_new(upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error)
-        -> c_int;
-    pub(crate) fn rmm_recording_resource_adaptor_new(upstream: rmm_resource, out: *mut rmm_resource, err: *mut rmm_error)
-        -> c_int;
+    pub(crate) fn rmm_prefetch_resource_adaptor_new(
+        upstream: rmm_resource,
+        out: *mut rmm_resource,
+        err: *mut rmm_error,
+    ) -> c_int;
+    pub(crate) fn rmm_recording_resource_adaptor_new(
+        upstream: rmm_resource,
+        out: *mut rmm_resource,
+        err: *mut rmm_error,
+    ) -> c_int;
     pub(crate) fn rmm_thread_safe_resource_adaptor_new(
         upstream: rmm_resource,
         out: *mut rmm_resource,
@@ -326,7 +393,11 @@ extern "C" {
         err: *mut rmm_error,
     ) -> c_int;
 
-    pub(crate) fn rmm_stream_create(flags: c_int, out: *mut *mut c_void, err: *mut rmm_error) -> c_int;
+    pub(crate) fn rmm_stream_create(
+        flags: c_int,
+        out: *mut *mut c_void,
+        err: *mut rmm_error,
+    ) -> c_int;
     pub(crate) fn rmm_stream_destroy(stream: *mut c_void, err: *mut rmm_error) -> c_int;
 
     pub(crate) fn rmm_debug_log_set_level(level: c_int, err: *mut rmm_error) -> c_int;
@@ -353,7 +424,10 @@ pub(crate) fn call(name: &'static str, call: impl FnOnce(*mut rmm_error) -> c_in
 
 /// Runs the constructor `name` through `call` (given the out- and error pointers) and adopts the
 /// owning handle it writes: the new resource, held as a `ForeignResource` of librmm's.
-pub(crate) fn adopt(name: &'static str, call: impl FnOnce(*mut rmm_resource, *mut rmm_error) -> c_int) -> Result<AnyResource> {
+pub(crate) fn adopt(
+    name: &'static str,
+    call: impl FnOnce(*mut rmm_resource, *mut rmm_error) -> c_int,
+) -> Result<AnyResource> {
     let mut out = rmm_resource::NULL;
     self::call(name, |err| call(&mut out, err))?;
     // SAFETY: on success the constructor wrote an owning, live handle (rmm_c.h).
@@ -361,7 +435,11 @@ pub(crate) fn adopt(name: &'static str, call: impl FnOnce(*mut rmm_resource, *mu
 }
 
 /// The value an accessor writes through one out-pointer (which starts as `out`).
-pub(crate) fn read<T>(name: &'static str, mut out: T, call: impl FnOnce(*mut T, *mut rmm_error) -> c_int) -> Result<T> {
+pub(crate) fn read<T>(
+    name: &'static str,
+    mut out: T,
+    call: impl FnOnce(*mut T, *mut rmm_error) -> c_int,
+) -> Result<T> {
     self::call(name, |err| call(&mut out, err))?;
     Ok(out)
 }
@@ -377,7 +455,9 @@ pub(crate) fn read_text(
     loop {
         let mut buf = vec![0u8; length + 1];
         let mut now = 0usize;
-        self::call(name, |err| call(buf.as_mut_ptr().cast(), buf.len(), &mut now, err))?;
+        self::call(name, |err| {
+            call(buf.as_mut_ptr().cast(), buf.len(), &mut now, err)
+        })?;
         // The text may grow between the two calls (other threads allocating): ask again.
         if now <= length {
             buf.truncate(now);
@@ -409,27 +489,41 @@ pub(crate) fn kind(resource: &AnyResource) -> (ResourceKind, Option<AnyResource>
     let handle = resource.borrow_handle();
     let (mut code, mut upstream) = (0 as c_int, rmm_resource::NULL);
     // SAFETY: a live borrowed handle (`resource` holds it); valid out-pointers.
-    let asked = call("rmm_resource_kind", |err| unsafe { rmm_resource_kind(handle, &mut code, &mut upstream, err) });
+    let asked = call("rmm_resource_kind", |err| unsafe {
+        rmm_resource_kind(handle, &mut code, &mut upstream, err)
+    });
     if asked.is_err() {
         return (ResourceKind::Other, None);
     }
     // SAFETY: on success librmm wrote an owning handle or {NULL, NULL} (rmm_c.h).
-    let upstream = (!upstream.is_null()).then(|| unsafe { AnyResource::try_from_handle(upstream) }.ok()).flatten();
-    (ResourceKind::from_code(code).unwrap_or(ResourceKind::Other), upstream)
+    let upstream = (!upstream.is_null())
+        .then(|| unsafe { AnyResource::try_from_handle(upstream) }.ok())
+        .flatten();
+    (
+        ResourceKind::from_code(code).unwrap_or(ResourceKind::Other),
+        upstream,
+    )
 }
 
 /// The resource of `device` in the process's registry.
 pub(crate) fn per_device_resource(device: c_int) -> Result<AnyResource> {
     // SAFETY: valid out-pointers.
-    adopt("rmm_get_per_device_resource", |out, err| unsafe { rmm_get_per_device_resource(device, out, err) })
+    adopt("rmm_get_per_device_resource", |out, err| unsafe {
+        rmm_get_per_device_resource(device, out, err)
+    })
 }
 
 /// Makes `resource` the resource of `device`; returns the previous one.
-pub(crate) fn set_per_device_resource(device: c_int, resource: &AnyResource) -> Result<AnyResource> {
+pub(crate) fn set_per_device_resource(
+    device: c_int,
+    resource: &AnyResource,
+) -> Result<AnyResource> {
     let handle = resource.borrow_handle();
     // SAFETY: librmm retains the borrowed handle, which `resource` keeps alive during the call;
     // valid out-pointers.
-    adopt("rmm_set_per_device_resource", |out, err| unsafe { rmm_set_per_device_resource(device, handle, out, err) })
+    adopt("rmm_set_per_device_resource", |out, err| unsafe {
+        rmm_set_per_device_resource(device, handle, out, err)
+    })
 }
 
 /// The registry's generation (0: it cannot tell).
@@ -459,6 +553,10 @@ pub(crate) fn library_path() -> Option<String> {
     let symbol = rmm_abi_version as unsafe extern "C" fn() -> u32 as *const c_void;
     // SAFETY: the address of a function of a loaded object.
     let found = unsafe { libc::dladdr(symbol, &mut info) } != 0 && !info.dli_fname.is_null();
-    // SAFETY: dli_fname is the loader's NUL-terminated path of a loaded object.
-    found.then(|| unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned())
+    found.then(|| {
+        // SAFETY: dli_fname is the loader's NUL-terminated path of a loaded object.
+        unsafe { CStr::from_ptr(info.dli_fname) }
+            .to_string_lossy()
+            .into_owned()
+    })
 }

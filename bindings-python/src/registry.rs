@@ -38,7 +38,12 @@ struct Slot {
 }
 
 fn with_slot<R>(device: DeviceId, f: impl FnOnce(&mut Slot) -> R) -> R {
-    f(SLOTS.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_with(HashMap::new).entry(device).or_default())
+    f(SLOTS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get_or_insert_with(HashMap::new)
+        .entry(device)
+        .or_default())
 }
 
 /// True when both name the same resource object: a resource that crossed the C ABI comes back as a
@@ -56,7 +61,11 @@ fn device_arg(device: DeviceId) -> c_int {
 /// unknown one is undefined behaviour in its C++); where RMM refuses a device, CUDA's
 /// `cudaErrorInvalidDevice` reaches Python as RuntimeError, so rmm-rs refuses with that class.
 fn check_device(device: DeviceId) -> PyResult<()> {
-    let count = if rmm_core::cuda::is_host_mode() { Ok(1) } else { rmm_core::cuda::device_count() };
+    let count = if rmm_core::cuda::is_host_mode() {
+        Ok(1)
+    } else {
+        rmm_core::cuda::device_count()
+    };
     match count {
         Ok(count) if (0..count).contains(&device) => Ok(()),
         Ok(count) => Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
@@ -74,7 +83,10 @@ fn get(py: Python<'_>, device: DeviceId) -> PyResult<Py<PyAny>> {
     let generation = native::registry_generation();
     if generation != 0 {
         let cached = with_slot(device, |slot| {
-            slot.current.as_ref().filter(|(_, at)| *at == generation).map(|(object, _)| object.clone_ref(py))
+            slot.current
+                .as_ref()
+                .filter(|(_, at)| *at == generation)
+                .map(|(object, _)| object.clone_ref(py))
         });
         if let Some(object) = cached {
             return Ok(object);
@@ -83,7 +95,10 @@ fn get(py: Python<'_>, device: DeviceId) -> PyResult<Py<PyAny>> {
     // A lookup under the registry's lock, which is never held while calling Python.
     let current = native::per_device_resource(device_arg(device)).into_py_result()?;
     let set = with_slot(device, |slot| {
-        slot.set.as_ref().filter(|(resource, _)| same_resource(resource, &current)).map(|(_, object)| object.clone_ref(py))
+        slot.set
+            .as_ref()
+            .filter(|(resource, _)| same_resource(resource, &current))
+            .map(|(_, object)| object.clone_ref(py))
     });
     let object = match set {
         Some(object) => object,
@@ -92,7 +107,10 @@ fn get(py: Python<'_>, device: DeviceId) -> PyResult<Py<PyAny>> {
     // The object it replaces is dropped after the lock is released (dropping a resource may call
     // into another binary, which may come back here).
     let replaced = with_slot(device, |slot| {
-        std::mem::replace(&mut slot.current, (generation != 0).then(|| (object.clone_ref(py), generation)))
+        std::mem::replace(
+            &mut slot.current,
+            (generation != 0).then(|| (object.clone_ref(py), generation)),
+        )
     });
     drop(replaced);
     Ok(object)
@@ -101,10 +119,13 @@ fn get(py: Python<'_>, device: DeviceId) -> PyResult<Py<PyAny>> {
 fn set(py: Python<'_>, device: DeviceId, mr: &Bound<'_, PyDeviceMemoryResource>) -> PyResult<()> {
     let resource = mr.get().inner.clone();
     // The previous resource is dropped without the GIL: its last release may free a pool.
-    py.detach(|| native::set_per_device_resource(device_arg(device), &resource).map(drop)).into_py_result()?;
+    py.detach(|| native::set_per_device_resource(device_arg(device), &resource).map(drop))
+        .into_py_result()?;
     remember_object(mr)?;
     let object = mr.clone().into_any().unbind();
-    let replaced = with_slot(device, |slot| (slot.set.replace((resource, object)), slot.current.take()));
+    let replaced = with_slot(device, |slot| {
+        (slot.set.replace((resource, object)), slot.current.take())
+    });
     drop(replaced);
     Ok(())
 }
@@ -133,7 +154,11 @@ fn get_per_device_resource(py: Python<'_>, device: DeviceId) -> PyResult<Py<PyAn
 /// device that does not exist, ValueError for a resource the device cannot use (host mode needs
 /// host memory).
 #[pyfunction]
-fn set_per_device_resource(py: Python<'_>, device: DeviceId, mr: Bound<'_, PyDeviceMemoryResource>) -> PyResult<()> {
+fn set_per_device_resource(
+    py: Python<'_>,
+    device: DeviceId,
+    mr: Bound<'_, PyDeviceMemoryResource>,
+) -> PyResult<()> {
     check_device(device)?;
     set(py, device, &mr)
 }
@@ -147,7 +172,10 @@ fn get_current_device_resource(py: Python<'_>) -> PyResult<Py<PyAny>> {
 
 /// `set_per_device_resource` on the current device (device 0 in host mode).
 #[pyfunction]
-fn set_current_device_resource(py: Python<'_>, mr: Bound<'_, PyDeviceMemoryResource>) -> PyResult<()> {
+fn set_current_device_resource(
+    py: Python<'_>,
+    mr: Bound<'_, PyDeviceMemoryResource>,
+) -> PyResult<()> {
     let device = current_device(py)?;
     set(py, device, &mr)
 }
@@ -168,14 +196,19 @@ fn remembered(py: Python<'_>) -> Vec<(DeviceId, Py<PyAny>)> {
         .map(|slots| {
             slots
                 .iter()
-                .filter_map(|(d, slot)| slot.set.as_ref().map(|(r, o)| (*d, r.clone(), o.clone_ref(py))))
+                .filter_map(|(d, slot)| {
+                    slot.set
+                        .as_ref()
+                        .map(|(r, o)| (*d, r.clone(), o.clone_ref(py)))
+                })
                 .collect()
         })
         .unwrap_or_default();
     let mut current: Vec<(DeviceId, Py<PyAny>)> = entries
         .into_iter()
         .filter(|(device, resource, _)| {
-            native::per_device_resource(device_arg(*device)).is_ok_and(|current| same_resource(resource, &current))
+            native::per_device_resource(device_arg(*device))
+                .is_ok_and(|current| same_resource(resource, &current))
         })
         .map(|(device, _, object)| (device, object))
         .collect();
@@ -200,7 +233,9 @@ fn _per_device_resources(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 /// resource cannot be obtained).
 #[pyfunction]
 fn is_initialized(py: Python<'_>) -> bool {
-    current_device(py).and_then(|device| native::per_device_resource(device_arg(device)).into_py_result()).is_ok()
+    current_device(py)
+        .and_then(|device| native::per_device_resource(device_arg(device)).into_py_result())
+        .is_ok()
 }
 
 /// Flushes every `LoggingResourceAdaptor` that is a device's current resource (RMM's private

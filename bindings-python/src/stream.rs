@@ -34,9 +34,11 @@ struct NativeStream(usize);
 impl NativeStream {
     fn new(flags: c_int) -> Result<Self> {
         // SAFETY: a valid out-pointer.
-        let raw = native::read("rmm_stream_create", std::ptr::null_mut(), |out, err| unsafe {
-            native::rmm_stream_create(flags, out, err)
-        })?;
+        let raw = native::read(
+            "rmm_stream_create",
+            std::ptr::null_mut(),
+            |out, err| unsafe { native::rmm_stream_create(flags, out, err) },
+        )?;
         Ok(Self(raw as usize))
     }
 }
@@ -45,7 +47,9 @@ impl Drop for NativeStream {
     fn drop(&mut self) {
         let raw = self.0 as *mut c_void;
         // SAFETY: a stream rmm_stream_create made, destroyed once; queued work still completes.
-        let destroyed = native::call("rmm_stream_destroy", |err| unsafe { native::rmm_stream_destroy(raw, err) });
+        let destroyed = native::call("rmm_stream_destroy", |err| unsafe {
+            native::rmm_stream_destroy(raw, err)
+        });
         if let Err(e) = destroyed {
             // Nobody to raise to while a stream is collected: reported as Python reports such errors.
             Python::attach(|py| PyRuntimeError::new_err(e.to_string()).write_unraisable(py, None));
@@ -78,7 +82,9 @@ fn stream_flags(flags: Option<&Bound<'_, PyAny>>) -> PyResult<c_int> {
     };
     match flags.extract::<i64>()? {
         value @ (0 | 1) => Ok(value as c_int),
-        other => Err(PyValueError::new_err(format!("{other} is not a valid CudaStreamFlags"))),
+        other => Err(PyValueError::new_err(format!(
+            "{other} is not a valid CudaStreamFlags"
+        ))),
     }
 }
 
@@ -110,7 +116,10 @@ impl PyStream {
     fn from_object(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Self> {
         if let Ok(other) = obj.cast::<PyStream>() {
             let other = other.get();
-            return Ok(Self { raw: other.raw, owner: other.owner.as_ref().map(|o| o.clone_ref(py)) });
+            return Ok(Self {
+                raw: other.raw,
+                owner: other.owner.as_ref().map(|o| o.clone_ref(py)),
+            });
         }
         if obj.hasattr("__cuda_stream__")? {
             let (version, ptr): (i64, usize) = obj.call_method0("__cuda_stream__")?.extract()?;
@@ -119,21 +128,35 @@ impl PyStream {
                     "RMM does not currently support the CUDA Stream Protocol version: '{version}'."
                 )));
             }
-            return Ok(Self { raw: ptr, owner: Some(obj.clone().unbind()) });
+            return Ok(Self {
+                raw: ptr,
+                owner: Some(obj.clone().unbind()),
+            });
         }
         if let Some(raw) = numba_stream(py, obj)? {
-            return Ok(Self { raw, owner: Some(obj.clone().unbind()) });
+            return Ok(Self {
+                raw,
+                owner: Some(obj.clone().unbind()),
+            });
         }
         if let Some(raw) = cupy_stream(py, obj)? {
-            return Ok(Self { raw, owner: Some(obj.clone().unbind()) });
+            return Ok(Self {
+                raw,
+                owner: Some(obj.clone().unbind()),
+            });
         }
-        Err(PyTypeError::new_err(format!("Cannot create stream from {}", obj.get_type().repr()?)))
+        Err(PyTypeError::new_err(format!(
+            "Cannot create stream from {}",
+            obj.get_type().repr()?
+        )))
     }
 }
 
 /// `int(obj)` when `obj` is a Numba stream (and Numba is importable).
 fn numba_stream(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
-    let Ok(driver) = py.import("numba.cuda.cudadrv.driver") else { return Ok(None) };
+    let Ok(driver) = py.import("numba.cuda.cudadrv.driver") else {
+        return Ok(None);
+    };
     let class = driver.getattr("Stream")?;
     if obj.is_instance(&class)? {
         return Ok(Some(obj.call_method0("__int__")?.extract()?));
@@ -143,8 +166,13 @@ fn numba_stream(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<usize
 
 /// `obj.ptr` when `obj` is a CuPy `Stream` or `ExternalStream` (and CuPy is importable).
 fn cupy_stream(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
-    let Ok(module) = py.import("cupy.cuda.stream") else { return Ok(None) };
-    let classes = PyTuple::new(py, [module.getattr("Stream")?, module.getattr("ExternalStream")?])?;
+    let Ok(module) = py.import("cupy.cuda.stream") else {
+        return Ok(None);
+    };
+    let classes = PyTuple::new(
+        py,
+        [module.getattr("Stream")?, module.getattr("ExternalStream")?],
+    )?;
     if obj.is_instance(&classes)? {
         return Ok(Some(obj.getattr("ptr")?.extract()?));
     }
@@ -155,7 +183,11 @@ fn cupy_stream(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<usize>
 impl PyStream {
     #[new]
     #[pyo3(signature = (obj = None, flags = None))]
-    fn py_new(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>, flags: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    fn py_new(
+        py: Python<'_>,
+        obj: Option<&Bound<'_, PyAny>>,
+        flags: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         match obj.filter(|o| !o.is_none()) {
             None => {
                 let owning = Bound::new(py, PyOwningStream::py_new(py, flags)?)?;
@@ -186,7 +218,9 @@ impl PyStream {
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
-        other.cast::<PyStream>().is_ok_and(|o| o.get().raw == self.raw)
+        other
+            .cast::<PyStream>()
+            .is_ok_and(|o| o.get().raw == self.raw)
     }
 
     fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
@@ -248,13 +282,19 @@ static DEFAULT_STREAM: PyOnceLock<Py<PyStream>> = PyOnceLock::new();
 /// `rmm.pylibrmm.stream.DEFAULT_STREAM`.
 pub(crate) fn default_stream(py: Python<'_>) -> PyResult<Py<PyStream>> {
     DEFAULT_STREAM
-        .get_or_try_init(py, || Py::new(py, PyStream::from_raw(Stream::DEFAULT.as_raw(), None)))
+        .get_or_try_init(py, || {
+            Py::new(py, PyStream::from_raw(Stream::DEFAULT.as_raw(), None))
+        })
         .map(|s| s.clone_ref(py))
 }
 
 /// A fixed set of owning streams handed out round robin (RMM's
 /// `rmm.pylibrmm.cuda_stream_pool.CudaStreamPool`). Each `Stream` it hands out keeps the pool alive.
-#[pyclass(frozen, module = "rmm.pylibrmm.cuda_stream_pool", name = "CudaStreamPool")]
+#[pyclass(
+    frozen,
+    module = "rmm.pylibrmm.cuda_stream_pool",
+    name = "CudaStreamPool"
+)]
 pub(crate) struct PyCudaStreamPool {
     streams: Vec<NativeStream>,
     next: AtomicUsize,
@@ -264,14 +304,27 @@ pub(crate) struct PyCudaStreamPool {
 impl PyCudaStreamPool {
     #[new]
     #[pyo3(signature = (pool_size = 16, flags = None))]
-    fn py_new(py: Python<'_>, pool_size: usize, flags: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    fn py_new(
+        py: Python<'_>,
+        pool_size: usize,
+        flags: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         let flags = stream_flags(flags)?;
         if pool_size == 0 {
             // RMM's `RMM_EXPECTS` throws `rmm::logic_error`, which Cython raises as RuntimeError.
-            return Err(PyRuntimeError::new_err("RMM failure at: rmm-rs: Stream pool size must be greater than zero"));
+            return Err(PyRuntimeError::new_err(
+                "RMM failure at: rmm-rs: Stream pool size must be greater than zero",
+            ));
         }
-        let streams = py.detach(|| (0..pool_size).map(|_| NativeStream::new(flags)).collect::<Result<Vec<_>>>());
-        Ok(Self { streams: streams.into_py_result()?, next: AtomicUsize::new(0) })
+        let streams = py.detach(|| {
+            (0..pool_size)
+                .map(|_| NativeStream::new(flags))
+                .collect::<Result<Vec<_>>>()
+        });
+        Ok(Self {
+            streams: streams.into_py_result()?,
+            next: AtomicUsize::new(0),
+        })
     }
 
     /// The next stream round robin, or the one with `stream_id` (modulo the pool size).
@@ -294,7 +347,9 @@ fn stream_flags_enum<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
     let members = PyList::new(py, [("SYNC_DEFAULT", 0), ("NON_BLOCKING", 1)])?;
     let kwargs = PyDict::new(py);
     kwargs.set_item("module", STREAM_MODULE)?;
-    py.import("enum")?.getattr("IntEnum")?.call(("CudaStreamFlags", members), Some(&kwargs))
+    py.import("enum")?
+        .getattr("IntEnum")?
+        .call(("CudaStreamFlags", members), Some(&kwargs))
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -304,7 +359,13 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCudaStreamPool>()?;
     m.add("CudaStreamFlags", stream_flags_enum(py)?)?;
     m.add("DEFAULT_STREAM", default_stream(py)?)?;
-    m.add("LEGACY_DEFAULT_STREAM", PyStream::from_raw(Stream::LEGACY.as_raw(), None))?;
-    m.add("PER_THREAD_DEFAULT_STREAM", PyStream::from_raw(Stream::PER_THREAD.as_raw(), None))?;
+    m.add(
+        "LEGACY_DEFAULT_STREAM",
+        PyStream::from_raw(Stream::LEGACY.as_raw(), None),
+    )?;
+    m.add(
+        "PER_THREAD_DEFAULT_STREAM",
+        PyStream::from_raw(Stream::PER_THREAD.as_raw(), None),
+    )?;
     Ok(())
 }

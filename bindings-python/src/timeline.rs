@@ -60,7 +60,10 @@ fn frames_now(py: Python<'_>) -> Vec<PyFrame> {
             let code = frame.getattr("f_code")?;
             frames.push(PyFrame {
                 filename: c_text(code.getattr("co_filename")?.extract()?),
-                line: frame.getattr("f_lineno")?.extract::<Option<u32>>()?.unwrap_or(0),
+                line: frame
+                    .getattr("f_lineno")?
+                    .extract::<Option<u32>>()?
+                    .unwrap_or(0),
                 name: c_text(code.getattr("co_name")?.extract()?),
             });
             frame = frame.getattr("f_back")?;
@@ -78,7 +81,8 @@ fn frames_now(py: Python<'_>) -> Vec<PyFrame> {
 /// timeline records: for calls that release the GIL and then allocate.
 pub(crate) fn frames_for_detach(py: Python<'_>) -> LeftFrames {
     // SAFETY: takes nothing, reads an atomic.
-    if !PYTHON_STACKS.load(Ordering::Relaxed) || unsafe { native::rmm_timeline_is_recording() } == 0 {
+    if !PYTHON_STACKS.load(Ordering::Relaxed) || unsafe { native::rmm_timeline_is_recording() } == 0
+    {
         return LeftFrames(false);
     }
     let frames = frames_now(py);
@@ -104,7 +108,11 @@ extern "C" {
 }
 
 /// The stack provider librmm calls inside each recorded allocation (`rmm_timeline_stack_fn`).
-unsafe extern "C" fn python_stack(_context: *mut c_void, sink: Option<TimelineFrameSink>, sink_context: *mut c_void) -> c_int {
+unsafe extern "C" fn python_stack(
+    _context: *mut c_void,
+    sink: Option<TimelineFrameSink>,
+    sink_context: *mut c_void,
+) -> c_int {
     let Some(sink) = sink else { return 0 };
     let frames = std::panic::catch_unwind(|| {
         // SAFETY: asks whether this thread holds the GIL; callable from any thread.
@@ -123,7 +131,9 @@ unsafe extern "C" fn python_stack(_context: *mut c_void, sink: Option<TimelineFr
     })
     .ok()
     .flatten();
-    let Some(frames) = frames.filter(|f| !f.is_empty()) else { return 0 };
+    let Some(frames) = frames.filter(|f| !f.is_empty()) else {
+        return 0;
+    };
     for f in &frames {
         // SAFETY: librmm's sink, with NUL-terminated strings alive for the call.
         unsafe { sink(sink_context, f.filename.as_ptr(), f.line, f.name.as_ptr()) };
@@ -166,7 +176,9 @@ fn _timeline_start(
     py.detach(|| {
         native::call("rmm_timeline_start", |err| {
             // SAFETY: the path is NULL or a NUL-terminated string alive for the call.
-            unsafe { native::rmm_timeline_start(max_entries, flags, path_addr as *const c_char, err) }
+            unsafe {
+                native::rmm_timeline_start(max_entries, flags, path_addr as *const c_char, err)
+            }
         })
     })
     .map_err(|e| PyValueError::new_err(e.to_string()))
@@ -175,8 +187,13 @@ fn _timeline_start(
 /// Turns librmm's recorder off (see `rmm.timeline.stop`).
 #[pyfunction]
 fn _timeline_stop(py: Python<'_>) -> PyResult<()> {
-    // SAFETY: a valid error out-pointer.
-    py.detach(|| native::call("rmm_timeline_stop", |err| unsafe { native::rmm_timeline_stop(err) })).into_py_result()
+    py.detach(|| {
+        // SAFETY: a valid error out-pointer.
+        native::call("rmm_timeline_stop", |err| unsafe {
+            native::rmm_timeline_stop(err)
+        })
+    })
+    .into_py_result()
 }
 
 /// True while librmm's recorder is on.
@@ -197,11 +214,21 @@ fn _timeline_clear() {
 #[pyfunction]
 fn _timeline_snapshot(py: Python<'_>, format: c_int) -> PyResult<Py<PyBytes>> {
     let (mut data, mut length) = (std::ptr::null_mut::<c_void>(), 0usize);
-    let (data_out, length_out) = (&mut data as *mut *mut c_void as usize, &mut length as *mut usize as usize);
+    let (data_out, length_out) = (
+        &mut data as *mut *mut c_void as usize,
+        &mut length as *mut usize as usize,
+    );
     py.detach(|| {
         native::call("rmm_timeline_snapshot", |err| {
             // SAFETY: valid out-pointers (the addresses of the locals above).
-            unsafe { native::rmm_timeline_snapshot(format, data_out as *mut *mut c_void, length_out as *mut usize, err) }
+            unsafe {
+                native::rmm_timeline_snapshot(
+                    format,
+                    data_out as *mut *mut c_void,
+                    length_out as *mut usize,
+                    err,
+                )
+            }
         })
     })
     .map_err(|e| PyValueError::new_err(e.to_string()))?;
@@ -209,7 +236,9 @@ fn _timeline_snapshot(py: Python<'_>, format: c_int) -> PyResult<Py<PyBytes>> {
         PyBytes::new(py, &[])
     } else {
         // SAFETY: librmm wrote `length` bytes at `data`, ours until freed just below.
-        PyBytes::new(py, unsafe { std::slice::from_raw_parts(data.cast::<u8>(), length) })
+        PyBytes::new(py, unsafe {
+            std::slice::from_raw_parts(data.cast::<u8>(), length)
+        })
     };
     // SAFETY: what rmm_timeline_snapshot gave, given back once.
     unsafe { native::rmm_timeline_bytes_free(data, length) };
@@ -221,8 +250,13 @@ fn _timeline_snapshot(py: Python<'_>, format: c_int) -> PyResult<Py<PyBytes>> {
 /// says where and why. Returns "pickle" or "json".
 #[pyfunction]
 fn _timeline_check(py: Python<'_>, data: &[u8]) -> PyResult<&'static str> {
-    let format = if data.iter().find(|b| !b.is_ascii_whitespace()) == Some(&0x80) { "pickle" } else { "json" };
-    py.detach(|| Snapshot::from_bytes(data).map(|_| format)).map_err(|e| PyValueError::new_err(e.to_string()))
+    let format = if data.iter().find(|b| !b.is_ascii_whitespace()) == Some(&0x80) {
+        "pickle"
+    } else {
+        "json"
+    };
+    py.detach(|| Snapshot::from_bytes(data).map(|_| format))
+        .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -25,7 +25,8 @@ use rmm_core::view::dlpack::{
     DLPACK_FLAG_BITMASK_IS_COPIED,
 };
 use rmm_core::view::{
-    dtype_of_format, item_strides, memory_device, rmm_strided_view, MetaStore, StridedMemoryView, ViewOwner, ViewParts,
+    dtype_of_format, item_strides, memory_device, rmm_strided_view, MetaStore, StridedMemoryView,
+    ViewOwner, ViewParts,
 };
 use rmm_core::{AnyResource, DeviceBuffer, MemoryResource};
 
@@ -73,10 +74,20 @@ fn py_meta(py: Python<'_>, ndim: usize) -> PyResult<(Box<dyn MetaStore>, Py<PyBy
     // One spare word: the bytearray's storage is aligned to 8 on CPython's allocators, but align by
     // hand if it ever is not.
     let base = obj.data() as usize;
-    let ptr =
-        if len == 0 { std::ptr::NonNull::<i64>::dangling().as_ptr() } else { base.next_multiple_of(8) as *mut i64 };
+    let ptr = if len == 0 {
+        std::ptr::NonNull::<i64>::dangling().as_ptr()
+    } else {
+        base.next_multiple_of(8) as *mut i64
+    };
     let unbound = obj.unbind();
-    Ok((Box::new(PyMeta { _keep: unbound.clone_ref(py), ptr, len }), unbound))
+    Ok((
+        Box::new(PyMeta {
+            _keep: unbound.clone_ref(py),
+            ptr,
+            len,
+        }),
+        unbound,
+    ))
 }
 
 /// The C struct at a stable address.
@@ -104,7 +115,12 @@ pub(crate) struct PyStridedMemoryView {
 }
 
 impl PyStridedMemoryView {
-    fn new(py: Python<'_>, parts: ViewParts, owner: Option<ViewOwner>, obj: &Bound<'_, PyAny>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        parts: ViewParts,
+        owner: Option<ViewOwner>,
+        obj: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
         let (store, meta) = py_meta(py, parts.shape.len())?;
         let view = StridedMemoryView::with_store(parts, owner, store).into_py_result()?;
         Ok(Self::wrap(view, meta, obj))
@@ -112,24 +128,49 @@ impl PyStridedMemoryView {
 
     fn wrap(view: StridedMemoryView, meta: Py<PyByteArray>, obj: &Bound<'_, PyAny>) -> Self {
         let raw = RawCopy(Box::new(*view.as_raw()));
-        Self { view: Some(view), raw, meta, exporting_obj: obj.clone().unbind() }
+        Self {
+            view: Some(view),
+            raw,
+            meta,
+            exporting_obj: obj.clone().unbind(),
+        }
     }
 
     fn get(&self) -> PyResult<&StridedMemoryView> {
-        self.view.as_ref().ok_or_else(|| PyValueError::new_err("operation forbidden on a released StridedMemoryView"))
+        self.view.as_ref().ok_or_else(|| {
+            PyValueError::new_err("operation forbidden on a released StridedMemoryView")
+        })
     }
 
     fn words_memoryview<'py>(&self, py: Python<'py>, which: usize) -> PyResult<Bound<'py, PyAny>> {
         let v = self.get()?;
         let n = v.ndim();
-        let off = (v.as_raw().shape as usize).saturating_sub(self.meta.bind(py).data() as usize) / 8;
-        let mv = py.import("builtins")?.getattr("memoryview")?.call1((self.meta.bind(py),))?;
+        let off =
+            (v.as_raw().shape as usize).saturating_sub(self.meta.bind(py).data() as usize) / 8;
+        let mv = py
+            .import("builtins")?
+            .getattr("memoryview")?
+            .call1((self.meta.bind(py),))?;
         let start = if n == 0 { 0 } else { off + which * n };
-        let words =
-            mv.call_method1("__getitem__", (pyo3::types::PySlice::new(py, 0, (8 * (off + 3 * n)) as isize, 1),))?;
+        let words = mv.call_method1(
+            "__getitem__",
+            (pyo3::types::PySlice::new(
+                py,
+                0,
+                (8 * (off + 3 * n)) as isize,
+                1,
+            ),),
+        )?;
         let q = words.call_method1("cast", ("q",))?;
-        let part =
-            q.call_method1("__getitem__", (pyo3::types::PySlice::new(py, start as isize, (start + n) as isize, 1),))?;
+        let part = q.call_method1(
+            "__getitem__",
+            (pyo3::types::PySlice::new(
+                py,
+                start as isize,
+                (start + n) as isize,
+                1,
+            ),),
+        )?;
         part.call_method0("toreadonly")
     }
 }
@@ -137,7 +178,9 @@ impl PyStridedMemoryView {
 /// The consumer stream of `stream=`: None, an `rmm` Stream, an int handle, or an object with
 /// `__cuda_stream__` (cuda.core), `cuda_stream` (PyTorch) or `ptr` (CuPy).
 fn consumer_stream(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Stream>> {
-    let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(None) };
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
     let raw: usize = if let Ok(s) = obj.cast::<PyStream>() {
         s.get().stream().as_raw()
     } else if obj.extract::<i64>().is_ok_and(|i| i == -1) {
@@ -177,7 +220,9 @@ fn dlpack_stream_arg(stream: Option<Stream>) -> i64 {
 
 /// Makes `consumer` (or the host, when None) wait for the work queued on `producer` so far.
 fn order_after(producer: Stream, consumer: Option<Stream>) -> rmm_core::Result<()> {
-    let same = |c: Stream| c == producer || (c.is_default() && producer.is_default()) || c.as_raw() == NO_SYNC;
+    let same = |c: Stream| {
+        c == producer || (c.is_default() && producer.is_default()) || c.as_raw() == NO_SYNC
+    };
     if cuda::is_host_mode() || consumer.is_some_and(same) {
         return Ok(());
     }
@@ -190,38 +235,56 @@ fn order_after(producer: Stream, consumer: Option<Stream>) -> rmm_core::Result<(
 }
 
 /// The capsule `cap` consumed into a view (renamed "used_..." on success).
-fn from_capsule(py: Python<'_>, cap: &Bound<'_, PyAny>, obj: &Bound<'_, PyAny>) -> PyResult<PyStridedMemoryView> {
+fn from_capsule(
+    py: Python<'_>,
+    cap: &Bound<'_, PyAny>,
+    obj: &Bound<'_, PyAny>,
+) -> PyResult<PyStridedMemoryView> {
     // SAFETY: `cap` is a live object; these calls only read its type and name.
     let name = unsafe {
         if ffi::PyCapsule_CheckExact(cap.as_ptr()) == 0 {
-            return Err(PyTypeError::new_err(format!("expected a DLPack capsule, got {}", cap.get_type().name()?)));
+            return Err(PyTypeError::new_err(format!(
+                "expected a DLPack capsule, got {}",
+                cap.get_type().name()?
+            )));
         }
         let name = ffi::PyCapsule_GetName(cap.as_ptr());
         if name.is_null() {
-            return Err(PyErr::take(py).unwrap_or_else(|| PyTypeError::new_err("a capsule without a name")));
+            return Err(
+                PyErr::take(py).unwrap_or_else(|| PyTypeError::new_err("a capsule without a name"))
+            );
         }
         CStr::from_ptr(name).to_owned()
     };
     let view = if name.as_c_str() == VERSIONED {
         // SAFETY: the name matches, so the pointer is a DLManagedTensorVersioned the capsule owns.
-        let t = unsafe { ffi::PyCapsule_GetPointer(cap.as_ptr(), VERSIONED.as_ptr()) } as *mut DLManagedTensorVersioned;
+        let t = unsafe { ffi::PyCapsule_GetPointer(cap.as_ptr(), VERSIONED.as_ptr()) }
+            as *mut DLManagedTensorVersioned;
         // SAFETY: a live tensor; taken over only on success (the capsule's destructor deletes it otherwise).
-        let view = unsafe { borrow_then_take(t, |t| StridedMemoryView::from_dlpack_versioned(t)) }.into_py_result()?;
+        let view = unsafe { borrow_then_take(t, |t| StridedMemoryView::from_dlpack_versioned(t)) }
+            .into_py_result()?;
         // SAFETY: renaming marks the capsule consumed, so its destructor leaves the tensor to us.
         unsafe { ffi::PyCapsule_SetName(cap.as_ptr(), USED_VERSIONED.as_ptr()) };
         view
     } else if name.as_c_str() == LEGACY {
         // SAFETY: as above for the legacy struct.
-        let t = unsafe { ffi::PyCapsule_GetPointer(cap.as_ptr(), LEGACY.as_ptr()) } as *mut DLManagedTensor;
+        let t = unsafe { ffi::PyCapsule_GetPointer(cap.as_ptr(), LEGACY.as_ptr()) }
+            as *mut DLManagedTensor;
         // SAFETY: as above.
-        let view = unsafe { borrow_then_take(t, |t| StridedMemoryView::from_dlpack(t)) }.into_py_result()?;
+        let view = unsafe { borrow_then_take(t, |t| StridedMemoryView::from_dlpack(t)) }
+            .into_py_result()?;
         // SAFETY: as above.
         unsafe { ffi::PyCapsule_SetName(cap.as_ptr(), USED_LEGACY.as_ptr()) };
         view
     } else if name.as_c_str() == USED_VERSIONED || name.as_c_str() == USED_LEGACY {
-        return Err(PyValueError::new_err("the DLPack capsule was already consumed"));
+        return Err(PyValueError::new_err(
+            "the DLPack capsule was already consumed",
+        ));
     } else {
-        return Err(PyTypeError::new_err(format!("not a DLPack capsule (name {:?})", name)));
+        return Err(PyTypeError::new_err(format!(
+            "not a DLPack capsule (name {:?})",
+            name
+        )));
     };
     // Move the metadata into a bytearray so that memoryviews of it are zero-copy.
     let parts = ViewParts {
@@ -250,7 +313,11 @@ unsafe fn borrow_then_take<T>(
     f(t)
 }
 
-fn from_dlpack_impl(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<Stream>) -> PyResult<PyStridedMemoryView> {
+fn from_dlpack_impl(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    stream: Option<Stream>,
+) -> PyResult<PyStridedMemoryView> {
     if !obj.hasattr("__dlpack__")? {
         return Err(PyTypeError::new_err(format!(
             "a {} is neither a DLPack capsule nor has __dlpack__",
@@ -278,7 +345,11 @@ fn from_dlpack_impl(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<Strea
     from_capsule(py, &cap, obj)
 }
 
-fn from_cai_impl(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<Stream>) -> PyResult<PyStridedMemoryView> {
+fn from_cai_impl(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    stream: Option<Stream>,
+) -> PyResult<PyStridedMemoryView> {
     // A DeviceBuffer's memory is counted as exported before its interface is read, so it cannot
     // be resized under the view.
     let export = match obj.cast::<PyDeviceBuffer>() {
@@ -286,7 +357,9 @@ fn from_cai_impl(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<Stream>)
         Err(_) => None,
     };
     let cai = obj.getattr("__cuda_array_interface__")?;
-    let get = |k: &str| -> PyResult<Option<Bound<'_, PyAny>>> { Ok(cai.get_item(k).ok().filter(|v| !v.is_none())) };
+    let get = |k: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+        Ok(cai.get_item(k).ok().filter(|v| !v.is_none()))
+    };
     // Versions 0 to 3 are the interface's; a later one may mean fields this reader does not know.
     if let Some(version) = get("version")? {
         match version.extract::<i64>() {
@@ -300,7 +373,9 @@ fn from_cai_impl(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<Stream>)
         }
     }
     if get("mask")?.is_some() {
-        return Err(PyBufferError::new_err("masked CUDA arrays are not supported"));
+        return Err(PyBufferError::new_err(
+            "masked CUDA arrays are not supported",
+        ));
     }
     let (ptr, readonly): (usize, bool) = cai.get_item("data")?.extract()?;
     let shape: Vec<i64> = cai.get_item("shape")?.extract()?;
@@ -314,20 +389,41 @@ fn from_cai_impl(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<Stream>)
     if let Some(s) = get("stream")? {
         let raw: usize = s.extract()?;
         if raw == 0 {
-            return Err(PyValueError::new_err("__cuda_array_interface__ stream 0 is disallowed (ambiguous)"));
+            return Err(PyValueError::new_err(
+                "__cuda_array_interface__ stream 0 is disallowed (ambiguous)",
+            ));
         }
         // SAFETY: the producer's stream handle, only passed to the driver.
         let producer = unsafe { Stream::from_raw(raw) };
-        py.detach(|| order_after(producer, stream)).into_py_result()?;
+        py.detach(|| order_after(producer, stream))
+            .into_py_result()?;
     }
     let device = if cuda::is_host_mode() {
-        DLDevice { device_type: dt::CPU, device_id: 0 }
+        DLDevice {
+            device_type: dt::CPU,
+            device_id: 0,
+        }
     } else {
         let id = cuda::current_device().into_py_result()?;
-        let kind = if cuda::memory::is_managed(ptr as *const u8) { dt::CUDA_MANAGED } else { dt::CUDA };
-        DLDevice { device_type: kind, device_id: id }
+        let kind = if cuda::memory::is_managed(ptr as *const u8) {
+            dt::CUDA_MANAGED
+        } else {
+            dt::CUDA
+        };
+        DLDevice {
+            device_type: kind,
+            device_id: id,
+        }
     };
-    let parts = ViewParts { ptr, shape, strides, dtype, device, readonly, subbyte_padded: false };
+    let parts = ViewParts {
+        ptr,
+        shape,
+        strides,
+        dtype,
+        device,
+        readonly,
+        subbyte_padded: false,
+    };
     let owner = match export {
         Some(export) => ViewOwner::new(export),
         None => ViewOwner::new(obj.clone().unbind()),
@@ -362,13 +458,17 @@ fn from_buffer_impl(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<PyStride
     let exported = ExportedBuffer(raw);
     let r = &*exported.0;
     if !r.suboffsets.is_null() {
-        return Err(PyBufferError::new_err("buffers with suboffsets (PIL-style) are not supported"));
+        return Err(PyBufferError::new_err(
+            "buffers with suboffsets (PIL-style) are not supported",
+        ));
     }
     let format = if r.format.is_null() {
         "B".to_owned()
     } else {
         // SAFETY: NUL-terminated, alive until release (PyBUF_FORMAT).
-        unsafe { CStr::from_ptr(r.format) }.to_string_lossy().into_owned()
+        unsafe { CStr::from_ptr(r.format) }
+            .to_string_lossy()
+            .into_owned()
     };
     let dtype = dtype_of_format(&format).into_py_result()?;
     let itemsize = rmm_core::view::itemsize_of(dtype, false).into_py_result()?;
@@ -394,7 +494,10 @@ fn from_buffer_impl(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<PyStride
         shape,
         strides,
         dtype,
-        device: DLDevice { device_type: dt::CPU, device_id: 0 },
+        device: DLDevice {
+            device_type: dt::CPU,
+            device_id: 0,
+        },
         readonly: r.readonly != 0,
         subbyte_padded: false,
     };
@@ -407,7 +510,8 @@ unsafe extern "C" fn versioned_capsule_destructor(cap: *mut ffi::PyObject) {
     // SAFETY: called by Python with the capsule; an unconsumed one still owns its tensor.
     unsafe {
         if ffi::PyCapsule_IsValid(cap, VERSIONED.as_ptr()) == 1 {
-            let t = ffi::PyCapsule_GetPointer(cap, VERSIONED.as_ptr()) as *mut DLManagedTensorVersioned;
+            let t =
+                ffi::PyCapsule_GetPointer(cap, VERSIONED.as_ptr()) as *mut DLManagedTensorVersioned;
             if let Some(deleter) = t.as_ref().and_then(|t| t.deleter) {
                 deleter(t);
             }
@@ -435,17 +539,18 @@ fn capsule<'py>(
     max_version: Option<(u32, u32)>,
     flags: u64,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let (ptr, name, destructor): (*mut c_void, &CStr, unsafe extern "C" fn(*mut ffi::PyObject)) = match max_version {
-        Some((major, minor)) if major >= 1 => {
-            let t = view.to_dlpack_versioned(flags);
-            if major == 1 {
-                // SAFETY: a fresh tensor of ours.
-                unsafe { (*t).version.minor = (*t).version.minor.min(minor) };
+    let (ptr, name, destructor): (*mut c_void, &CStr, unsafe extern "C" fn(*mut ffi::PyObject)) =
+        match max_version {
+            Some((major, minor)) if major >= 1 => {
+                let t = view.to_dlpack_versioned(flags);
+                if major == 1 {
+                    // SAFETY: a fresh tensor of ours.
+                    unsafe { (*t).version.minor = (*t).version.minor.min(minor) };
+                }
+                (t.cast(), VERSIONED, versioned_capsule_destructor)
             }
-            (t.cast(), VERSIONED, versioned_capsule_destructor)
-        }
-        _ => (view.to_dlpack().cast(), LEGACY, legacy_capsule_destructor),
-    };
+            _ => (view.to_dlpack().cast(), LEGACY, legacy_capsule_destructor),
+        };
     // SAFETY: a valid pointer and a static name; the destructor deletes an unconsumed tensor.
     let cap = unsafe { ffi::PyCapsule_New(ptr, name.as_ptr(), Some(destructor)) };
     if cap.is_null() {
@@ -492,7 +597,11 @@ fn check_dl_device(own: DLDevice, dl_device: Option<&Bound<'_, PyAny>>) -> PyRes
 impl PyStridedMemoryView {
     #[new]
     #[pyo3(signature = (obj, stream = None))]
-    fn py_new(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    fn py_new(
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         Self::from_object_impl(py, obj, stream)
     }
 
@@ -502,14 +611,22 @@ impl PyStridedMemoryView {
     /// DLPack, a host synchronization for the CUDA Array Interface).
     #[staticmethod]
     #[pyo3(signature = (obj, stream = None))]
-    fn from_object(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    fn from_object(
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         Self::from_object_impl(py, obj, stream)
     }
 
     /// A view through DLPack (`obj.__dlpack__`), or of a DLPack capsule itself.
     #[staticmethod]
     #[pyo3(signature = (obj, stream = None))]
-    fn from_dlpack(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    fn from_dlpack(
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         let stream = consumer_stream(stream)?;
         // SAFETY: reads the object's type only.
         if unsafe { ffi::PyCapsule_CheckExact(obj.as_ptr()) } == 1 {
@@ -613,10 +730,14 @@ impl PyStridedMemoryView {
     #[getter]
     fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let v = self.get()?;
-        let Ok(np) = py.import("numpy") else { return Ok(None) };
+        let Ok(np) = py.import("numpy") else {
+            return Ok(None);
+        };
         let format = v.format();
         if v.dtype().code == type_code::OPAQUE_HANDLE || v.dtype().lanes != 1 {
-            return Ok(np.call_method1("dtype", (format!("V{}", v.itemsize()),)).ok());
+            return Ok(np
+                .call_method1("dtype", (format!("V{}", v.itemsize()),))
+                .ok());
         }
         if let Ok(d) = np.call_method1("dtype", (format,)) {
             return Ok(Some(d));
@@ -718,7 +839,9 @@ impl PyStridedMemoryView {
         };
         let stream = consumer_stream(stream)?.unwrap_or(Stream::DEFAULT);
         let (store, meta) = py_meta(py, v.ndim())?;
-        let on_device = py.detach(|| v.to_device_with_store(resource, stream, store)).into_py_result()?;
+        let on_device = py
+            .detach(|| v.to_device_with_store(resource, stream, store))
+            .into_py_result()?;
         Ok(Self::wrap(on_device, meta, self.exporting_obj.bind(py)))
     }
 
@@ -726,7 +849,9 @@ impl PyStridedMemoryView {
     /// Releasing twice raises ValueError.
     fn release(&mut self, py: Python<'_>) -> PyResult<()> {
         if self.view.is_none() {
-            return Err(PyValueError::new_err("the StridedMemoryView was already released"));
+            return Err(PyValueError::new_err(
+                "the StridedMemoryView was already released",
+            ));
         }
         self.clear(py);
         Ok(())
@@ -742,7 +867,12 @@ impl PyStridedMemoryView {
         visit.call(&self.exporting_obj)?;
         visit.call(&self.meta)?;
         // A shared owner (a capsule exported from this view holds it too) is not this view's alone.
-        if let Some(owner) = self.view.as_ref().and_then(|v| v.owner()).filter(|o| o.holders() == 1) {
+        if let Some(owner) = self
+            .view
+            .as_ref()
+            .and_then(|v| v.owner())
+            .filter(|o| o.holders() == 1)
+        {
             if let Some(producer) = owner.downcast_ref::<Py<PyAny>>() {
                 visit.call(producer)?;
             } else if let Some(export) = owner.downcast_ref::<BufferExport>() {
@@ -757,7 +887,13 @@ impl PyStridedMemoryView {
         Python::attach(|py| self.clear(py));
     }
 
-    fn __exit__(&mut self, py: Python<'_>, _t: &Bound<'_, PyAny>, _v: &Bound<'_, PyAny>, _tb: &Bound<'_, PyAny>) {
+    fn __exit__(
+        &mut self,
+        py: Python<'_>,
+        _t: &Bound<'_, PyAny>,
+        _v: &Bound<'_, PyAny>,
+        _tb: &Bound<'_, PyAny>,
+    ) {
         self.clear(py);
     }
 
@@ -776,7 +912,9 @@ impl PyStridedMemoryView {
         let v = self.get()?;
         check_dl_device(v.device(), dl_device)?;
         if copy == Some(true) {
-            return Err(PyBufferError::new_err("StridedMemoryView cannot export a copy (copy=True)"));
+            return Err(PyBufferError::new_err(
+                "StridedMemoryView cannot export a copy (copy=True)",
+            ));
         }
         capsule(py, v, parse_max_version(max_version)?, 0)
     }
@@ -812,7 +950,11 @@ impl PyStridedMemoryView {
         drop(view);
     }
 
-    fn from_object_impl(py: Python<'_>, obj: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    fn from_object_impl(
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         let s = consumer_stream(stream)?;
         let has_cai = obj.hasattr("__cuda_array_interface__")?;
         if obj.hasattr("__dlpack__")? {
@@ -820,7 +962,9 @@ impl PyStridedMemoryView {
                 // CuPy 14 exports negative strides divided as unsigned numbers (its itemsize is a
                 // size_t), which the view refuses as overflowing; its CUDA Array Interface has them
                 // right, so a producer that offers both is read through that instead.
-                Err(e) if has_cai && e.is_instance_of::<PyValueError>(py) => from_cai_impl(py, obj, s),
+                Err(e) if has_cai && e.is_instance_of::<PyValueError>(py) => {
+                    from_cai_impl(py, obj, s)
+                }
                 other => other,
             };
         }
@@ -874,7 +1018,9 @@ pub(crate) fn buffer_dlpack<'py>(
     let device = parts.device;
     check_dl_device(device, dl_device)?;
     if let Some(s) = stream.filter(|s| !s.is_none()) {
-        let raw: i64 = s.extract().map_err(|_| PyTypeError::new_err("stream must be an int or None"))?;
+        let raw: i64 = s
+            .extract()
+            .map_err(|_| PyTypeError::new_err("stream must be an int or None"))?;
         if device_type_is_cuda(device.device_type) {
             match raw {
                 // -1: the consumer asks for no synchronization. 0 is disallowed by the standard but
@@ -886,7 +1032,8 @@ pub(crate) fn buffer_dlpack<'py>(
                     // SAFETY: the consumer's stream handle, only passed to the driver.
                     let consumer = unsafe { Stream::from_raw(r as usize) };
                     let producer = b.stream();
-                    py.detach(|| order_after(producer, Some(consumer))).into_py_result()?;
+                    py.detach(|| order_after(producer, Some(consumer)))
+                        .into_py_result()?;
                 }
             }
         }

@@ -15,7 +15,8 @@ use rmm::prelude::*;
 use rmm::PoolBuilder;
 
 fn set_pool(initial_pool_size: u64) -> Result<()> {
-    let initial = usize::try_from(initial_pool_size).map_err(|_| Error::invalid("initial_pool_size does not fit"))?;
+    let initial = usize::try_from(initial_pool_size)
+        .map_err(|_| Error::invalid("initial_pool_size does not fit"))?;
     let pool = if rmm::cuda::is_host_mode() {
         PoolBuilder::new(SystemMemoryResource::new())
     } else {

@@ -5,7 +5,8 @@
 //! `fn(&mut Tour) -> rmm::Result<()>` and add it to `stops()`; nothing else changes.
 
 use rmm::mr::{
-    CudaAsyncMemoryResource, CudaMemoryResource, PoolMemoryResource, StatisticsResourceAdaptor, SystemMemoryResource,
+    CudaAsyncMemoryResource, CudaMemoryResource, PoolMemoryResource, StatisticsResourceAdaptor,
+    SystemMemoryResource,
 };
 use rmm::prelude::*;
 
@@ -47,10 +48,22 @@ fn stops() -> Vec<(&'static str, Stop)> {
     vec![
         ("system memory (host, works everywhere)", system_stop),
         ("CUDA device memory", cuda_stop),
-        ("CUDA async memory pool (cuda_async_memory_resource)", cuda_async_stop),
-        ("a pool with statistics, made the current device resource", pool_stop),
-        ("the current device resource and a DeviceBuffer", registry_stop),
-        ("one resource, shared through the C ABI without a copy", c_abi_stop),
+        (
+            "CUDA async memory pool (cuda_async_memory_resource)",
+            cuda_async_stop,
+        ),
+        (
+            "a pool with statistics, made the current device resource",
+            pool_stop,
+        ),
+        (
+            "the current device resource and a DeviceBuffer",
+            registry_stop,
+        ),
+        (
+            "one resource, shared through the C ABI without a copy",
+            c_abi_stop,
+        ),
         ("what the pool's statistics saw", pool_statistics_stop),
     ]
 }
@@ -64,7 +77,10 @@ fn main() {
         println!("No CUDA GPU found: running on host memory.");
     }
 
-    let mut tour = Tour { gpu, stats: Stats::default() };
+    let mut tour = Tour {
+        gpu,
+        stats: Stats::default(),
+    };
     let mut failures = 0;
     for (number, (title, stop)) in stops().into_iter().enumerate() {
         println!("\n[{}] {title}", number + 1);
@@ -93,11 +109,15 @@ fn describe_gpus() {
     let count = rmm::cuda::device_count().unwrap_or(0);
     println!("CUDA: {count} device(s)");
     for device in 0..count {
-        let name = rmm::cuda::device::name(device)
-            .unwrap_or_else(|e| format!("<name unavailable: {e}>"));
+        let name =
+            rmm::cuda::device::name(device).unwrap_or_else(|e| format!("<name unavailable: {e}>"));
         match rmm::cuda::mem_info(device) {
             Ok((free, total)) => {
-                println!("  device {device}: {name}, {} free of {}", human(free), human(total))
+                println!(
+                    "  device {device}: {name}, {} free of {}",
+                    human(free),
+                    human(total)
+                )
             }
             Err(e) => println!("  device {device}: {name}, memory info unavailable: {e}"),
         }
@@ -144,7 +164,11 @@ fn pool_stop(tour: &mut Tour) -> Result<()> {
     let stats = StatisticsResourceAdaptor::new(pool.clone());
     show_allocations(tour, &AnyResource::new(stats.clone()))?;
     rmm::registry::set_current_resource(AnyResource::new(stats))?;
-    println!("    pool of {} over {}; now the current device resource", human(pool.pool_size()), pool.upstream_resource().name());
+    println!(
+        "    pool of {} over {}; now the current device resource",
+        human(pool.pool_size()),
+        pool.upstream_resource().name()
+    );
     Ok(())
 }
 
@@ -152,7 +176,10 @@ fn pool_stop(tour: &mut Tour) -> Result<()> {
 fn pool_statistics_stop(_tour: &mut Tour) -> Result<()> {
     let current = rmm::registry::current_resource()?;
     let Some(stats) = current.downcast_ref::<StatisticsResourceAdaptor>() else {
-        println!("    the current resource is {}, not the tour's statistics adaptor", current.name());
+        println!(
+            "    the current resource is {}, not the tour's statistics adaptor",
+            current.name()
+        );
         return Ok(());
     };
     let (bytes, count) = (stats.bytes_counter(), stats.allocations_counter());
@@ -167,7 +194,12 @@ fn pool_statistics_stop(_tour: &mut Tour) -> Result<()> {
     );
     if let Some(pool) = stats.upstream().downcast_ref::<PoolMemoryResource>() {
         let p = pool.statistics();
-        println!("    pool: {} reserved from {}, {} in use", human(p.pool_size), pool.upstream_resource().name(), human(p.bytes_used));
+        println!(
+            "    pool: {} reserved from {}, {} in use",
+            human(p.pool_size),
+            pool.upstream_resource().name(),
+            human(p.bytes_used)
+        );
     }
     Ok(())
 }
@@ -175,17 +207,28 @@ fn pool_statistics_stop(_tour: &mut Tour) -> Result<()> {
 /// Containers default to the per-device current resource, which any language may set.
 fn registry_stop(tour: &mut Tour) -> Result<()> {
     let current = rmm::registry::current_resource()?;
-    println!("    current resource: {} ({}-accessible)", current.name(), current.access());
+    println!(
+        "    current resource: {} ({}-accessible)",
+        current.name(),
+        current.access()
+    );
     let text = b"allocated through the registry, copied in and out";
     let mut buf = DeviceBuffer::with_current_resource(text.len(), Stream::DEFAULT)?;
     tour.stats.allocated(buf.size());
     buf.copy_from_host(text)?;
     let back = buf.to_vec()?;
-    println!("    DeviceBuffer of {} at {:#x}: {:?}", human(buf.size()), buf.as_ptr() as usize, String::from_utf8_lossy(&back));
+    println!(
+        "    DeviceBuffer of {} at {:#x}: {:?}",
+        human(buf.size()),
+        buf.as_ptr() as usize,
+        String::from_utf8_lossy(&back)
+    );
     tour.stats.freed(buf.size());
     drop(buf);
     if back != text {
-        return Err(Error::invalid("DeviceBuffer did not read back what was written"));
+        return Err(Error::invalid(
+            "DeviceBuffer did not read back what was written",
+        ));
     }
     Ok(())
 }
@@ -195,7 +238,11 @@ fn c_abi_stop(tour: &mut Tour) -> Result<()> {
     let mr = rmm::registry::current_resource()?;
     let before = mr.owner_count();
     let handle = mr.to_handle();
-    println!("    handed to C as rmm_resource {{ self: {:p} }}: owners {before} -> {}", handle.self_, mr.owner_count());
+    println!(
+        "    handed to C as rmm_resource {{ self: {:p} }}: owners {before} -> {}",
+        handle.self_,
+        mr.owner_count()
+    );
     // SAFETY: `handle` holds one reference, taken over here.
     let back = unsafe { AnyResource::from_handle(handle) };
     println!("    back in Rust: the same object? {}", back.ptr_eq(&mr));
@@ -237,7 +284,11 @@ fn show_allocations(tour: &mut Tour, mr: &AnyResource) -> Result<()> {
         rmm::cuda::copy_sync(back.as_mut_ptr(), ptr, bytes, Stream::DEFAULT)?;
     }
     let same = back == pattern;
-    println!("    wrote {} and read it back: {}", human(bytes), if same { "identical" } else { "DIFFERENT" });
+    println!(
+        "    wrote {} and read it back: {}",
+        human(bytes),
+        if same { "identical" } else { "DIFFERENT" }
+    );
 
     for (ptr, bytes) in live.drain(..) {
         // SAFETY: each pointer came from `mr.allocate` with these arguments and is freed once.

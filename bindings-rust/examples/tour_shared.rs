@@ -47,16 +47,27 @@ fn entry(what: &str, f: impl FnOnce() -> Result<()>) -> c_int {
 fn allocate() -> Result<()> {
     let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
     if held.is_some() {
-        return Err(Error::invalid("already allocated: call rmm_tour_rust_free first"));
+        return Err(Error::invalid(
+            "already allocated: call rmm_tour_rust_free first",
+        ));
     }
     let mr = rmm::registry::current_resource()?;
-    println!("  [Rust] current device resource: {} (through librmm's registry: {})", mr.name(), rmm::registry::routes_to_owner());
+    println!(
+        "  [Rust] current device resource: {} (through librmm's registry: {})",
+        mr.name(),
+        rmm::registry::routes_to_owner()
+    );
     let buffer = DeviceBuffer::new(BUFFER_BYTES, Stream::DEFAULT, mr.clone())?;
-    println!("  [Rust] DeviceBuffer of {BUFFER_BYTES} bytes at {:#x}", buffer.as_ptr() as usize);
+    println!(
+        "  [Rust] DeviceBuffer of {BUFFER_BYTES} bytes at {:#x}",
+        buffer.as_ptr() as usize
+    );
     let values: Vec<u32> = (0..VECTOR_LEN as u32).map(|i| i * i).collect();
     let vector = DeviceVector::from_slice(&values, Stream::DEFAULT, mr)?;
     if vector.to_vec()? != values {
-        return Err(Error::invalid("DeviceVector<u32> did not read back what was written"));
+        return Err(Error::invalid(
+            "DeviceVector<u32> did not read back what was written",
+        ));
     }
     println!(
         "  [Rust] DeviceVector<u32> of {VECTOR_LEN} squares ({} bytes) at {:#x}, read back intact",
@@ -70,7 +81,9 @@ fn allocate() -> Result<()> {
 fn free() -> Result<()> {
     let held = HELD.lock().unwrap_or_else(PoisonError::into_inner).take();
     let Some(Held { buffer, vector }) = held else {
-        return Err(Error::invalid("nothing to free: call rmm_tour_rust_allocate first"));
+        return Err(Error::invalid(
+            "nothing to free: call rmm_tour_rust_allocate first",
+        ));
     };
     let bytes = buffer.size() + vector.len() * std::mem::size_of::<u32>();
     // Dropped outside the lock: freeing calls into the resource, which may be another binary's.
@@ -93,13 +106,20 @@ pub extern "C" fn rmm_tour_rust_free() -> c_int {
 
 fn read_view(view: *const rmm::view::rmm_strided_view, out: *mut f32) -> Result<()> {
     // SAFETY: Python passes the address of a view it holds acquired for the duration of this call.
-    let view = unsafe { view.as_ref() }.ok_or_else(|| Error::invalid("the view must not be NULL"))?;
+    let view =
+        unsafe { view.as_ref() }.ok_or_else(|| Error::invalid("the view must not be NULL"))?;
     if !view.is_live() {
         return Err(Error::invalid("the view was released"));
     }
     // SAFETY: a live view: its shape, strides and format are valid while it is acquired.
-    let (shape, strides, byte_strides, format) =
-        unsafe { (view.shape_slice(), view.strides_slice(), view.byte_strides_slice(), view.format_str()) };
+    let (shape, strides, byte_strides, format) = unsafe {
+        (
+            view.shape_slice(),
+            view.strides_slice(),
+            view.byte_strides_slice(),
+            view.format_str(),
+        )
+    };
     println!(
         "  [Rust] rmm::view::rmm_strided_view: shape {shape:?}, strides {strides:?} items, format {format:?}, device type {}",
         view.device_type
@@ -122,6 +142,9 @@ fn read_view(view: *const rmm::view::rmm_strided_view, out: *mut f32) -> Result<
 
 /// Reads a strided view of Python's from Rust (see the module docs).
 #[no_mangle]
-pub extern "C" fn rmm_tour_rust_read_view(view: *const rmm::view::rmm_strided_view, out: *mut f32) -> c_int {
+pub extern "C" fn rmm_tour_rust_read_view(
+    view: *const rmm::view::rmm_strided_view,
+    out: *mut f32,
+) -> c_int {
     entry("read_view", || read_view(view, out))
 }

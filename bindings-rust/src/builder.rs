@@ -2,8 +2,9 @@
 //! written, ending in one [`AnyResource`].
 
 use rmm_core::mr::{
-    AlignedResourceAdaptor, ArenaMemoryResource, FreeChecks, LimitingResourceAdaptor, PoolMemoryResource,
-    PrefetchResourceAdaptor, StatisticsResourceAdaptor, ThreadSafeResourceAdaptor, TrackingResourceAdaptor,
+    AlignedResourceAdaptor, ArenaMemoryResource, FreeChecks, LimitingResourceAdaptor,
+    PoolMemoryResource, PrefetchResourceAdaptor, StatisticsResourceAdaptor,
+    ThreadSafeResourceAdaptor, TrackingResourceAdaptor,
 };
 use rmm_core::{AnyResource, MemoryResource, Result};
 
@@ -32,12 +33,22 @@ impl PoolBuilder {
     /// A pool over `upstream`, by default sized as RMM's Python default (half the free device
     /// memory; on demand in host mode), unbounded, with checked frees.
     pub fn new(upstream: impl MemoryResource) -> Self {
-        Self { upstream: AnyResource::new(upstream), initial: None, maximum: None, checks: FreeChecks::Checked }
+        Self {
+            upstream: AnyResource::new(upstream),
+            initial: None,
+            maximum: None,
+            checks: FreeChecks::Checked,
+        }
     }
 
     /// A pool over an upstream that is already an [`AnyResource`] (shared, not wrapped again).
     pub fn over(upstream: AnyResource) -> Self {
-        Self { upstream, initial: None, maximum: None, checks: FreeChecks::Checked }
+        Self {
+            upstream,
+            initial: None,
+            maximum: None,
+            checks: FreeChecks::Checked,
+        }
     }
 
     /// Bytes taken from the upstream at once (a multiple of 256).
@@ -96,7 +107,9 @@ pub struct ResourceStack {
 impl ResourceStack {
     /// A stack whose base is `base`.
     pub fn new(base: impl MemoryResource) -> Self {
-        Self { top: AnyResource::new(base) }
+        Self {
+            top: AnyResource::new(base),
+        }
     }
 
     /// A stack over a resource that is already shared (the registry's current one, say).
@@ -110,7 +123,9 @@ impl ResourceStack {
     /// As [`PoolBuilder::build`].
     pub fn pool(self, initial_size: Option<usize>, maximum_size: Option<usize>) -> Result<Self> {
         let pool = PoolMemoryResource::new(self.top, initial_size, maximum_size)?;
-        Ok(Self { top: AnyResource::new(pool) })
+        Ok(Self {
+            top: AnyResource::new(pool),
+        })
     }
 
     /// An arena over the stack (`size`: `None` for RMM's default).
@@ -119,22 +134,30 @@ impl ResourceStack {
     /// The arena's error (a size it cannot take, the upstream's failure).
     pub fn arena(self, size: Option<usize>) -> Result<Self> {
         let arena = ArenaMemoryResource::new(self.top, size, false)?;
-        Ok(Self { top: AnyResource::new(arena) })
+        Ok(Self {
+            top: AnyResource::new(arena),
+        })
     }
 
     /// Counts bytes and allocations ([`StatisticsResourceAdaptor`]).
     pub fn statistics(self) -> Self {
-        Self { top: AnyResource::new(StatisticsResourceAdaptor::new(self.top)) }
+        Self {
+            top: AnyResource::new(StatisticsResourceAdaptor::new(self.top)),
+        }
     }
 
     /// Records every live allocation ([`TrackingResourceAdaptor`]), with stacks if asked.
     pub fn tracking(self, capture_stacks: bool) -> Self {
-        Self { top: AnyResource::new(TrackingResourceAdaptor::new(self.top, capture_stacks)) }
+        Self {
+            top: AnyResource::new(TrackingResourceAdaptor::new(self.top, capture_stacks)),
+        }
     }
 
     /// Refuses allocations beyond `bytes` in total ([`LimitingResourceAdaptor`]).
     pub fn limit(self, bytes: usize) -> Self {
-        Self { top: AnyResource::new(LimitingResourceAdaptor::new(self.top, bytes)) }
+        Self {
+            top: AnyResource::new(LimitingResourceAdaptor::new(self.top, bytes)),
+        }
     }
 
     /// Aligns every allocation to `alignment` ([`AlignedResourceAdaptor`]).
@@ -142,17 +165,23 @@ impl ResourceStack {
     /// # Errors
     /// [`rmm_core::Error::InvalidArgument`] when `alignment` is not a power of two.
     pub fn aligned(self, alignment: usize) -> Result<Self> {
-        Ok(Self { top: AnyResource::new(AlignedResourceAdaptor::new(self.top, alignment)?) })
+        Ok(Self {
+            top: AnyResource::new(AlignedResourceAdaptor::new(self.top, alignment)?),
+        })
     }
 
     /// Prefetches managed memory to the device on allocation ([`PrefetchResourceAdaptor`]).
     pub fn prefetch(self) -> Self {
-        Self { top: AnyResource::new(PrefetchResourceAdaptor::new(self.top)) }
+        Self {
+            top: AnyResource::new(PrefetchResourceAdaptor::new(self.top)),
+        }
     }
 
     /// Serialises every call with a lock ([`ThreadSafeResourceAdaptor`]).
     pub fn thread_safe(self) -> Self {
-        Self { top: AnyResource::new(ThreadSafeResourceAdaptor::new(self.top)) }
+        Self {
+            top: AnyResource::new(ThreadSafeResourceAdaptor::new(self.top)),
+        }
     }
 
     /// The outermost resource.

@@ -34,7 +34,9 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytemuck::Pod;
-use cudarc::driver::{sys, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, DeviceSlice, SyncOnDrop};
+use cudarc::driver::{
+    sys, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, DeviceSlice, SyncOnDrop,
+};
 use rmm_core::cuda::Stream;
 use rmm_core::{DeviceBuffer, DeviceVector};
 
@@ -104,7 +106,10 @@ impl<T> DevicePtr<T> for CudarcViewMut<'_, T> {
 }
 
 impl<T> DevicePtrMut<T> for CudarcViewMut<'_, T> {
-    fn device_ptr_mut<'b>(&'b mut self, _stream: &'b CudaStream) -> (sys::CUdeviceptr, SyncOnDrop<'b>) {
+    fn device_ptr_mut<'b>(
+        &'b mut self,
+        _stream: &'b CudaStream,
+    ) -> (sys::CUdeviceptr, SyncOnDrop<'b>) {
         (self.ptr, SyncOnDrop::Sync(None))
     }
 }
@@ -119,20 +124,40 @@ pub trait AsCudarc<T> {
 
 impl<T: Pod> AsCudarc<T> for DeviceVector<T> {
     fn cudarc_view<'a>(&'a self, stream: &'a Arc<CudaStream>) -> CudarcView<'a, T> {
-        CudarcView { ptr: self.as_ptr() as sys::CUdeviceptr, len: self.len(), stream, _memory: PhantomData }
+        CudarcView {
+            ptr: self.as_ptr() as sys::CUdeviceptr,
+            len: self.len(),
+            stream,
+            _memory: PhantomData,
+        }
     }
     fn cudarc_view_mut<'a>(&'a mut self, stream: &'a Arc<CudaStream>) -> CudarcViewMut<'a, T> {
         let len = self.len();
-        CudarcViewMut { ptr: self.as_mut_ptr() as sys::CUdeviceptr, len, stream, _memory: PhantomData }
+        CudarcViewMut {
+            ptr: self.as_mut_ptr() as sys::CUdeviceptr,
+            len,
+            stream,
+            _memory: PhantomData,
+        }
     }
 }
 
 impl AsCudarc<u8> for DeviceBuffer {
     fn cudarc_view<'a>(&'a self, stream: &'a Arc<CudaStream>) -> CudarcView<'a, u8> {
-        CudarcView { ptr: self.as_ptr() as sys::CUdeviceptr, len: self.size(), stream, _memory: PhantomData }
+        CudarcView {
+            ptr: self.as_ptr() as sys::CUdeviceptr,
+            len: self.size(),
+            stream,
+            _memory: PhantomData,
+        }
     }
     fn cudarc_view_mut<'a>(&'a mut self, stream: &'a Arc<CudaStream>) -> CudarcViewMut<'a, u8> {
         let len = self.size();
-        CudarcViewMut { ptr: self.as_mut_ptr() as sys::CUdeviceptr, len, stream, _memory: PhantomData }
+        CudarcViewMut {
+            ptr: self.as_mut_ptr() as sys::CUdeviceptr,
+            len,
+            stream,
+            _memory: PhantomData,
+        }
     }
 }

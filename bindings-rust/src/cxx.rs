@@ -56,7 +56,11 @@ impl<'a> ResourceHandle<'a> {
     /// A handle to `mr` for C++, borrowing it (nothing is copied or retained).
     pub fn new(mr: &'a AnyResource) -> Self {
         let handle = mr.borrow_handle();
-        Self { self_: handle.self_, vtable: handle.vtable.cast(), _resource: PhantomData }
+        Self {
+            self_: handle.self_,
+            vtable: handle.vtable.cast(),
+            _resource: PhantomData,
+        }
     }
 }
 

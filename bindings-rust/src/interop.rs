@@ -97,7 +97,9 @@ unsafe impl Send for ResourceExport {}
 impl ResourceExport {
     /// An export holding a new reference to `mr` (no copy).
     pub fn new(mr: &AnyResource) -> Self {
-        Self(NonNull::new(export::export_resource(mr.clone())).expect("Box::into_raw is never null"))
+        Self(
+            NonNull::new(export::export_resource(mr.clone())).expect("Box::into_raw is never null"),
+        )
     }
 
     /// The owning `rmm_resource_export*`, for C (`rmm_resource_import`) or a capsule named
@@ -145,13 +147,17 @@ mod tests {
     }
 
     fn live_bytes(mr: &AnyResource) -> i64 {
-        mr.downcast_ref::<StatisticsResourceAdaptor>().unwrap().bytes_counter().value
+        mr.downcast_ref::<StatisticsResourceAdaptor>()
+            .unwrap()
+            .bytes_counter()
+            .value
     }
 
     #[test]
     fn a_dropped_export_frees_its_memory_once() {
         let mr = stats();
-        let export = BufferExport::new(DeviceBuffer::new(300, Stream::DEFAULT, mr.clone()).unwrap());
+        let export =
+            BufferExport::new(DeviceBuffer::new(300, Stream::DEFAULT, mr.clone()).unwrap());
         assert_eq!(live_bytes(&mr), 300);
         drop(export);
         assert_eq!(live_bytes(&mr), 0);
@@ -164,7 +170,10 @@ mod tests {
         let ptr = buf.as_ptr();
         let raw = BufferExport::new(buf).into_raw();
         // SAFETY: from into_raw, once.
-        let back = unsafe { BufferExport::from_raw(raw) }.unwrap().into_buffer().unwrap();
+        let back = unsafe { BufferExport::from_raw(raw) }
+            .unwrap()
+            .into_buffer()
+            .unwrap();
         assert_eq!((back.as_ptr(), back.to_vec().unwrap()), (ptr, vec![9; 64]));
         assert!(back.memory_resource().ptr_eq(&mr));
         drop(back);

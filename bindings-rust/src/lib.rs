@@ -57,7 +57,9 @@ pub mod view;
 /// The object model: [`MemoryResource`], [`Access`], [`AnyResource`], [`ResourceRef`]. (The C handle
 /// through which a resource crosses into C and C++ is librmm's business: see [`interop`].)
 pub mod resource {
-    pub use rmm_core::resource::{downcast, Access, AnyResource, MemoryResource, ResourceRef, DEFAULT_ALIGNMENT};
+    pub use rmm_core::resource::{
+        downcast, Access, AnyResource, MemoryResource, ResourceRef, DEFAULT_ALIGNMENT,
+    };
 }
 
 mod builder;
@@ -76,7 +78,7 @@ pub use builder::{PoolBuilder, ResourceStack};
 pub mod prelude {
     pub use rmm_core::cuda::{OwnedStream, Stream, StreamFlags, StreamPool};
     pub use rmm_core::{
-        Access, AnyResource, DeviceBuffer, DeviceScalar, DeviceVector, Error, MemoryResource, ResourceRef, Result,
-        DEFAULT_ALIGNMENT,
+        Access, AnyResource, DeviceBuffer, DeviceScalar, DeviceVector, Error, MemoryResource,
+        ResourceRef, Result, DEFAULT_ALIGNMENT,
     };
 }

@@ -51,7 +51,8 @@ unsafe extern "C" fn buffer_capsule_destructor(capsule: *mut ffi::PyObject) {
     // sure the pointer is an export this capsule still owns.
     unsafe {
         if ffi::PyCapsule_IsValid(capsule, BUFFER_CAPSULE.as_ptr()) == 1 {
-            let export = ffi::PyCapsule_GetPointer(capsule, BUFFER_CAPSULE.as_ptr()) as *mut rmm_buffer_export;
+            let export = ffi::PyCapsule_GetPointer(capsule, BUFFER_CAPSULE.as_ptr())
+                as *mut rmm_buffer_export;
             export::free_buffer_export(export);
         }
     }
@@ -62,7 +63,8 @@ unsafe extern "C" fn resource_capsule_destructor(capsule: *mut ffi::PyObject) {
     // SAFETY: as above, for a resource export the capsule owns.
     unsafe {
         if ffi::PyCapsule_IsValid(capsule, RESOURCE_CAPSULE.as_ptr()) == 1 {
-            let export = ffi::PyCapsule_GetPointer(capsule, RESOURCE_CAPSULE.as_ptr()) as *mut rmm_resource_export;
+            let export = ffi::PyCapsule_GetPointer(capsule, RESOURCE_CAPSULE.as_ptr())
+                as *mut rmm_resource_export;
             export::free_resource_export(export);
         }
     }
@@ -107,15 +109,23 @@ fn capsule_name(obj: &Bound<'_, PyAny>, expected: &CStr, used: Option<&CStr>) ->
     let want = expected.to_string_lossy();
     // SAFETY: a live object (GIL held).
     if unsafe { ffi::PyCapsule_CheckExact(obj.as_ptr()) } != 1 {
-        let got = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-        return Err(PyTypeError::new_err(format!("expected a PyCapsule named '{want}', got {got}")));
+        let got = obj
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "?".into());
+        return Err(PyTypeError::new_err(format!(
+            "expected a PyCapsule named '{want}', got {got}"
+        )));
     }
     // SAFETY: a capsule; the name (possibly NULL) lives as long as the capsule.
     let name: *const c_char = unsafe { ffi::PyCapsule_GetName(obj.as_ptr()) };
     if name.is_null() {
         // SAFETY: clear the error PyCapsule_GetName may have set (it sets none for a NULL name).
         unsafe { ffi::PyErr_Clear() };
-        return Err(PyTypeError::new_err(format!("expected a PyCapsule named '{want}', got an unnamed capsule")));
+        return Err(PyTypeError::new_err(format!(
+            "expected a PyCapsule named '{want}', got an unnamed capsule"
+        )));
     }
     // SAFETY: a NUL-terminated name owned by the capsule.
     let name = unsafe { CStr::from_ptr(name) };
@@ -134,7 +144,9 @@ fn capsule_name(obj: &Bound<'_, PyAny>, expected: &CStr, used: Option<&CStr>) ->
             "capsule '{got}' is a version this rmm does not read (it reads '{want}')"
         )));
     }
-    Err(PyTypeError::new_err(format!("expected a PyCapsule named '{want}', got a capsule named '{got}'")))
+    Err(PyTypeError::new_err(format!(
+        "expected a PyCapsule named '{want}', got a capsule named '{got}'"
+    )))
 }
 
 /// Adopts the buffer of a `"rmm.device_buffer.v1"` capsule (no copy) and marks the capsule used.
@@ -145,10 +157,12 @@ fn capsule_name(obj: &Bound<'_, PyAny>, expected: &CStr, used: Option<&CStr>) ->
 pub fn buffer_from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<DeviceBuffer> {
     capsule_name(capsule, BUFFER_CAPSULE, Some(USED_BUFFER_CAPSULE))?;
     // SAFETY: a valid capsule of that name holds an rmm_buffer_export* it owns.
-    let export = unsafe { ffi::PyCapsule_GetPointer(capsule.as_ptr(), BUFFER_CAPSULE.as_ptr()) } as *mut rmm_buffer_export;
+    let export = unsafe { ffi::PyCapsule_GetPointer(capsule.as_ptr(), BUFFER_CAPSULE.as_ptr()) }
+        as *mut rmm_buffer_export;
     // SAFETY: the capsule's live export (GIL held, so nobody else adopts it meanwhile); on success
     // it is consumed and the capsule renamed at once, so its destructor leaves it alone.
-    let buffer = unsafe { export::import_buffer(export) }.map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let buffer = unsafe { export::import_buffer(export) }
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     // SAFETY: a live capsule and a 'static name.
     if unsafe { ffi::PyCapsule_SetName(capsule.as_ptr(), USED_BUFFER_CAPSULE.as_ptr()) } != 0 {
         // Cannot happen for a valid capsule; the export is gone, so the capsule must not free it.
@@ -164,7 +178,12 @@ pub fn buffer_from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<DeviceBuffer>
 /// # Errors
 /// The Python error when the capsule cannot be made (the memory is then freed).
 pub fn buffer_to_capsule(py: Python<'_>, buffer: DeviceBuffer) -> PyResult<Py<PyAny>> {
-    new_capsule(py, export::export_buffer(buffer).cast(), BUFFER_CAPSULE, buffer_capsule_destructor)
+    new_capsule(
+        py,
+        export::export_buffer(buffer).cast(),
+        BUFFER_CAPSULE,
+        buffer_capsule_destructor,
+    )
 }
 
 /// A new owner of the resource of a `"rmm.memory_resource.v1"` capsule (the capsule stays valid).
@@ -175,7 +194,8 @@ pub fn buffer_to_capsule(py: Python<'_>, buffer: DeviceBuffer) -> PyResult<Py<Py
 pub fn resource_from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<AnyResource> {
     capsule_name(capsule, RESOURCE_CAPSULE, None)?;
     // SAFETY: a valid capsule of that name holds an rmm_resource_export* it owns.
-    let export = unsafe { ffi::PyCapsule_GetPointer(capsule.as_ptr(), RESOURCE_CAPSULE.as_ptr()) } as *const rmm_resource_export;
+    let export = unsafe { ffi::PyCapsule_GetPointer(capsule.as_ptr(), RESOURCE_CAPSULE.as_ptr()) }
+        as *const rmm_resource_export;
     // SAFETY: the capsule's live export.
     unsafe { export::import_resource(export) }.map_err(|e| PyValueError::new_err(e.to_string()))
 }
@@ -185,7 +205,12 @@ pub fn resource_from_capsule(capsule: &Bound<'_, PyAny>) -> PyResult<AnyResource
 /// # Errors
 /// The Python error when the capsule cannot be made.
 pub fn resource_to_capsule(py: Python<'_>, resource: AnyResource) -> PyResult<Py<PyAny>> {
-    new_capsule(py, export::export_resource(resource).cast(), RESOURCE_CAPSULE, resource_capsule_destructor)
+    new_capsule(
+        py,
+        export::export_resource(resource).cast(),
+        RESOURCE_CAPSULE,
+        resource_capsule_destructor,
+    )
 }
 
 /// `buf` as a new `rmm.DeviceBuffer` that owns its memory (no copy): `DeviceBuffer._from_capsule`
@@ -195,7 +220,9 @@ pub fn resource_to_capsule(py: Python<'_>, resource: AnyResource) -> PyResult<Py
 /// The import's or the call's Python error (the memory is then freed).
 pub fn buffer_into_py<'py>(py: Python<'py>, buf: DeviceBuffer) -> PyResult<Bound<'py, PyAny>> {
     let capsule = buffer_to_capsule(py, buf)?;
-    py.import("rmm")?.getattr("DeviceBuffer")?.call_method1("_from_capsule", (capsule,))
+    py.import("rmm")?
+        .getattr("DeviceBuffer")?
+        .call_method1("_from_capsule", (capsule,))
 }
 
 /// The memory of `obj`, an `rmm.DeviceBuffer` (left empty, as RMM's `c_release`) or a
@@ -209,8 +236,14 @@ pub fn buffer_from_py(obj: &Bound<'_, PyAny>) -> PyResult<DeviceBuffer> {
         return buffer_from_capsule(obj);
     }
     if !obj.hasattr("_to_capsule")? {
-        let got = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-        return Err(PyTypeError::new_err(format!("expected an rmm.DeviceBuffer or a 'rmm.device_buffer.v1' capsule, got {got}")));
+        let got = obj
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "?".into());
+        return Err(PyTypeError::new_err(format!(
+            "expected an rmm.DeviceBuffer or a 'rmm.device_buffer.v1' capsule, got {got}"
+        )));
     }
     buffer_from_capsule(&obj.call_method0("_to_capsule")?)
 }
@@ -220,9 +253,14 @@ pub fn buffer_from_py(obj: &Bound<'_, PyAny>) -> PyResult<DeviceBuffer> {
 ///
 /// # Errors
 /// The import's or the call's Python error.
-pub fn resource_into_py<'py>(py: Python<'py>, resource: &AnyResource) -> PyResult<Bound<'py, PyAny>> {
+pub fn resource_into_py<'py>(
+    py: Python<'py>,
+    resource: &AnyResource,
+) -> PyResult<Bound<'py, PyAny>> {
     let capsule = resource_to_capsule(py, resource.clone())?;
-    py.import("rmm.mr")?.getattr("DeviceMemoryResource")?.call_method1("_from_capsule", (capsule,))
+    py.import("rmm.mr")?
+        .getattr("DeviceMemoryResource")?
+        .call_method1("_from_capsule", (capsule,))
 }
 
 /// The resource of `obj`, a Python memory resource or a `"rmm.memory_resource.v1"` capsule, as a
@@ -236,8 +274,14 @@ pub fn resource_from_py(obj: &Bound<'_, PyAny>) -> PyResult<AnyResource> {
         return resource_from_capsule(obj);
     }
     if !obj.hasattr("_to_capsule")? {
-        let got = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-        return Err(PyTypeError::new_err(format!("expected an rmm memory resource or a 'rmm.memory_resource.v1' capsule, got {got}")));
+        let got = obj
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "?".into());
+        return Err(PyTypeError::new_err(format!(
+            "expected an rmm memory resource or a 'rmm.memory_resource.v1' capsule, got {got}"
+        )));
     }
     resource_from_capsule(&obj.call_method0("_to_capsule")?)
 }

@@ -25,7 +25,8 @@ use std::path::Path;
 use rmm_core::registry::recording;
 
 pub use rmm_core::timeline::{
-    Block, BlockState, Format, Frame, Options, Segment, Snapshot, SnapshotError, TraceAction, TraceEntry,
+    Block, BlockState, Format, Frame, Options, Segment, Snapshot, SnapshotError, TraceAction,
+    TraceEntry,
 };
 
 use crate::Result;

@@ -30,5 +30,7 @@
 pub use rmm_core::view::buffers::{memory_device, DlPackType};
 pub use rmm_core::view::dlpack;
 pub use rmm_core::view::format::{dtype_of_format, format_of, itemsize_of};
-pub use rmm_core::view::strided::{c_strides, item_strides, rmm_strided_view, MetaStore, StridedMemoryView, ViewParts};
+pub use rmm_core::view::strided::{
+    c_strides, item_strides, rmm_strided_view, MetaStore, StridedMemoryView, ViewParts,
+};
 pub use rmm_core::view::ViewOwner;

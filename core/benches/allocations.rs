@@ -183,7 +183,9 @@ fn all_resources() -> Vec<(&'static str, Factory)> {
                 let options = ExpandablePoolOptions::default()
                     .backend(device)
                     .initial_size(1 << 30);
-                Ok(AnyResource::new(ExpandablePoolMemoryResource::new(options)?))
+                Ok(AnyResource::new(ExpandablePoolMemoryResource::new(
+                    options,
+                )?))
             }),
             ("system", || {
                 Ok(AnyResource::new(SystemMemoryResource::new()))
@@ -197,10 +199,9 @@ fn all_resources() -> Vec<(&'static str, Factory)> {
         // As RMM's benchmark: the arena takes all free memory but 64 MiB.
         ("arena", || {
             let (free, _) = cuda::mem_info(cuda::current_device()?)?;
-            let size = free
-                .checked_sub(64 << 20)
-                .ok_or_else(|| rmm_core::Error::invalid(format!("{free} bytes free, not 64 MiB")))?
-                & !(DEFAULT_ALIGNMENT - 1);
+            let size = free.checked_sub(64 << 20).ok_or_else(|| {
+                rmm_core::Error::invalid(format!("{free} bytes free, not 64 MiB"))
+            })? & !(DEFAULT_ALIGNMENT - 1);
             Ok(AnyResource::new(ArenaMemoryResource::new(
                 AnyResource::new(CudaMemoryResource::new()),
                 Some(size),
@@ -224,8 +225,11 @@ fn all_resources() -> Vec<(&'static str, Factory)> {
         // Issue 28's pool, half the free memory mapped at first as the pool line below holds.
         ("expandable_pool", || {
             let (free, _) = cuda::mem_info(cuda::current_device()?)?;
-            let options = ExpandablePoolOptions::default().initial_size((free / 2) & !(DEFAULT_ALIGNMENT - 1));
-            Ok(AnyResource::new(ExpandablePoolMemoryResource::new(options)?))
+            let options = ExpandablePoolOptions::default()
+                .initial_size((free / 2) & !(DEFAULT_ALIGNMENT - 1));
+            Ok(AnyResource::new(ExpandablePoolMemoryResource::new(
+                options,
+            )?))
         }),
         // As RMM's benchmark: a pool over cuda starting at half the free memory (the default).
         ("pool", || {
@@ -341,12 +345,18 @@ fn rmm_random_loop(mr: &AnyResource, stream: Stream, seed: u64) -> u64 {
             } else {
                 let (p, s) = live.swap_remove((gen.next() % live.len() as u64) as usize);
                 // SAFETY: `p` came from `mr` with size `s`.
-                unsafe { mr.deallocate(stream, p, s, DEFAULT_ALIGNMENT).expect("free") };
+                unsafe {
+                    mr.deallocate(stream, p, s, DEFAULT_ALIGNMENT)
+                        .expect("free")
+                };
             }
         }
         for (p, s) in live.drain(..) {
             // SAFETY: as above.
-            unsafe { mr.deallocate(stream, p, s, DEFAULT_ALIGNMENT).expect("free") };
+            unsafe {
+                mr.deallocate(stream, p, s, DEFAULT_ALIGNMENT)
+                    .expect("free")
+            };
         }
     }
     RMM_RANDOM_ROUNDS * 2 * RMM_RANDOM_ALLOCATIONS

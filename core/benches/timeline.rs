@@ -21,24 +21,41 @@ fn pair(mr: &dyn MemoryResource) {
 }
 
 fn bench(c: &mut Criterion) {
-    let pool = PoolMemoryResource::new(AnyResource::new(SystemMemoryResource::new()), Some(64 << 20), None).unwrap();
+    let pool = PoolMemoryResource::new(
+        AnyResource::new(SystemMemoryResource::new()),
+        Some(64 << 20),
+        None,
+    )
+    .unwrap();
     let recorded = RecordingResourceAdaptor::new(pool.clone());
     let mut g = c.benchmark_group("timeline_pair256");
     timeline::stop();
     g.bench_function("pool", |b| b.iter(|| pair(&pool)));
     g.bench_function("recording_off", |b| b.iter(|| pair(&recorded)));
-    let on = Options { max_entries: 100_000, clear: true, ..Options::default() };
+    let on = Options {
+        max_entries: 100_000,
+        clear: true,
+        ..Options::default()
+    };
     timeline::start(on.clone()).unwrap();
     g.bench_function("recording_on", |b| b.iter(|| pair(&recorded)));
     let stack: Stack = Arc::from(
         (0..12)
-            .map(|i| Frame { filename: format!("model_{i}.py"), line: i, name: format!("layer_{i}") })
+            .map(|i| Frame {
+                filename: format!("model_{i}.py"),
+                line: i,
+                name: format!("layer_{i}"),
+            })
             .collect::<Vec<_>>(),
     );
     timeline::set_stack_provider(Some(Arc::new(move || Some(stack.clone()))));
     g.bench_function("recording_on_given_stack", |b| b.iter(|| pair(&recorded)));
     timeline::set_stack_provider(None);
-    timeline::start(Options { native_stacks: true, ..on }).unwrap();
+    timeline::start(Options {
+        native_stacks: true,
+        ..on
+    })
+    .unwrap();
     g.bench_function("recording_on_native_stack", |b| b.iter(|| pair(&recorded)));
     timeline::stop();
     timeline::clear();

@@ -22,11 +22,11 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rmm_core::cuda;
+use rmm_core::cuda::Stream;
 use rmm_core::mr::experimental::{
     Backend, ExpandablePoolMemoryResource, ExpandablePoolOptions, HostBackend, VirtualRange,
     VirtualRangeOptions,
 };
-use rmm_core::cuda::Stream;
 use rmm_core::{MemoryResource, DEFAULT_ALIGNMENT};
 
 const MIB: usize = 1 << 20;
@@ -98,7 +98,10 @@ fn pools() -> Vec<(&'static str, ExpandablePoolMemoryResource)> {
         }),
     )];
     if cuda::is_available() {
-        backends.push(("device", Backend::Device(cuda::current_device().expect("the current device"))));
+        backends.push((
+            "device",
+            Backend::Device(cuda::current_device().expect("the current device")),
+        ));
     }
     backends
         .into_iter()
@@ -124,7 +127,9 @@ fn pool_cycles(pool: &ExpandablePoolMemoryResource, iters: u64, timed: Timed) ->
     let mut spent = Duration::ZERO;
     for _ in 0..iters {
         let start = Instant::now();
-        let p = pool.allocate(Stream::DEFAULT, g, DEFAULT_ALIGNMENT).expect("grow");
+        let p = pool
+            .allocate(Stream::DEFAULT, g, DEFAULT_ALIGNMENT)
+            .expect("grow");
         if let Timed::Grow = timed {
             spent += start.elapsed();
         }
@@ -173,7 +178,9 @@ fn bench(c: &mut Criterion) {
         let mut g = c.benchmark_group(group);
         for (name, pool) in &pools {
             g.throughput(Throughput::Elements(1));
-            g.bench_function(*name, |b| b.iter_custom(|iters| pool_cycles(pool, iters, timed)));
+            g.bench_function(*name, |b| {
+                b.iter_custom(|iters| pool_cycles(pool, iters, timed))
+            });
         }
         g.finish();
     }

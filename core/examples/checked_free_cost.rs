@@ -131,9 +131,18 @@ fn main() -> Result<()> {
     for kind in ["statistics", "limiting", "tracking"] {
         let pool = make("pool", FreeChecks::Checked)?;
         let adaptor = match kind {
-            "statistics" => AnyResource::new(StatisticsResourceAdaptor::new(make("pool", FreeChecks::Checked)?)),
-            "limiting" => AnyResource::new(LimitingResourceAdaptor::new(make("pool", FreeChecks::Checked)?, 1 << 40)),
-            _ => AnyResource::new(TrackingResourceAdaptor::new(make("pool", FreeChecks::Checked)?, false)),
+            "statistics" => AnyResource::new(StatisticsResourceAdaptor::new(make(
+                "pool",
+                FreeChecks::Checked,
+            )?)),
+            "limiting" => AnyResource::new(LimitingResourceAdaptor::new(
+                make("pool", FreeChecks::Checked)?,
+                1 << 40,
+            )),
+            _ => AnyResource::new(TrackingResourceAdaptor::new(
+                make("pool", FreeChecks::Checked)?,
+                false,
+            )),
         };
         let mut best = [f64::MAX; 4];
         for _ in 0..rounds {

@@ -157,7 +157,9 @@ fn main() -> Result<()> {
         ("rmmrandom.ptds", Stream::PER_THREAD, Stream::PER_THREAD),
         ("rmmrandom.foreign", f1, f1),
     ];
-    println!("| resource | shape | ns per pair or random step (thread CPU time, best of {rounds}) |");
+    println!(
+        "| resource | shape | ns per pair or random step (thread CPU time, best of {rounds}) |"
+    );
     println!("| --- | --- | ---: |");
     for resource in ["pool", "binning", "arena", "statistics", "tracking"] {
         for (shape, alloc, free) in shapes {
@@ -167,7 +169,11 @@ fn main() -> Result<()> {
                 continue;
             }
             // Rounds of RMM's benchmark hold up to a few GiB at once.
-            let arena_size = if shape.starts_with("rmmrandom") { 16 << 30 } else { 1 << 30 };
+            let arena_size = if shape.starts_with("rmmrandom") {
+                16 << 30
+            } else {
+                1 << 30
+            };
             let mr = make(resource, arena_size)?;
             let run = |n: u64| {
                 if shape.starts_with("rmmrandom") {

@@ -123,7 +123,10 @@ impl Level {
     /// assert_eq!(Level::from_code(7), None);
     /// ```
     pub fn from_code(code: i32) -> Option<Level> {
-        usize::try_from(code).ok().and_then(|i| Self::ALL.get(i)).copied()
+        usize::try_from(code)
+            .ok()
+            .and_then(|i| Self::ALL.get(i))
+            .copied()
     }
 
     /// The name in log lines (spdlog's `%l`: `warning` for [`Level::Warn`]).

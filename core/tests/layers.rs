@@ -462,7 +462,10 @@ fn no_core_source_file_is_above_900_lines_of_code() {
         .filter_map(|(file, code, _)| {
             let lines = code.lines().filter(|l| !l.trim().is_empty()).count();
             (lines > MOST_LINES_OF_CODE).then(|| {
-                format!("  {} ({lines} lines)", file.strip_prefix(&src).unwrap().display())
+                format!(
+                    "  {} ({lines} lines)",
+                    file.strip_prefix(&src).unwrap().display()
+                )
             })
         })
         .collect();

@@ -4,12 +4,13 @@ use std::ffi::c_void;
 use std::ptr::null_mut;
 
 use super::*;
+use crate::tests::prelude::{
+    rmm_resource_allocate_sync, rmm_resource_deallocate_sync, rmm_resource_kind,
+    rmm_resource_release, rmm_system_memory_resource_new, RMM_ERROR_INVALID_ARGUMENT,
+    RMM_ERROR_OUT_OF_MEMORY, RMM_OK,
+};
 use rmm_core::mr::kind::ResourceKind;
 use rmm_core::mr::SystemMemoryResource;
-use crate::tests::prelude::{
-    rmm_resource_kind,     rmm_resource_allocate_sync, rmm_resource_deallocate_sync, rmm_resource_release,
-    rmm_system_memory_resource_new, RMM_ERROR_INVALID_ARGUMENT, RMM_ERROR_OUT_OF_MEMORY, RMM_OK,
-};
 
 /// An owning handle released on drop.
 pub(crate) struct Owned(pub(crate) rmm_resource);
@@ -383,7 +384,8 @@ fn host_mode() -> bool {
 /// Without a GPU, the status is NO_DRIVER or NO_DEVICE and `out` stays empty.
 fn assert_no_gpu(status: c_int, out: rmm_resource, err: &rmm_error) {
     assert!(
-        status == crate::tests::prelude::RMM_ERROR_NO_DRIVER || status == crate::tests::prelude::RMM_ERROR_NO_DEVICE,
+        status == crate::tests::prelude::RMM_ERROR_NO_DRIVER
+            || status == crate::tests::prelude::RMM_ERROR_NO_DEVICE,
         "{status}: {err:?}"
     );
     assert!(out.is_null());
@@ -434,7 +436,9 @@ fn cuda_async_and_sam_headroom() {
         )
     };
     assert_eq!(status, crate::tests::prelude::RMM_ERROR_UNSUPPORTED);
-    assert!(err.message().contains("Requested IPC memory handle type not supported"));
+    assert!(err
+        .message()
+        .contains("Requested IPC memory handle type not supported"));
     // SAFETY: valid pointers.
     let status = unsafe {
         rmm_cuda_async_memory_resource_new(
@@ -483,12 +487,21 @@ fn file_name_of(r: &Owned) -> String {
     let mut len2 = 0usize;
     // SAFETY: `buf` holds len + 1 bytes.
     let status = unsafe {
-        rmm_logging_resource_adaptor_get_file_name(r.0, buf.as_mut_ptr(), buf.len(), &mut len2, &mut err)
+        rmm_logging_resource_adaptor_get_file_name(
+            r.0,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut len2,
+            &mut err,
+        )
     };
     assert_eq!(status, RMM_OK, "{err:?}");
     assert_eq!(len2, len);
     // SAFETY: NUL-terminated by the call.
-    unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap().to_owned()
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_str()
+        .unwrap()
+        .to_owned()
 }
 
 #[test]
@@ -497,20 +510,25 @@ fn logging_round_trip() {
     let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
     let up = system();
     // SAFETY: live upstream, NUL-terminated name, valid out-pointers.
-    let log = made(|o, e| unsafe {
-        rmm_logging_resource_adaptor_new(up.0, c_path.as_ptr(), 0, o, e)
-    });
+    let log =
+        made(|o, e| unsafe { rmm_logging_resource_adaptor_new(up.0, c_path.as_ptr(), 0, o, e) });
     assert_eq!(file_name_of(&log), path.to_str().unwrap());
     let p = alloc(&log, 100);
     free(&log, p, 100);
     let mut err = rmm_error::new();
-    // SAFETY: live handle.
-    assert_eq!(unsafe { rmm_logging_resource_adaptor_flush(log.0, &mut err) }, RMM_OK);
+    assert_eq!(
+        // SAFETY: live handle.
+        unsafe { rmm_logging_resource_adaptor_flush(log.0, &mut err) },
+        RMM_OK
+    );
     let text = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "Thread,Time,Action,Pointer,Size,Stream");
     assert_eq!(lines.len(), 3, "{text}");
-    assert!(lines[1].contains(",allocate,") && lines[2].contains(",free,"), "{text}");
+    assert!(
+        lines[1].contains(",allocate,") && lines[2].contains(",free,"),
+        "{text}"
+    );
     // A short buffer gets a truncated, NUL-terminated name and the full length.
     let mut buf = [1 as c_char; 4];
     let mut len = 0usize;
@@ -609,7 +627,7 @@ fn failure_callback_round_trip() {
         )
     });
     let p = alloc(&fc, 2 << 20); // fails once, the callback frees the ballast, the retry succeeds
-    // SAFETY: reading the context through the pointer the callback used.
+                                 // SAFETY: reading the context through the pointer the callback used.
     let calls = || unsafe { (*ctx.cast::<Ballast>()).calls.load(SeqCst) };
     assert_eq!(calls(), 1);
     let mut q = null_mut();
@@ -693,7 +711,10 @@ fn pool_maximum_and_tracking_outstanding_str() {
         };
         assert_eq!(status, RMM_OK, "{err:?}");
         // SAFETY: NUL-terminated by the call.
-        unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap().to_owned()
+        unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_str()
+            .unwrap()
+            .to_owned()
     };
     let p = alloc(&tr, 300);
     assert_eq!(text(), format!("{:#x}: 300 B\n", p as usize));
@@ -800,23 +821,43 @@ fn callback_round_trip() {
             e,
         )
     });
-    // SAFETY: live handle.
-    assert_eq!(unsafe { crate::tests::prelude::rmm_resource_access(cb.0) }, RMM_ACCESS_HOST_BITS);
+    assert_eq!(
+        // SAFETY: live handle.
+        unsafe { crate::tests::prelude::rmm_resource_access(cb.0) },
+        RMM_ACCESS_HOST_BITS
+    );
     let p = alloc(&cb, 1000);
     // SAFETY: host memory of 1000 bytes from the system upstream.
     unsafe { std::ptr::write_bytes(p.cast::<u8>(), 1, 1000) };
     free(&cb, p, 1000);
-    assert_eq!((forwarder.allocations.load(SeqCst), forwarder.frees.load(SeqCst)), (1, 1));
+    assert_eq!(
+        (
+            forwarder.allocations.load(SeqCst),
+            forwarder.frees.load(SeqCst)
+        ),
+        (1, 1)
+    );
     // The stream reaches the callback as the caller's handle (here the special per-thread one;
     // host memory, so the callback never hands it to CUDA).
     let mut q = null_mut();
     let mut err = rmm_error::new();
     // SAFETY: live handle, valid out-pointers.
-    let status = unsafe { crate::tests::prelude::rmm_resource_allocate(cb.0, 2 as *mut c_void, 64, 256, &mut q, &mut err) };
+    let status = unsafe {
+        crate::tests::prelude::rmm_resource_allocate(
+            cb.0,
+            2 as *mut c_void,
+            64,
+            256,
+            &mut q,
+            &mut err,
+        )
+    };
     assert_eq!(status, RMM_OK, "{err:?}");
     assert_eq!(forwarder.last_stream.load(SeqCst), 2);
     // SAFETY: from the allocation above.
-    let status = unsafe { crate::tests::prelude::rmm_resource_deallocate(cb.0, 2 as *mut c_void, q, 64, 256, &mut err) };
+    let status = unsafe {
+        crate::tests::prelude::rmm_resource_deallocate(cb.0, 2 as *mut c_void, q, 64, 256, &mut err)
+    };
     assert_eq!(status, RMM_OK, "{err:?}");
     // A callback's error comes back with its kind and size.
     forwarder.fail_next.store(true, SeqCst);
@@ -828,10 +869,17 @@ fn callback_round_trip() {
     assert!(q.is_null());
     assert!(!forwarder.released.load(SeqCst));
     drop(cb);
-    assert!(forwarder.released.load(SeqCst), "the last reference releases the context");
+    assert!(
+        forwarder.released.load(SeqCst),
+        "the last reference releases the context"
+    );
 
     // Bad arguments are reported and still release the context.
-    for (allocate, access) in [(None, RMM_ACCESS_DEVICE_BITS), (Some(forward_allocate as _), 0), (Some(forward_allocate as _), 4)] {
+    for (allocate, access) in [
+        (None, RMM_ACCESS_DEVICE_BITS),
+        (Some(forward_allocate as _), 0),
+        (Some(forward_allocate as _), 4),
+    ] {
         forwarder.released.store(false, SeqCst);
         let mut out = rmm_resource::NULL;
         // SAFETY: the bad argument is reported before any call.
@@ -861,16 +909,21 @@ fn cuda_async_view_rejects_a_null_pool_and_managed_needs_a_gpu() {
     // SAFETY: NULL is reported before any CUDA call.
     let status = unsafe { rmm_cuda_async_view_memory_resource_new(null_mut(), &mut out, &mut err) };
     assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
-    assert!(err.message().contains("Unexpected null pool handle."), "{err:?}");
+    assert!(
+        err.message().contains("Unexpected null pool handle."),
+        "{err:?}"
+    );
     assert!(out.is_null());
     // The accessors check the type.
     let up = system();
     let mut handle = null_mut();
     // SAFETY: a live handle of the wrong type is reported.
-    let status = unsafe { rmm_cuda_async_view_memory_resource_pool_handle(up.0, &mut handle, &mut err) };
+    let status =
+        unsafe { rmm_cuda_async_view_memory_resource_pool_handle(up.0, &mut handle, &mut err) };
     assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
     // SAFETY: as above.
-    let status = unsafe { rmm_cuda_async_managed_memory_resource_pool_handle(up.0, &mut handle, &mut err) };
+    let status =
+        unsafe { rmm_cuda_async_managed_memory_resource_pool_handle(up.0, &mut handle, &mut err) };
     assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
     if host_mode() {
         // SAFETY: valid out-pointers.
@@ -885,17 +938,29 @@ fn cuda_async_view_and_managed_allocate_on_a_gpu() {
     rmm_core::testing::require_gpu();
     // SAFETY: valid out-pointers.
     let owner = made(|o, e| unsafe {
-        rmm_cuda_async_memory_resource_new(RMM_SIZE_NONE, RMM_SIZE_NONE, RMM_ALLOCATION_HANDLE_TYPE_NONE, o, e)
+        rmm_cuda_async_memory_resource_new(
+            RMM_SIZE_NONE,
+            RMM_SIZE_NONE,
+            RMM_ALLOCATION_HANDLE_TYPE_NONE,
+            o,
+            e,
+        )
     });
     let mut pool = null_mut();
     let mut err = rmm_error::new();
-    // SAFETY: live handle, valid out-pointers.
-    assert_eq!(unsafe { rmm_cuda_async_memory_resource_pool_handle(owner.0, &mut pool, &mut err) }, RMM_OK);
+    assert_eq!(
+        // SAFETY: live handle, valid out-pointers.
+        unsafe { rmm_cuda_async_memory_resource_pool_handle(owner.0, &mut pool, &mut err) },
+        RMM_OK
+    );
     // SAFETY: `owner` keeps the pool alive until after the view is dropped.
     let view = made(|o, e| unsafe { rmm_cuda_async_view_memory_resource_new(pool, o, e) });
     let mut viewed = null_mut();
-    // SAFETY: as above.
-    assert_eq!(unsafe { rmm_cuda_async_view_memory_resource_pool_handle(view.0, &mut viewed, &mut err) }, RMM_OK);
+    assert_eq!(
+        // SAFETY: as above.
+        unsafe { rmm_cuda_async_view_memory_resource_pool_handle(view.0, &mut viewed, &mut err) },
+        RMM_OK
+    );
     assert_eq!(viewed, pool);
     let p = alloc(&view, 1 << 20);
     free(&view, p, 1 << 20);
@@ -905,16 +970,24 @@ fn cuda_async_view_and_managed_allocate_on_a_gpu() {
     // SAFETY: valid out-pointers.
     let status = unsafe { rmm_cuda_async_managed_memory_resource_new(&mut out, &mut err) };
     if status == crate::tests::prelude::RMM_ERROR_UNSUPPORTED {
-        rmm_core::testing::skip("cuda_async_view_and_managed_allocate_on_a_gpu", &err.message());
+        rmm_core::testing::skip(
+            "cuda_async_view_and_managed_allocate_on_a_gpu",
+            &err.message(),
+        );
         return;
     }
     assert_eq!(status, RMM_OK, "{err:?}");
     let managed = Owned(out);
-    // SAFETY: live handle.
-    assert_eq!(unsafe { crate::tests::prelude::rmm_resource_access(managed.0) }, 3);
+    assert_eq!(
+        // SAFETY: live handle.
+        unsafe { crate::tests::prelude::rmm_resource_access(managed.0) },
+        3
+    );
     let mut handle = null_mut();
     // SAFETY: live handle, valid out-pointers.
-    let status = unsafe { rmm_cuda_async_managed_memory_resource_pool_handle(managed.0, &mut handle, &mut err) };
+    let status = unsafe {
+        rmm_cuda_async_managed_memory_resource_pool_handle(managed.0, &mut handle, &mut err)
+    };
     assert_eq!(status, RMM_OK, "{err:?}");
     assert!(!handle.is_null());
     let p = alloc(&managed, 4096);
@@ -936,11 +1009,19 @@ struct Lines {
 
 unsafe extern "C" fn sink_write(data: *const c_char, length: usize, context: *mut c_void) -> c_int {
     // SAFETY: `context` is the test's live Lines; `data` holds `length` bytes.
-    let (l, bytes) = unsafe { (&*context.cast::<Lines>(), std::slice::from_raw_parts(data.cast::<u8>(), length)) };
+    let (l, bytes) = unsafe {
+        (
+            &*context.cast::<Lines>(),
+            std::slice::from_raw_parts(data.cast::<u8>(), length),
+        )
+    };
     if l.failing.load(std::sync::atomic::Ordering::SeqCst) {
         return 1;
     }
-    l.lines.lock().unwrap().push(String::from_utf8(bytes.to_vec()).unwrap());
+    l.lines
+        .lock()
+        .unwrap()
+        .push(String::from_utf8(bytes.to_vec()).unwrap());
     0
 }
 
@@ -984,22 +1065,42 @@ fn logging_to_a_sink_gives_whole_lines() {
     free(&log, p, 100);
     // Each line reaches the sink as it is logged (as RMM's ostream sink writes into the stream);
     // the sink's own flush waits for a flush or auto-flush.
-    assert_eq!(lines.lines.lock().unwrap().len(), 3, "lines go through at once");
-    assert_eq!(lines.flushes.load(SeqCst), 0, "no flush without one being asked for");
+    assert_eq!(
+        lines.lines.lock().unwrap().len(),
+        3,
+        "lines go through at once"
+    );
+    assert_eq!(
+        lines.flushes.load(SeqCst),
+        0,
+        "no flush without one being asked for"
+    );
     let mut err = rmm_error::new();
-    // SAFETY: live handle.
-    assert_eq!(unsafe { rmm_logging_resource_adaptor_flush(log.0, &mut err) }, RMM_OK, "{err:?}");
+    assert_eq!(
+        // SAFETY: live handle.
+        unsafe { rmm_logging_resource_adaptor_flush(log.0, &mut err) },
+        RMM_OK,
+        "{err:?}"
+    );
     assert!(lines.flushes.load(SeqCst) >= 1);
     {
         let got = lines.lines.lock().unwrap();
         assert_eq!(got.len(), 3, "{got:?}");
         assert_eq!(got[0], "Thread,Time,Action,Pointer,Size,Stream\n");
-        assert!(got[1].ends_with(&format!(",allocate,{:#x},100,0x0\n", p as usize)), "{got:?}");
-        assert!(got[2].ends_with(&format!(",free,{:#x},100,0x0\n", p as usize)), "{got:?}");
+        assert!(
+            got[1].ends_with(&format!(",allocate,{:#x},100,0x0\n", p as usize)),
+            "{got:?}"
+        );
+        assert!(
+            got[2].ends_with(&format!(",free,{:#x},100,0x0\n", p as usize)),
+            "{got:?}"
+        );
     }
     let mut len = 0usize;
     // SAFETY: live handle; length only.
-    let status = unsafe { rmm_logging_resource_adaptor_get_file_name(log.0, null_mut(), 0, &mut len, &mut err) };
+    let status = unsafe {
+        rmm_logging_resource_adaptor_get_file_name(log.0, null_mut(), 0, &mut len, &mut err)
+    };
     assert_eq!((status, len), (RMM_OK, 0), "no file name");
     // Many lines at once (more than the CSV writer's buffer) still arrive whole.
     for k in 1..=400 {
@@ -1007,10 +1108,15 @@ fn logging_to_a_sink_gives_whole_lines() {
         free(&log, p, k);
     }
     drop(log);
-    assert!(lines.released.load(SeqCst), "the last reference flushes and releases");
+    assert!(
+        lines.released.load(SeqCst),
+        "the last reference flushes and releases"
+    );
     let got = lines.lines.lock().unwrap();
     assert_eq!(got.len(), 3 + 800);
-    assert!(got.iter().all(|l| l.ends_with('\n') && l.matches('\n').count() == 1 && l.split(',').count() == 6));
+    assert!(got
+        .iter()
+        .all(|l| l.ends_with('\n') && l.matches('\n').count() == 1 && l.split(',').count() == 6));
 }
 
 #[test]
@@ -1019,7 +1125,11 @@ fn logging_sink_failures_never_fail_allocations() {
     let up = system();
     let lines = Lines::default();
     let log = logging_to(&up, &lines, 1);
-    assert_eq!(lines.lines.lock().unwrap().len(), 1, "auto-flush writes the header at once");
+    assert_eq!(
+        lines.lines.lock().unwrap().len(),
+        1,
+        "auto-flush writes the header at once"
+    );
     let p = alloc(&log, 64);
     assert_eq!(lines.lines.lock().unwrap().len(), 2);
     lines.failing.store(true, SeqCst);
@@ -1027,12 +1137,19 @@ fn logging_sink_failures_never_fail_allocations() {
     let p = alloc(&log, 64);
     free(&log, p, 64);
     let mut err = rmm_error::new();
-    // SAFETY: live handle; the sink's failure is reported.
-    assert_eq!(unsafe { rmm_logging_resource_adaptor_flush(log.0, &mut err) }, RMM_ERROR_INVALID_ARGUMENT);
+    assert_eq!(
+        // SAFETY: live handle; the sink's failure is reported.
+        unsafe { rmm_logging_resource_adaptor_flush(log.0, &mut err) },
+        RMM_ERROR_INVALID_ARGUMENT
+    );
     lines.failing.store(false, SeqCst);
     let p = alloc(&log, 32);
     free(&log, p, 32);
-    assert_eq!(lines.lines.lock().unwrap().len(), 4, "the failed lines are lost, later ones arrive");
+    assert_eq!(
+        lines.lines.lock().unwrap().len(),
+        4,
+        "the failed lines are lost, later ones arrive"
+    );
     drop(log);
 
     // A NULL write function is reported and the context released.
@@ -1041,7 +1158,16 @@ fn logging_sink_failures_never_fail_allocations() {
     let ctx = (&raw const lines).cast_mut().cast::<c_void>();
     // SAFETY: reported before any call.
     let status = unsafe {
-        rmm_logging_resource_adaptor_new_with_sink(up.0, None, None, ctx, Some(sink_released), 0, &mut out, &mut err)
+        rmm_logging_resource_adaptor_new_with_sink(
+            up.0,
+            None,
+            None,
+            ctx,
+            Some(sink_released),
+            0,
+            &mut out,
+            &mut err,
+        )
     };
     assert_eq!(status, RMM_ERROR_INVALID_ARGUMENT);
     assert!(out.is_null() && lines.released.load(SeqCst));
@@ -1058,23 +1184,57 @@ fn resource_kind_names_the_type_and_hands_out_the_upstream() {
     let (mut kind, mut upstream, mut err) = (-1, rmm_resource::NULL, rmm_error::new());
     // SAFETY: live borrowed handles; valid out-pointers; the owning upstream is adopted below.
     unsafe {
-        assert_eq!(rmm_resource_kind(stats.borrow_handle(), &mut kind, &mut upstream, &mut err), RMM_OK);
+        assert_eq!(
+            rmm_resource_kind(stats.borrow_handle(), &mut kind, &mut upstream, &mut err),
+            RMM_OK
+        );
         assert_eq!(kind, ResourceKind::Statistics.code());
         let upstream = AnyResource::try_from_handle(upstream).unwrap();
         assert!(upstream.ptr_eq(&system));
         let mut none = rmm_resource::NULL;
-        assert_eq!(rmm_resource_kind(system.borrow_handle(), &mut kind, &mut none, &mut err), RMM_OK);
-        assert_eq!((kind, none.is_null()), (ResourceKind::System.code(), true));
-        assert_eq!(rmm_resource_kind(system.borrow_handle(), &mut kind, std::ptr::null_mut(), &mut err), RMM_OK);
         assert_eq!(
-            rmm_resource_kind(system.borrow_handle(), std::ptr::null_mut(), std::ptr::null_mut(), &mut err),
+            rmm_resource_kind(system.borrow_handle(), &mut kind, &mut none, &mut err),
+            RMM_OK
+        );
+        assert_eq!((kind, none.is_null()), (ResourceKind::System.code(), true));
+        assert_eq!(
+            rmm_resource_kind(
+                system.borrow_handle(),
+                &mut kind,
+                std::ptr::null_mut(),
+                &mut err
+            ),
+            RMM_OK
+        );
+        assert_eq!(
+            rmm_resource_kind(
+                system.borrow_handle(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                &mut err
+            ),
             RMM_ERROR_INVALID_ARGUMENT
         );
         // A handle made elsewhere is not this library's to describe.
         let (c, _seen) = rmm_core::testing::c_resource::c_resource(RMM_OK);
-        assert_eq!(rmm_resource_kind(c, &mut kind, std::ptr::null_mut(), &mut err), RMM_ERROR_INVALID_ARGUMENT);
-        assert!(err.message().contains("not a resource of this library"), "{}", err.message());
+        assert_eq!(
+            rmm_resource_kind(c, &mut kind, std::ptr::null_mut(), &mut err),
+            RMM_ERROR_INVALID_ARGUMENT
+        );
+        assert!(
+            err.message().contains("not a resource of this library"),
+            "{}",
+            err.message()
+        );
         drop(AnyResource::try_from_handle(c).unwrap());
-        assert_eq!(rmm_resource_kind(rmm_resource::NULL, &mut kind, std::ptr::null_mut(), &mut err), RMM_ERROR_INVALID_ARGUMENT);
+        assert_eq!(
+            rmm_resource_kind(
+                rmm_resource::NULL,
+                &mut kind,
+                std::ptr::null_mut(),
+                &mut err
+            ),
+            RMM_ERROR_INVALID_ARGUMENT
+        );
     }
 }

@@ -54,9 +54,13 @@ impl PyAlignedResourceAdaptor {
     ) -> PyResult<PyClassInitializer<Self>> {
         let threshold = native::optional(alignment_threshold);
         // SAFETY: valid arguments and out-pointers (see `over`).
-        let mr = over(&upstream_mr, "rmm_aligned_resource_adaptor_new", |up, out, err| unsafe {
-            native::rmm_aligned_resource_adaptor_new(up, alignment as u64, threshold, out, err)
-        });
+        let mr = over(
+            &upstream_mr,
+            "rmm_aligned_resource_adaptor_new",
+            |up, out, err| unsafe {
+                native::rmm_aligned_resource_adaptor_new(up, alignment as u64, threshold, out, err)
+            },
+        );
         Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
     }
 }
@@ -69,11 +73,15 @@ pub(crate) struct PyThreadSafeResourceAdaptor;
 #[pymethods]
 impl PyThreadSafeResourceAdaptor {
     #[new]
-    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>) -> PyResult<PyClassInitializer<Self>> {
+    fn py_new(
+        upstream_mr: Bound<'_, PyDeviceMemoryResource>,
+    ) -> PyResult<PyClassInitializer<Self>> {
         // SAFETY: valid arguments and out-pointers (see `over`).
-        let mr = over(&upstream_mr, "rmm_thread_safe_resource_adaptor_new", |up, out, err| unsafe {
-            native::rmm_thread_safe_resource_adaptor_new(up, out, err)
-        });
+        let mr = over(
+            &upstream_mr,
+            "rmm_thread_safe_resource_adaptor_new",
+            |up, out, err| unsafe { native::rmm_thread_safe_resource_adaptor_new(up, out, err) },
+        );
         Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
     }
 }
@@ -86,22 +94,43 @@ pub(crate) struct PyLimitingResourceAdaptor;
 #[pymethods]
 impl PyLimitingResourceAdaptor {
     #[new]
-    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>, allocation_limit: usize) -> PyResult<PyClassInitializer<Self>> {
+    fn py_new(
+        upstream_mr: Bound<'_, PyDeviceMemoryResource>,
+        allocation_limit: usize,
+    ) -> PyResult<PyClassInitializer<Self>> {
         // SAFETY: valid arguments and out-pointers (see `over`).
-        let mr = over(&upstream_mr, "rmm_limiting_resource_adaptor_new", |up, out, err| unsafe {
-            native::rmm_limiting_resource_adaptor_new(up, allocation_limit as u64, DEFAULT_ALIGNMENT as u64, out, err)
-        });
+        let mr = over(
+            &upstream_mr,
+            "rmm_limiting_resource_adaptor_new",
+            |up, out, err| unsafe {
+                native::rmm_limiting_resource_adaptor_new(
+                    up,
+                    allocation_limit as u64,
+                    DEFAULT_ALIGNMENT as u64,
+                    out,
+                    err,
+                )
+            },
+        );
         Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
     }
 
     /// Bytes allocated through this adaptor and not yet freed.
     fn get_allocated_bytes(slf: &Bound<'_, Self>) -> PyResult<u64> {
-        read_u64(slf, "rmm_limiting_resource_adaptor_get_allocated_bytes", native::rmm_limiting_resource_adaptor_get_allocated_bytes)
+        read_u64(
+            slf,
+            "rmm_limiting_resource_adaptor_get_allocated_bytes",
+            native::rmm_limiting_resource_adaptor_get_allocated_bytes,
+        )
     }
 
     /// The limit given to the constructor.
     fn get_allocation_limit(slf: &Bound<'_, Self>) -> PyResult<u64> {
-        read_u64(slf, "rmm_limiting_resource_adaptor_get_allocation_limit", native::rmm_limiting_resource_adaptor_get_allocation_limit)
+        read_u64(
+            slf,
+            "rmm_limiting_resource_adaptor_get_allocation_limit",
+            native::rmm_limiting_resource_adaptor_get_allocation_limit,
+        )
     }
 }
 
@@ -109,9 +138,14 @@ impl PyLimitingResourceAdaptor {
 fn append_device_id(file_name: &str, device: i32) -> String {
     let path = Path::new(file_name);
     // Python's os.path.splitext: an extension is a final ".xyz" that is not the whole base name.
-    let ext = path.extension().filter(|_| path.file_stem().is_some_and(|s| !s.is_empty()));
+    let ext = path
+        .extension()
+        .filter(|_| path.file_stem().is_some_and(|s| !s.is_empty()));
     match ext.and_then(|e| e.to_str()) {
-        Some(ext) => format!("{}.dev{device}.{ext}", &file_name[..file_name.len() - ext.len() - 1]),
+        Some(ext) => format!(
+            "{}.dev{device}.{ext}",
+            &file_name[..file_name.len() - ext.len() - 1]
+        ),
         None => format!("{file_name}.dev{device}"),
     }
 }
@@ -128,8 +162,10 @@ impl PyLoggingResourceAdaptor {
     pub(crate) fn flush_log(object: &Bound<'_, Self>) -> PyResult<()> {
         let h = handle_of(object)?;
         // SAFETY: a live borrowed handle.
-        native::call("rmm_logging_resource_adaptor_flush", |err| unsafe { native::rmm_logging_resource_adaptor_flush(h, err) })
-            .into_py_result()
+        native::call("rmm_logging_resource_adaptor_flush", |err| unsafe {
+            native::rmm_logging_resource_adaptor_flush(h, err)
+        })
+        .into_py_result()
     }
 }
 
@@ -150,16 +186,28 @@ impl PyLoggingResourceAdaptor {
                 )
             })?,
         };
-        let device = py.detach(registry::current_device_or_host).into_py_result()?;
+        let device = py
+            .detach(registry::current_device_or_host)
+            .into_py_result()?;
         let name = append_device_id(&name, device);
-        let absolute: String = py.import("os.path")?.call_method1("abspath", (name,))?.extract()?;
-        let path = CString::new(absolute).map_err(|_| PyValueError::new_err("the log file name contains a NUL"))?;
+        let absolute: String = py
+            .import("os.path")?
+            .call_method1("abspath", (name,))?
+            .extract()?;
+        let path = CString::new(absolute)
+            .map_err(|_| PyValueError::new_err("the log file name contains a NUL"))?;
         let upstream = upstream_mr.get().inner.clone();
         let mr = py.detach(|| {
             // SAFETY: a live borrowed upstream handle (librmm retains it), a NUL-terminated file name
             // that outlives the call, valid out-pointers.
             adopt("rmm_logging_resource_adaptor_new", |out, err| unsafe {
-                native::rmm_logging_resource_adaptor_new(upstream.borrow_handle(), path.as_ptr(), 0, out, err)
+                native::rmm_logging_resource_adaptor_new(
+                    upstream.borrow_handle(),
+                    path.as_ptr(),
+                    0,
+                    out,
+                    err,
+                )
             })
         });
         Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
@@ -185,9 +233,12 @@ impl PyLoggingResourceAdaptor {
     fn get_file_name(slf: &Bound<'_, Self>) -> PyResult<Option<String>> {
         let h = handle_of(slf)?;
         // SAFETY: a live borrowed handle; `buf` holds `capacity` bytes.
-        let name = native::read_text("rmm_logging_resource_adaptor_get_file_name", |buf, capacity, length, err| unsafe {
-            native::rmm_logging_resource_adaptor_get_file_name(h, buf, capacity, length, err)
-        });
+        let name = native::read_text(
+            "rmm_logging_resource_adaptor_get_file_name",
+            |buf, capacity, length, err| unsafe {
+                native::rmm_logging_resource_adaptor_get_file_name(h, buf, capacity, length, err)
+            },
+        );
         Ok(Some(name.into_py_result()?).filter(|n| !n.is_empty()))
     }
 }
@@ -209,7 +260,14 @@ pub(crate) struct PyStatisticsResourceAdaptor;
 /// RMM's `rmm.statistics.Statistics` from a (bytes, allocations) pair of counters.
 fn statistics(py: Python<'_>, (bytes, count): (rmm_counter, rmm_counter)) -> PyResult<Py<PyAny>> {
     let class = py.import("rmm.statistics")?.getattr("Statistics")?;
-    let object = class.call1((bytes.value, count.value, bytes.peak, count.peak, bytes.total, count.total))?;
+    let object = class.call1((
+        bytes.value,
+        count.value,
+        bytes.peak,
+        count.peak,
+        bytes.total,
+        count.total,
+    ))?;
     Ok(object.unbind())
 }
 
@@ -219,14 +277,21 @@ impl PyStatisticsResourceAdaptor {
     fn push_or_pop(
         slf: &Bound<'_, Self>,
         name: &'static str,
-        which: unsafe extern "C" fn(rmm_resource, *mut rmm_counter, *mut rmm_counter, *mut rmm_core::resource::rmm_error) -> c_int,
+        which: unsafe extern "C" fn(
+            rmm_resource,
+            *mut rmm_counter,
+            *mut rmm_counter,
+            *mut rmm_core::resource::rmm_error,
+        ) -> c_int,
     ) -> PyResult<Result<(rmm_counter, rmm_counter)>> {
         let h = SendHandle(handle_of(slf)?);
         Ok(slf.py().detach(move || {
             let h = h;
             // SAFETY: `which` is the accessor `name` of rmm_c.h; a live borrowed handle; valid
             // out-pointers.
-            native::read_counter_pair(name, |bytes, allocations, err| unsafe { which(h.0, bytes, allocations, err) })
+            native::read_counter_pair(name, |bytes, allocations, err| unsafe {
+                which(h.0, bytes, allocations, err)
+            })
         }))
     }
 }
@@ -234,11 +299,15 @@ impl PyStatisticsResourceAdaptor {
 #[pymethods]
 impl PyStatisticsResourceAdaptor {
     #[new]
-    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>) -> PyResult<PyClassInitializer<Self>> {
+    fn py_new(
+        upstream_mr: Bound<'_, PyDeviceMemoryResource>,
+    ) -> PyResult<PyClassInitializer<Self>> {
         // SAFETY: valid arguments and out-pointers (see `over`).
-        let mr = over(&upstream_mr, "rmm_statistics_resource_adaptor_new", |up, out, err| unsafe {
-            native::rmm_statistics_resource_adaptor_new(up, out, err)
-        });
+        let mr = over(
+            &upstream_mr,
+            "rmm_statistics_resource_adaptor_new",
+            |up, out, err| unsafe { native::rmm_statistics_resource_adaptor_new(up, out, err) },
+        );
         Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
     }
 
@@ -246,12 +315,23 @@ impl PyStatisticsResourceAdaptor {
     #[getter]
     fn allocation_counts(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
         let h = handle_of(slf)?;
-        let counter = |name, get: unsafe extern "C" fn(rmm_resource, *mut rmm_counter, *mut rmm_core::resource::rmm_error) -> c_int| {
+        let counter = |name,
+                       get: unsafe extern "C" fn(
+            rmm_resource,
+            *mut rmm_counter,
+            *mut rmm_core::resource::rmm_error,
+        ) -> c_int| {
             // SAFETY: `get` is the accessor `name` of rmm_c.h; a live borrowed handle; a valid
             // out-pointer.
-            native::read(name, rmm_counter::default(), |out, err| unsafe { get(h, out, err) }).into_py_result()
+            native::read(name, rmm_counter::default(), |out, err| unsafe {
+                get(h, out, err)
+            })
+            .into_py_result()
         };
-        let bytes = counter("rmm_statistics_resource_adaptor_get_bytes_counter", native::rmm_statistics_resource_adaptor_get_bytes_counter)?;
+        let bytes = counter(
+            "rmm_statistics_resource_adaptor_get_bytes_counter",
+            native::rmm_statistics_resource_adaptor_get_bytes_counter,
+        )?;
         let allocations = counter(
             "rmm_statistics_resource_adaptor_get_allocations_counter",
             native::rmm_statistics_resource_adaptor_get_allocations_counter,
@@ -261,20 +341,28 @@ impl PyStatisticsResourceAdaptor {
 
     /// Starts a new frame of zero counters; returns the counters from before the push.
     fn push_counters(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
-        let before = Self::push_or_pop(slf, "rmm_statistics_resource_adaptor_push_counters", native::rmm_statistics_resource_adaptor_push_counters)?
-            .into_py_result()?;
+        let before = Self::push_or_pop(
+            slf,
+            "rmm_statistics_resource_adaptor_push_counters",
+            native::rmm_statistics_resource_adaptor_push_counters,
+        )?
+        .into_py_result()?;
         statistics(slf.py(), before)
     }
 
     /// Ends the current frame, folds it into its parent and returns it (values may be negative).
     /// Raises IndexError when no frame was pushed, as RMM does.
     fn pop_counters(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
-        let popped = Self::push_or_pop(slf, "rmm_statistics_resource_adaptor_pop_counters", native::rmm_statistics_resource_adaptor_pop_counters)?
-            .map_err(|e| match e {
-                // RMM throws std::out_of_range here, which Cython raises as IndexError.
-                Error::InvalidArgument(message) => PyIndexError::new_err(message),
-                other => to_py_err(other),
-            })?;
+        let popped = Self::push_or_pop(
+            slf,
+            "rmm_statistics_resource_adaptor_pop_counters",
+            native::rmm_statistics_resource_adaptor_pop_counters,
+        )?
+        .map_err(|e| match e {
+            // RMM throws std::out_of_range here, which Cython raises as IndexError.
+            Error::InvalidArgument(message) => PyIndexError::new_err(message),
+            other => to_py_err(other),
+        })?;
         statistics(slf.py(), popped)
     }
 }
@@ -288,17 +376,28 @@ pub(crate) struct PyTrackingResourceAdaptor;
 impl PyTrackingResourceAdaptor {
     #[new]
     #[pyo3(signature = (upstream_mr, capture_stacks = false))]
-    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>, capture_stacks: bool) -> PyResult<PyClassInitializer<Self>> {
+    fn py_new(
+        upstream_mr: Bound<'_, PyDeviceMemoryResource>,
+        capture_stacks: bool,
+    ) -> PyResult<PyClassInitializer<Self>> {
         // SAFETY: valid arguments and out-pointers (see `over`).
-        let mr = over(&upstream_mr, "rmm_tracking_resource_adaptor_new", |up, out, err| unsafe {
-            native::rmm_tracking_resource_adaptor_new(up, c_int::from(capture_stacks), out, err)
-        });
+        let mr = over(
+            &upstream_mr,
+            "rmm_tracking_resource_adaptor_new",
+            |up, out, err| unsafe {
+                native::rmm_tracking_resource_adaptor_new(up, c_int::from(capture_stacks), out, err)
+            },
+        );
         Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
     }
 
     /// Bytes allocated through this adaptor and not yet freed.
     fn get_allocated_bytes(slf: &Bound<'_, Self>) -> PyResult<u64> {
-        read_u64(slf, "rmm_tracking_resource_adaptor_get_allocated_bytes", native::rmm_tracking_resource_adaptor_get_allocated_bytes)
+        read_u64(
+            slf,
+            "rmm_tracking_resource_adaptor_get_allocated_bytes",
+            native::rmm_tracking_resource_adaptor_get_allocated_bytes,
+        )
     }
 
     /// The outstanding allocations, one per line (with stacks when captured), as RMM formats them.
@@ -308,9 +407,14 @@ impl PyTrackingResourceAdaptor {
             .detach(move || {
                 let h = h;
                 // SAFETY: a live borrowed handle; `buf` holds `capacity` bytes.
-                native::read_text("rmm_tracking_resource_adaptor_get_outstanding_allocations_str", |buf, capacity, length, err| unsafe {
-                    native::rmm_tracking_resource_adaptor_get_outstanding_allocations_str(h.0, buf, capacity, length, err)
-                })
+                native::read_text(
+                    "rmm_tracking_resource_adaptor_get_outstanding_allocations_str",
+                    |buf, capacity, length, err| unsafe {
+                        native::rmm_tracking_resource_adaptor_get_outstanding_allocations_str(
+                            h.0, buf, capacity, length, err,
+                        )
+                    },
+                )
             })
             .into_py_result()
     }
@@ -322,9 +426,12 @@ impl PyTrackingResourceAdaptor {
             .detach(move || {
                 let h = h;
                 // SAFETY: a live borrowed handle.
-                native::call("rmm_tracking_resource_adaptor_log_outstanding_allocations", |err| unsafe {
-                    native::rmm_tracking_resource_adaptor_log_outstanding_allocations(h.0, err)
-                })
+                native::call(
+                    "rmm_tracking_resource_adaptor_log_outstanding_allocations",
+                    |err| unsafe {
+                        native::rmm_tracking_resource_adaptor_log_outstanding_allocations(h.0, err)
+                    },
+                )
             })
             .into_py_result()
     }
@@ -348,9 +455,14 @@ unsafe extern "C" fn failure_callback(bytes: usize, context: *mut c_void) -> c_i
     let retry = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         Python::attach(|py| {
             // A function the cycle collector took cannot ask for a retry.
-            let Some(func) = shared.with(|f| f.clone_ref(py)) else { return false };
-            match func.call1(py, (bytes,)).and_then(|r| r.bind(py).is_truthy()) {
-            Ok(retry) => retry,
+            let Some(func) = shared.with(|f| f.clone_ref(py)) else {
+                return false;
+            };
+            match func
+                .call1(py, (bytes,))
+                .and_then(|r| r.bind(py).is_truthy())
+            {
+                Ok(retry) => retry,
                 Err(e) => {
                     park(e);
                     false
@@ -371,25 +483,41 @@ unsafe extern "C" fn release_failure_callback(context: *mut c_void) {
 #[pymethods]
 impl PyFailureCallbackResourceAdaptor {
     #[new]
-    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>, callback: Py<PyAny>) -> PyResult<PyClassInitializer<Self>> {
+    fn py_new(
+        upstream_mr: Bound<'_, PyDeviceMemoryResource>,
+        callback: Py<PyAny>,
+    ) -> PyResult<PyClassInitializer<Self>> {
         let callback = super::SharedCallables::new(callback);
         let context = Box::into_raw(Box::new(callback.share()));
         // SAFETY: functions of this module that never unwind and accept `context` until librmm
         // releases it with `release_failure_callback` (also on failure); see `over`.
-        let mr = over(&upstream_mr, "rmm_failure_callback_resource_adaptor_new", |up, out, err| unsafe {
-            native::rmm_failure_callback_resource_adaptor_new(
-                up,
-                Some(failure_callback),
-                context.cast(),
-                Some(release_failure_callback),
-                out,
-                err,
-            )
-        });
-        Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self { callback: Some(callback) }))
+        let mr = over(
+            &upstream_mr,
+            "rmm_failure_callback_resource_adaptor_new",
+            |up, out, err| unsafe {
+                native::rmm_failure_callback_resource_adaptor_new(
+                    up,
+                    Some(failure_callback),
+                    context.cast(),
+                    Some(release_failure_callback),
+                    out,
+                    err,
+                )
+            },
+        );
+        Ok(adaptor(
+            mr.into_py_result()?,
+            Some(&upstream_mr),
+            Self {
+                callback: Some(callback),
+            },
+        ))
     }
 
-    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> std::result::Result<(), pyo3::PyTraverseError> {
+    fn __traverse__(
+        &self,
+        visit: pyo3::PyVisit<'_>,
+    ) -> std::result::Result<(), pyo3::PyTraverseError> {
         match &self.callback {
             Some(callback) => callback.traverse(&visit, |f| vec![f]),
             None => Ok(()),
@@ -406,7 +534,9 @@ impl PyFailureCallbackResourceAdaptor {
     /// Python).
     #[getter]
     fn callback(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        self.callback.as_ref().and_then(|c| c.with(|f| f.clone_ref(py)))
+        self.callback
+            .as_ref()
+            .and_then(|c| c.with(|f| f.clone_ref(py)))
     }
 }
 
@@ -418,11 +548,15 @@ pub(crate) struct PyPrefetchResourceAdaptor;
 #[pymethods]
 impl PyPrefetchResourceAdaptor {
     #[new]
-    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>) -> PyResult<PyClassInitializer<Self>> {
+    fn py_new(
+        upstream_mr: Bound<'_, PyDeviceMemoryResource>,
+    ) -> PyResult<PyClassInitializer<Self>> {
         // SAFETY: valid arguments and out-pointers (see `over`).
-        let mr = over(&upstream_mr, "rmm_prefetch_resource_adaptor_new", |up, out, err| unsafe {
-            native::rmm_prefetch_resource_adaptor_new(up, out, err)
-        });
+        let mr = over(
+            &upstream_mr,
+            "rmm_prefetch_resource_adaptor_new",
+            |up, out, err| unsafe { native::rmm_prefetch_resource_adaptor_new(up, out, err) },
+        );
         Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
     }
 }
@@ -436,11 +570,15 @@ pub(crate) struct PyRecordingResourceAdaptor;
 #[pymethods]
 impl PyRecordingResourceAdaptor {
     #[new]
-    fn py_new(upstream_mr: Bound<'_, PyDeviceMemoryResource>) -> PyResult<PyClassInitializer<Self>> {
+    fn py_new(
+        upstream_mr: Bound<'_, PyDeviceMemoryResource>,
+    ) -> PyResult<PyClassInitializer<Self>> {
         // SAFETY: valid arguments and out-pointers (see `over`).
-        let mr = over(&upstream_mr, "rmm_recording_resource_adaptor_new", |up, out, err| unsafe {
-            native::rmm_recording_resource_adaptor_new(up, out, err)
-        });
+        let mr = over(
+            &upstream_mr,
+            "rmm_recording_resource_adaptor_new",
+            |up, out, err| unsafe { native::rmm_recording_resource_adaptor_new(up, out, err) },
+        );
         Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
     }
 }

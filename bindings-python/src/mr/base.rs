@@ -90,8 +90,8 @@ pub(crate) struct PySamHeadroomMemoryResource;
 impl PySamHeadroomMemoryResource {
     #[new]
     fn py_new(py: Python<'_>, headroom: usize) -> PyResult<PyClassInitializer<Self>> {
-        // SAFETY: valid out-pointers.
         let mr = py.detach(|| {
+            // SAFETY: valid out-pointers.
             adopt("rmm_sam_headroom_memory_resource_new", |out, err| unsafe {
                 native::rmm_sam_headroom_memory_resource_new(headroom as u64, out, err)
             })
@@ -134,16 +134,27 @@ impl PyCudaAsyncMemoryResource {
         };
         let initial = native::optional(optional_size(initial_pool_size)?);
         let threshold = release_threshold.unwrap_or(native::SIZE_NONE);
-        // SAFETY: valid out-pointers.
         let made = py.detach(|| {
+            // SAFETY: valid out-pointers.
             adopt("rmm_cuda_async_memory_resource_new", |out, err| unsafe {
-                native::rmm_cuda_async_memory_resource_new(initial, threshold, handle_type, out, err)
+                native::rmm_cuda_async_memory_resource_new(
+                    initial,
+                    threshold,
+                    handle_type,
+                    out,
+                    err,
+                )
             })
         });
         let mr = made.map_err(|e| match e {
             // RMM's message ends with this phrase, which callers (RMM's tests) check with endswith.
-            Error::Unsupported(m) if m.starts_with(HANDLE_TYPE_UNSUPPORTED) && m != HANDLE_TYPE_UNSUPPORTED => {
-                PyRuntimeError::new_err(format!("{}: {HANDLE_TYPE_UNSUPPORTED}", m[HANDLE_TYPE_UNSUPPORTED.len()..].trim()))
+            Error::Unsupported(m)
+                if m.starts_with(HANDLE_TYPE_UNSUPPORTED) && m != HANDLE_TYPE_UNSUPPORTED =>
+            {
+                PyRuntimeError::new_err(format!(
+                    "{}: {HANDLE_TYPE_UNSUPPORTED}",
+                    m[HANDLE_TYPE_UNSUPPORTED.len()..].trim()
+                ))
             }
             other => to_py_err(other),
         })?;
@@ -158,7 +169,10 @@ pub(crate) struct PyCudaAsyncViewMemoryResource;
 
 /// True when `obj` is one of cuda-python's pool handle types.
 fn is_pool_handle(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-    for (module, class) in [("cuda.bindings.runtime", "cudaMemPool_t"), ("cuda.bindings.driver", "CUmemoryPool")] {
+    for (module, class) in [
+        ("cuda.bindings.runtime", "cudaMemPool_t"),
+        ("cuda.bindings.driver", "CUmemoryPool"),
+    ] {
         if let Ok(module) = py.import(module) {
             if obj.is_instance(&module.getattr(class)?)? {
                 return Ok(true);
@@ -171,17 +185,25 @@ fn is_pool_handle(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
 #[pymethods]
 impl PyCudaAsyncViewMemoryResource {
     #[new]
-    fn py_new(py: Python<'_>, pool_handle: &Bound<'_, PyAny>) -> PyResult<PyClassInitializer<Self>> {
+    fn py_new(
+        py: Python<'_>,
+        pool_handle: &Bound<'_, PyAny>,
+    ) -> PyResult<PyClassInitializer<Self>> {
         if !is_pool_handle(py, pool_handle)? {
-            return Err(PyValueError::new_err("pool_handle must be a cudaMemPool_t or CUmemoryPool"));
+            return Err(PyValueError::new_err(
+                "pool_handle must be a cudaMemPool_t or CUmemoryPool",
+            ));
         }
         let handle: usize = pool_handle.call_method0("__int__")?.extract()?;
         // SAFETY: the handle names a live memory pool (cuda-python object); RMM's contract, repeated
         // in the class doc: the caller keeps the pool alive while the resource is used. Valid
         // out-pointers.
-        let mr = adopt("rmm_cuda_async_view_memory_resource_new", |out, err| unsafe {
-            native::rmm_cuda_async_view_memory_resource_new(handle as *mut c_void, out, err)
-        });
+        let mr = adopt(
+            "rmm_cuda_async_view_memory_resource_new",
+            |out, err| unsafe {
+                native::rmm_cuda_async_view_memory_resource_new(handle as *mut c_void, out, err)
+            },
+        );
         Ok(leaf(mr.into_py_result()?, Self))
     }
 
@@ -199,11 +221,17 @@ impl PyCudaAsyncViewMemoryResource {
 fn pool_handle_of(
     object: &Bound<'_, impl pyo3::PyClass>,
     name: &'static str,
-    read: unsafe extern "C" fn(rmm_core::resource::rmm_resource, *mut *mut c_void, *mut rmm_error) -> c_int,
+    read: unsafe extern "C" fn(
+        rmm_core::resource::rmm_resource,
+        *mut *mut c_void,
+        *mut rmm_error,
+    ) -> c_int,
 ) -> PyResult<usize> {
     let h = handle_of(object)?;
     // SAFETY: `read` is the accessor `name` of rmm_c.h; a live borrowed handle; a valid out-pointer.
-    let pool = native::read(name, std::ptr::null_mut(), |out, err| unsafe { read(h, out, err) });
+    let pool = native::read(name, std::ptr::null_mut(), |out, err| unsafe {
+        read(h, out, err)
+    });
     pool.map(|p| p as usize).into_py_result()
 }
 
@@ -216,11 +244,12 @@ pub(crate) struct PyCudaAsyncManagedMemoryResource;
 impl PyCudaAsyncManagedMemoryResource {
     #[new]
     fn py_new(py: Python<'_>) -> PyResult<PyClassInitializer<Self>> {
-        // SAFETY: valid out-pointers.
         let mr = py.detach(|| {
-            adopt("rmm_cuda_async_managed_memory_resource_new", |out, err| unsafe {
-                native::rmm_cuda_async_managed_memory_resource_new(out, err)
-            })
+            adopt(
+                "rmm_cuda_async_managed_memory_resource_new",
+                // SAFETY: valid out-pointers.
+                |out, err| unsafe { native::rmm_cuda_async_managed_memory_resource_new(out, err) },
+            )
         });
         Ok(leaf(mr.into_py_result()?, Self))
     }
@@ -241,7 +270,11 @@ fn callback_error(py: Python<'_>, error: PyErr, bytes: usize, which: &str) -> Er
     let message = error.value(py).to_string();
     park(error);
     if oom {
-        Error::OutOfMemory { bytes, resource: "callback_memory_resource".into(), detail: message }
+        Error::OutOfMemory {
+            bytes,
+            resource: "callback_memory_resource".into(),
+            detail: message,
+        }
     } else {
         Error::Unsupported(format!("the {which} callback raised: {message}"))
     }
@@ -257,10 +290,16 @@ struct Callbacks {
 type SharedCallbacks = super::SharedCallables<Callbacks>;
 
 /// The callable `pick` chooses, or the error of a resource whose callables the cycle collector took.
-fn callable(py: Python<'_>, callbacks: &SharedCallbacks, pick: fn(&Callbacks) -> &Py<PyAny>) -> Result<Py<PyAny>, Error> {
-    callbacks
-        .with(|c| pick(c).clone_ref(py))
-        .ok_or_else(|| Error::Unsupported("the callback memory resource was cleared by the garbage collector".into()))
+fn callable(
+    py: Python<'_>,
+    callbacks: &SharedCallbacks,
+    pick: fn(&Callbacks) -> &Py<PyAny>,
+) -> Result<Py<PyAny>, Error> {
+    callbacks.with(|c| pick(c).clone_ref(py)).ok_or_else(|| {
+        Error::Unsupported(
+            "the callback memory resource was cleared by the garbage collector".into(),
+        )
+    })
 }
 
 /// `rmm_allocate_callback`: calls `allocate_func(nbytes, stream)`; an exception is parked for the
@@ -279,7 +318,9 @@ unsafe extern "C" fn allocate_callback(
         Python::attach(|py| {
             let allocate = callable(py, callbacks, |c| &c.allocate)?;
             let stream = PyStream::from_raw(stream as usize, None);
-            let result = allocate.call1(py, (bytes, stream)).and_then(|p| p.extract::<usize>(py));
+            let result = allocate
+                .call1(py, (bytes, stream))
+                .and_then(|p| p.extract::<usize>(py));
             result.map_err(|e| callback_error(py, e, bytes, "allocate"))
         })
     }))
@@ -310,14 +351,21 @@ unsafe extern "C" fn deallocate_callback(
         Python::attach(|py| {
             let deallocate = callable(py, callbacks, |c| &c.deallocate)?;
             let stream = PyStream::from_raw(stream as usize, None);
-            deallocate.call1(py, (ptr as usize, bytes, stream)).map(drop).map_err(|e| {
-                let message = e.value(py).to_string();
-                e.write_unraisable(py, None);
-                Error::Unsupported(format!("the deallocate callback raised: {message}"))
-            })
+            deallocate
+                .call1(py, (ptr as usize, bytes, stream))
+                .map(drop)
+                .map_err(|e| {
+                    let message = e.value(py).to_string();
+                    e.write_unraisable(py, None);
+                    Error::Unsupported(format!("the deallocate callback raised: {message}"))
+                })
         })
     }))
-    .unwrap_or_else(|_| Err(Error::Unsupported("the deallocate callback panicked".into())));
+    .unwrap_or_else(|_| {
+        Err(Error::Unsupported(
+            "the deallocate callback panicked".into(),
+        ))
+    });
     match result {
         Ok(()) => RMM_OK,
         // SAFETY: NULL or valid (librmm's contract).
@@ -366,8 +414,14 @@ impl PyCallbackMemoryResource {
 #[pymethods]
 impl PyCallbackMemoryResource {
     #[new]
-    fn py_new(allocate_func: Py<PyAny>, deallocate_func: Py<PyAny>) -> PyResult<PyClassInitializer<Self>> {
-        let callables = SharedCallbacks::new(Callbacks { allocate: allocate_func, deallocate: deallocate_func });
+    fn py_new(
+        allocate_func: Py<PyAny>,
+        deallocate_func: Py<PyAny>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let callables = SharedCallbacks::new(Callbacks {
+            allocate: allocate_func,
+            deallocate: deallocate_func,
+        });
         let context = Box::into_raw(Box::new(callables.share()));
         // SAFETY: functions of this module that never unwind and accept `context` until librmm
         // releases it with `release_callbacks` (also on failure); valid out-pointers.
@@ -382,10 +436,18 @@ impl PyCallbackMemoryResource {
                 err,
             )
         });
-        Ok(leaf(mr.into_py_result()?, Self { callables: Some(callables) }))
+        Ok(leaf(
+            mr.into_py_result()?,
+            Self {
+                callables: Some(callables),
+            },
+        ))
     }
 
-    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> std::result::Result<(), pyo3::PyTraverseError> {
+    fn __traverse__(
+        &self,
+        visit: pyo3::PyVisit<'_>,
+    ) -> std::result::Result<(), pyo3::PyTraverseError> {
         match &self.callables {
             Some(callables) => callables.traverse(&visit, |c| vec![&c.allocate, &c.deallocate]),
             None => Ok(()),

@@ -42,9 +42,20 @@ impl PyExpandablePoolMemoryResource {
         // Mapping the initial size may take a while: other threads keep running.
         let pool = py.detach(|| {
             // SAFETY: `peers` is readable for its length; valid out-pointers.
-            adopt("rmm_expandable_pool_memory_resource_new", |out, err| unsafe {
-                native::rmm_expandable_pool_memory_resource_new(initial, maximum, threshold, peers.as_ptr(), peers.len(), out, err)
-            })
+            adopt(
+                "rmm_expandable_pool_memory_resource_new",
+                |out, err| unsafe {
+                    native::rmm_expandable_pool_memory_resource_new(
+                        initial,
+                        maximum,
+                        threshold,
+                        peers.as_ptr(),
+                        peers.len(),
+                        out,
+                        err,
+                    )
+                },
+            )
         });
         Ok(leaf(pool.into_py_result()?, Self))
     }
@@ -56,9 +67,13 @@ impl PyExpandablePoolMemoryResource {
     fn statistics<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
         let h = handle_of(slf)?;
         // SAFETY: a live borrowed handle; a valid out-pointer.
-        let s = native::read("rmm_expandable_pool_memory_resource_statistics", rmm_expandable_pool_statistics::default(), |out, err| unsafe {
-            native::rmm_expandable_pool_memory_resource_statistics(h, out, err)
-        })
+        let s = native::read(
+            "rmm_expandable_pool_memory_resource_statistics",
+            rmm_expandable_pool_statistics::default(),
+            |out, err| unsafe {
+                native::rmm_expandable_pool_memory_resource_statistics(h, out, err)
+            },
+        )
         .into_py_result()?;
         let d = PyDict::new(slf.py());
         let fields = [
@@ -87,9 +102,13 @@ impl PyExpandablePoolMemoryResource {
     fn mapped_bytes(slf: &Bound<'_, Self>) -> PyResult<u64> {
         let h = handle_of(slf)?;
         // SAFETY: a live borrowed handle; a valid out-pointer.
-        native::read("rmm_expandable_pool_memory_resource_mapped_bytes", 0, |out, err| unsafe {
-            native::rmm_expandable_pool_memory_resource_mapped_bytes(h, out, err)
-        })
+        native::read(
+            "rmm_expandable_pool_memory_resource_mapped_bytes",
+            0,
+            |out, err| unsafe {
+                native::rmm_expandable_pool_memory_resource_mapped_bytes(h, out, err)
+            },
+        )
         .into_py_result()
     }
 
@@ -97,9 +116,13 @@ impl PyExpandablePoolMemoryResource {
     fn used_bytes(slf: &Bound<'_, Self>) -> PyResult<u64> {
         let h = handle_of(slf)?;
         // SAFETY: a live borrowed handle; a valid out-pointer.
-        native::read("rmm_expandable_pool_memory_resource_used_bytes", 0, |out, err| unsafe {
-            native::rmm_expandable_pool_memory_resource_used_bytes(h, out, err)
-        })
+        native::read(
+            "rmm_expandable_pool_memory_resource_used_bytes",
+            0,
+            |out, err| unsafe {
+                native::rmm_expandable_pool_memory_resource_used_bytes(h, out, err)
+            },
+        )
         .into_py_result()
     }
 
@@ -110,9 +133,17 @@ impl PyExpandablePoolMemoryResource {
         slf.py()
             .detach(|| {
                 // SAFETY: a handle `pool` keeps live; a valid out-pointer.
-                native::read("rmm_expandable_pool_memory_resource_trim", 0, |out, err| unsafe {
-                    native::rmm_expandable_pool_memory_resource_trim(pool.borrow_handle(), out, err)
-                })
+                native::read(
+                    "rmm_expandable_pool_memory_resource_trim",
+                    0,
+                    |out, err| unsafe {
+                        native::rmm_expandable_pool_memory_resource_trim(
+                            pool.borrow_handle(),
+                            out,
+                            err,
+                        )
+                    },
+                )
             })
             .into_py_result()
     }
@@ -121,22 +152,32 @@ impl PyExpandablePoolMemoryResource {
     fn release_threshold(slf: &Bound<'_, Self>) -> PyResult<Option<u64>> {
         let h = handle_of(slf)?;
         // SAFETY: a live borrowed handle; a valid out-pointer.
-        let t = native::read("rmm_expandable_pool_memory_resource_release_threshold", 0, |out, err| unsafe {
-            native::rmm_expandable_pool_memory_resource_release_threshold(h, out, err)
-        })
+        let t = native::read(
+            "rmm_expandable_pool_memory_resource_release_threshold",
+            0,
+            |out, err| unsafe {
+                native::rmm_expandable_pool_memory_resource_release_threshold(h, out, err)
+            },
+        )
         .into_py_result()?;
         Ok((t != native::SIZE_NONE).then_some(t))
     }
 
     /// Sets the release threshold (None: none); it applies from the next free on.
     #[pyo3(signature = (nbytes))]
-    fn set_release_threshold(slf: &Bound<'_, Self>, nbytes: Option<Bound<'_, PyAny>>) -> PyResult<()> {
+    fn set_release_threshold(
+        slf: &Bound<'_, Self>,
+        nbytes: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let h = handle_of(slf)?;
         let bytes = native::optional(optional_size(nbytes.as_ref())?);
         // SAFETY: a live borrowed handle.
-        native::call("rmm_expandable_pool_memory_resource_set_release_threshold", |err| unsafe {
-            native::rmm_expandable_pool_memory_resource_set_release_threshold(h, bytes, err)
-        })
+        native::call(
+            "rmm_expandable_pool_memory_resource_set_release_threshold",
+            |err| unsafe {
+                native::rmm_expandable_pool_memory_resource_set_release_threshold(h, bytes, err)
+            },
+        )
         .into_py_result()
     }
 
@@ -177,7 +218,12 @@ impl PyExpandablePoolMemoryResource {
 
 /// The pool as an owner (to hold while the GIL is released).
 fn owner(slf: &Bound<'_, PyExpandablePoolMemoryResource>) -> PyResult<AnyResource> {
-    Ok(slf.as_any().cast::<PyDeviceMemoryResource>()?.get().inner.clone())
+    Ok(slf
+        .as_any()
+        .cast::<PyDeviceMemoryResource>()?
+        .get()
+        .inner
+        .clone())
 }
 
 /// An int file descriptor, or the `fileno()` of a socket object.
@@ -191,7 +237,10 @@ fn file_descriptor(obj: &Bound<'_, PyAny>) -> PyResult<c_int> {
 /// An allocation of another process's `ExpandablePoolMemoryResource`, mapped into this one with no
 /// copy (`ImportedAllocation.receive(socket_fd)`). `ptr` and `size` describe it; `close()` (or
 /// garbage collection) unmaps it.
-#[pyclass(module = "rmm.pylibrmm.memory_resource.experimental", name = "ImportedAllocation")]
+#[pyclass(
+    module = "rmm.pylibrmm.memory_resource.experimental",
+    name = "ImportedAllocation"
+)]
 pub(crate) struct PyImportedAllocation {
     span: *mut c_void,
     ptr: usize,
@@ -212,7 +261,8 @@ impl PyImportedAllocation {
         let fd = file_descriptor(&socket_fd)?;
         let (span, ptr, size) = py
             .detach(|| {
-                let (mut span, mut ptr, mut size) = (std::ptr::null_mut(), std::ptr::null_mut(), 0usize);
+                let (mut span, mut ptr, mut size) =
+                    (std::ptr::null_mut(), std::ptr::null_mut(), 0usize);
                 // SAFETY: valid out-pointers; `fd` is the caller's socket.
                 native::call("rmm_imported_span_receive", |err| unsafe {
                     native::rmm_imported_span_receive(fd, &mut span, &mut ptr, &mut size, err)
@@ -220,7 +270,11 @@ impl PyImportedAllocation {
                 .map(|()| (span as usize, ptr as usize, size))
             })
             .into_py_result()?;
-        Ok(Self { span: span as *mut c_void, ptr, size })
+        Ok(Self {
+            span: span as *mut c_void,
+            ptr,
+            size,
+        })
     }
 
     /// The first byte's address in this process (0 once closed).
@@ -238,7 +292,9 @@ impl PyImportedAllocation {
     /// Unmaps the allocation (again: nothing).
     fn close(&mut self) {
         // SAFETY: from rmm_imported_span_receive, freed once (NULL afterwards).
-        unsafe { native::rmm_imported_span_free(std::mem::replace(&mut self.span, std::ptr::null_mut())) };
+        unsafe {
+            native::rmm_imported_span_free(std::mem::replace(&mut self.span, std::ptr::null_mut()))
+        };
         self.ptr = 0;
     }
 }

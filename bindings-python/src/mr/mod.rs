@@ -29,17 +29,20 @@ mod suballoc;
 
 pub(crate) use adaptors::PyLoggingResourceAdaptor;
 use adaptors::{
-    PyAlignedResourceAdaptor, PyFailureCallbackResourceAdaptor, PyLimitingResourceAdaptor, PyPrefetchResourceAdaptor,
-    PyRecordingResourceAdaptor,
-    PyStatisticsResourceAdaptor, PyThreadSafeResourceAdaptor, PyTrackingResourceAdaptor,
+    PyAlignedResourceAdaptor, PyFailureCallbackResourceAdaptor, PyLimitingResourceAdaptor,
+    PyPrefetchResourceAdaptor, PyRecordingResourceAdaptor, PyStatisticsResourceAdaptor,
+    PyThreadSafeResourceAdaptor, PyTrackingResourceAdaptor,
 };
 use base::{
-    PyCallbackMemoryResource, PyCudaAsyncManagedMemoryResource, PyCudaAsyncMemoryResource, PyCudaAsyncViewMemoryResource,
-    PyCudaMemoryResource, PyManagedMemoryResource, PyPinnedHostMemoryResource, PySamHeadroomMemoryResource,
-    PySimulatedMemoryResource, PySystemMemoryResource,
+    PyCallbackMemoryResource, PyCudaAsyncManagedMemoryResource, PyCudaAsyncMemoryResource,
+    PyCudaAsyncViewMemoryResource, PyCudaMemoryResource, PyManagedMemoryResource,
+    PyPinnedHostMemoryResource, PySamHeadroomMemoryResource, PySimulatedMemoryResource,
+    PySystemMemoryResource,
 };
 use expandable_pool::{PyExpandablePoolMemoryResource, PyImportedAllocation};
-use suballoc::{PyArenaMemoryResource, PyBinningMemoryResource, PyFixedSizeMemoryResource, PyPoolMemoryResource};
+use suballoc::{
+    PyArenaMemoryResource, PyBinningMemoryResource, PyFixedSizeMemoryResource, PyPoolMemoryResource,
+};
 
 /// Python callables that librmm's callback context and the resource's Python object share. The
 /// object reports them to the cycle collector (`__traverse__`) and drops them when the collector
@@ -57,7 +60,9 @@ impl<T> SharedCallables<T> {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<T>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// What `get` picks out of the callables, while they are there. Never held across a call into
@@ -90,7 +95,13 @@ impl<T> SharedCallables<T> {
 }
 
 /// Base class of all memory resources (RMM's `DeviceMemoryResource`).
-#[pyclass(subclass, frozen, weakref, module = "rmm.pylibrmm.memory_resource", name = "DeviceMemoryResource")]
+#[pyclass(
+    subclass,
+    frozen,
+    weakref,
+    module = "rmm.pylibrmm.memory_resource",
+    name = "DeviceMemoryResource"
+)]
 pub(crate) struct PyDeviceMemoryResource {
     pub(crate) inner: AnyResource,
 }
@@ -104,7 +115,11 @@ impl PyDeviceMemoryResource {
 
 /// The borrowed C handle of a resource object (any class deriving from `DeviceMemoryResource`).
 pub(crate) fn handle_of<T: PyClass>(object: &Bound<'_, T>) -> PyResult<rmm_resource> {
-    Ok(object.as_any().cast::<PyDeviceMemoryResource>()?.get().handle())
+    Ok(object
+        .as_any()
+        .cast::<PyDeviceMemoryResource>()?
+        .get()
+        .handle())
 }
 
 #[pymethods]
@@ -128,13 +143,23 @@ impl PyDeviceMemoryResource {
         let mr = &self.inner;
         clear_parked();
         let _frames = crate::timeline::frames_for_detach(py);
-        py.detach(|| mr.allocate(stream, nbytes, DEFAULT_ALIGNMENT).map(|p| p as usize)).into_py_alloc_result()
+        py.detach(|| {
+            mr.allocate(stream, nbytes, DEFAULT_ALIGNMENT)
+                .map(|p| p as usize)
+        })
+        .into_py_alloc_result()
     }
 
     /// Returns memory from `allocate(nbytes, stream)`. As in RMM, the pointer must come from this
     /// resource (or an equal one) with the same size, and must not be used afterwards.
     #[pyo3(signature = (ptr, nbytes, stream = StreamArg::Default))]
-    fn deallocate(&self, py: Python<'_>, ptr: usize, nbytes: usize, stream: StreamArg) -> PyResult<()> {
+    fn deallocate(
+        &self,
+        py: Python<'_>,
+        ptr: usize,
+        nbytes: usize,
+        stream: StreamArg,
+    ) -> PyResult<()> {
         let stream = stream.stream(py);
         let mr = &self.inner;
         py.detach(|| {
@@ -167,7 +192,12 @@ impl PyDeviceMemoryResource {
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let inner = &slf.get().inner;
-        Ok(format!("<{} {} ({}-accessible)>", slf.get_type().qualname()?, inner.name(), inner.access()))
+        Ok(format!(
+            "<{} {} ({}-accessible)>",
+            slf.get_type().qualname()?,
+            inner.name(),
+            inner.access()
+        ))
     }
 }
 
@@ -201,7 +231,9 @@ pub(crate) fn adaptor<T: PyClass<BaseType = PyUpstreamResourceAdaptor>>(
     class: T,
 ) -> PyClassInitializer<T> {
     PyClassInitializer::from(PyDeviceMemoryResource { inner: resource })
-        .add_subclass(PyUpstreamResourceAdaptor { upstream: upstream.map(|u| u.clone().unbind()) })
+        .add_subclass(PyUpstreamResourceAdaptor {
+            upstream: upstream.map(|u| u.clone().unbind()),
+        })
         .add_subclass(class)
 }
 
@@ -245,7 +277,14 @@ static OBJECTS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 fn objects(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     OBJECTS
-        .get_or_try_init(py, || Ok::<_, PyErr>(py.import("weakref")?.getattr("WeakValueDictionary")?.call0()?.unbind()))
+        .get_or_try_init(py, || {
+            Ok::<_, PyErr>(
+                py.import("weakref")?
+                    .getattr("WeakValueDictionary")?
+                    .call0()?
+                    .unbind(),
+            )
+        })
         .map(|o| o.bind(py))
 }
 
@@ -274,7 +313,11 @@ pub(crate) fn wrap(py: Python<'_>, resource: AnyResource) -> PyResult<Py<PyAny>>
     }
     let (kind, upstream) = crate::native::kind(&resource);
     let upstream = match upstream {
-        Some(upstream) => Some(wrap(py, upstream)?.into_bound(py).cast_into::<PyDeviceMemoryResource>()?),
+        Some(upstream) => Some(
+            wrap(py, upstream)?
+                .into_bound(py)
+                .cast_into::<PyDeviceMemoryResource>()?,
+        ),
         None => None,
     };
     let object = new_object(py, kind, resource, upstream.as_ref())?;
@@ -308,7 +351,10 @@ fn new_object(
         ResourceKind::Simulated => made(py, leaf(r, PySimulatedMemoryResource)),
         ResourceKind::Pool => made(py, adaptor(r, upstream, PyPoolMemoryResource)),
         ResourceKind::FixedSize => made(py, adaptor(r, upstream, PyFixedSizeMemoryResource)),
-        ResourceKind::Binning => made(py, adaptor(r, upstream, PyBinningMemoryResource::wrapped(py))),
+        ResourceKind::Binning => made(
+            py,
+            adaptor(r, upstream, PyBinningMemoryResource::wrapped(py)),
+        ),
         ResourceKind::Arena => made(py, adaptor(r, upstream, PyArenaMemoryResource)),
         ResourceKind::Aligned => made(py, adaptor(r, upstream, PyAlignedResourceAdaptor)),
         ResourceKind::Limiting => made(py, adaptor(r, upstream, PyLimitingResourceAdaptor)),
@@ -318,9 +364,14 @@ fn new_object(
         ResourceKind::ThreadSafe => made(py, adaptor(r, upstream, PyThreadSafeResourceAdaptor)),
         ResourceKind::Prefetch => made(py, adaptor(r, upstream, PyPrefetchResourceAdaptor)),
         ResourceKind::Recording => made(py, adaptor(r, upstream, PyRecordingResourceAdaptor)),
-        ResourceKind::FailureCallback => {
-            made(py, adaptor(r, upstream, PyFailureCallbackResourceAdaptor { callback: None }))
-        }
+        ResourceKind::FailureCallback => made(
+            py,
+            adaptor(
+                r,
+                upstream,
+                PyFailureCallbackResourceAdaptor { callback: None },
+            ),
+        ),
         ResourceKind::ExpandablePool => made(py, leaf(r, PyExpandablePoolMemoryResource)),
     }
 }
@@ -338,7 +389,10 @@ fn _resource_classes(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>>
     let classes = pyo3::types::PyDict::new(py);
     let mut code = 0;
     while let Some(kind) = ResourceKind::from_code(code) {
-        classes.set_item(code, new_object(py, kind, any.clone(), None)?.bind(py).get_type())?;
+        classes.set_item(
+            code,
+            new_object(py, kind, any.clone(), None)?.bind(py).get_type(),
+        )?;
         code += 1;
     }
     Ok(classes)

@@ -46,10 +46,20 @@ impl PyPoolMemoryResource {
         let pool = py.detach(|| {
             // SAFETY: a live borrowed upstream handle (librmm retains it); valid out-pointers.
             adopt("rmm_pool_memory_resource_new", |out, err| unsafe {
-                native::rmm_pool_memory_resource_new(upstream.borrow_handle(), initial, maximum, out, err)
+                native::rmm_pool_memory_resource_new(
+                    upstream.borrow_handle(),
+                    initial,
+                    maximum,
+                    out,
+                    err,
+                )
             })
         });
-        Ok(adaptor(pool.map_err(logic_error)?, Some(&upstream_mr), Self))
+        Ok(adaptor(
+            pool.map_err(logic_error)?,
+            Some(&upstream_mr),
+            Self,
+        ))
     }
 
     /// Bytes the pool currently holds from its upstream.
@@ -84,10 +94,20 @@ impl PyArenaMemoryResource {
         let arena = py.detach(|| {
             // SAFETY: a live borrowed upstream handle (librmm retains it); valid out-pointers.
             adopt("rmm_arena_memory_resource_new", |out, err| unsafe {
-                native::rmm_arena_memory_resource_new(upstream.borrow_handle(), size, c_int::from(dump_log_on_failure), out, err)
+                native::rmm_arena_memory_resource_new(
+                    upstream.borrow_handle(),
+                    size,
+                    c_int::from(dump_log_on_failure),
+                    out,
+                    err,
+                )
             })
         });
-        Ok(adaptor(arena.map_err(logic_error)?, Some(&upstream_mr), Self))
+        Ok(adaptor(
+            arena.map_err(logic_error)?,
+            Some(&upstream_mr),
+            Self,
+        ))
     }
 }
 
@@ -119,7 +139,11 @@ impl PyFixedSizeMemoryResource {
                 )
             })
         });
-        Ok(adaptor(fixed.map_err(logic_error)?, Some(&upstream_mr), Self))
+        Ok(adaptor(
+            fixed.map_err(logic_error)?,
+            Some(&upstream_mr),
+            Self,
+        ))
     }
 }
 
@@ -135,7 +159,9 @@ pub(crate) struct PyBinningMemoryResource {
 impl PyBinningMemoryResource {
     /// A binning resource that Python did not make (bins given elsewhere are not listed).
     pub(crate) fn wrapped(py: Python<'_>) -> Self {
-        Self { bin_mrs: PyList::empty(py).unbind() }
+        Self {
+            bin_mrs: PyList::empty(py).unbind(),
+        }
     }
 }
 
@@ -150,8 +176,14 @@ impl PyBinningMemoryResource {
         max_size_exponent: i8,
     ) -> PyResult<PyClassInitializer<Self>> {
         let upstream = upstream_mr.get().inner.clone();
-        let exponents = match (u32::try_from(min_size_exponent), u32::try_from(max_size_exponent)) {
-            (Ok(_), Ok(_)) => Some((c_int::from(min_size_exponent), c_int::from(max_size_exponent))),
+        let exponents = match (
+            u32::try_from(min_size_exponent),
+            u32::try_from(max_size_exponent),
+        ) {
+            (Ok(_), Ok(_)) => Some((
+                c_int::from(min_size_exponent),
+                c_int::from(max_size_exponent),
+            )),
             _ => None,
         };
         let binning = py.detach(|| {
@@ -165,11 +197,17 @@ impl PyBinningMemoryResource {
                         out,
                         err,
                     ),
-                    None => native::rmm_binning_memory_resource_new(upstream.borrow_handle(), out, err),
+                    None => {
+                        native::rmm_binning_memory_resource_new(upstream.borrow_handle(), out, err)
+                    }
                 }
             })
         });
-        Ok(adaptor(binning.map_err(logic_error)?, Some(&upstream_mr), Self::wrapped(py)))
+        Ok(adaptor(
+            binning.map_err(logic_error)?,
+            Some(&upstream_mr),
+            Self::wrapped(py),
+        ))
     }
 
     /// Adds a bin for requests up to `allocation_size` bytes, served by `bin_resource` (default: a
@@ -181,14 +219,26 @@ impl PyBinningMemoryResource {
         bin_resource: Option<Bound<'_, PyDeviceMemoryResource>>,
     ) -> PyResult<()> {
         let py = slf.py();
-        let resource = slf.as_any().cast::<PyDeviceMemoryResource>()?.get().inner.clone();
+        let resource = slf
+            .as_any()
+            .cast::<PyDeviceMemoryResource>()?
+            .get()
+            .inner
+            .clone();
         let bin = bin_resource.as_ref().map(|r| r.get().inner.clone());
         let added = py.detach(|| {
-            let bin_handle = bin.as_ref().map_or(rmm_resource::NULL, |b| b.borrow_handle());
+            let bin_handle = bin
+                .as_ref()
+                .map_or(rmm_resource::NULL, |b| b.borrow_handle());
             // SAFETY: live borrowed handles (librmm retains the bin's), or the empty handle for "a
             // fixed-size bin over the upstream".
             native::call("rmm_binning_memory_resource_add_bin", |err| unsafe {
-                native::rmm_binning_memory_resource_add_bin(resource.borrow_handle(), allocation_size as u64, bin_handle, err)
+                native::rmm_binning_memory_resource_add_bin(
+                    resource.borrow_handle(),
+                    allocation_size as u64,
+                    bin_handle,
+                    err,
+                )
             })
         });
         added.map_err(logic_error)?;

@@ -1289,13 +1289,17 @@ mod gpu_tests {
         let managed = AnyResource::new(crate::mr::ManagedMemoryResource::new());
         let buf = DeviceBuffer::from_host(&data, Stream::DEFAULT, managed).unwrap();
         let device = cuda::current_device().unwrap();
-        buf.prefetch(memory::CPU_DEVICE_ID, Stream::DEFAULT).unwrap();
+        buf.prefetch(memory::CPU_DEVICE_ID, Stream::DEFAULT)
+            .unwrap();
         buf.prefetch(device, Stream::DEFAULT).unwrap();
         Stream::DEFAULT.synchronize().unwrap();
         assert_eq!(buf.to_vec().unwrap(), data);
         let count = cuda::device_count().unwrap();
         if cuda::device::supports_concurrent_managed_access(device) {
-            assert!(buf.prefetch(count + 7, Stream::DEFAULT).is_err(), "a device that does not exist");
+            assert!(
+                buf.prefetch(count + 7, Stream::DEFAULT).is_err(),
+                "a device that does not exist"
+            );
         }
     }
 

@@ -161,7 +161,9 @@ fn check(export: &rmm_buffer_export) -> Result<()> {
     if export.capacity > 0 {
         // SAFETY: checked above; the reference taken here is released at the end of the block.
         let mr = unsafe { AnyResource::from_borrowed_handle(export.resource)? };
-        if mr.is_live_allocation(export.data.cast(), export.capacity, export.alignment) == Some(false) {
+        if mr.is_live_allocation(export.data.cast(), export.capacity, export.alignment)
+            == Some(false)
+        {
             return Err(Error::invalid(format!(
                 "rmm_buffer_export: {:p} with a capacity of {} bytes (aligned to {}) is not a live allocation of its \
                  resource {} (a capacity larger than the allocation, a pointer into one, or memory already freed)",
@@ -308,7 +310,8 @@ mod tests {
     #[test]
     fn an_export_larger_than_its_allocation_is_refused_and_not_consumed() {
         let system = AnyResource::new(crate::mr::SystemMemoryResource::new());
-        let pool = crate::mr::PoolMemoryResource::new(system, Some(1 << 20), Some(1 << 20)).unwrap();
+        let pool =
+            crate::mr::PoolMemoryResource::new(system, Some(1 << 20), Some(1 << 20)).unwrap();
         let mr = AnyResource::new(pool.clone());
         let export = export_buffer(DeviceBuffer::new(4096, Stream::DEFAULT, mr.clone()).unwrap());
         let mutations: [fn(&mut rmm_buffer_export); 3] = [
@@ -330,7 +333,11 @@ mod tests {
             // SAFETY: put the original fields back (plain data).
             unsafe { std::ptr::write(export, saved) };
         }
-        assert_eq!(pool.statistics().bytes_used, 4096, "nothing was freed or adopted");
+        assert_eq!(
+            pool.statistics().bytes_used,
+            4096,
+            "nothing was freed or adopted"
+        );
         // SAFETY: the untouched export, adopted once.
         let back = unsafe { import_buffer(export).unwrap() };
         assert_eq!(back.capacity(), 4096);

@@ -39,7 +39,7 @@ use crate::mr::detail::forward::forward_to_upstream;
 use crate::mr::detail::live_set::{granule, FreeCheck, FreeChecks};
 use crate::mr::detail::nvtx_bounds::{self, NvtxBounds};
 use crate::mr::SimulatedMemoryResource;
-use crate::resource::{MemoryResource};
+use crate::resource::MemoryResource;
 use crate::AnyResource;
 
 /// The file the state is written to on failure unless another is configured (as RMM's).

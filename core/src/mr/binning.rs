@@ -113,7 +113,13 @@ impl Target<'_> {
     /// # Safety
     /// As for [`MemoryResource::deallocate`] of the target.
     #[inline]
-    unsafe fn deallocate(self, stream: Stream, ptr: *mut u8, bytes: usize, alignment: usize) -> Result<()> {
+    unsafe fn deallocate(
+        self,
+        stream: Stream,
+        ptr: *mut u8,
+        bytes: usize,
+        alignment: usize,
+    ) -> Result<()> {
         // SAFETY: the caller's contract.
         unsafe {
             match self {
@@ -378,7 +384,9 @@ impl MemoryResource for BinningMemoryResource {
             // The free of a zero-byte allocation goes to the bin that made it, as in RMM.
             // SAFETY: a null, zero-byte free is what that bin handed out; the caller's contract is
             // forwarded.
-            return self.route(0, alignment, |r| unsafe { r.deallocate(stream, ptr, 0, alignment) });
+            return self.route(0, alignment, |r| unsafe {
+                r.deallocate(stream, ptr, 0, alignment)
+            });
         }
         self.inner
             .live
@@ -406,7 +414,9 @@ impl MemoryResource for BinningMemoryResource {
 
     /// From the live-allocation index (`None` when frees are unchecked).
     fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Option<bool> {
-        self.inner.live.is_live(ptr, granule(bytes, Some(alignment)))
+        self.inner
+            .live
+            .is_live(ptr, granule(bytes, Some(alignment)))
     }
 
     forward_to_upstream! {

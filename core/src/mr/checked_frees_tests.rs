@@ -369,10 +369,26 @@ fn layers() -> Vec<(&'static str, AnyResource, LiveBytes)> {
     let l = LimitingResourceAdaptor::new(pool(), MIB);
     let t = TrackingResourceAdaptor::new(pool(), false);
     vec![
-        ("pool", AnyResource::new(p.clone()), Box::new(move || p.statistics().bytes_used as i64)),
-        ("statistics", AnyResource::new(s.clone()), Box::new(move || s.bytes_counter().value)),
-        ("limiting", AnyResource::new(l.clone()), Box::new(move || l.allocated_bytes() as i64)),
-        ("tracking", AnyResource::new(t.clone()), Box::new(move || t.allocated_bytes() as i64)),
+        (
+            "pool",
+            AnyResource::new(p.clone()),
+            Box::new(move || p.statistics().bytes_used as i64),
+        ),
+        (
+            "statistics",
+            AnyResource::new(s.clone()),
+            Box::new(move || s.bytes_counter().value),
+        ),
+        (
+            "limiting",
+            AnyResource::new(l.clone()),
+            Box::new(move || l.allocated_bytes() as i64),
+        ),
+        (
+            "tracking",
+            AnyResource::new(t.clone()),
+            Box::new(move || t.allocated_bytes() as i64),
+        ),
     ]
 }
 
@@ -385,17 +401,27 @@ fn every_layer_accepts_the_same_sizes_and_gives_back_what_it_counted() {
         for wrong in [0, 768, 1025, 1300, 4096] {
             // SAFETY: deliberately wrong sizes, refused before anything is freed.
             let r = unsafe { mr.deallocate(S, p, wrong, 256) };
-            assert!(is_invalid(r), "{name}: a free with {wrong} bytes must be refused");
+            assert!(
+                is_invalid(r),
+                "{name}: a free with {wrong} bytes must be refused"
+            );
             assert_eq!(live_bytes(), counted, "{name}: a refusal moves no counter");
         }
         assert_eq!(mr.is_live_allocation(p, 1001, 256), Some(true), "{name}");
         assert_eq!(mr.is_live_allocation(p, 1300, 256), Some(false), "{name}");
         // SAFETY: the allocation, with a size of the same multiple of 256.
         unsafe { mr.deallocate(S, p, 1001, 256) }.unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(live_bytes(), 0, "{name}: the allocation's size went back, not the free's");
+        assert_eq!(
+            live_bytes(),
+            0,
+            "{name}: the allocation's size went back, not the free's"
+        );
         assert_eq!(mr.is_live_allocation(p, 1000, 256), Some(false), "{name}");
-        // SAFETY: a double free, refused.
-        assert!(is_invalid(unsafe { mr.deallocate(S, p, 1000, 256) }), "{name}");
+        assert!(
+            // SAFETY: a double free, refused.
+            is_invalid(unsafe { mr.deallocate(S, p, 1000, 256) }),
+            "{name}"
+        );
     }
 }
 
@@ -424,34 +450,60 @@ fn adaptors_forward_what_their_upstream_knows_without_counting_it() {
     let stats = StatisticsResourceAdaptor::new(pool.clone());
     let limiting = LimitingResourceAdaptor::new(pool.clone(), MIB);
     let tracking = TrackingResourceAdaptor::new(pool.clone(), false);
-    let adaptors: [(&str, &dyn MemoryResource); 3] =
-        [("statistics", &stats), ("limiting", &limiting), ("tracking", &tracking)];
+    let adaptors: [(&str, &dyn MemoryResource); 3] = [
+        ("statistics", &stats),
+        ("limiting", &limiting),
+        ("tracking", &tracking),
+    ];
     for (name, mr) in adaptors {
         let beside = pool.allocate(S, 256, 256).unwrap();
-        assert_eq!(mr.is_live_allocation(beside, 256, 256), Some(false), "{name}: not its own");
-        // SAFETY: deliberately the wrong size of the pool's allocation: refused below.
-        assert!(is_invalid(unsafe { mr.deallocate(S, beside, 1024, 256) }), "{name}");
+        assert_eq!(
+            mr.is_live_allocation(beside, 256, 256),
+            Some(false),
+            "{name}: not its own"
+        );
+        assert!(
+            // SAFETY: deliberately the wrong size of the pool's allocation: refused below.
+            is_invalid(unsafe { mr.deallocate(S, beside, 1024, 256) }),
+            "{name}"
+        );
         // SAFETY: the pool's live allocation, with its size: forwarded to the pool.
         unsafe { mr.deallocate(S, beside, 256, 256) }.unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(pool.statistics().bytes_used, 0, "{name}: the pool freed it");
         // SAFETY: a double free: nobody knows it now, refused.
         match unsafe { mr.deallocate(S, beside, 256, 256) } {
             Err(Error::InvalidArgument(m)) => {
-                assert!(m.contains("upstream does not know it") && m.contains("nothing was freed"), "{name}: {m}")
+                assert!(
+                    m.contains("upstream does not know it") && m.contains("nothing was freed"),
+                    "{name}: {m}"
+                )
             }
             other => panic!("{name}: {other:?}"),
         }
     }
     let (bytes, allocations) = stats.counters();
-    assert_eq!((bytes.value, bytes.total, allocations.value), (0, 0, 0), "statistics did not move");
-    assert_eq!((limiting.allocated_bytes(), tracking.allocated_bytes()), (0, 0));
+    assert_eq!(
+        (bytes.value, bytes.total, allocations.value),
+        (0, 0, 0),
+        "statistics did not move"
+    );
+    assert_eq!(
+        (limiting.allocated_bytes(), tracking.allocated_bytes()),
+        (0, 0)
+    );
     // Over an upstream that keeps no record, a pointer the adaptor did not hand out is refused.
     let unchecked = StatisticsResourceAdaptor::new(SystemMemoryResource::new());
     let elsewhere = SystemMemoryResource::new().allocate(S, 256, 256).unwrap();
     // SAFETY: not the adaptor's: refused before anything is forwarded.
-    assert!(is_invalid(unsafe { unchecked.deallocate(S, elsewhere, 256, 256) }));
+    assert!(is_invalid(unsafe {
+        unchecked.deallocate(S, elsewhere, 256, 256)
+    }));
     // SAFETY: freed where it was made.
-    unsafe { SystemMemoryResource::new().deallocate(S, elsewhere, 256, 256).unwrap() };
+    unsafe {
+        SystemMemoryResource::new()
+            .deallocate(S, elsewhere, 256, 256)
+            .unwrap()
+    };
 }
 
 /// Issue 30: a limiting adaptor (1 MiB) over a pool let 1.5 MiB live through it once a pool
@@ -469,7 +521,10 @@ fn a_limit_holds_when_foreign_frees_come_through() {
     assert!(more.is_out_of_memory(), "{more}");
     // SAFETY: the adaptor's allocation, with its size.
     unsafe { limiting.deallocate(S, mine, MIB, 256).unwrap() };
-    assert_eq!((limiting.allocated_bytes(), pool.statistics().bytes_used), (0, 0));
+    assert_eq!(
+        (limiting.allocated_bytes(), pool.statistics().bytes_used),
+        (0, 0)
+    );
 }
 
 /// Zero-byte requests: statistics counts them (as RMM does), and the null pointer a pool gives for
@@ -484,7 +539,11 @@ fn statistics_count_zero_byte_allocations_and_ignore_sized_null_frees() {
     // SAFETY: null frees touch nothing.
     unsafe {
         stats.deallocate(S, std::ptr::null_mut(), 100, 256).unwrap();
-        assert_eq!(stats.allocations_counter().value, 1, "not a free of the zero-byte allocation");
+        assert_eq!(
+            stats.allocations_counter().value,
+            1,
+            "not a free of the zero-byte allocation"
+        );
         stats.deallocate(S, p, 0, 256).unwrap();
     }
     assert_eq!(stats.counters().0.value, 0);

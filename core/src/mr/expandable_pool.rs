@@ -214,7 +214,14 @@ impl ExpandablePoolMemoryResource {
         if options.initial_size > 0 {
             let primed = pool.allocate(Stream::DEFAULT, options.initial_size, DEFAULT_ALIGNMENT)?;
             // SAFETY: `primed` came from `pool` with these arguments just now.
-            unsafe { pool.deallocate(Stream::DEFAULT, primed, options.initial_size, DEFAULT_ALIGNMENT)? };
+            unsafe {
+                pool.deallocate(
+                    Stream::DEFAULT,
+                    primed,
+                    options.initial_size,
+                    DEFAULT_ALIGNMENT,
+                )?
+            };
         }
         Ok(pool)
     }

@@ -181,9 +181,7 @@ impl FixedSizeMemoryResource {
 
     /// The upstream resource.
     pub fn upstream_resource(&self) -> &AnyResource {
-        self.core
-            .upstream()
-            .expect("a core built over an upstream")
+        self.core.upstream().expect("a core built over an upstream")
     }
 
     /// Whether frees are checked against the live allocations.

@@ -48,7 +48,9 @@ fn resource(kind: &str) -> AnyResource {
     let pool = || AnyResource::new(pool());
     match kind {
         "pool" => pool(),
-        "binning" => AnyResource::new(BinningMemoryResource::with_exponents(pool(), 8, 12).unwrap()),
+        "binning" => {
+            AnyResource::new(BinningMemoryResource::with_exponents(pool(), 8, 12).unwrap())
+        }
         "fixed_size" => AnyResource::new(FixedSizeMemoryResource::new(pool(), 256, 1024).unwrap()),
         "arena" => AnyResource::new(
             ArenaMemoryResource::with_options(
@@ -74,10 +76,16 @@ fn mapped_bytes() -> usize {
 
 /// Sets the soft limit of the address space; returns the old limits.
 fn cap_address_space(bytes: usize) -> libc::rlimit {
-    let mut old = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: valid out-pointer.
     assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut old) }, 0);
-    let cap = libc::rlimit { rlim_cur: bytes as libc::rlim_t, rlim_max: old.rlim_max };
+    let cap = libc::rlimit {
+        rlim_cur: bytes as libc::rlim_t,
+        rlim_max: old.rlim_max,
+    };
     // SAFETY: a valid limit (lowering the soft limit needs no privilege).
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &cap) }, 0);
     old
@@ -116,7 +124,9 @@ fn child(kind: &str) {
     unsafe { libc::setrlimit(libc::RLIMIT_AS, &old) };
     let error = error.unwrap_or_else(|| panic!("{kind}: {n} allocations and no error"));
     assert!(error.is_out_of_memory(), "{kind}: {error}");
-    println!("rmm-host-exhaustion {kind}: out of memory after {n} allocations ({error}); all freed");
+    println!(
+        "rmm-host-exhaustion {kind}: out of memory after {n} allocations ({error}); all freed"
+    );
 }
 
 #[test]
@@ -124,14 +134,21 @@ fn allocating_until_the_host_is_exhausted_is_out_of_memory_not_an_abort() {
     if let Ok(kind) = std::env::var(CHILD) {
         return child(&kind);
     }
-    let test = concat!(module_path!(), "::allocating_until_the_host_is_exhausted_is_out_of_memory_not_an_abort");
+    let test = concat!(
+        module_path!(),
+        "::allocating_until_the_host_is_exhausted_is_out_of_memory_not_an_abort"
+    );
     let test = test.split_once("::").unwrap().1;
     let children: Vec<_> = KINDS
         .iter()
         .map(|kind| {
             // One malloc arena and a fixed mmap threshold: glibc otherwise serves the tables from
             // per-thread heaps reserved 64 MiB at a time, which the cap already counts.
-            let env = [(CHILD, *kind), ("MALLOC_ARENA_MAX", "1"), ("MALLOC_MMAP_THRESHOLD_", "131072")];
+            let env = [
+                (CHILD, *kind),
+                ("MALLOC_ARENA_MAX", "1"),
+                ("MALLOC_MMAP_THRESHOLD_", "131072"),
+            ];
             let child = crate::testing::rerun_test(test, &env)
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())

@@ -189,10 +189,15 @@ mod tests {
             )),
             ResourceKind::ExpandablePool => {
                 use crate::mr::experimental::{Backend, ExpandablePoolOptions, HostBackend};
-                let device = Backend::Host(HostBackend { capacity: Some(8 << 20), granularity: 1 << 20 });
+                let device = Backend::Host(HostBackend {
+                    capacity: Some(8 << 20),
+                    granularity: 1 << 20,
+                });
                 AnyResource::new(
-                    ExpandablePoolMemoryResource::new(ExpandablePoolOptions::default().backend(device))
-                        .unwrap(),
+                    ExpandablePoolMemoryResource::new(
+                        ExpandablePoolOptions::default().backend(device),
+                    )
+                    .unwrap(),
                 )
             }
         })

@@ -205,10 +205,10 @@ impl MemoryResource for LimitingResourceAdaptor {
             return Ok(());
         }
         let upstream = &self.inner.upstream;
-        let freed = self
-            .inner
-            .live
-            .take_for_adaptor(self.name(), upstream, ptr, bytes, alignment)?;
+        let freed =
+            self.inner
+                .live
+                .take_for_adaptor(self.name(), upstream, ptr, bytes, alignment)?;
         // SAFETY: forwarded caller contract; the memory came from the upstream (through this
         // adaptor, or beside it as the upstream says).
         let result = unsafe { upstream.deallocate(stream, ptr, bytes, alignment) };

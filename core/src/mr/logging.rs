@@ -720,8 +720,8 @@ mod tests {
         // RMM's std::ostream constructor: lines go into the stream at once (gtest's CaptureStdout
         // reads the header before the adaptor is gone); a file keeps them until a flush.
         let out = SharedBuffer::default();
-        let mr = LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), out.clone())
-            .unwrap();
+        let mr =
+            LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), out.clone()).unwrap();
         assert_eq!(out.text(), format!("{HEADER}\n"));
         let p = mr.allocate(Stream::DEFAULT, 64, 256).unwrap();
         assert_eq!(parse(&out.text()).len(), 1, "{}", out.text());
@@ -750,7 +750,11 @@ mod tests {
             mr.inner.write_failed.load(Ordering::Relaxed),
             "the failure was reported"
         );
-        assert_eq!(mr.lost_events(), 6, "three allocations and three frees were lost");
+        assert_eq!(
+            mr.lost_events(),
+            6,
+            "three allocations and three frees were lost"
+        );
         assert!(mr.flush().is_err());
     }
 
@@ -760,14 +764,18 @@ mod tests {
     fn a_failing_log_is_heard_on_stderr_when_nothing_records_events() {
         const CHILD: &str = "RMM_LOG_FAILURE_CHILD";
         if std::env::var_os(CHILD).is_some() {
-            let mr = LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), Broken).unwrap();
+            let mr =
+                LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), Broken).unwrap();
             let p = mr.allocate(Stream::DEFAULT, 64, 256).unwrap();
             // SAFETY: from allocate above.
             unsafe { mr.deallocate(Stream::DEFAULT, p, 64, 256).unwrap() };
             return;
         }
-        let test = "mr::logging::tests::a_failing_log_is_heard_on_stderr_when_nothing_records_events";
-        let out = crate::testing::rerun_test(test, &[(CHILD, "1")]).output().unwrap();
+        let test =
+            "mr::logging::tests::a_failing_log_is_heard_on_stderr_when_nothing_records_events";
+        let out = crate::testing::rerun_test(test, &[(CHILD, "1")])
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{stderr}");
         assert_eq!(
@@ -782,10 +790,15 @@ mod tests {
             move || seen.clone()
         });
         tracing::subscriber::with_default(subscriber.finish(), || {
-            let mr = LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), Broken).unwrap();
+            let mr =
+                LoggingResourceAdaptor::with_writer(SystemMemoryResource::new(), Broken).unwrap();
             assert_eq!(mr.lost_events(), 0, "the header is not an event");
         });
-        assert!(seen.text().contains("events are being lost"), "{}", seen.text());
+        assert!(
+            seen.text().contains("events are being lost"),
+            "{}",
+            seen.text()
+        );
     }
 
     #[test]

@@ -248,9 +248,7 @@ impl PoolMemoryResource {
 
     /// The upstream resource.
     pub fn upstream_resource(&self) -> &AnyResource {
-        self.core
-            .upstream()
-            .expect("a core built over an upstream")
+        self.core.upstream().expect("a core built over an upstream")
     }
 
     /// Exact counters (briefly takes every lock of the pool).
@@ -441,9 +439,8 @@ impl PoolMemoryResource {
     /// The granule a free of `bytes` names.
     #[inline]
     fn free_size(&self, bytes: usize) -> Result<usize> {
-        align_up(bytes, DEFAULT_ALIGNMENT).ok_or_else(|| {
-            Error::invalid(format!("{bytes} bytes cannot have come from this pool"))
-        })
+        align_up(bytes, DEFAULT_ALIGNMENT)
+            .ok_or_else(|| Error::invalid(format!("{bytes} bytes cannot have come from this pool")))
     }
 }
 

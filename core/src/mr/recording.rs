@@ -180,7 +180,11 @@ impl MemoryResource for RecordingResourceAdaptor {
             self.record_free(ptr, bytes, stream);
         }
         // SAFETY: forwarded caller contract; the memory came from the upstream with these arguments.
-        unsafe { self.inner.upstream.deallocate(stream, ptr, bytes, alignment) }
+        unsafe {
+            self.inner
+                .upstream
+                .deallocate(stream, ptr, bytes, alignment)
+        }
     }
 
     fn allocate_sync(&self, bytes: usize, alignment: usize) -> Result<*mut u8> {
@@ -200,7 +204,9 @@ impl MemoryResource for RecordingResourceAdaptor {
     }
 
     fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Option<bool> {
-        self.inner.upstream.is_live_allocation(ptr, bytes, alignment)
+        self.inner
+            .upstream
+            .is_live_allocation(ptr, bytes, alignment)
     }
 
     forward_to_upstream! {

@@ -116,7 +116,10 @@ enum Record {
     Own(Arc<LiveSet>),
     /// In the records of the checked pool it is over, tagged with its number there: one record
     /// serves both layers (docs/design/statistics-cost.md).
-    Pool { pool: PoolMemoryResource, owner: u16 },
+    Pool {
+        pool: PoolMemoryResource,
+        owner: u16,
+    },
 }
 
 #[derive(Debug)]
@@ -435,7 +438,11 @@ impl MemoryResource for StatisticsResourceAdaptor {
             bytes,
             alignment,
             // SAFETY: forwarded caller contract; the memory came from the upstream.
-            || unsafe { self.inner.upstream.deallocate(stream, ptr, bytes, alignment) },
+            || unsafe {
+                self.inner
+                    .upstream
+                    .deallocate(stream, ptr, bytes, alignment)
+            },
             // SAFETY: as above; the pool is the upstream.
             |pool, owner| unsafe {
                 pool.deallocate_for(
@@ -663,7 +670,9 @@ mod tests {
     /// memory) and with the pool's.
     #[test]
     fn sixteen_threads_count_exactly() {
-        sixteen_threads_count_exactly_over(StatisticsResourceAdaptor::new(SystemMemoryResource::new()));
+        sixteen_threads_count_exactly_over(StatisticsResourceAdaptor::new(
+            SystemMemoryResource::new(),
+        ));
         sixteen_threads_count_exactly_over(StatisticsResourceAdaptor::new(pool()));
     }
 
@@ -694,7 +703,12 @@ mod tests {
     }
 
     fn pool() -> PoolMemoryResource {
-        PoolMemoryResource::new(AnyResource::new(SystemMemoryResource::new()), Some(64 << 20), None).unwrap()
+        PoolMemoryResource::new(
+            AnyResource::new(SystemMemoryResource::new()),
+            Some(64 << 20),
+            None,
+        )
+        .unwrap()
     }
 
     /// Over a checked pool the adaptor keeps no record of its own: the pool's records say which
@@ -703,14 +717,20 @@ mod tests {
     #[test]
     fn adaptors_over_one_pool_count_only_what_they_made() {
         let pool = pool();
-        let (a, b) = (StatisticsResourceAdaptor::new(pool.clone()), StatisticsResourceAdaptor::new(pool.clone()));
+        let (a, b) = (
+            StatisticsResourceAdaptor::new(pool.clone()),
+            StatisticsResourceAdaptor::new(pool.clone()),
+        );
         assert!(matches!(a.inner.record, Record::Pool { .. }));
         let p = alloc(&a, 1000);
         assert_eq!(a.is_live_allocation(p, 1001, 256), Some(true));
         assert_eq!(a.is_live_allocation(p, 1300, 256), Some(false));
         assert_eq!(b.is_live_allocation(p, 1000, 256), Some(false), "not b's");
-        // SAFETY: a wrong size (another multiple of 256): refused, nothing moves.
-        assert!(matches!(unsafe { a.deallocate(Stream::DEFAULT, p, 1300, 256) }, Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            // SAFETY: a wrong size (another multiple of 256): refused, nothing moves.
+            unsafe { a.deallocate(Stream::DEFAULT, p, 1300, 256) },
+            Err(Error::InvalidArgument(_))
+        ));
         assert_eq!(a.counters(), (counter(1000, 1000, 1000), counter(1, 1, 1)));
         // Through b: the pool frees it, b counts nothing, a stops counting it.
         free(&b, p, 1000);
@@ -724,7 +744,9 @@ mod tests {
         assert_eq!(a.counters(), (counter(0, 1000, 1300), counter(0, 1, 2)));
         // SAFETY: a double free: refused, nothing moves.
         match unsafe { a.deallocate(Stream::DEFAULT, q, 300, 256) } {
-            Err(Error::InvalidArgument(m)) => assert!(m.contains("upstream does not know it"), "{m}"),
+            Err(Error::InvalidArgument(m)) => {
+                assert!(m.contains("upstream does not know it"), "{m}")
+            }
             other => panic!("{other:?}"),
         }
         assert_eq!(a.bytes_counter().value, 0);
@@ -784,7 +806,9 @@ mod tests {
             // refused when it cannot tell (unchecked), then freed where it was made.
             unsafe {
                 if mr.deallocate(Stream::DEFAULT, beside, 256, 256).is_err() {
-                    upstream.deallocate(Stream::DEFAULT, beside, 256, 256).unwrap();
+                    upstream
+                        .deallocate(Stream::DEFAULT, beside, 256, 256)
+                        .unwrap();
                 }
             }
             assert_eq!(mr.bytes_counter().value, 0);

@@ -12,8 +12,8 @@
 //! the upstream rejects leaves the allocation tracked. When the host has no memory to track an
 //! allocation, it is given back and the allocation fails with [`Error::OutOfMemory`].
 
-use std::backtrace::Backtrace;
 use foldhash::{HashMap, HashMapExt};
+use std::backtrace::Backtrace;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -127,7 +127,9 @@ impl Inner {
                 }
                 None => {
                     drop(allocations);
-                    if bytes == 0 || self.upstream.is_live_allocation(ptr, bytes, alignment) == Some(true) {
+                    if bytes == 0
+                        || self.upstream.is_live_allocation(ptr, bytes, alignment) == Some(true)
+                    {
                         return free();
                     }
                     return Err(not_handed_out("tracking_resource_adaptor", ptr as usize));

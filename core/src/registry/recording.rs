@@ -61,8 +61,7 @@ fn devices() -> Result<Vec<DeviceId>> {
 
 type StartFn = unsafe extern "C" fn(u64, u32, *const c_char, *mut rmm_error) -> c_int;
 type StopFn = unsafe extern "C" fn(*mut rmm_error) -> c_int;
-type SnapshotFn =
-    unsafe extern "C" fn(c_int, *mut *mut u8, *mut usize, *mut rmm_error) -> c_int;
+type SnapshotFn = unsafe extern "C" fn(c_int, *mut *mut u8, *mut usize, *mut rmm_error) -> c_int;
 type FreeBytesFn = unsafe extern "C" fn(*mut u8, usize);
 
 /// The loaded owner's table when this copy routes to it.
@@ -99,7 +98,11 @@ pub fn start_recording(options: &Options) -> Result<()> {
         if options.clear {
             flags |= RMM_TIMELINE_CLEAR;
         }
-        let path = options.dump_on_oom.as_deref().map(path_cstring).transpose()?;
+        let path = options
+            .dump_on_oom
+            .as_deref()
+            .map(path_cstring)
+            .transpose()?;
         let path_ptr = path.as_ref().map_or(std::ptr::null(), |p| p.as_ptr());
         return owner_call::<StartFn>(table, c"rmm_timeline_start", |f, err| {
             // SAFETY: `path_ptr` is null or a NUL-terminated string alive for the call.
@@ -216,8 +219,7 @@ pub fn dump_snapshot(path: &Path) -> Result<()> {
         ))
     })?;
     let bytes = snapshot_bytes(format)?;
-    std::fs::write(path, bytes)
-        .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))
+    std::fs::write(path, bytes).map_err(|e| Error::invalid(format!("{}: {e}", path.display())))
 }
 
 #[cfg(test)]

@@ -262,7 +262,11 @@ impl MemoryResource for ForeignResource {
             Ok(out.cast())
         } else {
             // SAFETY: the vtable's contract (rmm_c.h): a NUL-terminated message or none.
-            Err(self.fail(status, &unsafe { err.read() }, "rmm_resource_vtable.allocate"))
+            Err(self.fail(
+                status,
+                &unsafe { err.read() },
+                "rmm_resource_vtable.allocate",
+            ))
         }
     }
 
@@ -289,7 +293,11 @@ impl MemoryResource for ForeignResource {
             Ok(())
         } else {
             // SAFETY: the vtable's contract (rmm_c.h): a NUL-terminated message or none.
-            Err(self.fail(status, &unsafe { err.read() }, "rmm_resource_vtable.deallocate"))
+            Err(self.fail(
+                status,
+                &unsafe { err.read() },
+                "rmm_resource_vtable.deallocate",
+            ))
         }
     }
 

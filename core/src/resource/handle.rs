@@ -349,7 +349,8 @@ unsafe extern "C" fn allocate_thunk<R: MemoryResource>(
     out: *mut *mut c_void,
     err: *mut rmm_error,
 ) -> c_int {
-    let stream = Stream::from_raw(stream as usize);
+    // SAFETY: ABI contract: the caller vouches that `stream` is a live stream handle.
+    let stream = unsafe { Stream::from_raw(stream as usize) };
     // SAFETY: handle and ABI contract (the caller vouches for the stream).
     unsafe { allocate_into::<R>(this, out, err, |r| r.allocate(stream, bytes, alignment)) }
 }
@@ -373,7 +374,8 @@ unsafe extern "C" fn deallocate_thunk<R: MemoryResource>(
     alignment: usize,
     err: *mut rmm_error,
 ) -> c_int {
-    let stream = Stream::from_raw(stream as usize);
+    // SAFETY: ABI contract: the caller vouches that `stream` is a live stream handle.
+    let stream = unsafe { Stream::from_raw(stream as usize) };
     // SAFETY: handle and ABI contract: `ptr` came from this resource with these arguments.
     unsafe {
         on::<R>(this, err, |r| {

@@ -244,14 +244,20 @@ fn an_error_out_slot_reads_what_the_callee_wrote() {
     let mut slot = ErrorOut::new();
     // SAFETY: nothing was written since `new`: its header and empty message.
     let untouched = unsafe { slot.read() };
-    assert_eq!((untouched.kind, untouched.message()), (RMM_OK, String::new()));
+    assert_eq!(
+        (untouched.kind, untouched.message()),
+        (RMM_OK, String::new())
+    );
     // SAFETY: the slot's pointer; `set` writes the header and a NUL-terminated message, as a
     // callee does.
     unsafe { (*slot.as_mut_ptr()).set(&Error::out_of_memory(64, "pool")) };
     // SAFETY: as above.
     let read = unsafe { slot.read() };
     assert_eq!((read.kind, read.bytes), (RMM_ERROR_OUT_OF_MEMORY, 64));
-    assert_eq!(read.message(), "out of memory: pool could not allocate 64 bytes");
+    assert_eq!(
+        read.message(),
+        "out of memory: pool could not allocate 64 bytes"
+    );
 }
 
 #[test]

@@ -263,7 +263,9 @@ impl ErrorOut {
             std::ptr::addr_of_mut!((*p).kind).write(RMM_OK);
             std::ptr::addr_of_mut!((*p).cuda_code).write(0);
             std::ptr::addr_of_mut!((*p).bytes).write(0);
-            std::ptr::addr_of_mut!((*p).message).cast::<c_char>().write(0);
+            std::ptr::addr_of_mut!((*p).message)
+                .cast::<c_char>()
+                .write(0);
         }
         Self(slot)
     }

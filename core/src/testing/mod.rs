@@ -189,7 +189,8 @@ impl std::io::Write for SharedBuffer {
 /// nothing installed, a crash to observe). The test checks one of `env`'s variables to know it is
 /// the child.
 pub fn rerun_test(test: &str, env: &[(&str, &str)]) -> std::process::Command {
-    let mut command = std::process::Command::new(std::env::current_exe().expect("the test executable"));
+    let mut command =
+        std::process::Command::new(std::env::current_exe().expect("the test executable"));
     command.args([test, "--exact", "--nocapture", "--test-threads=1"]);
     for (k, v) in env {
         command.env(k, v);

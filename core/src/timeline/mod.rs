@@ -219,10 +219,7 @@ fn event(action: Action, site: Site<'_>, frames: Option<Stack>) -> Event {
 }
 
 fn native_stacks_wanted() -> bool {
-    state()
-        .options
-        .as_ref()
-        .is_some_and(|o| o.native_stacks)
+    state().options.as_ref().is_some_and(|o| o.native_stacks)
 }
 
 /// Records an allocation handed out.
@@ -333,7 +330,12 @@ pub(crate) fn record_oom(site: Site<'_>, device_free: usize, message: &str) {
 /// The recorder's contents now: live allocations in their segments, and the ring as traces.
 pub fn snapshot() -> Snapshot {
     let s = state();
-    snapshot::build(s.live.values(), s.segments.values(), s.ring.iter(), s.dropped)
+    snapshot::build(
+        s.live.values(),
+        s.segments.values(),
+        s.ring.iter(),
+        s.dropped,
+    )
 }
 
 /// Writes [`snapshot`] to `path` in the format its extension names ([`Format::from_path`]).

@@ -330,21 +330,32 @@ impl<'a> Machine<'a> {
     }
 
     fn u32(&mut self) -> Result<u32, PickleError> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap_or_default()))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().unwrap_or_default(),
+        ))
     }
 
     fn u64(&mut self) -> Result<u64, PickleError> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap_or_default()))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().unwrap_or_default(),
+        ))
     }
 
     /// A text line (protocol 0 arguments), without its newline.
     fn line(&mut self) -> Result<&'a str, PickleError> {
         let rest = &self.data[self.pos..];
-        let n = rest.iter().position(|&b| b == b'\n').ok_or_else(|| PickleError {
-            offset: self.data.len(),
-            message: format!("the data ends early: the opcode at byte {} has no end of line", self.at),
-        })?;
-        let line = std::str::from_utf8(&rest[..n]).map_err(|_| self.error("an argument line that is not text"))?;
+        let n = rest
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or_else(|| PickleError {
+                offset: self.data.len(),
+                message: format!(
+                    "the data ends early: the opcode at byte {} has no end of line",
+                    self.at
+                ),
+            })?;
+        let line = std::str::from_utf8(&rest[..n])
+            .map_err(|_| self.error("an argument line that is not text"))?;
         self.pos += n + 1;
         Ok(line)
     }
@@ -364,19 +375,26 @@ impl<'a> Machine<'a> {
         if self.stack.len() <= self.marks.last().copied().unwrap_or(0) {
             return Err(self.error("the stack is empty where a value is needed"));
         }
-        self.stack.pop().ok_or_else(|| self.error("the stack is empty where a value is needed"))
+        self.stack
+            .pop()
+            .ok_or_else(|| self.error("the stack is empty where a value is needed"))
     }
 
     fn top(&self) -> Result<&Obj, PickleError> {
         if self.stack.len() <= self.marks.last().copied().unwrap_or(0) {
             return Err(self.error("the stack is empty where a value is needed"));
         }
-        self.stack.last().ok_or_else(|| self.error("the stack is empty where a value is needed"))
+        self.stack
+            .last()
+            .ok_or_else(|| self.error("the stack is empty where a value is needed"))
     }
 
     /// The items above the last mark, and the mark removed.
     fn pop_mark(&mut self) -> Result<Vec<Obj>, PickleError> {
-        let mark = self.marks.pop().ok_or_else(|| self.error("no MARK before this opcode"))?;
+        let mark = self
+            .marks
+            .pop()
+            .ok_or_else(|| self.error("no MARK before this opcode"))?;
         Ok(self.stack.split_off(mark))
     }
 
@@ -390,11 +408,9 @@ impl<'a> Machine<'a> {
     }
 
     fn memo_get(&mut self, index: u64) -> Result<(), PickleError> {
-        let obj = self
-            .memo
-            .get(&index)
-            .cloned()
-            .ok_or_else(|| self.error(format!("memo entry {index} is read before it is written")))?;
+        let obj = self.memo.get(&index).cloned().ok_or_else(|| {
+            self.error(format!("memo entry {index} is read before it is written"))
+        })?;
         self.push(obj);
         Ok(())
     }
@@ -470,12 +486,22 @@ impl<'a> Machine<'a> {
                     self.push(Obj::Scalar(Value::Int(i64::from(v))));
                 }
                 LONG1 | LONG4 => {
-                    let n = if op == LONG1 { usize::from(self.byte()?) } else { self.u32()? as usize };
+                    let n = if op == LONG1 {
+                        usize::from(self.byte()?)
+                    } else {
+                        self.u32()? as usize
+                    };
                     if n > 8 {
-                        return Err(self.error(format!("an int of {n} bytes (at most 8 are supported)")));
+                        return Err(
+                            self.error(format!("an int of {n} bytes (at most 8 are supported)"))
+                        );
                     }
                     let bytes = self.take(n)?;
-                    let mut wide = if bytes.last().is_some_and(|&b| b & 0x80 != 0) { [0xff; 8] } else { [0; 8] };
+                    let mut wide = if bytes.last().is_some_and(|&b| b & 0x80 != 0) {
+                        [0xff; 8]
+                    } else {
+                        [0; 8]
+                    };
                     wide[..n].copy_from_slice(bytes);
                     self.push(Obj::Scalar(Value::Int(i64::from_le_bytes(wide))));
                 }
@@ -485,7 +511,10 @@ impl<'a> Machine<'a> {
                     let value = match text {
                         "00" => Value::Bool(false),
                         "01" => Value::Bool(true),
-                        _ => Value::Int(text.parse().map_err(|_| self.error(format!("{text:?} is not an int")))?),
+                        _ => Value::Int(
+                            text.parse()
+                                .map_err(|_| self.error(format!("{text:?} is not an int")))?,
+                        ),
                     };
                     self.push(Obj::Scalar(value));
                 }
@@ -496,7 +525,9 @@ impl<'a> Machine<'a> {
                 }
                 FLOAT => {
                     let line = self.line()?;
-                    let v: f64 = line.parse().map_err(|_| self.error(format!("{line:?} is not a float")))?;
+                    let v: f64 = line
+                        .parse()
+                        .map_err(|_| self.error(format!("{line:?} is not a float")))?;
                     self.push(Obj::Scalar(Value::Float(v)));
                 }
                 BINUNICODE => {
@@ -576,7 +607,9 @@ impl<'a> Machine<'a> {
                 }
                 PUT => {
                     let line = self.line()?;
-                    let i = line.parse().map_err(|_| self.error(format!("{line:?} is not a memo index")))?;
+                    let i = line
+                        .parse()
+                        .map_err(|_| self.error(format!("{line:?} is not a memo index")))?;
                     self.memo_put(i)?;
                 }
                 BINGET => {
@@ -589,7 +622,9 @@ impl<'a> Machine<'a> {
                 }
                 GET => {
                     let line = self.line()?;
-                    let i = line.parse().map_err(|_| self.error(format!("{line:?} is not a memo index")))?;
+                    let i = line
+                        .parse()
+                        .map_err(|_| self.error(format!("{line:?} is not a memo index")))?;
                     self.memo_get(i)?;
                 }
                 POP => {
@@ -637,11 +672,14 @@ fn refused(op: u8) -> String {
 /// Copies a machine object out into a [`Value`], bounding depth and total size.
 fn to_value(obj: &Obj, depth: usize, budget: &mut usize) -> Result<Value, String> {
     if depth > MAX_DEPTH {
-        return Err(format!("containers nest more than {MAX_DEPTH} deep (a cycle?)"));
+        return Err(format!(
+            "containers nest more than {MAX_DEPTH} deep (a cycle?)"
+        ));
     }
-    *budget = budget
-        .checked_sub(1)
-        .ok_or_else(|| "too many values once shared containers are copied out (lists that share each other?)".to_owned())?;
+    *budget = budget.checked_sub(1).ok_or_else(|| {
+        "too many values once shared containers are copied out (lists that share each other?)"
+            .to_owned()
+    })?;
     Ok(match obj {
         Obj::Scalar(v) => v.clone(),
         Obj::List(items) => Value::List(
@@ -661,7 +699,12 @@ fn to_value(obj: &Obj, depth: usize, budget: &mut usize) -> Result<Value, String
             items
                 .borrow()
                 .iter()
-                .map(|(k, v)| Ok((to_value(k, depth + 1, budget)?, to_value(v, depth + 1, budget)?)))
+                .map(|(k, v)| {
+                    Ok((
+                        to_value(k, depth + 1, budget)?,
+                        to_value(v, depth + 1, budget)?,
+                    ))
+                })
                 .collect::<Result<_, String>>()?,
         ),
     })
@@ -683,7 +726,10 @@ pub fn from_pickle(data: &[u8]) -> Result<Value, PickleError> {
     let obj = machine.run()?;
     let end = machine.pos;
     let mut budget = data.len().saturating_mul(VALUES_PER_BYTE).max(MIN_VALUES);
-    to_value(&obj, 0, &mut budget).map_err(|message| PickleError { offset: end, message })
+    to_value(&obj, 0, &mut budget).map_err(|message| PickleError {
+        offset: end,
+        message,
+    })
 }
 
 #[cfg(test)]
@@ -692,17 +738,20 @@ mod tests {
 
     fn sample() -> Value {
         Value::dict([
-            ("segments", Value::List(vec![Value::dict([
-                ("address", Value::Int(0x7f00_0000_0000)),
-                ("neg", Value::Int(-5)),
-                ("big", Value::Int(i64::MAX)),
-                ("small_neg", Value::Int(-129)),
-                ("pool", Value::Tuple(vec![Value::Int(0), Value::Int(70000)])),
-                ("ok", Value::Bool(true)),
-                ("none", Value::None),
-                ("f", Value::Float(1.5)),
-                ("name", Value::from("ünïcode")),
-            ])])),
+            (
+                "segments",
+                Value::List(vec![Value::dict([
+                    ("address", Value::Int(0x7f00_0000_0000)),
+                    ("neg", Value::Int(-5)),
+                    ("big", Value::Int(i64::MAX)),
+                    ("small_neg", Value::Int(-129)),
+                    ("pool", Value::Tuple(vec![Value::Int(0), Value::Int(70000)])),
+                    ("ok", Value::Bool(true)),
+                    ("none", Value::None),
+                    ("f", Value::Float(1.5)),
+                    ("name", Value::from("ünïcode")),
+                ])]),
+            ),
             ("device_traces", Value::List(vec![Value::List(vec![])])),
         ])
     }
@@ -711,8 +760,26 @@ mod tests {
     fn round_trips() {
         let v = sample();
         assert_eq!(from_pickle(&to_pickle(&v)).unwrap(), v);
-        for i in [0, 1, 255, 256, 65535, 65536, -1, -128, -129, i32::MIN as i64, i32::MAX as i64 + 1, i64::MIN, i64::MAX] {
-            assert_eq!(from_pickle(&to_pickle(&Value::Int(i))).unwrap(), Value::Int(i), "{i}");
+        for i in [
+            0,
+            1,
+            255,
+            256,
+            65535,
+            65536,
+            -1,
+            -128,
+            -129,
+            i32::MIN as i64,
+            i32::MAX as i64 + 1,
+            i64::MIN,
+            i64::MAX,
+        ] {
+            assert_eq!(
+                from_pickle(&to_pickle(&Value::Int(i))).unwrap(),
+                Value::Int(i),
+                "{i}"
+            );
         }
     }
 
@@ -736,7 +803,10 @@ mod tests {
         assert_eq!(
             v,
             Value::dict([
-                ("a", Value::List(vec![Value::Int(1), Value::from("x"), Value::from("x")])),
+                (
+                    "a",
+                    Value::List(vec![Value::Int(1), Value::from("x"), Value::from("x")])
+                ),
                 ("b", Value::Tuple(vec![Value::Bool(true), Value::None])),
             ])
         );
@@ -747,7 +817,12 @@ mod tests {
         let data = to_pickle(&sample());
         for n in 0..data.len() {
             let e = from_pickle(&data[..n]).unwrap_err();
-            assert!(e.message.contains("ends") || e.message.contains("stack") || e.message.contains("MARK"), "{n}: {e}");
+            assert!(
+                e.message.contains("ends")
+                    || e.message.contains("stack")
+                    || e.message.contains("MARK"),
+                "{n}: {e}"
+            );
         }
     }
 
@@ -769,7 +844,10 @@ mod tests {
         // pickle.dumps(os.system) -> GLOBAL 'posix system'
         let e = from_pickle(b"\x80\x02cposix\nsystem\nq\x00.").unwrap_err();
         assert_eq!(e.offset, 2);
-        assert!(e.message.contains("GLOBAL") && e.message.contains("not allowed"), "{e}");
+        assert!(
+            e.message.contains("GLOBAL") && e.message.contains("not allowed"),
+            "{e}"
+        );
         let e = from_pickle(b"\x80\x02N)R.").unwrap_err();
         assert!(e.message.contains("REDUCE"), "{e}");
     }
@@ -791,13 +869,34 @@ mod tests {
 
     #[test]
     fn malformed_structure_is_reported() {
-        assert!(from_pickle(b"\x80\x02a.").unwrap_err().message.contains("stack"));
-        assert!(from_pickle(b"\x80\x02Ne.").unwrap_err().message.contains("MARK"));
-        assert!(from_pickle(b"\x80\x02NN.").unwrap_err().message.contains("more than one"));
-        assert!(from_pickle(b"\x80\x02h\x05.").unwrap_err().message.contains("memo"));
-        assert!(from_pickle(b"\x80\x09N.").unwrap_err().message.contains("protocol"));
-        assert!(from_pickle(b"\x80\x02X\xff\xff\xff\xffab.").unwrap_err().message.contains("ends early"));
-        assert!(from_pickle(b"\x80\x02X\x02\x00\x00\x00\xff\xfe.").unwrap_err().message.contains("UTF-8"));
+        assert!(from_pickle(b"\x80\x02a.")
+            .unwrap_err()
+            .message
+            .contains("stack"));
+        assert!(from_pickle(b"\x80\x02Ne.")
+            .unwrap_err()
+            .message
+            .contains("MARK"));
+        assert!(from_pickle(b"\x80\x02NN.")
+            .unwrap_err()
+            .message
+            .contains("more than one"));
+        assert!(from_pickle(b"\x80\x02h\x05.")
+            .unwrap_err()
+            .message
+            .contains("memo"));
+        assert!(from_pickle(b"\x80\x09N.")
+            .unwrap_err()
+            .message
+            .contains("protocol"));
+        assert!(from_pickle(b"\x80\x02X\xff\xff\xff\xffab.")
+            .unwrap_err()
+            .message
+            .contains("ends early"));
+        assert!(from_pickle(b"\x80\x02X\x02\x00\x00\x00\xff\xfe.")
+            .unwrap_err()
+            .message
+            .contains("UTF-8"));
         assert!(from_pickle(b"{\"json\": 1}").is_err());
     }
 }

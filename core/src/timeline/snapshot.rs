@@ -255,16 +255,18 @@ pub(super) fn build<'a>(
     ring: impl Iterator<Item = &'a Event>,
     dropped: u64,
 ) -> Snapshot {
-    let mut seg_map: BTreeMap<(i32, u64), (&Event, Vec<&Event>)> =
-        segments.map(|s| ((s.device, s.addr), (s, Vec::new()))).collect();
+    let mut seg_map: BTreeMap<(i32, u64), (&Event, Vec<&Event>)> = segments
+        .map(|s| ((s.device, s.addr), (s, Vec::new())))
+        .collect();
     let mut loose = Vec::new();
     for a in live {
-        let container = seg_map
-            .range_mut(..=(a.device, a.addr))
-            .next_back()
-            .filter(|((d, start), (s, _))| {
-                *d == a.device && a.addr >= *start && a.addr + a.size <= start + s.size
-            });
+        let container =
+            seg_map
+                .range_mut(..=(a.device, a.addr))
+                .next_back()
+                .filter(|((d, start), (s, _))| {
+                    *d == a.device && a.addr >= *start && a.addr + a.size <= start + s.size
+                });
         match container {
             Some((_, (_, blocks))) => blocks.push(a),
             None => loose.push(a),
@@ -558,7 +560,14 @@ impl Snapshot {
             _ => p.list_with(s.blocks.len(), |p, b| {
                 let b = &s.blocks[b];
                 p.dict_with(
-                    &["address", "size", "requested_size", "state", "frames", "resource"],
+                    &[
+                        "address",
+                        "size",
+                        "requested_size",
+                        "state",
+                        "frames",
+                        "resource",
+                    ],
                     |p, k| match k {
                         0 => p.int(int(b.address)),
                         1 => p.int(int(b.size)),
@@ -808,7 +817,11 @@ fn read_segment(s: &Field<'_>) -> Result<Segment, ShapeError> {
                 state_field.path
             ))
         })?;
-        let block_address = b.opt("address")?.map(|a| a.uint()).transpose()?.unwrap_or(offset);
+        let block_address = b
+            .opt("address")?
+            .map(|a| a.uint())
+            .transpose()?
+            .unwrap_or(offset);
         blocks.push(Block {
             address: block_address,
             size,
@@ -829,7 +842,10 @@ fn read_segment(s: &Field<'_>) -> Result<Segment, ShapeError> {
         .map(|b| b.size)
         .sum();
     let uint_or = |name: &str, default: u64| -> Result<u64, ShapeError> {
-        Ok(s.opt(name)?.map(|v| v.uint()).transpose()?.unwrap_or(default))
+        Ok(s.opt(name)?
+            .map(|v| v.uint())
+            .transpose()?
+            .unwrap_or(default))
     };
     Ok(Segment {
         device: s
@@ -909,7 +925,10 @@ fn json_to_value(j: &serde_json::Value) -> Value {
         J::Number(n) => n
             .as_i64()
             .map(Value::Int)
-            .or_else(|| n.as_u64().map(|u| Value::Int(i64::try_from(u).unwrap_or(i64::MAX))))
+            .or_else(|| {
+                n.as_u64()
+                    .map(|u| Value::Int(i64::try_from(u).unwrap_or(i64::MAX)))
+            })
             .unwrap_or_else(|| Value::Float(n.as_f64().unwrap_or(0.0))),
         J::String(s) => Value::Str(s.clone()),
         J::Array(items) => Value::List(items.iter().map(json_to_value).collect()),

@@ -22,7 +22,12 @@ fn fresh(options: Options) {
 }
 
 fn pool_under_recorder(initial: usize, maximum: Option<usize>) -> RecordingResourceAdaptor {
-    let pool = PoolMemoryResource::new(crate::AnyResource::new(SystemMemoryResource::new()), Some(initial), maximum).unwrap();
+    let pool = PoolMemoryResource::new(
+        crate::AnyResource::new(SystemMemoryResource::new()),
+        Some(initial),
+        maximum,
+    )
+    .unwrap();
     RecordingResourceAdaptor::new(pool)
 }
 
@@ -86,7 +91,9 @@ fn pool_allocations_are_blocks_of_the_pool_segment_which_they_cover_exactly() {
     assert_eq!(live[0].address, b as u64);
     assert_eq!((live[0].size, live[0].requested_size), (5120, 5000));
     assert_eq!(seg.allocated_size, 5120);
-    assert!(live[0].resource.starts_with("recording_resource_adaptor > pool_memory_resource"));
+    assert!(live[0]
+        .resource
+        .starts_with("recording_resource_adaptor > pool_memory_resource"));
     assert_eq!(
         actions_at(&s, &[a, b]),
         [
@@ -103,7 +110,12 @@ fn pool_allocations_are_blocks_of_the_pool_segment_which_they_cover_exactly() {
 #[test]
 fn pool_growth_and_trim_are_segment_events() {
     let _serial = test_lock();
-    let pool = PoolMemoryResource::new(crate::AnyResource::new(SystemMemoryResource::new()), Some(64 * KIB), None).unwrap();
+    let pool = PoolMemoryResource::new(
+        crate::AnyResource::new(SystemMemoryResource::new()),
+        Some(64 * KIB),
+        None,
+    )
+    .unwrap();
     let mr = RecordingResourceAdaptor::new(pool.clone());
     fresh(Options::default());
     let big = mr.allocate(Stream::DEFAULT, 512 * KIB, 256).unwrap();
@@ -190,7 +202,10 @@ fn a_stack_provider_gives_the_frames_of_blocks_and_entries() {
     stop();
     set_stack_provider(None);
     assert_eq!(segment_holding(&s, p).blocks[0].frames, stack);
-    let entry = s.device_traces[0].iter().find(|e| e.addr == p as u64).unwrap();
+    let entry = s.device_traces[0]
+        .iter()
+        .find(|e| e.addr == p as u64)
+        .unwrap();
     assert_eq!(entry.frames, stack);
     // The pickle writes the shared stack once and reads it back equal.
     let back = Snapshot::from_pickle(&s.to_pickle()).unwrap();
@@ -226,7 +241,11 @@ fn native_stacks_name_the_caller() {
             .any(|f| f.name.contains("allocate_from_a_named_function")),
         "{frames:#?}"
     );
-    assert!(!frames[0].name.contains("timeline::native"), "{:?}", frames[0]);
+    assert!(
+        !frames[0].name.contains("timeline::native"),
+        "{:?}",
+        frames[0]
+    );
     // SAFETY: allocated above with these arguments.
     unsafe { mr.deallocate(Stream::DEFAULT, p, KIB, 256).unwrap() };
 }
@@ -248,9 +267,15 @@ fn out_of_memory_is_an_event_with_the_fragmentation_and_dumps_a_snapshot() {
         .map(|_| mr.allocate(Stream::DEFAULT, 64 * KIB, 256).unwrap())
         .collect();
     // SAFETY: allocated above with these arguments.
-    unsafe { mr.deallocate(Stream::DEFAULT, held[1], 64 * KIB, 256).unwrap() };
+    unsafe {
+        mr.deallocate(Stream::DEFAULT, held[1], 64 * KIB, 256)
+            .unwrap()
+    };
     // SAFETY: as above.
-    unsafe { mr.deallocate(Stream::DEFAULT, held[3], 64 * KIB, 256).unwrap() };
+    unsafe {
+        mr.deallocate(Stream::DEFAULT, held[3], 64 * KIB, 256)
+            .unwrap()
+    };
     let err = mr.allocate(Stream::DEFAULT, 100 * KIB, 256).unwrap_err();
     let s = snapshot();
     stop();
@@ -264,7 +289,10 @@ fn out_of_memory_is_an_event_with_the_fragmentation_and_dumps_a_snapshot() {
     assert_eq!(oom.size, 100 * KIB as u64);
     assert_eq!(oom.message.as_deref(), Some(text.as_str()));
     let dumped = Snapshot::read(&dump).unwrap();
-    assert_eq!(segment_holding(&dumped, held[0]).total_size, 256 * KIB as u64);
+    assert_eq!(
+        segment_holding(&dumped, held[0]).total_size,
+        256 * KIB as u64
+    );
     assert!(dumped.device_traces[0]
         .iter()
         .any(|e| e.action == TraceAction::Oom));
@@ -293,8 +321,14 @@ fn the_replay_log_has_rmm_header_and_one_line_per_alloc_free_and_failure() {
         .filter(|l| l.contains(&format!(",{:#x},", p as usize)))
         .collect();
     assert_eq!(ours.len(), 2, "{log}");
-    assert!(ours[0].ends_with(&format!(",allocate,{:#x},2048,0x0", p as usize)), "{log}");
-    assert!(ours[1].ends_with(&format!(",free,{:#x},2048,0x0", p as usize)), "{log}");
+    assert!(
+        ours[0].ends_with(&format!(",allocate,{:#x},2048,0x0", p as usize)),
+        "{log}"
+    );
+    assert!(
+        ours[1].ends_with(&format!(",free,{:#x},2048,0x0", p as usize)),
+        "{log}"
+    );
 }
 
 // ---- files -----------------------------------------------------------------------------------
@@ -322,18 +356,20 @@ fn entry_strategy() -> impl Strategy<Value = TraceEntry> {
         proptest::option::of(0u64..1 << 40),
         proptest::option::of("[ -~]{0,20}"),
     )
-        .prop_map(|(a, addr, size, stream, time_us, frames, device_free, message)| TraceEntry {
-            action: TraceAction::ALL[a],
-            addr,
-            size,
-            stream,
-            time_us,
-            frames,
-            device_free,
-            thread: Some(7),
-            resource: Some("recording_resource_adaptor > system_memory_resource".into()),
-            message,
-        })
+        .prop_map(
+            |(a, addr, size, stream, time_us, frames, device_free, message)| TraceEntry {
+                action: TraceAction::ALL[a],
+                addr,
+                size,
+                stream,
+                time_us,
+                frames,
+                device_free,
+                thread: Some(7),
+                resource: Some("recording_resource_adaptor > system_memory_resource".into()),
+                message,
+            },
+        )
 }
 
 fn snapshot_strategy() -> impl Strategy<Value = Snapshot> {
@@ -431,27 +467,47 @@ fn files_that_are_not_snapshots_give_errors_naming_the_file_and_the_field() {
     let truncated = dir.join("truncated.pickle");
     std::fs::write(&truncated, &data[..data.len() - 3]).unwrap();
     let e = Snapshot::read(&truncated).unwrap_err().to_string();
-    assert!(e.contains("truncated.pickle") && e.contains("truncated file"), "{e}");
+    assert!(
+        e.contains("truncated.pickle") && e.contains("truncated file"),
+        "{e}"
+    );
 
     let missing = dir.join("missing.pickle");
-    assert!(matches!(Snapshot::read(&missing), Err(SnapshotError::Io { .. })));
+    assert!(matches!(
+        Snapshot::read(&missing),
+        Err(SnapshotError::Io { .. })
+    ));
 
     let wrong_shape = dir.join("shape.json");
-    std::fs::write(&wrong_shape, r#"{"segments": [{"address": 1, "total_size": "big", "blocks": []}]}"#).unwrap();
+    std::fs::write(
+        &wrong_shape,
+        r#"{"segments": [{"address": 1, "total_size": "big", "blocks": []}]}"#,
+    )
+    .unwrap();
     let e = Snapshot::read(&wrong_shape).unwrap_err().to_string();
-    assert!(e.contains("segments[0].total_size: expected an int, found str"), "{e}");
+    assert!(
+        e.contains("segments[0].total_size: expected an int, found str"),
+        "{e}"
+    );
 
     let bad_state = dir.join("state.json");
     std::fs::write(&bad_state, r#"{"segments": [{"address": 0, "total_size": 1, "stream": 0, "blocks": [{"size": 1, "state": "busy"}]}]}"#).unwrap();
     let e = Snapshot::read(&bad_state).unwrap_err().to_string();
-    assert!(e.contains("segments[0].blocks[0].state: unknown block state \"busy\""), "{e}");
+    assert!(
+        e.contains("segments[0].blocks[0].state: unknown block state \"busy\""),
+        "{e}"
+    );
 
     let text = dir.join("notes.json");
     std::fs::write(&text, "hello").unwrap();
     let e = Snapshot::read(&text).unwrap_err().to_string();
     assert!(e.contains("neither a pickle"), "{e}");
 
-    assert!(s.write(&dir.join("s.txt")).unwrap_err().to_string().contains("unknown snapshot format"));
+    assert!(s
+        .write(&dir.join("s.txt"))
+        .unwrap_err()
+        .to_string()
+        .contains("unknown snapshot format"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -521,7 +577,11 @@ fn native_frames_come_before_the_providers_frames() {
     let s = snapshot();
     stop();
     set_stack_provider(None);
-    let frames = &s.device_traces[0].iter().find(|e| e.addr == p as u64).unwrap().frames;
+    let frames = &s.device_traces[0]
+        .iter()
+        .find(|e| e.addr == p as u64)
+        .unwrap()
+        .frames;
     let named = frames
         .iter()
         .position(|f| f.name.contains("allocate_from_a_named_function"))

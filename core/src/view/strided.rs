@@ -968,18 +968,36 @@ mod tests {
         };
         let m = refused(u8_parts(0, vec![2], None), "NULL data with elements");
         assert!(m.contains("NULL"), "{m}");
-        assert!(StridedMemoryView::new(u8_parts(0, vec![0, 3], None), None).is_ok(), "NULL and empty is fine");
-        let m = refused(u8_parts(usize::MAX - 100, vec![1000], None), "a span past the address space");
+        assert!(
+            StridedMemoryView::new(u8_parts(0, vec![0, 3], None), None).is_ok(),
+            "NULL and empty is fine"
+        );
+        let m = refused(
+            u8_parts(usize::MAX - 100, vec![1000], None),
+            "a span past the address space",
+        );
         assert!(m.contains("outside the address space"), "{m}");
-        assert!(StridedMemoryView::new(u8_parts(usize::MAX - 999, vec![1000], None), None).is_ok(), "up to the end");
-        let m = refused(u8_parts(0x1000, vec![0x2000], Some(vec![-1])), "a span below address 0");
+        assert!(
+            StridedMemoryView::new(u8_parts(usize::MAX - 999, vec![1000], None), None).is_ok(),
+            "up to the end"
+        );
+        let m = refused(
+            u8_parts(0x1000, vec![0x2000], Some(vec![-1])),
+            "a span below address 0",
+        );
         assert!(m.contains("outside the address space"), "{m}");
         for shape in [vec![1], vec![2]] {
-            let m = refused(u8_parts(0x1000, shape, Some(vec![i64::MIN])), "INT64_MIN stride");
+            let m = refused(
+                u8_parts(0x1000, shape, Some(vec![i64::MIN])),
+                "INT64_MIN stride",
+            );
             assert!(m.contains("not an int64"), "{m}");
         }
         let on = |device_type, device_id| ViewParts {
-            device: DLDevice { device_type, device_id },
+            device: DLDevice {
+                device_type,
+                device_id,
+            },
             ..f32_parts(vec![4], None)
         };
         let m = refused(on(99, 0), "device type 99");
@@ -987,15 +1005,25 @@ mod tests {
         let m = refused(on(device_type::CPU, -7), "device id -7");
         assert!(m.contains("negative"), "{m}");
         if crate::cuda::is_host_mode() {
-            for kind in [device_type::CUDA, device_type::CUDA_HOST, device_type::CUDA_MANAGED] {
+            for kind in [
+                device_type::CUDA,
+                device_type::CUDA_HOST,
+                device_type::CUDA_MANAGED,
+            ] {
                 let m = refused(on(kind, 0), "a CUDA device in host mode");
                 assert!(m.contains("host mode"), "{m}");
             }
         } else {
-            let m = refused(on(device_type::CUDA, 1 << 20), "a CUDA device past the count");
+            let m = refused(
+                on(device_type::CUDA, 1 << 20),
+                "a CUDA device past the count",
+            );
             assert!(m.contains("does not exist"), "{m}");
         }
-        assert!(StridedMemoryView::new(on(device_type::ROCM, 3), None).is_ok(), "other devices are described");
+        assert!(
+            StridedMemoryView::new(on(device_type::ROCM, 3), None).is_ok(),
+            "other devices are described"
+        );
     }
 
     #[test]
@@ -1010,7 +1038,10 @@ mod tests {
             }
             // SAFETY: refused tensors stay the caller's.
             let err = unsafe { StridedMemoryView::from_dlpack_versioned(t) }.unwrap_err();
-            assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("byte_offset")), "{err}");
+            assert!(
+                matches!(&err, Error::InvalidArgument(m) if m.contains("byte_offset")),
+                "{err}"
+            );
             assert_eq!(deleted.load(Ordering::SeqCst), round, "not taken over");
             // SAFETY: still ours.
             unsafe { producer_deleter(t) };

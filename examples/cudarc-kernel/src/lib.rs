@@ -49,9 +49,14 @@ DONE:
 ///
 /// # Errors
 /// Any CUDA, cudarc or rmm error, as text.
-pub fn add_one(values: &[u32], mr: AnyResource) -> Result<(Vec<u32>, usize), Box<dyn std::error::Error>> {
+pub fn add_one(
+    values: &[u32],
+    mr: AnyResource,
+) -> Result<(Vec<u32>, usize), Box<dyn std::error::Error>> {
     let ctx: Arc<CudaContext> = CudaContext::new(0)?;
-    let func = ctx.load_module(Ptx::from_src(ADD_ONE_PTX))?.load_function("add_one")?;
+    let func = ctx
+        .load_module(Ptx::from_src(ADD_ONE_PTX))?
+        .load_function("add_one")?;
     let cu = ctx.new_stream()?;
     let mut v = DeviceVector::<u32>::new(values.len(), stream_of(&cu), mr)?;
     cu.memcpy_htod(values, &mut v.cudarc_view_mut(&cu))?;

@@ -15,7 +15,11 @@ fn a_cudarc_kernel_runs_on_rmm_memory() {
     assert_eq!(out, values.iter().map(|v| v + 1).collect::<Vec<_>>());
     assert_ne!(ptr, 0);
     let counts = stats.allocations_counter();
-    assert_eq!((counts.total, counts.value), (1, 0), "one allocation of ours, freed");
+    assert_eq!(
+        (counts.total, counts.value),
+        (1, 0),
+        "one allocation of ours, freed"
+    );
 }
 
 #[test]

@@ -35,8 +35,12 @@ pub mod ffi {
         type resource_handle<'a> = rmm::cxx::ResourceHandle<'a>;
 
         /// Allocates and frees `count` blocks of `bytes` through `mr` in C++ (see scale.hpp).
-        fn churn_through<'a>(mr: resource_handle<'a>, count: usize, bytes: usize, host_accessible: bool)
-            -> Result<usize>;
+        fn churn_through<'a>(
+            mr: resource_handle<'a>,
+            count: usize,
+            bytes: usize,
+            host_accessible: bool,
+        ) -> Result<usize>;
 
         /// The resource's name, read by C++.
         fn resource_name<'a>(mr: resource_handle<'a>) -> String;
@@ -48,7 +52,10 @@ pub mod ffi {
         type device_buffer = rmm::cxx::CxxDeviceBuffer;
 
         /// A C++ buffer holding `bytes`, from the Rust resource behind `mr` (see scale.hpp).
-        fn make_buffer<'a>(mr: resource_handle<'a>, bytes: &[u8]) -> Result<UniquePtr<device_buffer>>;
+        fn make_buffer<'a>(
+            mr: resource_handle<'a>,
+            bytes: &[u8],
+        ) -> Result<UniquePtr<device_buffer>>;
 
         /// Takes the buffer: the sum of its bytes when host-accessible, else its size; frees it.
         fn consume_buffer(buf: UniquePtr<device_buffer>, host_accessible: bool) -> Result<u64>;

@@ -19,15 +19,28 @@ fn bridge_or_reason() -> bool {
 fn check(base: AnyResource, host_accessible: bool) {
     use rmm_example_cxx::ffi;
     let mr = ResourceStack::over(base).statistics().build();
-    let stats = mr.downcast_ref::<StatisticsResourceAdaptor>().expect("the top is the statistics adaptor");
-    let n = ffi::churn_through(ResourceHandle::new(&mr), 10, 1000, host_accessible).expect("C++ allocated");
+    let stats = mr
+        .downcast_ref::<StatisticsResourceAdaptor>()
+        .expect("the top is the statistics adaptor");
+    let n = ffi::churn_through(ResourceHandle::new(&mr), 10, 1000, host_accessible)
+        .expect("C++ allocated");
     assert_eq!(n, 10);
     let (bytes, allocations) = (stats.bytes_counter(), stats.allocations_counter());
-    assert_eq!((allocations.total, allocations.value), (10, 0), "C++ allocated and freed through Rust");
+    assert_eq!(
+        (allocations.total, allocations.value),
+        (10, 0),
+        "C++ allocated and freed through Rust"
+    );
     assert_eq!((bytes.total, bytes.peak, bytes.value), (10_000, 10_000, 0));
-    assert_eq!(ffi::resource_name(ResourceHandle::new(&mr)), "statistics_resource_adaptor");
+    assert_eq!(
+        ffi::resource_name(ResourceHandle::new(&mr)),
+        "statistics_resource_adaptor"
+    );
     let other = mr.clone();
-    assert!(ffi::same_resource(ResourceHandle::new(&mr), ResourceHandle::new(&other)));
+    assert!(ffi::same_resource(
+        ResourceHandle::new(&mr),
+        ResourceHandle::new(&other)
+    ));
 }
 
 #[test]
@@ -46,12 +59,20 @@ fn a_rust_error_is_a_cpp_exception_and_comes_back_as_err() {
     }
     #[cfg(not(rmm_no_cccl))]
     {
-        let mr = ResourceStack::new(SystemMemoryResource::new()).limit(4096).build();
+        let mr = ResourceStack::new(SystemMemoryResource::new())
+            .limit(4096)
+            .build();
         let err = rmm_example_cxx::ffi::churn_through(ResourceHandle::new(&mr), 10, 1000, true)
             .expect_err("the limit refuses the fifth block");
         assert!(err.what().contains("out_of_memory"), "{}", err.what());
-        let limit = mr.downcast_ref::<rmm::mr::LimitingResourceAdaptor>().unwrap();
-        assert_eq!(limit.allocated_bytes(), 0, "C++ freed what it had before rethrowing");
+        let limit = mr
+            .downcast_ref::<rmm::mr::LimitingResourceAdaptor>()
+            .unwrap();
+        assert_eq!(
+            limit.allocated_bytes(),
+            0,
+            "C++ freed what it had before rethrowing"
+        );
     }
 }
 
@@ -59,7 +80,10 @@ fn a_rust_error_is_a_cpp_exception_and_comes_back_as_err() {
 #[ignore = "needs a CUDA GPU"]
 fn cpp_allocates_through_a_rust_resource_in_device_memory() {
     assert!(!rmm::cuda::is_host_mode(), "needs a CUDA GPU");
-    assert!(bridge_or_reason(), "the bridge must be built for the GPU run");
+    assert!(
+        bridge_or_reason(),
+        "the bridge must be built for the GPU run"
+    );
     #[cfg(not(rmm_no_cccl))]
     check(AnyResource::new(CudaMemoryResource::new()), false);
 }
@@ -72,7 +96,9 @@ fn check_buffers(base: AnyResource, host_accessible: bool) {
     use rmm::cxx::{buffer_from_cxx, buffer_into_cxx};
     use rmm_example_cxx::ffi;
     let mr = ResourceStack::over(base).statistics().build();
-    let stats = mr.downcast_ref::<StatisticsResourceAdaptor>().expect("the top is the statistics adaptor");
+    let stats = mr
+        .downcast_ref::<StatisticsResourceAdaptor>()
+        .expect("the top is the statistics adaptor");
     let live = || {
         let (b, a) = (stats.bytes_counter(), stats.allocations_counter());
         (a.total, a.value, b.value)
@@ -83,25 +109,47 @@ fn check_buffers(base: AnyResource, host_accessible: bool) {
     let cpp = ffi::make_buffer(ResourceHandle::new(&mr), &bytes).expect("C++ made a buffer");
     let address = ffi::buffer_address(&cpp);
     assert_eq!(ffi::buffer_size(&cpp), 1000);
-    assert_eq!(live(), (1, 1, 1000), "C++ allocated once through the Rust statistics adaptor");
+    assert_eq!(
+        live(),
+        (1, 1, 1000),
+        "C++ allocated once through the Rust statistics adaptor"
+    );
 
     let rust = buffer_from_cxx(cpp).expect("C++ -> Rust");
-    assert_eq!((rust.as_ptr() as usize, rust.size()), (address, 1000), "no copy");
-    assert!(rust.memory_resource().ptr_eq(&mr), "the Rust buffer's resource is the one that made it");
+    assert_eq!(
+        (rust.as_ptr() as usize, rust.size()),
+        (address, 1000),
+        "no copy"
+    );
+    assert!(
+        rust.memory_resource().ptr_eq(&mr),
+        "the Rust buffer's resource is the one that made it"
+    );
     assert_eq!(rust.to_vec().expect("read back"), bytes);
     assert_eq!(live(), (1, 1, 1000), "still the one allocation");
 
     let back = buffer_into_cxx(rust).expect("Rust -> C++");
-    assert_eq!((ffi::buffer_address(&back), ffi::buffer_size(&back)), (address, 1000), "no copy");
+    assert_eq!(
+        (ffi::buffer_address(&back), ffi::buffer_size(&back)),
+        (address, 1000),
+        "no copy"
+    );
     let answer = ffi::consume_buffer(back, host_accessible).expect("C++ took the buffer");
     assert_eq!(answer, if host_accessible { expected_sum } else { 1000 });
-    assert_eq!(live(), (1, 0, 0), "freed once, by C++, through the Rust resource");
+    assert_eq!(
+        live(),
+        (1, 0, 0),
+        "freed once, by C++, through the Rust resource"
+    );
 
     // Dropping a UniquePtr in Rust deletes the C++ buffer (and frees its memory) once.
     drop(ffi::make_buffer(ResourceHandle::new(&mr), &bytes).expect("C++ made a buffer"));
     assert_eq!(live(), (2, 0, 0));
     // A moved-through Rust buffer dropped in Rust is freed there.
-    drop(buffer_from_cxx(ffi::make_buffer(ResourceHandle::new(&mr), &[]).expect("an empty buffer")).unwrap());
+    drop(
+        buffer_from_cxx(ffi::make_buffer(ResourceHandle::new(&mr), &[]).expect("an empty buffer"))
+            .unwrap(),
+    );
     assert_eq!(live().1, 0);
 }
 
@@ -123,7 +171,8 @@ fn a_null_unique_ptr_is_an_error_not_a_crash() {
     {
         let err = rmm::cxx::buffer_from_cxx(cxx::UniquePtr::null()).expect_err("nothing to move");
         assert!(matches!(err, rmm::Error::InvalidArgument(_)), "{err}");
-        let err = rmm_example_cxx::ffi::consume_buffer(cxx::UniquePtr::null(), true).expect_err("C++ refuses it");
+        let err = rmm_example_cxx::ffi::consume_buffer(cxx::UniquePtr::null(), true)
+            .expect_err("C++ refuses it");
         assert!(err.what().contains("no buffer"), "{}", err.what());
     }
 }
@@ -132,7 +181,10 @@ fn a_null_unique_ptr_is_an_error_not_a_crash() {
 #[ignore = "needs a CUDA GPU"]
 fn buffers_move_between_cpp_unique_ptr_and_rust_in_device_memory() {
     assert!(!rmm::cuda::is_host_mode(), "needs a CUDA GPU");
-    assert!(bridge_or_reason(), "the bridge must be built for the GPU run");
+    assert!(
+        bridge_or_reason(),
+        "the bridge must be built for the GPU run"
+    );
     #[cfg(not(rmm_no_cccl))]
     check_buffers(AnyResource::new(CudaMemoryResource::new()), false);
 }

@@ -146,7 +146,13 @@ fn try_run(args: &Args, out: &mut dyn Write) -> anyhow::Result<u8> {
         }
         bar
     };
-    let outcome = replay_on(&events, &setup, &streams, &progress, args.max_threads as usize)?;
+    let outcome = replay_on(
+        &events,
+        &setup,
+        &streams,
+        &progress,
+        args.max_threads as usize,
+    )?;
     progress.finish_and_clear();
 
     let log_name = path.display().to_string();

@@ -35,7 +35,12 @@ pub fn write_series_csv(path: &Path, series: &Series) -> anyhow::Result<()> {
             .as_ref()
             .and_then(|s| s.get(i))
             .map_or(String::new(), |s| s.to_string());
-        w.write_record([i.to_string(), seconds, live.to_string(), reserved.to_string()])?;
+        w.write_record([
+            i.to_string(),
+            seconds,
+            live.to_string(),
+            reserved.to_string(),
+        ])?;
     }
     w.flush()?;
     Ok(())

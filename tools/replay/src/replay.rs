@@ -776,7 +776,11 @@ mod tests {
         // Each thread allocates; then each frees, in reverse order: 64,000 events, 32,000 hand-overs
         // between threads in each half.
         for t in 0..THREADS {
-            log += &format!("{},allocate,{:#x},256,0x0\n", 1000 + t, 0x10_0000 + 0x100 * t);
+            log += &format!(
+                "{},allocate,{:#x},256,0x0\n",
+                1000 + t,
+                0x10_0000 + 0x100 * t
+            );
         }
         for t in (0..THREADS).rev() {
             log += &format!("{},free,{:#x},256,0x0\n", 1000 + t, 0x10_0000 + 0x100 * t);
@@ -785,7 +789,10 @@ mod tests {
         assert_eq!(outcome.replay_threads, DEFAULT_MAX_THREADS);
         assert_eq!(outcome.threads.len(), THREADS);
         assert!(!outcome.failed());
-        assert_eq!((outcome.counts.allocations, outcome.counts.frees), (THREADS, THREADS));
+        assert_eq!(
+            (outcome.counts.allocations, outcome.counts.frees),
+            (THREADS, THREADS)
+        );
         for (t, stats) in outcome.threads.iter().enumerate() {
             assert_eq!(
                 (stats.thread, stats.events, stats.allocations, stats.frees),
@@ -805,10 +812,20 @@ mod tests {
         let on = |max_threads: usize| {
             let device = setup(None, Some(64 * MIB)).unwrap();
             let streams = StreamMap::new(events.iter().map(|e| e.stream), &device.target).unwrap();
-            replay_on(&events, &device, &streams, &ProgressBar::hidden(), max_threads).unwrap()
+            replay_on(
+                &events,
+                &device,
+                &streams,
+                &ProgressBar::hidden(),
+                max_threads,
+            )
+            .unwrap()
         };
         let (all, two, one) = (on(16), on(2), on(1));
-        assert_eq!((all.replay_threads, two.replay_threads, one.replay_threads), (4, 2, 1));
+        assert_eq!(
+            (all.replay_threads, two.replay_threads, one.replay_threads),
+            (4, 2, 1)
+        );
         for shared in [&two, &one] {
             assert_eq!(shared.threads, all.threads);
             assert_eq!(shared.counts, all.counts);

@@ -17,11 +17,13 @@
 //! `Make::OnUpstream(|up| Ok(AnyResource::new(PoolMemoryResource::new(up.resource, ..)?)))`.
 
 use rmm_core::cuda::{self, device};
-use rmm_core::mr::{
-    ArenaMemoryResource, BinningMemoryResource, CudaAsyncMemoryResource, CudaMemoryResource, ManagedMemoryResource,
-    PoolMemoryResource, SimulatedMemoryResource, SystemMemoryResource,
+use rmm_core::mr::experimental::{
+    Backend, ExpandablePoolMemoryResource, ExpandablePoolOptions, HostBackend,
 };
-use rmm_core::mr::experimental::{Backend, ExpandablePoolMemoryResource, ExpandablePoolOptions, HostBackend};
+use rmm_core::mr::{
+    ArenaMemoryResource, BinningMemoryResource, CudaAsyncMemoryResource, CudaMemoryResource,
+    ManagedMemoryResource, PoolMemoryResource, SimulatedMemoryResource, SystemMemoryResource,
+};
 use rmm_core::AnyResource;
 
 use crate::counting::CountingResource;
@@ -89,21 +91,35 @@ fn half_of(up: &Upstream) -> usize {
 
 fn pool(up: Upstream) -> rmm_core::Result<AnyResource> {
     let initial = half_of(&up);
-    Ok(AnyResource::new(PoolMemoryResource::new(up.resource, Some(initial), None)?))
+    Ok(AnyResource::new(PoolMemoryResource::new(
+        up.resource,
+        Some(initial),
+        None,
+    )?))
 }
 
 fn pool_on_demand(up: Upstream) -> rmm_core::Result<AnyResource> {
-    Ok(AnyResource::new(PoolMemoryResource::new(up.resource, Some(0), None)?))
+    Ok(AnyResource::new(PoolMemoryResource::new(
+        up.resource,
+        Some(0),
+        None,
+    )?))
 }
 
 fn arena(up: Upstream) -> rmm_core::Result<AnyResource> {
     let size = half_of(&up);
-    Ok(AnyResource::new(ArenaMemoryResource::new(up.resource, Some(size), false)?))
+    Ok(AnyResource::new(ArenaMemoryResource::new(
+        up.resource,
+        Some(size),
+        false,
+    )?))
 }
 
 fn binning(up: Upstream) -> rmm_core::Result<AnyResource> {
     let pool = pool(up)?;
-    Ok(AnyResource::new(BinningMemoryResource::with_exponents(pool, 18, 22)?))
+    Ok(AnyResource::new(BinningMemoryResource::with_exponents(
+        pool, 18, 22,
+    )?))
 }
 
 /// The granule of the simulated device's virtual memory: the driver's recommended granularity on
@@ -350,12 +366,19 @@ pub fn setup(name: Option<&str>, simulate_bytes: Option<usize>) -> Result<Setup,
         (Make::OnRange(make), simulated) => {
             let (backend, target) = match simulated {
                 Some(bytes) => {
-                    let host = HostBackend { capacity: Some(bytes), granularity: SIMULATED_GRANULE };
-                    (Backend::Simulated(host), Target::Simulated { capacity: bytes })
+                    let host = HostBackend {
+                        capacity: Some(bytes),
+                        granularity: SIMULATED_GRANULE,
+                    };
+                    (
+                        Backend::Simulated(host),
+                        Target::Simulated { capacity: bytes },
+                    )
                 }
                 None => {
                     let target = gpu(resource)?;
-                    let device = device::current_device().map_err(|source| SetupError::Resource { resource, source })?;
+                    let device = device::current_device()
+                        .map_err(|source| SetupError::Resource { resource, source })?;
                     (Backend::Device(device), target)
                 }
             };
@@ -485,11 +508,26 @@ mod tests {
     fn the_expandable_pool_on_a_simulated_device_reports_its_mapped_granules() {
         let s = setup(Some("expandable_pool"), Some(1 << 30)).unwrap();
         assert_eq!(s.target, Target::Simulated { capacity: 1 << 30 });
-        let p = s.resource.allocate(rmm_core::cuda::Stream::DEFAULT, 3 << 20, 256).unwrap();
-        assert_eq!(s.reserved_bytes(), 2 * SIMULATED_GRANULE, "two whole granules are mapped");
-        assert_eq!(s.counter.current_bytes(), 3 << 20, "the counter sees what is handed out");
+        let p = s
+            .resource
+            .allocate(rmm_core::cuda::Stream::DEFAULT, 3 << 20, 256)
+            .unwrap();
+        assert_eq!(
+            s.reserved_bytes(),
+            2 * SIMULATED_GRANULE,
+            "two whole granules are mapped"
+        );
+        assert_eq!(
+            s.counter.current_bytes(),
+            3 << 20,
+            "the counter sees what is handed out"
+        );
         // SAFETY: `p` came from this resource with these arguments.
-        unsafe { s.resource.deallocate(rmm_core::cuda::Stream::DEFAULT, p, 3 << 20, 256).unwrap() };
+        unsafe {
+            s.resource
+                .deallocate(rmm_core::cuda::Stream::DEFAULT, p, 3 << 20, 256)
+                .unwrap()
+        };
     }
 
     #[test]

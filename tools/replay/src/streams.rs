@@ -70,7 +70,10 @@ impl StreamMap {
                     let raw = usize::try_from(handle).unwrap_or(usize::MAX);
                     // SAFETY: `from_raw` asks for a live stream while the handle is used. This one is
                     // an opaque label: without a GPU nothing in the replay passes a stream to CUDA.
-                    (unsafe { Stream::from_raw(raw) }, "opaque handle (simulated device, no GPU)".to_string())
+                    (
+                        unsafe { Stream::from_raw(raw) },
+                        "opaque handle (simulated device, no GPU)".to_string(),
+                    )
                 }
                 (_, _, Some((stream, what))) => (stream, what.to_string()),
                 (true, _, None) => {
@@ -128,10 +131,20 @@ mod tests {
         assert_eq!(map.info()[1].logged, "0x7f00");
         if rmm_core::cuda::is_available() {
             // With a GPU even a simulated replay runs on real streams (sub-allocators record events).
-            assert_ne!(map.get(0x7f00).as_raw(), 0x7f00, "a new stream, not the logged handle");
-            assert!(map.info()[1].replayed_as.starts_with("new non-blocking stream"));
+            assert_ne!(
+                map.get(0x7f00).as_raw(),
+                0x7f00,
+                "a new stream, not the logged handle"
+            );
+            assert!(map.info()[1]
+                .replayed_as
+                .starts_with("new non-blocking stream"));
         } else {
-            assert_eq!(map.get(0x7f00).as_raw(), 0x7f00, "without a GPU the handle is an opaque label");
+            assert_eq!(
+                map.get(0x7f00).as_raw(),
+                0x7f00,
+                "without a GPU the handle is an opaque label"
+            );
         }
         map.synchronize().unwrap();
     }

@@ -116,16 +116,28 @@ fn the_expandable_pool_replays_with_its_mapped_bytes_as_reserved_and_writes_the_
         &series,
         &"--quiet",
     ]);
-    assert_eq!(out.code, Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(
+        out.code,
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
     let r = json(&report);
     assert_eq!(r["peak_live_bytes"], SAMPLE_PEAK);
     let mapped = r["peak_reserved_bytes"].as_u64().unwrap();
     // Whole 2 MiB granules over what is live at the peak, and far below the pool's half-device start.
-    assert!(mapped >= SAMPLE_PEAK && mapped as f64 <= 1.10 * SAMPLE_PEAK as f64, "peak mapped {mapped}");
+    assert!(
+        mapped >= SAMPLE_PEAK && mapped as f64 <= 1.10 * SAMPLE_PEAK as f64,
+        "peak mapped {mapped}"
+    );
     assert_eq!(mapped % (2 << 20), 0, "mapped in whole granules");
     let rows = std::fs::read_to_string(&series).unwrap();
     let mut lines = rows.lines();
-    assert_eq!(lines.next(), Some("event,seconds,live_bytes,reserved_bytes"));
+    assert_eq!(
+        lines.next(),
+        Some("event,seconds,live_bytes,reserved_bytes")
+    );
     let peak_live = lines
         .map(|l| l.split(',').nth(2).unwrap().parse::<u64>().unwrap())
         .max()
@@ -357,7 +369,11 @@ fn a_timeline_snapshot_log_replays() {
     use rmm_core::{cuda::Stream, timeline, MemoryResource};
 
     let mr = RecordingResourceAdaptor::new(SystemMemoryResource::new());
-    timeline::start(timeline::Options { clear: true, ..Default::default() }).unwrap();
+    timeline::start(timeline::Options {
+        clear: true,
+        ..Default::default()
+    })
+    .unwrap();
     let a = mr.allocate(Stream::DEFAULT, 1 << 20, 256).unwrap();
     let b = mr.allocate(Stream::DEFAULT, 3 << 20, 256).unwrap();
     // SAFETY: allocated above with these arguments.
@@ -373,7 +389,12 @@ fn a_timeline_snapshot_log_replays() {
     let dir = Scratch::new("timeline");
     let path = dir.file("timeline.csv", &log);
     let out = run(&[&path, &"-s", &"1", &"--json", &"-"]);
-    assert_eq!(out.code, Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.code,
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["peak_live_bytes"], 4 << 20, "{log}");
 }

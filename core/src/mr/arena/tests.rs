@@ -354,7 +354,12 @@ fn legacy_blocks_of_an_exited_thread_move_to_the_shared_legacy_arena() {
     });
     let st = mr.stats();
     assert_eq!(
-        (st.arenas, st.superblocks, st.orphan_superblocks, st.used_bytes),
+        (
+            st.arenas,
+            st.superblocks,
+            st.orphan_superblocks,
+            st.used_bytes
+        ),
         (1, 1, 0, 300 * KIB),
         "{st:?}"
     );
@@ -381,15 +386,31 @@ fn an_arena_that_keeps_needing_superblocks_takes_spares() {
     let mr = arena_over(&gpu, 64 * MIB);
     let s = fake_stream(1);
     let mut live: Vec<usize> = (0..16).map(|_| alloc(&mr, s, 900 * KIB)).collect();
-    assert_eq!(mr.stats().superblocks, 16, "one superblock per block so far");
+    assert_eq!(
+        mr.stats().superblocks,
+        16,
+        "one superblock per block so far"
+    );
     live.push(alloc(&mr, s, 900 * KIB));
-    assert_eq!(mr.stats().superblocks, 20, "the 17th trip took three spares");
+    assert_eq!(
+        mr.stats().superblocks,
+        20,
+        "the 17th trip took three spares"
+    );
     live.extend((0..3).map(|_| alloc(&mr, s, 900 * KIB)));
-    assert_eq!(mr.stats().superblocks, 20, "the spares served the next three");
+    assert_eq!(
+        mr.stats().superblocks,
+        20,
+        "the spares served the next three"
+    );
     while let Ok(p) = mr.allocate(s, 900 * KIB, DEFAULT_ALIGNMENT) {
         live.push(p as usize);
     }
-    assert_eq!(live.len(), 64, "every superblock of the 64 MiB arena holds a block");
+    assert_eq!(
+        live.len(),
+        64,
+        "every superblock of the 64 MiB arena holds a block"
+    );
     for p in live {
         free(&mr, s, p, 900 * KIB);
     }
@@ -1183,11 +1204,17 @@ mod gpu {
                 s.spawn(move || {
                     const SIZES: [usize; 5] = [256, 3000, 64 * KIB, 700 * KIB, 3 * MIB];
                     for k in 0..200usize {
-                        let stream = if k % 2 == 0 { Stream::DEFAULT } else { Stream::LEGACY };
+                        let stream = if k % 2 == 0 {
+                            Stream::DEFAULT
+                        } else {
+                            Stream::LEGACY
+                        };
                         let bytes = SIZES[(t + k) % SIZES.len()];
                         let p = mr.allocate(stream, bytes, 256).unwrap();
                         // SAFETY: `p` is valid for `bytes` bytes; its frees are on the same stream.
-                        unsafe { crate::cuda::set_async(p, k as u8, bytes.min(4096), stream).unwrap() };
+                        unsafe {
+                            crate::cuda::set_async(p, k as u8, bytes.min(4096), stream).unwrap()
+                        };
                         if k % 3 == 0 {
                             exchange.lock().unwrap().push((p as usize, bytes));
                         } else {

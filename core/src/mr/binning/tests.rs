@@ -285,7 +285,11 @@ fn zero_byte_allocations_and_their_frees_reach_the_smallest_bin() {
     assert_eq!(probe.allocations(), 1, "the bin was asked");
     // SAFETY: the null of a zero-byte allocation.
     unsafe { mr.deallocate(Stream::DEFAULT, p, 0, 256).unwrap() };
-    assert_eq!(probe.live.load(std::sync::atomic::Ordering::SeqCst), 0, "the bin got the free");
+    assert_eq!(
+        probe.live.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the bin got the free"
+    );
     // A real allocation is still checked at its free.
     let q = mr.allocate(Stream::DEFAULT, 512, 256).unwrap();
     // SAFETY: the wrong size is refused before anything is freed.
@@ -370,9 +374,11 @@ fn churn_driver_calls(shape: &str) -> Vec<(&'static str, Counts, f64)> {
                     .map(|run| {
                         let churn = &churn;
                         std::thread::scope(|s| {
-                            s.spawn(move || churn(stream_of(run), 1 + run as u64, 20_000, 10_000, 16_000 * MIB))
-                                .join()
-                                .unwrap()
+                            s.spawn(move || {
+                                churn(stream_of(run), 1 + run as u64, 20_000, 10_000, 16_000 * MIB)
+                            })
+                            .join()
+                            .unwrap()
                         })
                     })
                     .sum();
@@ -422,13 +428,23 @@ fn driver_calls_of_one_threads_random_churn_per_kind_of_stream() {
                 _ => (20.0, 20.0),
             };
             if named {
-                assert_eq!(k(c.markers + c.marker_waits + c.stream_waits + c.device_syncs), 0.0, "{seen}");
+                assert_eq!(
+                    k(c.markers + c.marker_waits + c.stream_waits + c.device_syncs),
+                    0.0,
+                    "{seen}"
+                );
             } else {
-                assert!(k(c.markers) <= events && k(c.marker_waits) <= waits, "{seen}");
+                assert!(
+                    k(c.markers) <= events && k(c.marker_waits) <= waits,
+                    "{seen}"
+                );
                 assert!(k(c.capture_queries) <= 2.0 * events, "{seen}");
                 assert!(k(c.device_syncs) <= 0.1, "{seen}");
             }
-            assert!(k(c.stream_ids) <= if kind == "foreign" { 1010.0 } else { 0.0 }, "{seen}");
+            assert!(
+                k(c.stream_ids) <= if kind == "foreign" { 1010.0 } else { 0.0 },
+                "{seen}"
+            );
             assert_eq!(k(c.syncs + c.idle_queries), 0.0, "{seen}");
         }
     }
@@ -444,17 +460,44 @@ fn requests_find_their_bin_by_exponent_and_by_search() {
     for size in [1024, 3072, 4096, 8192] {
         uneven.add_bin(size, None).unwrap();
     }
-    let expect_exponents = [(0, 0), (1, 0), (1024, 0), (1025, 1), (2048, 1), (4097, 3), (8192, 3), (8193, 4)];
-    let expect_uneven = [(0, 0), (1024, 0), (1025, 1), (3072, 1), (3073, 2), (8192, 3), (8193, 4)];
-    for (mr, expected) in [(&by_exponents, &expect_exponents[..]), (&uneven, &expect_uneven[..])] {
+    let expect_exponents = [
+        (0, 0),
+        (1, 0),
+        (1024, 0),
+        (1025, 1),
+        (2048, 1),
+        (4097, 3),
+        (8192, 3),
+        (8193, 4),
+    ];
+    let expect_uneven = [
+        (0, 0),
+        (1024, 0),
+        (1025, 1),
+        (3072, 1),
+        (3073, 2),
+        (8192, 3),
+        (8193, 4),
+    ];
+    for (mr, expected) in [
+        (&by_exponents, &expect_exponents[..]),
+        (&uneven, &expect_uneven[..]),
+    ] {
         // The first allocation freezes the bins.
         let p = mr.allocate(Stream::DEFAULT, 256, 256).unwrap();
         let frozen = mr.inner.frozen.get().unwrap();
-        assert_eq!(frozen.first_exponent.is_some(), std::ptr::eq(mr, &by_exponents));
+        assert_eq!(
+            frozen.first_exponent.is_some(),
+            std::ptr::eq(mr, &by_exponents)
+        );
         for &(needed, bin) in expected {
             assert_eq!(frozen.bin_for(needed), bin, "{needed} bytes");
         }
-        assert_eq!(frozen.bin_for(usize::MAX), frozen.sizes.len(), "the upstream");
+        assert_eq!(
+            frozen.bin_for(usize::MAX),
+            frozen.sizes.len(),
+            "the upstream"
+        );
         // Aligned to 2048, 300 bytes need a bin of 300 + 1792 (4096 and 3072 bytes here).
         let q = mr.allocate(Stream::DEFAULT, 300, 2048).unwrap();
         assert_eq!(q as usize % 2048, 0);

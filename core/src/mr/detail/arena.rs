@@ -184,7 +184,8 @@ impl Superblocks {
         for sb in &self.list {
             sb.check_invariants();
             assert!(
-                sb.start() % crate::DEFAULT_ALIGNMENT == 0 && sb.size() % crate::DEFAULT_ALIGNMENT == 0
+                sb.start() % crate::DEFAULT_ALIGNMENT == 0
+                    && sb.size() % crate::DEFAULT_ALIGNMENT == 0
             );
         }
     }

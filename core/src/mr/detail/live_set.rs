@@ -133,7 +133,9 @@ fn describe(granule: usize) -> String {
     let size = granule & !(DEFAULT_ALIGNMENT - 1);
     match granule & (DEFAULT_ALIGNMENT - 1) {
         0 => format!("{size} bytes"),
-        log2 if log2 < usize::BITS as usize => format!("{size} bytes aligned to {}", 1usize << log2),
+        log2 if log2 < usize::BITS as usize => {
+            format!("{size} bytes aligned to {}", 1usize << log2)
+        }
         _ => format!("{granule} bytes"),
     }
 }
@@ -238,7 +240,12 @@ impl Map {
     /// Removes `addr` if its value matches `given` (see [`Sizes`]) and returns that value;
     /// otherwise returns what it maps to (`None`: nothing).
     #[inline]
-    fn remove_if(&mut self, addr: usize, given: usize, sizes: Sizes) -> Result<usize, Option<usize>> {
+    fn remove_if(
+        &mut self,
+        addr: usize,
+        given: usize,
+        sizes: Sizes,
+    ) -> Result<usize, Option<usize>> {
         if addr == 0 {
             return Err(None);
         }
@@ -420,7 +427,10 @@ impl LiveSet {
 
     /// [`LiveSet::remove`] of what the calling thread's slot does not hold.
     fn remove_unlent(&self, name: &str, addr: usize, size: usize) -> Result<usize> {
-        match self.shard(addr).with(|m| m.remove_if(addr, size, self.sizes)) {
+        match self
+            .shard(addr)
+            .with(|m| m.remove_if(addr, size, self.sizes))
+        {
             Ok(live) => Ok(live),
             Err(Some(live)) => Err(self.refusal(name, addr, size, Some(live))),
             Err(None) => self
@@ -441,7 +451,10 @@ impl LiveSet {
 
     /// [`LiveSet::take`] of what the calling thread's slot does not hold.
     fn take_unlent(&self, name: &str, addr: usize, size: usize) -> Result<Option<usize>> {
-        match self.shard(addr).with(|m| m.remove_if(addr, size, self.sizes)) {
+        match self
+            .shard(addr)
+            .with(|m| m.remove_if(addr, size, self.sizes))
+        {
             Ok(live) => Ok(Some(live)),
             Err(None) => self.take_lent(name, addr, size),
             Err(Some(live)) => Err(self.refusal(name, addr, size, Some(live))),
@@ -463,7 +476,9 @@ impl LiveSet {
     ) -> Result<Freed> {
         match self.take(name, ptr as usize, size)? {
             Some(recorded) => Ok(Freed::Recorded(recorded)),
-            None if upstream.is_live_allocation(ptr, size, alignment) == Some(true) => Ok(Freed::Upstream),
+            None if upstream.is_live_allocation(ptr, size, alignment) == Some(true) => {
+                Ok(Freed::Upstream)
+            }
             None => Err(not_handed_out(name, ptr as usize)),
         }
     }
@@ -474,7 +489,10 @@ impl LiveSet {
     fn take_lent(&self, name: &str, addr: usize, size: usize) -> Result<Option<usize>> {
         let slots = self.slots();
         // Again under the lock: an ending thread may have moved it from its slot into the map.
-        match self.shard(addr).with(|m| m.remove_if(addr, size, self.sizes)) {
+        match self
+            .shard(addr)
+            .with(|m| m.remove_if(addr, size, self.sizes))
+        {
             Ok(live) => return Ok(Some(live)),
             Err(Some(live)) => return Err(self.refusal(name, addr, size, Some(live))),
             Err(None) => {}
@@ -482,9 +500,7 @@ impl LiveSet {
         for slot in slots.iter() {
             match slot.scan(addr, size, self.sizes) {
                 Scanned::Taken(live) => return Ok(Some(live)),
-                Scanned::OtherSize(live) => {
-                    return Err(self.refusal(name, addr, size, Some(live)))
-                }
+                Scanned::OtherSize(live) => return Err(self.refusal(name, addr, size, Some(live))),
                 Scanned::Absent => {}
             }
         }
@@ -494,7 +510,8 @@ impl LiveSet {
     /// True when `addr` is a live allocation whose size matches `size`: a free of it with `size`
     /// would be accepted. Changes nothing.
     pub(crate) fn contains(&self, addr: usize, size: usize) -> bool {
-        self.recorded(addr).is_some_and(|live| self.sizes.matches(live, size))
+        self.recorded(addr)
+            .is_some_and(|live| self.sizes.matches(live, size))
     }
 
     /// What live allocation `addr` was recorded with, if it is one. Changes nothing.
@@ -502,12 +519,18 @@ impl LiveSet {
         if addr == 0 {
             return None;
         }
-        if let Some(live) = self.shard(addr).with(|m| m.find(addr).map(|i| m.slots[i].1)) {
+        if let Some(live) = self
+            .shard(addr)
+            .with(|m| m.find(addr).map(|i| m.slots[i].1))
+        {
             return Some(live);
         }
         let slots = self.slots();
         // Again under the lock, as `take_lent` does.
-        if let Some(live) = self.shard(addr).with(|m| m.find(addr).map(|i| m.slots[i].1)) {
+        if let Some(live) = self
+            .shard(addr)
+            .with(|m| m.find(addr).map(|i| m.slots[i].1))
+        {
             return Some(live);
         }
         slots.iter().find_map(|slot| slot.peek(addr))
@@ -664,7 +687,10 @@ impl FreeCheck {
     }
 
     fn with_sizes(checks: FreeChecks, sizes: Sizes) -> Self {
-        Self((checks == FreeChecks::Checked).then(|| LiveSet::new(sizes)), Owners::default())
+        Self(
+            (checks == FreeChecks::Checked).then(|| LiveSet::new(sizes)),
+            Owners::default(),
+        )
     }
 
     /// Whether frees are checked.
@@ -697,7 +723,9 @@ impl FreeCheck {
     fn freed_elsewhere(&self, ptr: *mut u8, record: usize) {
         let owner = {
             let owners = self.1 .0.lock().unwrap_or_else(PoisonError::into_inner);
-            owners.get(usize::from(owner_of(record)) - 1).and_then(Weak::upgrade)
+            owners
+                .get(usize::from(owner_of(record)) - 1)
+                .and_then(Weak::upgrade)
         };
         if let Some(owner) = owner {
             owner.freed_elsewhere(ptr, tagged_bytes(record));
@@ -854,20 +882,33 @@ pub(super) mod tests {
     fn a_record_without_room_gives_the_block_back_and_is_out_of_memory() {
         let check = FreeCheck::new(FreeChecks::Checked);
         // The thread's slot takes the first allocation without the map.
-        check.allocated("t", 0x1000 as *mut u8, 256, |_| panic!("recorded")).unwrap();
+        check
+            .allocated("t", 0x1000 as *mut u8, 256, |_| panic!("recorded"))
+            .unwrap();
         let mut given_back = None;
         let err = without_room(|| {
-            check.allocated("t", 0x2000 as *mut u8, 512, |p| given_back = Some(p as usize))
+            check.allocated("t", 0x2000 as *mut u8, 512, |p| {
+                given_back = Some(p as usize)
+            })
         })
         .unwrap_err()
         .error("t", 512);
         assert!(err.is_out_of_memory(), "{err}");
         assert!(err.to_string().contains("given back"), "{err}");
-        assert_eq!(given_back, Some(0x2000), "the block went back to its resource");
+        assert_eq!(
+            given_back,
+            Some(0x2000),
+            "the block went back to its resource"
+        );
         assert_eq!(check.live(), 1, "nothing was recorded");
-        assert!(check.free("t", 0x2000 as *mut u8, 512, || Ok(())).is_err(), "it is not live");
+        assert!(
+            check.free("t", 0x2000 as *mut u8, 512, || Ok(())).is_err(),
+            "it is not live"
+        );
         // With room again, everything works as before.
-        check.allocated("t", 0x2000 as *mut u8, 512, |_| panic!("recorded")).unwrap();
+        check
+            .allocated("t", 0x2000 as *mut u8, 512, |_| panic!("recorded"))
+            .unwrap();
         check.free("t", 0x2000 as *mut u8, 512, || Ok(())).unwrap();
         check.free("t", 0x1000 as *mut u8, 256, || Ok(())).unwrap();
         assert_eq!(check.live(), 0);
@@ -887,7 +928,10 @@ pub(super) mod tests {
         assert!(set.contains(0x1000, 256));
         assert!(set.remove("t", 0x1000, 512).is_err(), "checked as before");
         assert_eq!(set.remove("t", 0x1000, 256).unwrap(), 256);
-        assert!(set.remove("t", 0x1000, 256).is_err(), "a double free is refused");
+        assert!(
+            set.remove("t", 0x1000, 256).is_err(),
+            "a double free is refused"
+        );
         assert_eq!(set.len(), 0);
     }
 
@@ -897,10 +941,17 @@ pub(super) mod tests {
         set.insert(0x1000, 256).unwrap(); // into the slot
         without_room(|| {
             for i in 0..2 * live_slot::EVICT_AFTER as usize {
-                assert!(set.insert(0x10_0000 + 0x1000 * i, 256).is_err(), "no room in the map");
+                assert!(
+                    set.insert(0x10_0000 + 0x1000 * i, 256).is_err(),
+                    "no room in the map"
+                );
             }
         });
-        assert_eq!(set.len(), 1, "the slot kept its allocation, nothing else was recorded");
+        assert_eq!(
+            set.len(),
+            1,
+            "the slot kept its allocation, nothing else was recorded"
+        );
         assert_eq!(set.remove("t", 0x1000, 256).unwrap(), 256);
     }
 
@@ -910,18 +961,29 @@ pub(super) mod tests {
         set.insert(0x1000, 1000).unwrap(); // slot
         set.insert(0x2000, 1000).unwrap(); // map
         for addr in [0x1000, 0x2000] {
-            assert!(set.contains(addr, 1024) && set.contains(addr, 769) && !set.contains(addr, 1025));
+            assert!(
+                set.contains(addr, 1024) && set.contains(addr, 769) && !set.contains(addr, 1025)
+            );
             let wrong = set.remove("t", addr, 1300).unwrap_err();
             assert!(
-                wrong.to_string().contains("allocated with 1000 bytes but freed with 1300 bytes"),
+                wrong
+                    .to_string()
+                    .contains("allocated with 1000 bytes but freed with 1300 bytes"),
                 "{wrong}"
             );
-            assert_eq!(set.remove("t", addr, 1001).unwrap(), 1000, "the recorded size comes back");
+            assert_eq!(
+                set.remove("t", addr, 1001).unwrap(),
+                1000,
+                "the recorded size comes back"
+            );
         }
         assert!(!set.contains(0x1000, 1000) && !set.contains(0, 0));
         let exact = LiveSet::new(Sizes::Exact);
         exact.insert(0x1000, 1024).unwrap();
-        assert!(exact.remove("t", 0x1000, 1000).is_err(), "exact sets compare granules as given");
+        assert!(
+            exact.remove("t", 0x1000, 1000).is_err(),
+            "exact sets compare granules as given"
+        );
     }
 
     #[test]
@@ -933,7 +995,11 @@ pub(super) mod tests {
                 set.insert(0x1000, 256).unwrap(); // this thread's slot
                 lent.wait();
                 done.wait();
-                assert_eq!(set.remove("t", 0x1000, 256).unwrap(), 256, "still in its slot");
+                assert_eq!(
+                    set.remove("t", 0x1000, 256).unwrap(),
+                    256,
+                    "still in its slot"
+                );
             });
             lent.wait();
             set.insert(0x2000, 512).unwrap();
@@ -976,37 +1042,70 @@ pub(super) mod tests {
     fn a_tagged_record_matches_its_granule_and_keeps_owner_and_bytes() {
         let record = tagged(1024, 1000, 7);
         assert_eq!((owner_of(record), tagged_bytes(record)), (7, 1000));
-        assert_eq!((owner_of(1024), owner_of(tagged(1024, 1024, u16::MAX))), (0, u16::MAX));
+        assert_eq!(
+            (owner_of(1024), owner_of(tagged(1024, 1024, u16::MAX))),
+            (0, u16::MAX)
+        );
         assert!(Sizes::Tagged.matches(record, 1024) && !Sizes::Tagged.matches(record, 768));
-        assert!(!Sizes::Exact.matches(record, 1024), "only the pool's index reads tags");
+        assert!(
+            !Sizes::Exact.matches(record, 1024),
+            "only the pool's index reads tags"
+        );
         assert_eq!(Sizes::Tagged.describe(record), "1000 bytes");
         let check = FreeCheck::tagged(FreeChecks::Checked);
         let p = 0x8000 as *mut u8;
         check.allocated("t", p, record, |_| {}).unwrap();
         assert_eq!(check.is_live(p, 1024), Some(true));
-        assert!(check.is_owned(p, 1024, 7) && !check.is_owned(p, 1024, 8) && !check.is_owned(p, 768, 7));
+        assert!(
+            check.is_owned(p, 1024, 7) && !check.is_owned(p, 1024, 8) && !check.is_owned(p, 768, 7)
+        );
         let heard = std::cell::Cell::new(None);
         check
-            .free_owned("t", p, 1024, 7, |o| heard.set(Some(o)), || Ok(()), |_| panic!("no failure"))
+            .free_owned(
+                "t",
+                p,
+                1024,
+                7,
+                |o| heard.set(Some(o)),
+                || Ok(()),
+                |_| panic!("no failure"),
+            )
             .unwrap();
         assert_eq!(heard.get(), Some(Owned::Mine(1000)));
         assert_eq!(check.live(), 0);
-        let err = check.free_owned("t", p, 1024, 7, |_| {}, || Ok(()), |_| {}).unwrap_err();
-        assert!(err.to_string().contains("upstream does not know it"), "{err}");
+        let err = check
+            .free_owned("t", p, 1024, 7, |_| {}, || Ok(()), |_| {})
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("upstream does not know it"),
+            "{err}"
+        );
     }
 
     #[test]
     fn a_failed_owned_free_keeps_the_tagged_record() {
         let check = FreeCheck::tagged(FreeChecks::Checked);
         let p = 0x8000 as *mut u8;
-        check.allocated("t", p, tagged(512, 300, 2), |_| {}).unwrap();
+        check
+            .allocated("t", p, tagged(512, 300, 2), |_| {})
+            .unwrap();
         let undone = std::cell::Cell::new(None);
         assert!(check
-            .free_owned("t", p, 512, 2, |_| {}, || Err(Error::invalid("upstream said no")), |o| undone.set(Some(o)))
+            .free_owned(
+                "t",
+                p,
+                512,
+                2,
+                |_| {},
+                || Err(Error::invalid("upstream said no")),
+                |o| undone.set(Some(o))
+            )
             .is_err());
         assert_eq!(undone.get(), Some(Owned::Mine(300)));
         assert!(check.is_owned(p, 512, 2), "still live, still the owner's");
-        check.free_owned("t", p, 512, 2, |_| {}, || Ok(()), |_| {}).unwrap();
+        check
+            .free_owned("t", p, 512, 2, |_| {}, || Ok(()), |_| {})
+            .unwrap();
     }
 
     #[test]
@@ -1055,14 +1154,21 @@ pub(super) mod tests {
                     }
                     other => Err(other.copied()),
                 };
-                assert_eq!(map.remove_if(addr, value, Sizes::Exact), expected, "step {step}");
+                assert_eq!(
+                    map.remove_if(addr, value, Sizes::Exact),
+                    expected,
+                    "step {step}"
+                );
             }
             assert_eq!(map.len, reference.len());
         }
         for (&addr, &value) in &reference {
             assert_eq!(map.find(addr).map(|i| map.slots[i].1), Some(value));
         }
-        assert!(map.remove_if(0, 0, Sizes::Exact).is_err(), "null is never live");
+        assert!(
+            map.remove_if(0, 0, Sizes::Exact).is_err(),
+            "null is never live"
+        );
     }
 
     #[test]
@@ -1082,7 +1188,9 @@ pub(super) mod tests {
     fn unchecked_trusts_every_free() {
         let check = FreeCheck::new(FreeChecks::Unchecked);
         assert_eq!(check.mode(), FreeChecks::Unchecked);
-        check.allocated("t", 0x4000 as *mut u8, 256, |_| {}).unwrap();
+        check
+            .allocated("t", 0x4000 as *mut u8, 256, |_| {})
+            .unwrap();
         let mut called = false;
         check
             .free("t", 0x4100 as *mut u8, 999, || {
@@ -1137,13 +1245,18 @@ pub(super) mod tests {
         assert_eq!(set.len(), 2, "one in the slot, one in the map");
         let wrong = set.remove("t", 0x1000, 512).unwrap_err();
         assert!(
-            wrong.to_string().contains("allocated with 256 bytes but freed with 512"),
+            wrong
+                .to_string()
+                .contains("allocated with 256 bytes but freed with 512"),
             "{wrong}"
         );
         assert!(set.remove("t", 0x1100, 256).is_err(), "an interior pointer");
         assert_eq!(set.len(), 2, "refusals change nothing");
         set.remove("t", 0x1000, 256).unwrap();
-        assert!(set.remove("t", 0x1000, 256).is_err(), "a double free is refused");
+        assert!(
+            set.remove("t", 0x1000, 256).is_err(),
+            "a double free is refused"
+        );
         set.remove("t", 0x2000, 512).unwrap();
         assert_eq!(set.len(), 0);
     }
@@ -1164,7 +1277,10 @@ pub(super) mod tests {
             });
             lent.wait();
             let wrong = set.remove("t", 0x1000, 4096).unwrap_err();
-            assert!(wrong.to_string().contains("allocated with 256 bytes"), "{wrong}");
+            assert!(
+                wrong.to_string().contains("allocated with 256 bytes"),
+                "{wrong}"
+            );
             set.remove("t", 0x1000, 256).unwrap();
             assert!(set.remove("t", 0x1000, 256).is_err());
             freed.wait();
@@ -1197,7 +1313,10 @@ pub(super) mod tests {
         std::thread::scope(|s| {
             s.spawn(|| set.remove("t", 0x1000, 1 << 20).unwrap());
         });
-        assert!(set.remove("t", 0x1000, 1 << 20).is_err(), "a double free is refused");
+        assert!(
+            set.remove("t", 0x1000, 1 << 20).is_err(),
+            "a double free is refused"
+        );
         assert_eq!(set.len(), 0);
     }
 

@@ -371,7 +371,11 @@ fn an_initial_size_is_mapped_at_construction_and_kept_free() {
     let s = mr.statistics();
     assert_eq!((s.mapped_bytes, s.used_bytes), (6 * MIB, 0), "{s:?}");
     let p = alloc(&mr, 6 * MIB);
-    assert_eq!(mr.statistics().growth_steps, s.growth_steps, "served from the primed memory");
+    assert_eq!(
+        mr.statistics().growth_steps,
+        s.growth_steps,
+        "served from the primed memory"
+    );
     free(&mr, p, 6 * MIB);
     let too_large = ExpandablePoolOptions::default()
         .backend(host(4 * MIB, MIB))

@@ -167,7 +167,11 @@ fn a_foreign_stream_destroyed_after_a_free_and_its_handle_reused() {
         }
         eprintln!("the new stream had the old handle in {same_handle}/10 rounds (freed on the new stream: {freed_on_the_new_stream})");
         pool.core.check_invariants();
-        assert_eq!(pool.release_unused().unwrap(), bytes, "trimming names no dead stream");
+        assert_eq!(
+            pool.release_unused().unwrap(),
+            bytes,
+            "trimming names no dead stream"
+        );
     }
 }
 
@@ -586,7 +590,9 @@ fn driver_calls_of_binning_random_churn_on_each_kind_of_stream() {
             }
             if get_id > 2 * steps {
                 // One id per call: each step is one allocate or one free.
-                failures.push(format!("{resource} random.{kind}: {get_id} ids for {steps} steps"));
+                failures.push(format!(
+                    "{resource} random.{kind}: {get_id} ids for {steps} steps"
+                ));
             }
         }
     }

@@ -253,7 +253,8 @@ impl Front {
 
     /// Any thread: the block, left in place. Callers are serialized as for [`Front::drain`].
     pub(super) fn peek(&self) -> Option<Hot> {
-        self.claim().inspect(|_| self.state.store(FULL, Ordering::Release))
+        self.claim()
+            .inspect(|_| self.state.store(FULL, Ordering::Release))
     }
 
     /// `FULL` to `BUSY` and a copy of the block; the caller stores the next state.
@@ -340,4 +341,3 @@ pub(super) fn put(core: &Core, block: Hot) -> Put {
     // SAFETY: `with_front` hands out the calling thread's own front.
     with_front(core, |front| unsafe { front.put(block) }).unwrap_or(Put::Refused)
 }
-

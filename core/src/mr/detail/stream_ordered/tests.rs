@@ -1,7 +1,7 @@
 //! Stream-ordering behaviour of [`Core`], checked against the recording model (no CUDA).
 
-use super::model::{fake_foreign_stream, fake_stream, naming, ModelUpstream, RecordingSyncer};
 use super::batches::MAX_OPEN;
+use super::model::{fake_foreign_stream, fake_stream, naming, ModelUpstream, RecordingSyncer};
 use super::*;
 use crate::aligned::align_up;
 use crate::error::Error;
@@ -690,31 +690,56 @@ fn frees_after_the_regions_changed_find_their_new_region() {
 #[test]
 fn stream_keys_keep_what_tells_streams_apart() {
     use crate::cuda::Stream;
-    let legacy = |d| StreamKey::of(Stream::DEFAULT, || d, || unreachable!("no id for a special handle"));
+    let legacy = |d| {
+        StreamKey::of(
+            Stream::DEFAULT,
+            || d,
+            || unreachable!("no id for a special handle"),
+        )
+    };
     let ptds = |d| StreamKey::of(Stream::PER_THREAD, || d, || unreachable!());
-    let ordinary = |i, id, tracked| StreamKey::of(fake_stream(i), || unreachable!(), || (id, tracked));
+    let ordinary =
+        |i, id, tracked| StreamKey::of(fake_stream(i), || unreachable!(), || (id, tracked));
     for d in [0, 1, 7, 31_000, super::key::UNKNOWN_DEVICE] {
-        assert_eq!((legacy(d).device(), legacy(d).id(), legacy(d).thread()), (Some(d), 0, 0));
+        assert_eq!(
+            (legacy(d).device(), legacy(d).id(), legacy(d).thread()),
+            (Some(d), 0, 0)
+        );
         assert!(legacy(d).tracked() && legacy(d).is_unique() && !legacy(d).needs_marker());
         assert_eq!(ptds(d).device(), Some(d));
         assert_eq!(ptds(d).thread(), super::key::thread_number());
         assert!(ptds(d).needs_marker());
     }
-    assert_eq!(legacy(0), StreamKey::of(Stream::LEGACY, || 0, || unreachable!()), "0 is the legacy stream");
+    assert_eq!(
+        legacy(0),
+        StreamKey::of(Stream::LEGACY, || 0, || unreachable!()),
+        "0 is the legacy stream"
+    );
     assert_ne!(legacy(0), legacy(1));
     assert_ne!(legacy(0), ptds(0));
     let other_thread = std::thread::spawn(move || ptds(0)).join().unwrap();
-    assert_ne!(other_thread, ptds(0), "each thread's PTDS is its own stream");
+    assert_ne!(
+        other_thread,
+        ptds(0),
+        "each thread's PTDS is its own stream"
+    );
     assert_eq!(other_thread.device(), Some(0));
     let big_id = (1 << 62) + 5;
     for (id, tracked) in [(0, false), (1, true), (42, false), (big_id, true)] {
         let k = ordinary(3, id, tracked);
-        assert_eq!((k.device(), k.id(), k.tracked(), k.thread()), (None, id, tracked, 0));
+        assert_eq!(
+            (k.device(), k.id(), k.tracked(), k.thread()),
+            (None, id, tracked, 0)
+        );
         assert_eq!(k.is_unique(), id != 0);
         assert_eq!(k.needs_marker(), !tracked);
         assert_eq!(k.stream().as_raw(), fake_stream(3).as_raw());
     }
-    assert_ne!(ordinary(3, 42, true), ordinary(3, 43, true), "a reused handle, another stream");
+    assert_ne!(
+        ordinary(3, 42, true),
+        ordinary(3, 43, true),
+        "a reused handle, another stream"
+    );
     assert_ne!(ordinary(3, 42, true), ordinary(3, 42, false));
     assert_ne!(ordinary(3, 42, true), ordinary(4, 42, true));
 }
@@ -1058,7 +1083,8 @@ fn random_churn(
                 };
                 for _ in 0..2 * allocations {
                     let size =
-                        align_up(1 + (gen.next_u64() % MAX_SIZE) as usize, DEFAULT_ALIGNMENT).unwrap();
+                        align_up(1 + (gen.next_u64() % MAX_SIZE) as usize, DEFAULT_ALIGNMENT)
+                            .unwrap();
                     let heads = gen.unit() < 0.73;
                     if made < allocations && usage + size <= cap && (live.is_empty() || heads) {
                         let addr = core.allocate(stream, size, DEFAULT_ALIGNMENT).unwrap();
@@ -1684,11 +1710,19 @@ fn only_the_free_on_the_taking_handle_skips_the_streams_id() {
     assert_eq!(r.alloc(f, 256), p, "from the front");
     let ids = r.syncer.counts().stream_ids;
     r.free_checked(f, p, 256);
-    assert_eq!(r.syncer.counts().stream_ids, ids, "the same handle: no id asked");
+    assert_eq!(
+        r.syncer.counts().stream_ids,
+        ids,
+        "the same handle: no id asked"
+    );
     assert_eq!(r.alloc(f, 256), p);
     let ids = r.syncer.counts().stream_ids;
     r.free_checked(g, p, 256);
-    assert_eq!(r.syncer.counts().stream_ids, ids + 1, "another handle: its id");
+    assert_eq!(
+        r.syncer.counts().stream_ids,
+        ids + 1,
+        "another handle: its id"
+    );
     assert_ne!(r.alloc(f, 256), p, "now a block of the other stream");
     assert_eq!(r.alloc(g, 256), p, "which gets it from the front");
     r.core.check_invariants();
@@ -1703,11 +1737,10 @@ fn a_front_block_goes_to_no_other_stream_size_or_thread() {
         assert_ne!(r.alloc(fake_stream(2), KIB), p, "another stream");
         assert_ne!(r.alloc(stream, 2 * KIB), p, "another size");
         let core = r.core.clone();
-        let other = std::thread::spawn(move || {
-            naming(stream, || core.allocate(stream, KIB, 256)).unwrap()
-        })
-        .join()
-        .unwrap();
+        let other =
+            std::thread::spawn(move || naming(stream, || core.allocate(stream, KIB, 256)).unwrap())
+                .join()
+                .unwrap();
         assert_ne!(other, p, "another thread");
         // The model checked each hand-out; the front's block is still this thread's.
         assert_eq!(r.alloc(stream, KIB), p);
@@ -1778,14 +1811,22 @@ fn a_thread_that_moved_on_to_another_stream_or_size_gets_its_front_back() {
             }
             // `last` displaced `old`: the front serves the new pair now.
             let in_front: Vec<usize> = r.core.front_blocks().iter().map(|h| h.addr).collect();
-            assert_eq!(in_front, [last], "{name} after {first:?}: the front's block");
+            assert_eq!(
+                in_front,
+                [last],
+                "{name} after {first:?}: the front's block"
+            );
             let locks = r.core.shared_locks();
             for _ in 0..16 {
                 let p = r.alloc(next, size);
                 assert_eq!(p, last, "{name} after {first:?}: the front's block");
                 r.free_checked(next, p, size);
             }
-            assert_eq!(r.core.shared_locks(), locks, "{name} after {first:?}: no shared lock");
+            assert_eq!(
+                r.core.shared_locks(),
+                locks,
+                "{name} after {first:?}: no shared lock"
+            );
             // The displaced block went back as a free on its stream, which gets it again.
             assert_eq!(r.alloc(first, 256), old, "{name} after {first:?}");
             r.free_checked(first, old, 256);
@@ -1801,7 +1842,11 @@ fn a_thread_that_moved_on_to_another_stream_or_size_gets_its_front_back() {
 #[test]
 fn fronts_are_drained_before_growing_at_retirement_and_at_thread_exit() {
     // Growth: the whole pool sits in another thread's front.
-    let r = rig(MIB, Growth::Pool { maximum: Some(MIB) }, CacheLimits::DEFAULT);
+    let r = rig(
+        MIB,
+        Growth::Pool { maximum: Some(MIB) },
+        CacheLimits::DEFAULT,
+    );
     let (core, syncer) = (r.core.clone(), r.syncer.clone());
     let s = fake_stream(1);
     std::thread::spawn(move || {
@@ -1831,7 +1876,11 @@ fn fronts_are_drained_before_growing_at_retirement_and_at_thread_exit() {
     let p = r.alloc(a, KIB);
     r.free_checked(a, p, KIB);
     r.core.retire(a);
-    assert_eq!(r.syncer.counts().markers, 1, "one marker replaces the stream");
+    assert_eq!(
+        r.syncer.counts().markers,
+        1,
+        "one marker replaces the stream"
+    );
     assert_eq!(r.alloc(b, KIB), p);
     assert_eq!(r.syncer.counts().marker_waits, 1);
 
@@ -1850,8 +1899,18 @@ fn fronts_are_drained_before_growing_at_retirement_and_at_thread_exit() {
     })
     .join()
     .unwrap();
-    assert_eq!(lock(&r.core.fronts).len(), fronts_before, "the front is gone");
-    assert!(r.core.fronts.lock().unwrap().iter().all(|f| f.peek().is_none()));
+    assert_eq!(
+        lock(&r.core.fronts).len(),
+        fronts_before,
+        "the front is gone"
+    );
+    assert!(r
+        .core
+        .fronts
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|f| f.peek().is_none()));
     assert_eq!(r.core.stats().used, 0);
     // The exited thread's PTDS block waits in an open batch (nobody may record on it now): one
     // device-wide synchronization makes it usable by another stream.
@@ -1866,8 +1925,16 @@ fn fronts_are_drained_before_growing_at_retirement_and_at_thread_exit() {
 #[test]
 fn an_allocation_racing_a_threads_end_finds_the_block_leaving_its_front() {
     for round in 0..300 {
-        let r = rig(MIB, Growth::Pool { maximum: Some(MIB) }, CacheLimits::DEFAULT);
-        let stream = if round % 2 == 0 { fake_stream(1) } else { Stream::PER_THREAD };
+        let r = rig(
+            MIB,
+            Growth::Pool { maximum: Some(MIB) },
+            CacheLimits::DEFAULT,
+        );
+        let stream = if round % 2 == 0 {
+            fake_stream(1)
+        } else {
+            Stream::PER_THREAD
+        };
         let (core, syncer) = (r.core.clone(), r.syncer.clone());
         let (freed_tx, freed_rx) = std::sync::mpsc::channel();
         let ending = std::thread::spawn(move || {
@@ -1941,34 +2008,36 @@ fn the_benchmark_random_shape_rarely_takes_the_shared_lock() {
     const STEPS: usize = 20_000;
     for t in 0..16usize {
         std::thread::scope(|scope| {
-            scope.spawn(|| {
-                let s = fake_foreign_stream(t + 1);
-                let mut live: Vec<(usize, usize)> = Vec::new();
-                let mut x = 0x9e37_79b9_u64 + t as u64;
-                let (mut usage, mut allocations) = (0usize, 0usize);
-                for _ in 0..STEPS {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    let size = crate::aligned::align_up(1 + (x >> 12) as usize % MIB, 256).unwrap();
-                    let room = allocations < STEPS / 2 && usage + size <= 1000 * MIB;
-                    if room && (live.is_empty() || x % 100 < 73) {
-                        let a = naming(s, || core.allocate(s, size, 256)).unwrap();
-                        live.push((a, size));
-                        usage += size;
-                        allocations += 1;
-                    } else if !live.is_empty() {
-                        let (a, size) = live.swap_remove((x >> 5) as usize % live.len());
-                        naming(s, || core.deallocate(s, a, size, true)).unwrap();
-                        usage -= size;
+            scope
+                .spawn(|| {
+                    let s = fake_foreign_stream(t + 1);
+                    let mut live: Vec<(usize, usize)> = Vec::new();
+                    let mut x = 0x9e37_79b9_u64 + t as u64;
+                    let (mut usage, mut allocations) = (0usize, 0usize);
+                    for _ in 0..STEPS {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let size =
+                            crate::aligned::align_up(1 + (x >> 12) as usize % MIB, 256).unwrap();
+                        let room = allocations < STEPS / 2 && usage + size <= 1000 * MIB;
+                        if room && (live.is_empty() || x % 100 < 73) {
+                            let a = naming(s, || core.allocate(s, size, 256)).unwrap();
+                            live.push((a, size));
+                            usage += size;
+                            allocations += 1;
+                        } else if !live.is_empty() {
+                            let (a, size) = live.swap_remove((x >> 5) as usize % live.len());
+                            naming(s, || core.deallocate(s, a, size, true)).unwrap();
+                            usage -= size;
+                        }
                     }
-                }
-                for (a, size) in live {
-                    naming(s, || core.deallocate(s, a, size, true)).unwrap();
-                }
-            })
-            .join()
-            .unwrap();
+                    for (a, size) in live {
+                        naming(s, || core.deallocate(s, a, size, true)).unwrap();
+                    }
+                })
+                .join()
+                .unwrap();
         });
     }
     let ops = (16 * STEPS) as u64;
@@ -1996,7 +2065,10 @@ fn blocks_spilled_on_streams_only_their_calls_name_need_no_device_sync() {
     fn per_thread(_: usize) -> Stream {
         Stream::PER_THREAD
     }
-    for (kind, stream_of) in [("foreign", foreign as fn(usize) -> Stream), ("ptds", per_thread)] {
+    for (kind, stream_of) in [
+        ("foreign", foreign as fn(usize) -> Stream),
+        ("ptds", per_thread),
+    ] {
         let r = rig_on(
             64 << 30,
             128 * MIB,
@@ -2058,12 +2130,20 @@ fn a_live_threads_open_batch_is_left_to_it_and_an_ended_threads_is_covered() {
         wait_freed.recv().unwrap();
         let ours = fake_stream(1);
         let big = r.alloc(ours, 8 * MIB);
-        assert_eq!(r.syncer.counts().device_syncs, 0, "the live thread's block is left to it");
+        assert_eq!(
+            r.syncer.counts().device_syncs,
+            0,
+            "the live thread's block is left to it"
+        );
         assert_eq!(r.core.pool_size(), 16 * MIB, "the pool grew instead");
         resume.send(()).unwrap();
         a.join().unwrap();
         let again = r.alloc(ours, 8 * MIB);
-        assert_eq!(r.syncer.counts().device_syncs, 1, "the ended thread's batch is covered");
+        assert_eq!(
+            r.syncer.counts().device_syncs,
+            1,
+            "the ended thread's batch is covered"
+        );
         assert_eq!(r.core.pool_size(), 16 * MIB, "without growing");
         r.free(ours, big, 8 * MIB);
         r.free(ours, again, 8 * MIB);
@@ -2082,7 +2162,11 @@ fn orphans_no_block_waits_for_are_dropped() {
     let tag = carried.clone();
     r.core.orphan([carried, Marker::open(key)]);
     r.core.orphan([]);
-    assert_eq!(lock(&r.core.orphans).len(), 1, "the batch a block still waits for stays");
+    assert_eq!(
+        lock(&r.core.orphans).len(),
+        1,
+        "the batch a block still waits for stays"
+    );
     drop(tag);
     r.core.orphan([]);
     assert_eq!(lock(&r.core.orphans).len(), 0);
@@ -2106,7 +2190,11 @@ fn a_thread_without_a_front_abandons_its_batches_too() {
             .unwrap();
     });
     let p = r.alloc(ours, 128 * MIB);
-    assert_eq!(r.syncer.counts().device_syncs, 1, "the ended thread's batch is covered");
+    assert_eq!(
+        r.syncer.counts().device_syncs,
+        1,
+        "the ended thread's batch is covered"
+    );
     assert_eq!(r.core.pool_size(), 128 * MIB, "without growing");
     r.free(ours, p, 128 * MIB);
     r.core.check_invariants();
@@ -2169,7 +2257,14 @@ fn requests_do_not_keep_scanning_past_the_blocks_of_ended_threads() {
             for t in 0..4 {
                 scope.spawn(move || {
                     let n = 4 * round + t;
-                    mib_churn(core, syncer, fake_foreign_stream(1000 + n), n as u64, 2000, 40);
+                    mib_churn(
+                        core,
+                        syncer,
+                        fake_foreign_stream(1000 + n),
+                        n as u64,
+                        2000,
+                        40,
+                    );
                 });
             }
         });
