@@ -27,6 +27,30 @@ fn over(
     adopt(name, |out, err| new(handle, out, err))
 }
 
+/// An adaptor class whose only constructor argument is `upstream_mr`, made by the librmm
+/// constructor `$new` (the thread-safe, prefetch and recording adaptors).
+macro_rules! upstream_only_adaptor {
+    ($(#[$doc:meta])* $class:ident, $name:literal, $new:ident) => {
+        $(#[$doc])*
+        #[pyclass(extends = PyUpstreamResourceAdaptor, frozen, module = "rmm.pylibrmm.memory_resource", name = $name)]
+        pub(crate) struct $class;
+
+        #[pymethods]
+        impl $class {
+            #[new]
+            fn py_new(
+                upstream_mr: Bound<'_, PyDeviceMemoryResource>,
+            ) -> PyResult<PyClassInitializer<Self>> {
+                // SAFETY: valid arguments and out-pointers (see `over`).
+                let mr = over(&upstream_mr, stringify!($new), |up, out, err| unsafe {
+                    native::$new(up, out, err)
+                });
+                Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
+            }
+        }
+    };
+}
+
 /// A size an accessor of the adaptor `object` writes through one out-pointer.
 fn read_u64(
     object: &Bound<'_, impl pyo3::PyClass>,
@@ -65,25 +89,10 @@ impl PyAlignedResourceAdaptor {
     }
 }
 
-/// One lock around every call into the upstream (RMM's `thread_safe_resource_adaptor`, an rmm-rs
-/// extra in Python).
-#[pyclass(extends = PyUpstreamResourceAdaptor, frozen, module = "rmm.pylibrmm.memory_resource", name = "ThreadSafeResourceAdaptor")]
-pub(crate) struct PyThreadSafeResourceAdaptor;
-
-#[pymethods]
-impl PyThreadSafeResourceAdaptor {
-    #[new]
-    fn py_new(
-        upstream_mr: Bound<'_, PyDeviceMemoryResource>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        // SAFETY: valid arguments and out-pointers (see `over`).
-        let mr = over(
-            &upstream_mr,
-            "rmm_thread_safe_resource_adaptor_new",
-            |up, out, err| unsafe { native::rmm_thread_safe_resource_adaptor_new(up, out, err) },
-        );
-        Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
-    }
+upstream_only_adaptor! {
+    /// One lock around every call into the upstream (RMM's `thread_safe_resource_adaptor`, an rmm-rs
+    /// extra in Python).
+    PyThreadSafeResourceAdaptor, "ThreadSafeResourceAdaptor", rmm_thread_safe_resource_adaptor_new
 }
 
 /// Refuses allocations that would take the bytes outstanding above `allocation_limit` (RMM's
@@ -540,45 +549,15 @@ impl PyFailureCallbackResourceAdaptor {
     }
 }
 
-/// Prefetches every allocation of managed memory to the current device on the allocation's stream
-/// (RMM's `PrefetchResourceAdaptor`).
-#[pyclass(extends = PyUpstreamResourceAdaptor, frozen, module = "rmm.pylibrmm.memory_resource", name = "PrefetchResourceAdaptor")]
-pub(crate) struct PyPrefetchResourceAdaptor;
-
-#[pymethods]
-impl PyPrefetchResourceAdaptor {
-    #[new]
-    fn py_new(
-        upstream_mr: Bound<'_, PyDeviceMemoryResource>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        // SAFETY: valid arguments and out-pointers (see `over`).
-        let mr = over(
-            &upstream_mr,
-            "rmm_prefetch_resource_adaptor_new",
-            |up, out, err| unsafe { native::rmm_prefetch_resource_adaptor_new(up, out, err) },
-        );
-        Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
-    }
+upstream_only_adaptor! {
+    /// Prefetches every allocation of managed memory to the current device on the allocation's stream
+    /// (RMM's `PrefetchResourceAdaptor`).
+    PyPrefetchResourceAdaptor, "PrefetchResourceAdaptor", rmm_prefetch_resource_adaptor_new
 }
 
-/// Reports every allocation, free and out-of-memory failure through it to the memory timeline
-/// while the timeline records (an rmm-rs extra; `rmm.timeline.start` puts one over each device's
-/// resource by itself).
-#[pyclass(extends = PyUpstreamResourceAdaptor, frozen, module = "rmm.pylibrmm.memory_resource", name = "RecordingResourceAdaptor")]
-pub(crate) struct PyRecordingResourceAdaptor;
-
-#[pymethods]
-impl PyRecordingResourceAdaptor {
-    #[new]
-    fn py_new(
-        upstream_mr: Bound<'_, PyDeviceMemoryResource>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        // SAFETY: valid arguments and out-pointers (see `over`).
-        let mr = over(
-            &upstream_mr,
-            "rmm_recording_resource_adaptor_new",
-            |up, out, err| unsafe { native::rmm_recording_resource_adaptor_new(up, out, err) },
-        );
-        Ok(adaptor(mr.into_py_result()?, Some(&upstream_mr), Self))
-    }
+upstream_only_adaptor! {
+    /// Reports every allocation, free and out-of-memory failure through it to the memory timeline
+    /// while the timeline records (an rmm-rs extra; `rmm.timeline.start` puts one over each device's
+    /// resource by itself).
+    PyRecordingResourceAdaptor, "RecordingResourceAdaptor", rmm_recording_resource_adaptor_new
 }
