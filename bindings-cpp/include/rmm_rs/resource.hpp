@@ -28,6 +28,7 @@
 
 #include <rmm/error.hpp>
 #include <rmm/resource_ref.hpp>
+#include <rmm_rs/detail/guarded.hpp>  // after RMM's <rmm/error.hpp>: its rmm::cuda_error
 
 #include <cuda/memory_resource>
 #include <cuda/stream>
@@ -243,43 +244,6 @@ struct foreign_box {
 };
 
 inline foreign_box* as_box(void* self) noexcept { return static_cast<foreign_box*>(self); }
-
-inline int set_error(rmm_error* err, int kind, std::size_t bytes, const char* message) noexcept
-{
-  if (err != nullptr) {
-    err->kind      = kind;
-    err->cuda_code = 0;
-    err->bytes     = kind == RMM_ERROR_OUT_OF_MEMORY ? bytes : 0;
-    std::strncpy(err->message, message, RMM_ERROR_MESSAGE_SIZE - 1);
-    err->message[RMM_ERROR_MESSAGE_SIZE - 1] = '\0';
-  }
-  return kind;
-}
-
-/** @brief Runs @p op, turning every exception into an rmm_error: nothing crosses the C ABI. */
-template <class Op>
-int guarded(rmm_error* err, std::size_t bytes, Op&& op) noexcept
-{
-  try {
-    op();
-    return RMM_OK;
-  } catch (std::bad_alloc const& e) {
-    return set_error(err, RMM_ERROR_OUT_OF_MEMORY, bytes, e.what());
-  } catch (rmm::cuda_error const& e) {
-    return set_error(err, RMM_ERROR_CUDA, bytes, e.what());
-  } catch (cuda::cuda_error const& e) {
-    // CCCL's own pools report an exhausted device as cuda::cuda_error: our pools must see that as
-    // out of memory (as RMM's pool turns any upstream failure into rmm::out_of_memory).
-    return set_error(err, e.status() == cudaErrorMemoryAllocation ? RMM_ERROR_OUT_OF_MEMORY : RMM_ERROR_CUDA, bytes,
-                     e.what());
-  } catch (std::logic_error const& e) {
-    return set_error(err, RMM_ERROR_INVALID_ARGUMENT, bytes, e.what());
-  } catch (std::exception const& e) {
-    return set_error(err, RMM_ERROR_PANIC, bytes, e.what());
-  } catch (...) {
-    return set_error(err, RMM_ERROR_PANIC, bytes, "unknown C++ exception");
-  }
-}
 
 inline void box_retain(void* self) { as_box(self)->refs.fetch_add(1, std::memory_order_relaxed); }
 
