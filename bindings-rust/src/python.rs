@@ -104,16 +104,20 @@ unsafe fn destructor_on_failure(pointer: *mut c_void, name: &CStr) {
     }
 }
 
+/// The name of `obj`'s type for an error message (`?` when it has none).
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
 /// The capsule's name, or the error that says why `obj` is not the capsule `expected` names.
 fn capsule_name(obj: &Bound<'_, PyAny>, expected: &CStr, used: Option<&CStr>) -> PyResult<()> {
     let want = expected.to_string_lossy();
     // SAFETY: a live object (GIL held).
     if unsafe { ffi::PyCapsule_CheckExact(obj.as_ptr()) } != 1 {
-        let got = obj
-            .get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_else(|_| "?".into());
+        let got = type_name(obj);
         return Err(PyTypeError::new_err(format!(
             "expected a PyCapsule named '{want}', got {got}"
         )));
@@ -236,11 +240,7 @@ pub fn buffer_from_py(obj: &Bound<'_, PyAny>) -> PyResult<DeviceBuffer> {
         return buffer_from_capsule(obj);
     }
     if !obj.hasattr("_to_capsule")? {
-        let got = obj
-            .get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_else(|_| "?".into());
+        let got = type_name(obj);
         return Err(PyTypeError::new_err(format!(
             "expected an rmm.DeviceBuffer or a 'rmm.device_buffer.v1' capsule, got {got}"
         )));
@@ -274,11 +274,7 @@ pub fn resource_from_py(obj: &Bound<'_, PyAny>) -> PyResult<AnyResource> {
         return resource_from_capsule(obj);
     }
     if !obj.hasattr("_to_capsule")? {
-        let got = obj
-            .get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_else(|_| "?".into());
+        let got = type_name(obj);
         return Err(PyTypeError::new_err(format!(
             "expected an rmm memory resource or a 'rmm.memory_resource.v1' capsule, got {got}"
         )));
