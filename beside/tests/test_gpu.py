@@ -281,12 +281,13 @@ if cupy.cuda.runtime.getDeviceCount() >= 2:
             run(client)
 else:
     # LocalCUDACluster puts one worker on each visible device, so on one GPU two Dask-CUDA workers
-    # are two `dask cuda worker` processes (CUDAWorker) joined to one scheduler.
+    # are two `dask cuda worker` processes (CUDAWorker) joined to one scheduler; run as a module,
+    # dask_cuda.cli is that worker command itself (no `worker` subcommand word).
     with LocalCluster(n_workers=0, dashboard_address=None, protocol="tcp") as cluster:
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
         workers = [
             subprocess.Popen(
-                [sys.executable, "-m", "dask_cuda.cli", "worker", cluster.scheduler_address,
+                [sys.executable, "-m", "dask_cuda.cli", cluster.scheduler_address,
                  "--nthreads", "1", "--name", f"ours-{i}", "--no-dashboard"],
                 env=env,
             )

@@ -106,7 +106,7 @@ def test_frees_are_requested_and_completed_and_keep_the_allocations_frames(recor
 
 def test_pool_segments_hold_the_pools_blocks_and_out_of_memory_dumps_a_snapshot(tmp_path):
     before = rmm.mr.get_current_device_resource()
-    pool = rmm.mr.PoolMemoryResource(rmm.mr.SystemMemoryResource(), 1 << 20, 1 << 20)
+    pool = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), 1 << 20, 1 << 20)
     rmm.mr.set_current_device_resource(pool)
     dump = tmp_path / "oom.pickle"
     try:
