@@ -15,6 +15,13 @@
 //!   µs). `unmapped` counts the bytes of the books in granules that are not mapped, never fewer
 //!   than there are; while it is 0 (no give-back since the last growth was mapped) an allocation
 //!   checks nothing at all, and otherwise reads the range's bitmap (a few ns).
+//! - **Placement** ([`Mapped::place_unordered`]): among a few fits, at either end of the block,
+//!   the one pinning the fewest granules no block touches yet, then mapping the fewest bytes, so
+//!   small blocks fill the unused ends of granules live blocks hold and free memory gathers in
+//!   whole granules.
+//! - **Recycling** ([`Core::map_taken`]): before a block maps new granules, as many bytes of idle
+//!   free granules go back first (caches flushed, streams found idle), so the range never maps
+//!   more while idle memory lies in holes too small for the request that grew the books.
 //! - **Giving back** ([`Core::release_mapped`]): the free blocks of the shared list that cover
 //!   mapped granules leave the books, their streams are synchronized (trim, out of memory) or found
 //!   idle (the release threshold), the granules they cover are released, and they come back
@@ -22,7 +29,8 @@
 //!   unmapped granules at the end of the books. Granules that a live or cached block touches stay.
 //! - **The release threshold** (as `cuda_async`'s): when a free reaches the shared list and more
 //!   than the threshold is mapped, idle free granules go back, those covering most first, until the
-//!   mapped bytes are down to the threshold or nothing idle is left.
+//!   mapped bytes are down to the threshold or nothing idle is left; tried at once when the free
+//!   left a mapped granule wholly free.
 //! - **Out of memory** (the device cannot back a block): the block goes back to the books,
 //!   everything releasable is given back (waiting for its streams), and the request is tried once
 //!   more; then the error says how much is mapped, in use and free, the largest free block, and what
