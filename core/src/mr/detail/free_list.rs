@@ -652,6 +652,12 @@ impl<T: BlockTag> FreeList<T> {
         })
     }
 
+    /// The free block holding byte `addr`, as `(start, size)`, if any.
+    pub(crate) fn block_holding(&self, addr: usize) -> Option<(usize, usize)> {
+        let node = &self.nodes[self.first_ending_after(addr)? as usize];
+        (node.addr <= addr).then_some((node.addr, node.size))
+    }
+
     /// The lowest block that ends after `addr`, if any.
     fn first_ending_after(&self, addr: usize) -> Option<u32> {
         let from = addr.checked_add(1)?;

@@ -278,6 +278,87 @@ fn trim_after_the_peak_returns_nearly_all_unused_memory_with_2_mib_granules() {
     }
 }
 
+/// A pool on 64 MiB of host memory in `granule`-byte granules, default caches, whose streams are
+/// always found idle.
+fn idle_pool(granule: usize, options: ExpandablePoolOptions) -> ExpandablePoolMemoryResource {
+    watched_with(
+        RecordingSyncer::new(100, 1),
+        host(64 * MIB, granule),
+        options,
+        CacheLimits::DEFAULT,
+    )
+    .0
+}
+
+/// Replays a loop of large short-lived blocks of varying sizes (an activation, a temporary)
+/// beside small long-lived ones (a parameter, a cached result) on a pool in 64 KiB granules with
+/// no release threshold; returns the peak live bytes and the peak mapped bytes.
+fn pinning_loop(mr: &ExpandablePoolMemoryResource) -> (usize, usize) {
+    let g = mr.granularity();
+    let (mut live, mut peak_live) = (0, 0);
+    let mut small = Vec::new();
+    for i in 0..48 {
+        let large = (2 + (i * 7) % 9) * g + 3 * KIB;
+        let l = alloc(mr, large);
+        let s = alloc(mr, 4 * KIB);
+        small.push(s);
+        live += large + 4 * KIB;
+        peak_live = usize::max(peak_live, live);
+        free(mr, l, large);
+        live -= large;
+    }
+    let peak_mapped = mr.peak_mapped_bytes();
+    for s in small {
+        free(mr, s, 4 * KIB);
+    }
+    (peak_live, peak_mapped)
+}
+
+#[test]
+fn small_long_lived_blocks_beside_large_short_lived_ones_pin_few_granules() {
+    let g = 64 * KIB;
+    // Streams found idle: the granules a free leaves can be given back at once.
+    let mr = idle_pool(g, ExpandablePoolOptions::default());
+    let (peak_live, peak_mapped) = pinning_loop(&mr);
+    // The small blocks (48 × 4 KiB = 3 granules) fill the unused ends of granules the large
+    // ones touch, and the granules a freed large block leaves are mapped again where the next,
+    // larger one goes instead of new ones: the peak is the largest block and the small ones,
+    // each rounded up to granules, and one granule more.
+    let bound = peak_live.div_ceil(g) * g + 2 * g;
+    assert!(
+        peak_mapped <= bound,
+        "peak mapped {peak_mapped} for a peak live of {peak_live} (at most {bound})"
+    );
+}
+
+#[test]
+fn under_a_threshold_every_free_that_leaves_a_whole_granule_free_gives_it_back() {
+    let g = 64 * KIB;
+    let mr = idle_pool(g, ExpandablePoolOptions::default().release_threshold(0));
+    // Above the caches' largest block: frees reach the shared list. `b` shares a granule with
+    // `a`, so the range stays above the threshold.
+    let size = 5 * MIB + g / 2;
+    let a = alloc(&mr, size);
+    let b = alloc(&mr, size);
+    let held_by_b = touched(&mr, b, size).len() * g;
+    free(&mr, a, size);
+    assert_eq!(mr.mapped_bytes(), held_by_b);
+    // The same bytes again, and freed again: given back again, though the free list holds no
+    // more free bytes than after the first free.
+    for _ in 0..3 {
+        let c = alloc(&mr, size);
+        assert!(mr.mapped_bytes() > held_by_b);
+        free(&mr, c, size);
+        assert_eq!(
+            mr.mapped_bytes(),
+            held_by_b,
+            "the free gave its granules back"
+        );
+    }
+    free(&mr, b, size);
+    assert_eq!(mr.mapped_bytes(), 0);
+}
+
 #[test]
 fn a_release_threshold_keeps_that_much_mapped_and_gives_the_rest_back() {
     let g = 64 * KIB;

@@ -291,7 +291,11 @@ impl Core {
             Blocks::Coalescing(list) => list,
         };
         // (block, start, end of the block, the block's tag when it needs ordering)
-        let (block, start, end, tag) = match best_unordered(list, key, size, alignment) {
+        let unordered = match &self.memory {
+            Memory::Mapped(m) => m.place_unordered(list, key, size, alignment),
+            Memory::Upstream(_) => best_unordered(list, key, size, alignment),
+        };
+        let (block, start, end, tag) = match unordered {
             Some((block, start, end)) => (block, start, end, None),
             None => {
                 // (streams to order after, block size, block, start, end, tag)

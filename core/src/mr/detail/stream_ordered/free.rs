@@ -119,7 +119,7 @@ impl Core {
         );
         g.free.insert(addr, size, region, tag);
         g.used = g.used.wrapping_sub(size);
-        let over = self.over_release_threshold(&g);
+        let over = self.over_release_threshold(&g, Some(addr));
         drop(g);
         if over {
             self.release_over_threshold();
@@ -241,7 +241,7 @@ impl Core {
             self.insert_free(&mut g, b.addr, b.size, b.region, b.tag);
         }
         drop(s);
-        let over = self.over_release_threshold(&g);
+        let over = self.over_release_threshold(&g, None);
         drop(g);
         if over {
             self.release_over_threshold();

@@ -15,6 +15,13 @@
 //!   µs). `unmapped` counts the bytes of the books in granules that are not mapped, never fewer
 //!   than there are; while it is 0 (no give-back since the last growth was mapped) an allocation
 //!   checks nothing at all, and otherwise reads the range's bitmap (a few ns).
+//! - **Placement** ([`Mapped::place_unordered`]): among a few fits, at either end of the block,
+//!   the one pinning the fewest granules no block touches yet, then mapping the fewest bytes, so
+//!   small blocks fill the unused ends of granules live blocks hold and free memory gathers in
+//!   whole granules.
+//! - **Recycling** ([`Core::map_taken`]): before a block maps new granules, as many bytes of idle
+//!   free granules go back first (caches flushed, streams found idle), so the range never maps
+//!   more while idle memory lies in holes too small for the request that grew the books.
 //! - **Giving back** ([`Core::release_mapped`]): the free blocks of the shared list that cover
 //!   mapped granules leave the books, their streams are synchronized (trim, out of memory) or found
 //!   idle (the release threshold), the granules they cover are released, and they come back
@@ -22,7 +29,8 @@
 //!   unmapped granules at the end of the books. Granules that a live or cached block touches stay.
 //! - **The release threshold** (as `cuda_async`'s): when a free reaches the shared list and more
 //!   than the threshold is mapped, idle free granules go back, those covering most first, until the
-//!   mapped bytes are down to the threshold or nothing idle is left.
+//!   mapped bytes are down to the threshold or nothing idle is left; tried at once when the free
+//!   left a mapped granule wholly free.
 //! - **Out of memory** (the device cannot back a block): the block goes back to the books,
 //!   everything releasable is given back (waiting for its streams), and the request is tried once
 //!   more; then the error says how much is mapped, in use and free, the largest free block, and what
@@ -31,18 +39,24 @@
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use crate::aligned::align_up;
+use crate::aligned::{align_down, align_up};
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
 use crate::mr::detail::virtual_range::{VirtualRange, VirtualRangeStats};
 
 use super::blocks::{Blocks, Global};
 use super::inspect::CoreStats;
-use super::key::{Pending, PendingOn, StreamKey};
+use super::key::{Pending, PendingOn, StreamKey, TagClass};
+#[cfg(doc)]
+use super::shard::best_unordered;
 use super::{lock, Core, Memory};
+use crate::mr::detail::free_list::{BlockId, FreeList};
 
 /// No release threshold.
 const NO_THRESHOLD: usize = usize::MAX;
+
+/// Fits of each class a mapped core's placement weighs ([`Mapped::place_unordered`]).
+const PLACE_SCAN: usize = 8;
 
 /// The range of a mapped core and what the core keeps about it.
 pub(crate) struct Mapped {
@@ -126,6 +140,84 @@ impl Mapped {
     #[inline]
     pub(super) fn may_be_unmapped(&self) -> bool {
         self.unmapped.load(Ordering::Acquire) > 0
+    }
+
+    /// The span of whole granules at the top of the free block `[addr, addr + size)` that covers
+    /// at least `want` mapped bytes (or as many as the block covers), as `(start, len, mapped
+    /// bytes it covers)`.
+    fn top_granules(&self, addr: usize, size: usize, want: usize) -> (usize, usize, usize) {
+        let granularity = self.range.granularity();
+        let end = self.base + align_down(addr + size - self.base, granularity);
+        let first = align_up(addr - self.base, granularity).map_or(end, |o| self.base + o);
+        let mut start = end;
+        let mut covered = 0;
+        while start > first && covered < want {
+            start -= granularity;
+            covered += self.range.covered_mapped(start - self.base, granularity);
+        }
+        (start, end - start, covered)
+    }
+
+    /// What placing `[start, start + size)` in the free block `[block, end)` costs: the granules
+    /// it touches that lie wholly in the block (no other block touches them yet: the placement
+    /// pins them), then the bytes of them that are not mapped (the placement maps them).
+    fn placement_cost(
+        &self,
+        block: usize,
+        end: usize,
+        start: usize,
+        size: usize,
+    ) -> (usize, usize) {
+        let g = self.range.granularity();
+        let (b, e, s) = (block - self.base, end - self.base, start - self.base);
+        let touched = (s / g, (s + size).div_ceil(g));
+        let free = (b.div_ceil(g), e / g);
+        let pins = touched.1.min(free.1).saturating_sub(touched.0.max(free.0));
+        let maps = if pins > 0 && self.may_be_unmapped() {
+            self.range.touched_unmapped(s, size)
+        } else {
+            0
+        };
+        (pins, maps)
+    }
+
+    /// The placement of `size` bytes at `alignment` among the free blocks that `key` may use
+    /// without ordering (see [`best_unordered`]), as `(block, start, end of the block)`: among the
+    /// first [`PLACE_SCAN`] fits of each class, at the bottom or the top of the block, the one
+    /// pinning the fewest granules no block touches yet, then mapping the fewest bytes, then in
+    /// the smallest block, the bottom first. So small blocks fill the unused part of granules that
+    /// live blocks already hold, free memory gathers in whole granules that can be given back,
+    /// and mapped memory is used before new granules are mapped.
+    pub(super) fn place_unordered(
+        &self,
+        list: &FreeList<Pending>,
+        key: StreamKey,
+        size: usize,
+        alignment: usize,
+    ) -> Option<(BlockId, usize, usize)> {
+        // (pins, maps, block length, at the top) of the best so far, and its (block, start, end)
+        type Rank = (usize, usize, usize, bool);
+        let mut best: Option<(Rank, (BlockId, usize, usize))> = None;
+        for class in [TagClass::Empty, TagClass::Owner(key)] {
+            for fit in list.fits_in(class, size, alignment).take(PLACE_SCAN) {
+                let end = fit.block + fit.len;
+                let top = align_down(end - size, alignment);
+                for (start, at_top) in [(fit.start, false), (top, true)] {
+                    if at_top && top <= fit.start {
+                        continue;
+                    }
+                    let (pins, maps) = self.placement_cost(fit.block, end, start, size);
+                    let rank = (pins, maps, fit.len, at_top);
+                    if best.as_ref().is_none_or(|(r, _)| rank < *r) {
+                        best = Some((rank, (fit.id, start, end)));
+                    }
+                }
+                if best.as_ref().is_some_and(|((pins, ..), _)| *pins == 0) {
+                    return best.map(|(_, placed)| placed);
+                }
+            }
+        }
+        best.map(|(_, placed)| placed)
     }
 
     /// Free bytes of the shared list in mapped granules, at most (the caller holds `global`).
@@ -314,9 +406,27 @@ impl Core {
         if m.range.is_mapped(addr - m.base, size) {
             return Ok(());
         }
+        self.recycle_idle(m, m.range.touched_unmapped(addr - m.base, size));
         let mapped = m.range.ensure_mapped(addr - m.base, size)?;
         m.unmapped.fetch_sub(mapped, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// Before `need` bytes of granules are mapped: gives back as many bytes of free granules
+    /// whose streams are idle, so that the range maps no more than it holds while idle free
+    /// memory lies elsewhere in it (in holes too small for the requests that made the books
+    /// grow). Skipped while another thread gives back.
+    fn recycle_idle(&self, m: &Mapped, need: usize) {
+        if need == 0 || m.releasing.swap(true, Ordering::Acquire) {
+            return;
+        }
+        if let Err(e) = self.give_back_mapped(Wait::Idle, Some(need)) {
+            tracing::warn!(
+                "{}: giving idle granules back before mapping: {e}",
+                self.name
+            );
+        }
+        m.releasing.store(false, Ordering::Release);
     }
 
     /// A block taken on `key` that could not be mapped goes back to the shared list, as a free on
@@ -360,18 +470,29 @@ impl Core {
     /// # Errors
     /// A driver error while synchronizing or releasing (the blocks concerned keep their tags).
     pub(crate) fn release_mapped(&self, wait: Wait) -> Result<usize> {
+        self.give_back_mapped(wait, None)
+    }
+
+    /// [`Core::release_mapped`] of at most about `limit` bytes (whole granules; `None`: with
+    /// [`Wait::Block`] everything, with [`Wait::Idle`] what is mapped above the threshold). A
+    /// block covering more than the rest of the limit gives back only the granules at its top.
+    fn give_back_mapped(&self, wait: Wait, limit: Option<usize>) -> Result<usize> {
         let Memory::Mapped(m) = &self.memory else {
             return Ok(0);
         };
         let detached = {
             let mut guard = lock(&self.global);
             let g: &mut Global = &mut guard;
-            let excess = match wait {
-                Wait::Block => {
+            let excess = match (wait, limit) {
+                (Wait::Block, _) => {
                     self.flush_caches(g);
-                    usize::MAX
+                    limit.unwrap_or(usize::MAX)
                 }
-                Wait::Idle => match m.release_threshold() {
+                (Wait::Idle, Some(limit)) => {
+                    self.flush_caches(g);
+                    limit
+                }
+                (Wait::Idle, None) => match m.release_threshold() {
                     Some(t) => m.range.stats().mapped.saturating_sub(t),
                     None => 0,
                 },
@@ -461,18 +582,23 @@ impl Core {
             if covered_total >= excess {
                 break;
             }
+            let Some(block) = list.block_ending_at(addr + size) else {
+                continue;
+            };
             if wait == Wait::Idle {
-                let Some(block) = list.block_ending_at(addr + size) else {
-                    continue;
-                };
                 let tag = block.tag.clone();
                 if !self.tag_complete(&tag)? {
                     continue;
                 }
             }
-            let Some(block) = list.take_prefix(addr, size) else {
-                continue;
+            let id = block.id;
+            let rest = excess - covered_total;
+            let (addr, size, covered) = if covered <= rest {
+                (addr, size, covered)
+            } else {
+                m.top_granules(addr, size, rest)
             };
+            let block = list.take_range(id, addr, size, None);
             g.detached += size;
             covered_total += covered;
             out.push((addr, size, block.tag));
@@ -548,16 +674,26 @@ impl Core {
     /// After a free reached the shared list (the caller holds `global`): true when a mapped core
     /// is over its release threshold with free mapped bytes to give back (then call
     /// [`Core::release_over_threshold`] once `global` is released).
-    pub(super) fn over_release_threshold(&self, g: &Global) -> bool {
+    ///
+    /// `freed`: an address just freed into the shared list; when the free block holding it now
+    /// covers a mapped granule, the try is made at once (the free made a granule releasable).
+    pub(super) fn over_release_threshold(&self, g: &Global, freed: Option<usize>) -> bool {
         let Memory::Mapped(m) = &self.memory else {
             return false;
         };
         let Some(threshold) = m.release_threshold() else {
             return false;
         };
-        m.range.stats().mapped > threshold
-            && m.free_mapped(g) >= m.range.granularity()
-            && g.free.free_bytes() > m.retry_above.load(Ordering::Relaxed)
+        if m.range.stats().mapped <= threshold || m.free_mapped(g) < m.range.granularity() {
+            return false;
+        }
+        let releasable = |addr| match &g.free {
+            Blocks::Coalescing(list) => list
+                .block_holding(addr)
+                .is_some_and(|(a, s)| m.range.covered_mapped(a - m.base, s) > 0),
+            Blocks::Fixed(_) => false,
+        };
+        freed.is_some_and(releasable) || g.free.free_bytes() > m.retry_above.load(Ordering::Relaxed)
     }
 
     /// Gives idle free granules back until the range is down to its release threshold (called

@@ -510,6 +510,22 @@ impl VirtualRange {
         granules as usize * self.granularity
     }
 
+    /// Bytes of the granules that the span `[offset, offset + len)` touches and that are not
+    /// mapped: what [`ensure_mapped`](Self::ensure_mapped) of it would map now. Read from the
+    /// bitmap, without a lock (0 for a span outside the reservation).
+    pub fn touched_unmapped(&self, offset: usize, len: usize) -> usize {
+        let Ok(end) = self.span_end(offset, len) else {
+            return 0;
+        };
+        let (first, last) = (self.index(offset), self.index_up(end));
+        let granules: u32 = Self::words(first, last)
+            .map(|(word, mask)| {
+                (!self.mapped_bits[word].load(Ordering::Relaxed) & mask).count_ones()
+            })
+            .sum();
+        granules as usize * self.granularity
+    }
+
     /// True when every granule the span touches is mapped (and accessible).
     pub fn is_mapped(&self, offset: usize, len: usize) -> bool {
         match self.span_end(offset, len) {

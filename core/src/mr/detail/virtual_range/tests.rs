@@ -176,6 +176,16 @@ fn release_gives_back_the_covered_granules_between_live_neighbours() {
     // SAFETY: nothing uses granules 1..=6 (the live bytes are in granules 0 and 7).
     let released = unsafe { range.release(MIB / 2, 7 * MIB) }.unwrap();
     assert_eq!(released, 6 * MIB);
+    // What a span would need mapped again: every granule it touches that is not mapped.
+    assert_eq!(range.touched_unmapped(MIB / 2, 7 * MIB), 6 * MIB);
+    assert_eq!(range.touched_unmapped(MIB + 1, 1), MIB);
+    assert_eq!(range.touched_unmapped(0, MIB), 0);
+    assert_eq!(range.touched_unmapped(7 * MIB, 2 * MIB), MIB);
+    assert_eq!(
+        range.touched_unmapped(0, 17 * MIB),
+        0,
+        "outside the reservation"
+    );
     assert!(holds(&range, 0, MIB, 1));
     assert!(holds(&range, 7 * MIB, MIB, 8));
     for i in 1..7 {
