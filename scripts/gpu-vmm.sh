@@ -23,7 +23,8 @@
 #               (max_memory_reserved); the loop on the expandable pool, then trim with the model
 #               and optimizer live (benchmarks/python/vmm_memory.py)
 #
-# Output in $OUT (default /tmp/rmm-vmm-out): vmm-summary.txt (what the last lines print), the logs of
+# Output in $OUT (default /tmp/rmm-vmm-out): vmm-summary.txt (what the last lines print) and
+# vmm-out.tgz, which holds everything else: the logs of
 # each step, bench.csv (criterion medians), memory/summary.csv, memory/figure-<trace>.png,
 # memory/series-<trace>-<allocator>.csv, memory/<trace>-<allocator>.json. Every step has a time
 # limit and the whole run a budget (RMM_VMM_BUDGET seconds, default 570: one device call); a step
@@ -235,6 +236,9 @@ run)
     [[ $PARTS == *" bench "* ]] && run_bench
     [[ $PARTS == *" memory "* ]] && run_memory
     say "gpu-vmm: $([ "$status" -eq 0 ] && echo ok || echo FAILED) (parts:$PARTS; $OUT/vmm-summary.txt)"
+    # The device tool returns a few files per call: everything else travels in one archive.
+    (cd "$OUT" && tar czf vmm-out.tgz --exclude vmm-out.tgz --exclude vmm-summary.txt . &&
+        find . -mindepth 1 ! -name vmm-out.tgz ! -name vmm-summary.txt -delete)
     exit "$status"
     ;;
 *)
