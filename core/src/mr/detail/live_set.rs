@@ -609,17 +609,31 @@ impl LiveSet {
     #[inline(never)]
     fn refusal(&self, name: &str, addr: usize, size: usize, live: Option<usize>) -> Error {
         match live {
-            Some(live) => Error::invalid(format!(
-                "{name}: {addr:#x} was allocated with {} but freed with {} (sizes rounded up to 256); nothing was freed",
-                self.sizes.describe(live),
-                self.sizes.describe(size)
-            )),
+            Some(live) => wrong_size(name, addr, live, size, self.sizes),
             None => Error::invalid(format!(
                 "{name}: {addr:#x} is not a live allocation of this resource (a double free, a pointer into an \
                  allocation, or another resource's pointer); nothing was freed"
             )),
         }
     }
+}
+
+/// The refusal of a free of the live allocation at `addr`, recorded with `live`, with another
+/// size `given` (both compared as `sizes` says).
+#[cold]
+#[inline(never)]
+pub(crate) fn wrong_size(
+    name: &str,
+    addr: usize,
+    live: usize,
+    given: usize,
+    sizes: Sizes,
+) -> Error {
+    Error::invalid(format!(
+        "{name}: {addr:#x} was allocated with {} but freed with {} (sizes rounded up to 256); nothing was freed",
+        sizes.describe(live),
+        sizes.describe(given)
+    ))
 }
 
 /// What a free through an adaptor is (see [`LiveSet::take_for_adaptor`]).
