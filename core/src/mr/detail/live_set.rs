@@ -7,7 +7,8 @@
 //! pool, fixed-size, binning and arena resources instead record each allocation here when they
 //! hand it out and take it out at the entry of `deallocate`; a free that does not name a live
 //! allocation with its size is refused with [`Error::InvalidArgument`] before the engine sees it,
-//! so the resource stays intact.
+//! so the resource stays intact. (A binning resource keeps what it allocates in its fixed-size bins
+//! by position instead, [`live_blocks`](super::live_blocks), and the rest here.)
 //!
 //! Cost: one short critical section per allocate and per deallocate, on one of 64 shards chosen
 //! by address (so threads freeing each other's memory rarely meet), each an open-addressing table
