@@ -21,7 +21,8 @@ use crate::aligned::{align_up, check_alignment, DEFAULT_ALIGNMENT};
 use crate::cuda::Stream;
 use crate::error::{Error, Result};
 use crate::mr::detail::forward::forward_to_upstream;
-use crate::mr::detail::live_set::{granule, FreeCheck, FreeChecks};
+use crate::mr::detail::live_blocks::{Claim, LiveBlocks};
+use crate::mr::detail::live_set::{granule, wrong_size, FreeCheck, FreeChecks, Sizes};
 use crate::mr::detail::stream_ordered::{default_syncer, CacheLimits, Syncer};
 use crate::mr::FixedSizeMemoryResource;
 use crate::resource::{Access, AnyResource, MemoryResource};
@@ -51,7 +52,9 @@ struct Frozen {
 }
 
 impl Frozen {
-    fn new(bins: &BTreeMap<usize, AnyResource>) -> Self {
+    /// `checked`: the binning resource checks frees (its fixed-size bins then get records by
+    /// position).
+    fn new(bins: &BTreeMap<usize, AnyResource>, checked: bool) -> Self {
         let sizes: Box<[usize]> = bins.keys().copied().collect();
         let first_exponent = sizes.first().and_then(|&first| {
             let consecutive = sizes.iter().enumerate().all(|(i, &size)| {
@@ -65,7 +68,12 @@ impl Frozen {
             bins: bins
                 .values()
                 .map(|r| match r.downcast_ref::<FixedSizeMemoryResource>() {
-                    Some(fixed) => Bin::Fixed(fixed.clone()),
+                    Some(fixed) => Bin::Fixed(
+                        fixed.clone(),
+                        checked
+                            .then(|| LiveBlocks::new(fixed.block_size()))
+                            .flatten(),
+                    ),
                     None => Bin::Any(r.clone()),
                 })
                 .collect(),
@@ -87,17 +95,19 @@ impl Frozen {
 }
 
 /// A bin as calls reach it: the owned fixed-size bins (and any explicit one of that type) without
-/// the dynamic call of an [`AnyResource`].
+/// the dynamic call of an [`AnyResource`], with this resource's record of what it allocated there
+/// by position when frees are checked (see [`LiveBlocks`]; the other allocations are in the hash
+/// map of `Inner::live`).
 #[derive(Debug)]
 enum Bin {
-    Fixed(FixedSizeMemoryResource),
+    Fixed(FixedSizeMemoryResource, Option<LiveBlocks>),
     Any(AnyResource),
 }
 
 /// Where a request goes: a bin or the upstream.
 #[derive(Clone, Copy)]
 enum Target<'a> {
-    Fixed(&'a FixedSizeMemoryResource),
+    Fixed(&'a FixedSizeMemoryResource, Option<&'a LiveBlocks>),
     Any(&'a AnyResource),
 }
 
@@ -105,7 +115,7 @@ impl Target<'_> {
     #[inline]
     fn allocate(self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
         match self {
-            Target::Fixed(r) => r.allocate(stream, bytes, alignment),
+            Target::Fixed(r, _) => r.allocate(stream, bytes, alignment),
             Target::Any(r) => r.allocate(stream, bytes, alignment),
         }
     }
@@ -123,7 +133,7 @@ impl Target<'_> {
         // SAFETY: the caller's contract.
         unsafe {
             match self {
-                Target::Fixed(r) => r.deallocate(stream, ptr, bytes, alignment),
+                Target::Fixed(r, _) => r.deallocate(stream, ptr, bytes, alignment),
                 Target::Any(r) => r.deallocate(stream, ptr, bytes, alignment),
             }
         }
@@ -311,15 +321,10 @@ impl BinningMemoryResource {
     /// request with its worst-case alignment padding, else the upstream.
     #[inline]
     fn route<R>(&self, bytes: usize, alignment: usize, f: impl FnOnce(Target<'_>) -> R) -> R {
-        let needed = bytes.saturating_add(alignment.saturating_sub(DEFAULT_ALIGNMENT));
         if let Some(frozen) = self.inner.frozen.get() {
-            let i = frozen.bin_for(needed);
-            return f(match frozen.bins.get(i) {
-                Some(Bin::Fixed(r)) => Target::Fixed(r),
-                Some(Bin::Any(r)) => Target::Any(r),
-                None => Target::Any(&self.inner.upstream),
-            });
+            return f(self.target(frozen, bytes, alignment));
         }
+        let needed = bytes.saturating_add(alignment.saturating_sub(DEFAULT_ALIGNMENT));
         // Nothing was allocated yet (a free now is the caller's error, which the resource reports).
         let bins = self
             .inner
@@ -335,32 +340,75 @@ impl BinningMemoryResource {
     }
 }
 
+impl BinningMemoryResource {
+    /// [`BinningMemoryResource::route`] once the bins are frozen.
+    #[inline]
+    fn target<'a>(&'a self, frozen: &'a Frozen, bytes: usize, alignment: usize) -> Target<'a> {
+        let needed = bytes.saturating_add(alignment.saturating_sub(DEFAULT_ALIGNMENT));
+        match frozen.bins.get(frozen.bin_for(needed)) {
+            Some(Bin::Fixed(r, blocks)) => Target::Fixed(r, blocks.as_ref()),
+            Some(Bin::Any(r)) => Target::Any(r),
+            None => Target::Any(&self.inner.upstream),
+        }
+    }
+
+    /// Fixes the bins at the first allocation.
+    #[cold]
+    fn freeze(&self) -> &Frozen {
+        // Holding the write lock orders this against a concurrent `add_bin`.
+        let bins = self
+            .inner
+            .bins
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let checked = self.inner.live.mode() == FreeChecks::Checked;
+        self.inner
+            .frozen
+            .get_or_init(|| Frozen::new(&bins, checked))
+    }
+
+    /// The refusal of a free of `ptr` with `granule` when `ptr` is a live allocation of a bin that
+    /// the free's size does not route to (a size in another bin's range).
+    #[cold]
+    #[inline(never)]
+    fn in_another_bin(&self, ptr: *mut u8, granule: usize) -> Option<Error> {
+        let frozen = self.inner.frozen.get()?;
+        frozen.bins.iter().find_map(|bin| match bin {
+            Bin::Fixed(_, Some(blocks)) => blocks
+                .peek(ptr)
+                .map(|live| wrong_size(self.name(), ptr as usize, live, granule, Sizes::Exact)),
+            _ => None,
+        })
+    }
+}
+
 impl MemoryResource for BinningMemoryResource {
     /// # Errors
     /// [`Error::InvalidArgument`] for an alignment that is not a power of two; otherwise the
     /// errors of the bin or upstream the request is routed to.
     fn allocate(&self, stream: Stream, bytes: usize, alignment: usize) -> Result<*mut u8> {
         check_alignment(alignment)?;
-        if self.inner.frozen.get().is_none() {
-            // Holding the write lock orders this against a concurrent `add_bin`.
-            let bins = self
-                .inner
-                .bins
-                .write()
-                .unwrap_or_else(PoisonError::into_inner);
-            self.inner.frozen.get_or_init(|| Frozen::new(&bins));
-        }
+        let frozen = match self.inner.frozen.get() {
+            Some(frozen) => frozen,
+            None => self.freeze(),
+        };
         // RMM routes zero bytes to the smallest bin too (BinningTest.ZeroByteAllocationsUseBinResource);
         // the null it gets back is no allocation, which `allocated` does not record.
-        let ptr = self.route(bytes, alignment, |r| r.allocate(stream, bytes, alignment))?;
+        let granule = granule(bytes, Some(alignment));
+        let target = self.target(frozen, bytes, alignment);
+        let ptr = target.allocate(stream, bytes, alignment)?;
+        if let Target::Fixed(bin, Some(blocks)) = target {
+            if ptr.is_null()
+                || blocks.record(ptr, granule, || bin.chunks_generation(), || bin.chunks())
+            {
+                return Ok(ptr);
+            }
+        }
         self.inner
             .live
-            .allocated(self.name(), ptr, granule(bytes, Some(alignment)), |ptr| {
-                // SAFETY: just allocated by the resource `route` picks for these arguments, and
-                // never handed out.
-                let _ = self.route(bytes, alignment, |r| unsafe {
-                    r.deallocate(stream, ptr, bytes, alignment)
-                });
+            .allocated(self.name(), ptr, granule, |ptr| {
+                // SAFETY: just allocated by `target` with these arguments, and never handed out.
+                let _ = unsafe { target.deallocate(stream, ptr, bytes, alignment) };
             })
             .map_err(|e| e.error(self.name(), bytes))
     }
@@ -388,16 +436,47 @@ impl MemoryResource for BinningMemoryResource {
                 r.deallocate(stream, ptr, 0, alignment)
             });
         }
+        let granule = granule(bytes, Some(alignment));
+        let Some(frozen) = self.inner.frozen.get() else {
+            // Nothing was allocated yet: the record, empty, refuses it.
+            return self.route(bytes, alignment, |target| {
+                self.inner.live.free(self.name(), ptr, granule, || {
+                    // SAFETY: never reached (an empty record accepts no free).
+                    unsafe { target.deallocate(stream, ptr, bytes, alignment) }
+                })
+            });
+        };
+        let target = self.target(frozen, bytes, alignment);
+        if let Target::Fixed(bin, Some(blocks)) = target {
+            match blocks.take(ptr, granule) {
+                Claim::Taken(taken) => {
+                    // SAFETY: a live allocation of this bin with these arguments, taken out of the
+                    // record (so freed once); the caller's contract is forwarded.
+                    return unsafe { bin.deallocate(stream, ptr, bytes, alignment) }
+                        .inspect_err(|_| blocks.restore(taken));
+                }
+                Claim::Other(live) => {
+                    return Err(wrong_size(
+                        self.name(),
+                        ptr as usize,
+                        live,
+                        granule,
+                        Sizes::Exact,
+                    ))
+                }
+                // Recorded in the map (its chunk had no record), or not live here.
+                Claim::Absent => {}
+            }
+        }
         self.inner
             .live
-            .free(self.name(), ptr, granule(bytes, Some(alignment)), || {
-                // SAFETY: the bins have not changed since the allocation, so this is the resource that
-                // made it (checked against the live allocations unless the caller opted out); the
-                // caller's contract is forwarded.
-                self.route(bytes, alignment, |r| unsafe {
-                    r.deallocate(stream, ptr, bytes, alignment)
-                })
+            .free(self.name(), ptr, granule, || {
+                // SAFETY: the bins have not changed since the allocation, so this is the resource
+                // that made it (checked against the live allocations unless the caller opted out);
+                // the caller's contract is forwarded.
+                unsafe { target.deallocate(stream, ptr, bytes, alignment) }
             })
+            .map_err(|e| self.in_another_bin(ptr, granule).unwrap_or(e))
     }
 
     /// What the upstream and every bin provide.
@@ -412,11 +491,13 @@ impl MemoryResource for BinningMemoryResource {
         })
     }
 
-    /// From the live-allocation index (`None` when frees are unchecked).
+    /// From the live-allocation records (`None` when frees are unchecked).
     fn is_live_allocation(&self, ptr: *mut u8, bytes: usize, alignment: usize) -> Option<bool> {
-        self.inner
-            .live
-            .is_live(ptr, granule(bytes, Some(alignment)))
+        let granule = granule(bytes, Some(alignment));
+        self.route(bytes, alignment, |target| match target {
+            Target::Fixed(_, Some(blocks)) if blocks.peek(ptr) == Some(granule) => Some(true),
+            _ => self.inner.live.is_live(ptr, granule),
+        })
     }
 
     forward_to_upstream! {

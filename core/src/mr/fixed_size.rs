@@ -210,6 +210,17 @@ impl FixedSizeMemoryResource {
         self.core.check_invariants();
     }
 
+    /// A number that changes whenever the upstream chunks change (see [`FixedSizeMemoryResource::chunks`]).
+    #[inline]
+    pub(crate) fn chunks_generation(&self) -> u64 {
+        self.core.regions_generation()
+    }
+
+    /// Every upstream chunk: (start, size); `None` when the host has no memory for the list.
+    pub(crate) fn chunks(&self) -> Option<Vec<(usize, usize)>> {
+        self.core.try_regions()
+    }
+
     /// The block holding `ptr` (an allocation of this resource).
     pub(crate) fn block_of(&self, ptr: usize) -> Result<usize> {
         let (start, _) = self.core.region_containing(ptr).ok_or_else(|| {

@@ -311,14 +311,12 @@ impl MemoryResource for PoolMemoryResource {
         }
         let size = self.free_size(bytes)?;
         let verified = self.live.mode() == FreeChecks::Checked;
-        let free = || {
-            self.live.free(self.name(), ptr, size, || {
-                self.core.deallocate(stream, ptr as usize, size, verified)
-            })
-        };
+        let free = || self.core.deallocate(stream, ptr as usize, size, verified);
+        // The usual arm calls the check itself: a closure shared by both arms is inlined into
+        // this one or not as unrelated code changes.
         match &self.nvtx {
-            None => free(),
-            Some(nvtx) => nvtx.free(ptr, free),
+            None => self.live.free(self.name(), ptr, size, free),
+            Some(nvtx) => nvtx.free(ptr, || self.live.free(self.name(), ptr, size, free)),
         }
     }
 

@@ -179,7 +179,7 @@ fn clones_share_and_compare() {
 impl Subject for BinningMemoryResource {
     fn footprint(&self, ptr: usize, bytes: usize, alignment: usize) -> (usize, usize) {
         self.route(bytes, alignment, |r| match r {
-            Target::Fixed(bin) => (bin.block_of(ptr).unwrap(), bin.block_size()),
+            Target::Fixed(bin, _) => (bin.block_of(ptr).unwrap(), bin.block_size()),
             Target::Any(r) => match r.downcast_ref::<FixedSizeMemoryResource>() {
                 Some(bin) => (bin.block_of(ptr).unwrap(), bin.block_size()),
                 None => (ptr, align_up(bytes, DEFAULT_ALIGNMENT).unwrap()),

@@ -7,7 +7,8 @@
 //! pool, fixed-size, binning and arena resources instead record each allocation here when they
 //! hand it out and take it out at the entry of `deallocate`; a free that does not name a live
 //! allocation with its size is refused with [`Error::InvalidArgument`] before the engine sees it,
-//! so the resource stays intact.
+//! so the resource stays intact. (A binning resource keeps what it allocates in its fixed-size bins
+//! by position instead, [`live_blocks`](super::live_blocks), and the rest here.)
 //!
 //! Cost: one short critical section per allocate and per deallocate, on one of 64 shards chosen
 //! by address (so threads freeing each other's memory rarely meet), each an open-addressing table
@@ -609,17 +610,31 @@ impl LiveSet {
     #[inline(never)]
     fn refusal(&self, name: &str, addr: usize, size: usize, live: Option<usize>) -> Error {
         match live {
-            Some(live) => Error::invalid(format!(
-                "{name}: {addr:#x} was allocated with {} but freed with {} (sizes rounded up to 256); nothing was freed",
-                self.sizes.describe(live),
-                self.sizes.describe(size)
-            )),
+            Some(live) => wrong_size(name, addr, live, size, self.sizes),
             None => Error::invalid(format!(
                 "{name}: {addr:#x} is not a live allocation of this resource (a double free, a pointer into an \
                  allocation, or another resource's pointer); nothing was freed"
             )),
         }
     }
+}
+
+/// The refusal of a free of the live allocation at `addr`, recorded with `live`, with another
+/// size `given` (both compared as `sizes` says).
+#[cold]
+#[inline(never)]
+pub(crate) fn wrong_size(
+    name: &str,
+    addr: usize,
+    live: usize,
+    given: usize,
+    sizes: Sizes,
+) -> Error {
+    Error::invalid(format!(
+        "{name}: {addr:#x} was allocated with {} but freed with {} (sizes rounded up to 256); nothing was freed",
+        sizes.describe(live),
+        sizes.describe(given)
+    ))
 }
 
 /// What a free through an adaptor is (see [`LiveSet::take_for_adaptor`]).

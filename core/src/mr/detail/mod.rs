@@ -9,6 +9,7 @@ pub(crate) mod fixed_list;
 pub(crate) mod forward;
 pub(crate) mod fragmentation;
 pub(crate) mod free_list;
+pub(crate) mod live_blocks;
 pub(crate) mod live_set;
 pub(crate) mod live_slot;
 pub(crate) mod nvtx_bounds;

@@ -72,7 +72,7 @@ impl Core {
     /// covering every open batch, and last the blocks of ending threads' fronts. A mapped core
     /// then maps the block when its books hold unmapped granules ([`Core::map_taken`]), with no
     /// lock held.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn allocate(&self, stream: Stream, size: usize, alignment: usize) -> Result<usize> {
         let addr = self.take_block(stream, size, alignment)?;
         if let Memory::Mapped(m) = &self.memory {
@@ -455,8 +455,12 @@ impl Core {
                 .shard_budget
                 .load(Ordering::Relaxed)
                 .saturating_sub(shard.bytes());
-            let want = self.cache.refill.saturating_sub(size).min(room) / size;
+            let mut want = self.cache.refill.saturating_sub(size).min(room) / size;
             let mut moved = Vec::new();
+            // The refill is an optimization: without host memory for it, none.
+            if moved.try_reserve_exact(want).is_err() || shard.recent.try_reserve(want).is_err() {
+                want = 0;
+            }
             for class in unordered {
                 while moved.len() < want {
                     let Some((a, _)) = list.top(class, 1).next() else {

@@ -2,7 +2,7 @@
 //! (on out-of-memory, `release_unused`, and at drop), each after its streams were synchronized.
 
 use std::sync::atomic::Ordering;
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError};
 
 use crate::aligned::{align_down, align_up, DEFAULT_ALIGNMENT};
 use crate::cuda::Stream;
@@ -36,7 +36,13 @@ impl Core {
 
     /// Call after every change of `g.regions` (with `global` held).
     pub(super) fn regions_changed(&self, g: &mut Global) {
-        g.snapshot = g.regions.iter().map(|(&a, &s)| (a, s)).collect();
+        let mut snapshot = Vec::new();
+        // Without host memory for the copy, the shards get an empty one: their frees then take
+        // the shared list, which finds every region.
+        if snapshot.try_reserve_exact(g.regions.len()).is_ok() {
+            snapshot.extend(g.regions.iter().map(|(&a, &s)| (a, s)));
+        }
+        g.snapshot = Arc::new(snapshot);
         self.regions_gen.fetch_add(1, Ordering::Release);
         self.pool_size_changed(g);
     }

@@ -108,6 +108,15 @@ impl Core {
             .collect()
     }
 
+    /// [`Core::regions`], or `None` when the host has no memory for the list.
+    pub(crate) fn try_regions(&self) -> Option<Vec<(usize, usize)>> {
+        let g = lock(&self.global);
+        let mut regions = Vec::new();
+        regions.try_reserve_exact(g.regions.len()).ok()?;
+        regions.extend(g.regions.iter().map(|(&a, &s)| (a, s)));
+        Some(regions)
+    }
+
     /// The start and size of the upstream block holding `addr`.
     pub(crate) fn region_containing(&self, addr: usize) -> Option<(usize, usize)> {
         let g = lock(&self.global);

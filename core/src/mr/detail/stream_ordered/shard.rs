@@ -90,7 +90,8 @@ pub(super) struct Cached {
 }
 
 /// Upstream blocks as `(start, size)`, sorted by start.
-pub(super) type Regions = Arc<[(usize, usize)]>;
+/// (A vector, so that the copy is made with a fallible reservation: see `Core::regions_changed`.)
+pub(super) type Regions = Arc<Vec<(usize, usize)>>;
 
 /// The start of the region of `regions` that holds `[addr, addr + size)`.
 pub(super) fn region_in(regions: &[(usize, usize)], addr: usize, size: usize) -> Option<usize> {
