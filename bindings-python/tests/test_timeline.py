@@ -106,7 +106,10 @@ def test_frees_are_requested_and_completed_and_keep_the_allocations_frames(recor
 
 def test_pool_segments_hold_the_pools_blocks_and_out_of_memory_dumps_a_snapshot(tmp_path):
     before = rmm.mr.get_current_device_resource()
-    pool = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), 1 << 20, 1 << 20)
+    # Device memory on a GPU (a system-memory pool cannot be the device resource without pageable
+    # memory access); host memory in host mode, where CudaMemoryResource needs a driver.
+    upstream = rmm.mr.SystemMemoryResource() if rmm.is_host_mode() else rmm.mr.CudaMemoryResource()
+    pool = rmm.mr.PoolMemoryResource(upstream, 1 << 20, 1 << 20)
     rmm.mr.set_current_device_resource(pool)
     dump = tmp_path / "oom.pickle"
     try:
