@@ -237,8 +237,9 @@ run)
     [[ $PARTS == *" memory "* ]] && run_memory
     say "gpu-vmm: $([ "$status" -eq 0 ] && echo ok || echo FAILED) (parts:$PARTS; $OUT/vmm-summary.txt)"
     # The device tool returns a few files per call: everything else travels in one archive.
-    (cd "$OUT" && tar czf vmm-out.tgz --exclude vmm-out.tgz --exclude vmm-summary.txt . &&
-        find . -mindepth 1 ! -name vmm-out.tgz ! -name vmm-summary.txt -delete)
+    # (Written beside $OUT first: tar fails on a folder that changes while it reads it.)
+    tar czf "$OUT.tgz" -C "$OUT" --exclude vmm-summary.txt . &&
+        find "$OUT" -mindepth 1 ! -name vmm-summary.txt -delete && mv "$OUT.tgz" "$OUT/vmm-out.tgz"
     exit "$status"
     ;;
 *)
