@@ -502,12 +502,7 @@ impl VirtualRange {
         if first >= last {
             return 0;
         }
-        let granules: u32 = Self::words(first, last)
-            .map(|(word, mask)| {
-                (self.mapped_bits[word].load(Ordering::Relaxed) & mask).count_ones()
-            })
-            .sum();
-        granules as usize * self.granularity
+        self.mapped_granules(first, last) * self.granularity
     }
 
     /// Bytes of the granules that the span `[offset, offset + len)` touches and that are not
@@ -518,12 +513,17 @@ impl VirtualRange {
             return 0;
         };
         let (first, last) = (self.index(offset), self.index_up(end));
-        let granules: u32 = Self::words(first, last)
+        (last - first - self.mapped_granules(first, last)) * self.granularity
+    }
+
+    /// How many granules in `[first, last)` are mapped, from the bitmap alone (relaxed reads:
+    /// the callers' figures are exact only while nobody maps or releases in the span).
+    fn mapped_granules(&self, first: usize, last: usize) -> usize {
+        Self::words(first, last)
             .map(|(word, mask)| {
-                (!self.mapped_bits[word].load(Ordering::Relaxed) & mask).count_ones()
+                (self.mapped_bits[word].load(Ordering::Relaxed) & mask).count_ones() as usize
             })
-            .sum();
-        granules as usize * self.granularity
+            .sum()
     }
 
     /// True when every granule the span touches is mapped (and accessible).
