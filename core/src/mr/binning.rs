@@ -324,7 +324,7 @@ impl BinningMemoryResource {
         if let Some(frozen) = self.inner.frozen.get() {
             return f(self.target(frozen, bytes, alignment));
         }
-        let needed = bytes.saturating_add(alignment.saturating_sub(DEFAULT_ALIGNMENT));
+        let needed = padded(bytes, alignment);
         // Nothing was allocated yet (a free now is the caller's error, which the resource reports).
         let bins = self
             .inner
@@ -344,8 +344,7 @@ impl BinningMemoryResource {
     /// [`BinningMemoryResource::route`] once the bins are frozen.
     #[inline]
     fn target<'a>(&'a self, frozen: &'a Frozen, bytes: usize, alignment: usize) -> Target<'a> {
-        let needed = bytes.saturating_add(alignment.saturating_sub(DEFAULT_ALIGNMENT));
-        match frozen.bins.get(frozen.bin_for(needed)) {
+        match frozen.bins.get(frozen.bin_for(padded(bytes, alignment))) {
             Some(Bin::Fixed(r, blocks)) => Target::Fixed(r, blocks.as_ref()),
             Some(Bin::Any(r)) => Target::Any(r),
             None => Target::Any(&self.inner.upstream),
@@ -380,6 +379,13 @@ impl BinningMemoryResource {
             _ => None,
         })
     }
+}
+
+/// The bytes a bin must hold for `bytes` at `alignment`: the request with its worst-case
+/// alignment padding (blocks are only `DEFAULT_ALIGNMENT`-aligned).
+#[inline]
+fn padded(bytes: usize, alignment: usize) -> usize {
+    bytes.saturating_add(alignment.saturating_sub(DEFAULT_ALIGNMENT))
 }
 
 impl MemoryResource for BinningMemoryResource {
