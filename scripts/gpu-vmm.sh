@@ -70,8 +70,8 @@ stage() {
     local cccl
     cccl=$(bash bindings-cpp/cmake/fetch-cccl.sh "$ROOT/build/cccl" | tail -n 1)
     cmake -S bindings-cpp -B build/cpp -G Ninja "-DRMM_CCCL_INCLUDE_DIRS=$cccl" >/dev/null
-    cmake --build build/cpp --target test_cpp_expandable_pool >/dev/null
-    cp build/cpp/tests/test_cpp_expandable_pool "$S/bin/"
+    cmake --build build/cpp --target test_cpp_expandable_pool test_cpp_two_devices >/dev/null
+    cp build/cpp/tests/test_cpp_expandable_pool build/cpp/tests/test_cpp_two_devices "$S/bin/"
     # RAPIDS RMM 26.10's wheels (rmm-cu13, librmm-cu13, rapids-logger), for its pool.
     local whl
     whl=$(ls -d .whl 2>/dev/null || echo /work/main/.whl)
@@ -110,7 +110,7 @@ run_tests() {
     local log rc result
     log=$OUT/tests-rust.log
     RMM_TEST_SKIP_LOG=$OUT/skips.txt limited 200 "$S/bin/rmm_core_tests" --include-ignored --test-threads=1 \
-        virtual_range cuda::vmm expandable_pool >"$log" 2>&1
+        virtual_range cuda::vmm expandable_pool two_devices >"$log" 2>&1
     rc=$?
     result=$(grep -E '^test result' "$log" | tail -1)
     grep -E '^test .* FAILED$|panicked' "$log" | head -20 | tee -a "$SUMMARY"
@@ -125,12 +125,14 @@ run_tests() {
     LD_LIBRARY_PATH=$S/py/rmm/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
         limited 150 "$S/bin/test_cpp_expandable_pool" >"$log" 2>&1
     rc=$?
+    LD_LIBRARY_PATH=$S/py/rmm/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+        limited 60 "$S/bin/test_cpp_two_devices" >>"$log" 2>&1 || rc=$?
     grep -E '^\[  (FAILED|SKIPPED) \]|Failure' "$log" | head -20 | tee -a "$SUMMARY"
     say "cpp: $(grep -E '^\[  PASSED  \]' "$log" | tail -1) $(grep -cE '^\[  FAILED  \] [A-Z]' "$log") failed (exit $rc; tests-cpp.log)"
     [ "$rc" -eq 0 ] || status=1
 
     log=$OUT/tests-python.log
-    PYTHONPATH=$S/py limited 200 python3 -m pytest bindings-python/tests/test_expandable_pool.py \
+    PYTHONPATH=$S/py limited 200 python3 -m pytest bindings-python/tests/test_expandable_pool.py bindings-python/tests/test_two_devices.py \
         -p no:cacheprovider -rs >"$log" 2>&1
     rc=$?
     result=$(grep -E '(passed|failed|skipped|error).* in [0-9.]+s' "$log" | tail -1)

@@ -238,3 +238,46 @@ def test_the_torch_allocator_on_it():
         """
     )
     assert out.strip().endswith("ok")
+
+
+def _device_of(ptr):
+    """The device ordinal the driver says owns `ptr` (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)."""
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    ordinal = ctypes.c_int(-1)
+    assert cuda.cuPointerGetAttribute(ctypes.byref(ordinal), 9, ctypes.c_uint64(ptr)) == 0
+    return ordinal.value
+
+
+@pytest.mark.gpu
+def test_on_two_gpus_one_pool_per_device_and_a_peer_reads_device_0s_pool():
+    from rmm._cuda import gpu
+
+    if gpu.getDeviceCount() < 2:
+        pytest.skip("needs 2 devices")
+    previous = gpu.getDevice()
+    gpu.setDevice(0)
+    pool0 = ExpandablePoolMemoryResource(maximum_size="1 GiB", peer_devices=[1])
+    gpu.setDevice(1)
+    pool1 = ExpandablePoolMemoryResource(maximum_size="1 GiB")
+    old = [rmm.mr.get_per_device_resource(d) for d in (0, 1)]
+    rmm.mr.set_per_device_resource(0, pool0)
+    rmm.mr.set_per_device_resource(1, pool1)
+    try:
+        data = bytes(range(256)) * 4096
+        gpu.setDevice(0)
+        src = rmm.DeviceBuffer.to_device(data)
+        assert pool0.used_bytes() == len(data) and _device_of(src.ptr) == 0
+        gpu.setDevice(1)
+        dst = rmm.DeviceBuffer(size=len(data))
+        assert pool1.used_bytes() == len(data) and _device_of(dst.ptr) == 1
+        dst.copy_from_device(src)
+        assert bytes(dst.copy_to_host()) == data, "device 1 read device 0's pool"
+        gpu.setDevice(0)
+        del src, dst
+        assert (pool0.used_bytes(), pool1.used_bytes()) == (0, 0)
+    finally:
+        for d in (0, 1):
+            rmm.mr.set_per_device_resource(d, old[d])
+        gpu.setDevice(previous)

@@ -907,6 +907,63 @@ mod gpu {
         unsafe { theirs.deallocate(Stream::DEFAULT, q, g, 256).unwrap() };
         cu::set_current_device(0).unwrap();
     }
+
+    /// One expandable pool per device in the process registry: each device's buffers come from its
+    /// own pool and stay on that device whichever device is current when they are freed.
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn on_two_gpus_the_registry_keeps_one_pool_per_device() {
+        const NAME: &str = "on_two_gpus_the_registry_keeps_one_pool_per_device";
+        require_gpu();
+        if cu::device_count().unwrap() < 2 {
+            skip(NAME, "needs 2 devices");
+            return;
+        }
+        let _shared = DEVICE_MEMORY.read().unwrap_or_else(|e| e.into_inner());
+        let _registry = crate::registry::process_registry_test_lock();
+        let pools: Vec<ExpandablePoolMemoryResource> = (0..2)
+            .map(|device| {
+                cu::set_current_device(device).unwrap();
+                device_pool(
+                    ExpandablePoolOptions::default()
+                        .range(VirtualRangeOptions::default().reserve(1 << 30)),
+                )
+            })
+            .collect();
+        let previous: Vec<AnyResource> = (0..2)
+            .map(|device| {
+                crate::registry::set_per_device_resource(
+                    device,
+                    AnyResource::new(pools[device as usize].clone()),
+                )
+                .unwrap()
+            })
+            .collect();
+        let mut buffers = Vec::new();
+        for device in [0, 1] {
+            cu::set_current_device(device).unwrap();
+            let buf = crate::DeviceBuffer::with_current_resource(3 << 20, Stream::DEFAULT).unwrap();
+            assert_eq!(buf.device(), Some(device));
+            let pool = &pools[device as usize];
+            assert_eq!(
+                pool.used_bytes(),
+                3 << 20,
+                "device {device}'s pool served it"
+            );
+            let offset = buf.as_ptr() as usize - pool.base() as usize;
+            assert!(
+                offset < pool.reserved_bytes(),
+                "inside device {device}'s range"
+            );
+            buffers.push(buf);
+        }
+        cu::set_current_device(0).unwrap();
+        drop(buffers);
+        assert_eq!((pools[0].used_bytes(), pools[1].used_bytes()), (0, 0));
+        for (device, old) in previous.into_iter().enumerate() {
+            crate::registry::set_per_device_resource(device as i32, old).unwrap();
+        }
+    }
 }
 
 mod ipc;
