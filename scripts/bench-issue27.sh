@@ -23,6 +23,14 @@
 #            multi-thread tables (4 and 16 threads: pairs, multistream, rmmrandom; random for
 #            binning and the arena) in the same call; then the Rust side's one-thread churn.
 #            $OUT/bench/bench.{md,csv}
+#   peer-one the one-thread half of `peer` only, in RMM_ISSUE27_ROUNDS rounds (default 1) of
+#            RMM 26.10 then ours, and no Rust side. $OUT/bench/bench.{md,csv}
+#   probes   benchmarks/probes/replay_floor.cu on REPLAY_BENCH's synthetic log and the recorded
+#            ones (stage/bench/replay-*.csv): the harness's own time and the synchronizations'
+#            floors. $OUT/probes/replay-floor.txt
+#   python-path  benchmarks/python/buffer_path.py, ours and RMM 26.10 alternately, twice each: a
+#            DeviceBuffer with nothing allocated (the binding alone), with 256 bytes, and the
+#            resource's own pair called from Python. $OUT/python/buffer-path.txt
 #   python   benchmarks/python/end_to_end.py, rmm-rs and RMM 26.10 alternately, twice each (7 rounds
 #            a process): DeviceBuffer create+drop (Pool, Arena, Binning, CudaAsync, the driver's
 #            floor), a CuPy loop, a PyTorch training step. $OUT/python/end-to-end.md
@@ -73,7 +81,7 @@ if want rmm-cpp; then
     tar -C "$OUT" -czf "$OUT/peer-bench.tgz" peer-bench && rm -rf "$OUT/peer-bench"
 fi
 
-if want peer; then
+if want peer || want peer-one; then
     B=$STAGE/bench
     W=/tmp/rmm-issue27-peer
     rm -rf "$W" && mkdir -p "$W/peer" "$W/cccl" "$W/bin" "$OUT/bench"
@@ -107,10 +115,18 @@ if want peer; then
                 >>"$csv" 2>>"$OUT/bench/peer.log" || say "${impl%%:*} $1 $2 $3: exit $? (peer.log)"
         done
     }
-    # One thread: the targets (pool and binning churn, the arena's pair).
-    for r in pool binning; do run "$r" random,rmmrandom,pair256 1 5 100 20000; done
-    run arena pair256,rmmrandom 1 5 100 20000
-    say "peer: one thread done"
+    # One thread: the targets (pool and binning churn, the arena's pair), in ROUNDS rounds, RMM and
+    # ours alternating within each: a cell's rows are then process runs spread over the call, and
+    # the table gives their median and range.
+    for round in $(seq "${RMM_ISSUE27_ROUNDS:-1}"); do
+        for r in pool binning; do run "$r" random,rmmrandom,pair256 1 5 100 20000; done
+        run arena pair256,rmmrandom 1 5 100 20000
+        say "peer: one thread, round $round done"
+    done
+    if want peer-one; then
+        python3 "$B/bench-table.py" /nonexistent "$csv" "$OUT/bench/bench.csv" "$OUT/bench/bench.md" >/dev/null
+        say "peer-one: done ($OUT/bench/bench.md)"
+    else
     # Many threads: the tables that must not fall behind.
     for r in pool binning arena; do run "$r" pair256,multistream,rmmrandom 4,16 3 50 200000; done
     for r in binning arena; do run "$r" random 4,16 3 0 200000; done
@@ -122,6 +138,35 @@ if want peer; then
         '/(pool|binning|arena)\.[a-z]+/1$' >"$OUT/bench/rust.log" 2>&1 || say "rust benchmark: exit $? (rust.log)"
     python3 "$B/bench-table.py" "$CRITERION_HOME" "$csv" "$OUT/bench/bench.csv" "$OUT/bench/bench.md" >/dev/null
     say "peer: done ($OUT/bench/bench.md)"
+    fi
+fi
+
+if want probes; then
+    P=$OUT/probes
+    mkdir -p "$P"
+    if nvcc -std=c++20 -O2 benchmarks/probes/replay_floor.cu -o "$P/replay_floor" >"$P/build.log" 2>&1; then
+        python3 scripts/peer/make_replay_log.py "$P/replay-synthetic.csv" >>"$P/build.log" 2>&1
+        for log in "$P/replay-synthetic.csv" archive/gpu-runs/data/2026-11-27-h200-replay-cupy.csv \
+            archive/gpu-runs/data/2026-11-27-h200-replay-torch.csv; do
+            timeout 120 "$P/replay_floor" "$log" 20 | tee -a "$P/replay-floor.txt" || say "replay_floor $log: exit $?"
+        done
+        say "probes: done ($P/replay-floor.txt)"
+    else
+        say "probes: nvcc build of replay_floor.cu FAILED ($P/build.log)"
+    fi
+fi
+
+if want python-path; then
+    sites
+    mkdir -p "$OUT/python"
+    for round in 1 2; do
+        for side in ours:/tmp/site rmm:/tmp/peer-site; do
+            PYTHONPATH=${side#*:} timeout 120 python3 benchmarks/python/buffer_path.py --calls 50000 \
+                --json "$OUT/python/path-${side%%:*}-$round.json" >>"$OUT/python/buffer-path.txt" 2>&1 ||
+                say "buffer_path (${side%%:*}): exit $?"
+        done
+    done
+    say "python-path: done ($OUT/python/buffer-path.txt)"
 fi
 
 if want python; then

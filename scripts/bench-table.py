@@ -16,6 +16,7 @@ same implementation's time on its own streams (the "within 1.25x" target of issu
 import csv
 import json
 import pathlib
+import statistics
 import sys
 
 PEER = "rmm-26.10"
@@ -66,9 +67,14 @@ def main(criterion_dir, cpp_csv, out_csv, out_md):
         writer = csv.DictWriter(f, fieldnames=["impl", "resource", "workload", "stream", "threads", "ns_per_op"])
         writer.writeheader()
         writer.writerows(rows)
-    table = {}
+    # Several rows of one cell (process runs of one call, `RMM_ISSUE27_ROUNDS`): their median, and
+    # their range in the table.
+    runs = {}
     for r in rows:
-        table.setdefault((r["workload"], r["resource"], r["stream"], r["threads"]), {})[r["impl"]] = r["ns_per_op"]
+        key = (r["workload"], r["resource"], r["stream"], r["threads"])
+        runs.setdefault(key, {}).setdefault(r["impl"], []).append(r["ns_per_op"])
+    table = {key: {impl: statistics.median(v) for impl, v in by.items()} for key, by in runs.items()}
+    spread = {key: {impl: (min(v), max(v), len(v)) for impl, v in by.items()} for key, by in runs.items()}
     order = lambda k: (k[0], k[1], stream_rank(k[2]), k[3])
     header = ["workload", "resource", "stream", "threads"] + [f"{label} ns/op" for _, label in IMPLS]
     header += [f"{label} ÷ RMM" for impl, label in IMPLS if impl != PEER]
@@ -78,7 +84,12 @@ def main(criterion_dir, cpp_csv, out_csv, out_md):
         workload, resource, stream, threads = key
         by_impl = table[key]
         peer = by_impl.get(PEER)
-        cells = [workload, resource, stream, str(threads)] + [fmt(by_impl.get(impl)) for impl, _ in IMPLS]
+        def shown(impl):
+            lo, hi, n = spread[key].get(impl, (0, 0, 0))
+            value = fmt(by_impl.get(impl))
+            return f"{value} ({lo:,.1f}-{hi:,.1f}, n={n})" if n > 1 else value
+
+        cells = [workload, resource, stream, str(threads)] + [shown(impl) for impl, _ in IMPLS]
         for impl, _ in IMPLS:
             if impl != PEER:
                 ours = by_impl.get(impl)
