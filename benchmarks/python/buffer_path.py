@@ -51,6 +51,7 @@ def main():
             "resource": name,
             "DeviceBuffer(size=0)": best_ns(lambda: rmm.DeviceBuffer(size=0), args.calls),
             "DeviceBuffer(size=256)": best_ns(lambda: rmm.DeviceBuffer(size=256), args.calls),
+            "DeviceBuffer(size=256, mr=mr)": best_ns(lambda: rmm.DeviceBuffer(size=256, mr=mr), args.calls),
             "mr.allocate+deallocate(256)": best_ns(pair, args.calls),
         }
         rows.append(row)
