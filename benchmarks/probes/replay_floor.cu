@@ -64,7 +64,9 @@ std::vector<std::vector<event>> parse(char const* path)
     std::getline(fields, size, ',');
     if (action != "allocate" && action != "free") { continue; }  // failures are not replayed
     by_thread[thread].push_back(
-      {action == "allocate", std::stoull(pointer, nullptr, 16), std::stoull(size), index++});
+      // A zero-byte allocation is logged with the pointer "(nil)": strtoull reads it as 0.
+      {action == "allocate", std::strtoull(pointer.c_str(), nullptr, 16),
+       std::strtoull(size.c_str(), nullptr, 10), index++});
   }
   std::vector<std::vector<event>> out;
   for (auto& [_, events] : by_thread) { out.push_back(std::move(events)); }
