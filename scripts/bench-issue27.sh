@@ -32,7 +32,7 @@
 #            DeviceBuffer with nothing allocated (the binding alone), with 256 bytes, and the
 #            resource's own pair called from Python. $OUT/python/buffer-path.txt
 #   python   benchmarks/python/end_to_end.py, rmm-rs and RMM 26.10 alternately, twice each (7 rounds
-#            a process): DeviceBuffer create+drop (Pool, Arena, Binning, CudaAsync, the driver's
+#            a process; RMM_ISSUE27_PY_ROUNDS processes each, RMM_ISSUE27_PY_PARTS a subset): DeviceBuffer create+drop (Pool, Arena, Binning, CudaAsync, the driver's
 #            floor), a CuPy loop, a PyTorch training step. $OUT/python/end-to-end.md
 # Environment: OUT (default /tmp/rmm-gpu-out).
 set -uo pipefail
@@ -173,8 +173,8 @@ if want python; then
     sites
     mkdir -p "$OUT/python"
     ours=() rmm=()
-    for round in 1 2; do
-        for part in buffers cupy torch; do
+    for round in $(seq "${RMM_ISSUE27_PY_ROUNDS:-2}"); do
+        for part in ${RMM_ISSUE27_PY_PARTS:-buffers cupy torch}; do
             for side in ours:/tmp/site rmm:/tmp/peer-site; do
                 json=$OUT/python/${side%%:*}-$part-$round.json
                 PYTHONPATH=${side#*:} timeout 150 python3 benchmarks/python/end_to_end.py "$part" --rounds 7 \
