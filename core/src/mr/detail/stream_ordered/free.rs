@@ -106,6 +106,9 @@ impl Core {
         if !self.on_boundary(addr, size, region) {
             return Err(self.not_a_block(addr, size));
         }
+        if !verified {
+            g.free.keep_address_order();
+        }
         if !verified && g.free.overlaps(addr, size) {
             return Err(Error::invalid(format!(
                 "{}: [{addr:#x}, +{size}) is already free",
@@ -179,6 +182,7 @@ impl Core {
                 || s.free.overlaps(addr, size)
         };
         if !verified {
+            s.free.keep_address_order();
             if overlaps(&s) {
                 return Err(Error::invalid(format!(
                     "{}: [{addr:#x}, +{size}) is already free",
@@ -282,9 +286,11 @@ impl Core {
             .get(&region)
             .is_some_and(|&len| region <= addr && addr + size <= region + len)
             && self.on_boundary(addr, size, region);
-        let twice =
-            || self.unverified_in_shards.load(Ordering::Relaxed) && g.free.overlaps(addr, size);
-        if in_region && !twice() {
+        let unverified = self.unverified_in_shards.load(Ordering::Relaxed);
+        if unverified {
+            g.free.keep_address_order();
+        }
+        if in_region && !(unverified && g.free.overlaps(addr, size)) {
             g.free.insert(addr, size, region, tag);
         } else {
             tracing::error!(
