@@ -146,6 +146,10 @@ struct AddrMap {
     /// `(address, block)`; `VACANT` blocks mark empty slots.
     slots: Vec<(usize, u32)>,
     len: usize,
+    /// `slots.len() - 1`.
+    mask: usize,
+    /// 64 less the bits of a slot number.
+    shift: u32,
 }
 
 impl AddrMap {
@@ -157,8 +161,7 @@ impl AddrMap {
     /// (aligned addresses have none in their low bits).
     #[inline]
     fn home(&self, key: usize) -> usize {
-        let bits = self.slots.len().trailing_zeros();
-        ((key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (63 - bits) >> 1) as usize
+        ((key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
     }
 
     #[inline]
@@ -166,7 +169,7 @@ impl AddrMap {
         if self.slots.is_empty() {
             return None;
         }
-        let mask = self.slots.len() - 1;
+        let mask = self.mask;
         let mut i = self.home(key);
         loop {
             let (k, id) = self.slots[i];
@@ -192,7 +195,7 @@ impl AddrMap {
         if (self.len + 1) * 2 > self.slots.len() {
             self.grow();
         }
-        let mask = self.slots.len() - 1;
+        let mask = self.mask;
         let mut i = self.home(key);
         loop {
             let (k, old) = self.slots[i];
@@ -214,7 +217,7 @@ impl AddrMap {
         let Some(mut i) = self.find(key) else {
             return;
         };
-        let mask = self.slots.len() - 1;
+        let mask = self.mask;
         let mut j = i;
         loop {
             j = (j + 1) & mask;
@@ -239,6 +242,8 @@ impl AddrMap {
         let size = (self.slots.len() * 2).max(16);
         let old = std::mem::replace(&mut self.slots, vec![(0, VACANT); size]);
         self.len = 0;
+        self.mask = size - 1;
+        self.shift = u64::BITS - size.trailing_zeros();
         for (k, id) in old {
             if id != VACANT {
                 self.insert(k, id);
