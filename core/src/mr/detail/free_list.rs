@@ -294,6 +294,7 @@ impl<T: BlockTag> FreeList<T> {
     }
 
     /// The slot of `class`'s size index, made when the class has none yet.
+    #[inline]
     fn slot_of(&mut self, class: T::Class) -> u32 {
         match self.classes.binary_search_by(|(c, _)| c.cmp(&class)) {
             Ok(i) => self.classes[i].1,
@@ -309,6 +310,7 @@ impl<T: BlockTag> FreeList<T> {
     }
 
     /// Puts block `id` at the head of its bin in the index of its tag's class.
+    #[inline]
     fn link(&mut self, id: u32) {
         let class = self.nodes[id as usize].tag.class();
         let slot = self.slot_of(class);
@@ -316,6 +318,7 @@ impl<T: BlockTag> FreeList<T> {
     }
 
     /// Puts block `id` at the head of its bin in the size index in `slot` (its class's).
+    #[inline]
     fn link_to(&mut self, id: u32, slot: u32) {
         let bin = bin_of(self.nodes[id as usize].size);
         let bins = &mut self.bins[slot as usize];
@@ -329,12 +332,14 @@ impl<T: BlockTag> FreeList<T> {
     }
 
     /// Takes block `id` out of its bin's list (dropping its class when that empties it).
+    #[inline]
     fn unlink(&mut self, id: u32) {
         self.unlink_from_bin(id, true);
     }
 
     /// Takes block `id` out of its bin's list; with `drop_empty_class`, drops its class when that
     /// empties it (else the caller links a block into that class again at once).
+    #[inline]
     fn unlink_from_bin(&mut self, id: u32, drop_empty_class: bool) {
         let Node {
             slot,

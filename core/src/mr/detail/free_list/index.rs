@@ -45,6 +45,7 @@ impl AddressIndex {
         self.by_end.len()
     }
 
+    #[inline]
     pub(super) fn insert(&mut self, start: usize, end: usize, id: u32) {
         self.by_start.insert(start, id);
         self.by_end.insert(end, id);
@@ -53,6 +54,7 @@ impl AddressIndex {
         }
     }
 
+    #[inline]
     pub(super) fn remove(&mut self, start: usize, end: usize) {
         self.by_start.remove(start);
         self.by_end.remove(end);
@@ -62,6 +64,7 @@ impl AddressIndex {
     }
 
     /// Block `id` now starts at `new` instead of `old` (its end stays).
+    #[inline]
     pub(super) fn move_start(&mut self, old: usize, new: usize, id: u32) {
         if old != new {
             self.by_start.remove(old);
@@ -70,6 +73,7 @@ impl AddressIndex {
     }
 
     /// Block `id` now ends at `new` instead of `old` (its start stays).
+    #[inline]
     pub(super) fn move_end(&mut self, old: usize, new: usize, id: u32) {
         self.by_end.remove(old);
         self.by_end.insert(new, id);
@@ -79,10 +83,12 @@ impl AddressIndex {
         }
     }
 
+    #[inline]
     pub(super) fn ending_at(&self, end: usize) -> Option<u32> {
         self.by_end.get(end)
     }
 
+    #[inline]
     pub(super) fn starting_at(&self, start: usize) -> Option<u32> {
         self.by_start.get(start)
     }
