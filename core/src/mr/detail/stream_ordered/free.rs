@@ -212,10 +212,15 @@ impl Core {
                 // list (coalescing, tags kept), where this thread's later requests of other sizes
                 // find them without the shared lock.
                 let k = s.recent.len() - self.cache.recent;
-                let moved: Vec<Cached> = s.recent.drain(..k).collect();
-                for b in moved {
-                    s.recent_bytes -= b.size;
-                    s.free.insert(b.addr, b.size, b.region, b.tag);
+                let Shard {
+                    recent,
+                    recent_bytes,
+                    free,
+                    ..
+                } = &mut *s;
+                for b in recent.drain(..k) {
+                    *recent_bytes -= b.size;
+                    free.insert(b.addr, b.size, b.region, b.tag);
                 }
                 return Ok(None);
             }
@@ -241,9 +246,12 @@ impl Core {
         let mut g = self.lock_shared();
         let mut s = lock(shard);
         let target = self.shard_budget.load(Ordering::Relaxed) / 2;
-        for b in s.evict(self.cache.recent, target) {
+        let mut out = std::mem::take(&mut s.evicted);
+        s.evict(self.cache.recent, target, &mut out);
+        for b in out.drain(..) {
             self.insert_free(&mut g, b.addr, b.size, b.region, b.tag);
         }
+        s.evicted = out;
         drop(s);
         let over = self.over_release_threshold(&g, None);
         drop(g);

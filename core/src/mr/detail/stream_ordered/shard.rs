@@ -123,6 +123,8 @@ pub(super) struct Shard {
     /// The open batches of the streams this shard's threads free on that only a call may name,
     /// oldest first (see the glossary).
     pub(super) open: Vec<Batch>,
+    /// Room for what [`Shard::evict`] takes out, kept between spills (empty between them).
+    pub(super) evicted: Vec<Cached>,
 }
 
 /// Frees on one stream not yet captured by an event (see the glossary).
@@ -168,13 +170,14 @@ impl Shard {
         Some(self.free.take_range(block, start, size, None).addr)
     }
 
-    /// Takes out the oldest recent frees beyond `depth`, then what the shard holds above `target`
-    /// bytes: the smallest blocks of the list first (least useful to the thread, most likely to
-    /// coalesce in the shared list), then more of the oldest recent frees.
-    pub(super) fn evict(&mut self, depth: usize, target: usize) -> Vec<Cached> {
+    /// Moves to `out` the oldest recent frees beyond `depth`, then what the shard holds above
+    /// `target` bytes: the smallest blocks of the list first (least useful to the thread, most
+    /// likely to coalesce in the shared list), then more of the oldest recent frees.
+    pub(super) fn evict(&mut self, depth: usize, target: usize, out: &mut Vec<Cached>) {
         let mut k = self.recent.len().saturating_sub(depth);
-        let mut out: Vec<Cached> = self.recent.drain(..k).collect();
-        self.recent_bytes -= out.iter().map(|b| b.size).sum::<usize>();
+        let from = out.len();
+        out.extend(self.recent.drain(..k));
+        self.recent_bytes -= out[from..].iter().map(|b| b.size).sum::<usize>();
         while self.bytes() > target {
             let Some(b) = self.free.pop_smallest() else {
                 break;
@@ -192,7 +195,6 @@ impl Shard {
             k += 1;
         }
         out.extend(self.recent.drain(..k));
-        out
     }
 }
 
