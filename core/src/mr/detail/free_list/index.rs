@@ -9,10 +9,12 @@
 
 use std::collections::BTreeMap;
 
+use crate::mr::detail::addr_map::AddrMap;
+
 #[derive(Debug)]
 pub(super) struct AddressIndex {
-    by_start: AddrMap,
-    by_end: AddrMap,
+    by_start: AddrMap<u32>,
+    by_end: AddrMap<u32>,
     /// End address → block, while order is kept.
     ordered: Option<BTreeMap<usize, u32>>,
 }
@@ -139,159 +141,5 @@ impl AddressIndex {
             assert_eq!(o.len(), self.by_end.len(), "ordered index out of step");
             assert!(o.iter().all(|(&e, &id)| self.by_end.get(e) == Some(id)));
         }
-    }
-}
-
-/// No block: an empty slot of an [`AddrMap`].
-const VACANT: u32 = u32::MAX;
-
-/// Address → block, open addressing with linear probing (at most half full) and deletion by
-/// backward shift: a lookup is one multiplication and, mostly, one or two slots.
-#[derive(Debug, Default)]
-struct AddrMap {
-    /// `(address, block)`; `VACANT` blocks mark empty slots.
-    slots: Vec<(usize, u32)>,
-    len: usize,
-    /// `slots.len() - 1`.
-    mask: usize,
-    /// 64 less the bits of a slot number.
-    shift: u32,
-}
-
-impl AddrMap {
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    /// The home slot of `key`: Fibonacci hashing, whose top bits mix every bit of the address
-    /// (aligned addresses have none in their low bits).
-    #[inline]
-    fn home(&self, key: usize) -> usize {
-        ((key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
-    }
-
-    #[inline]
-    fn find(&self, key: usize) -> Option<usize> {
-        if self.slots.is_empty() {
-            return None;
-        }
-        let mask = self.mask;
-        let mut i = self.home(key);
-        loop {
-            let (k, id) = self.slots[i];
-            if id == VACANT {
-                return None;
-            }
-            if k == key {
-                return Some(i);
-            }
-            i = (i + 1) & mask;
-        }
-    }
-
-    #[inline]
-    fn get(&self, key: usize) -> Option<u32> {
-        self.find(key).map(|i| self.slots[i].1)
-    }
-
-    /// Maps `key` to `id` (`id` is not [`VACANT`]).
-    #[inline]
-    fn insert(&mut self, key: usize, id: u32) {
-        debug_assert_ne!(id, VACANT);
-        if (self.len + 1) * 2 > self.slots.len() {
-            self.grow();
-        }
-        let mask = self.mask;
-        let mut i = self.home(key);
-        loop {
-            let (k, old) = self.slots[i];
-            if old == VACANT {
-                self.slots[i] = (key, id);
-                self.len += 1;
-                return;
-            }
-            if k == key {
-                self.slots[i].1 = id;
-                return;
-            }
-            i = (i + 1) & mask;
-        }
-    }
-
-    #[inline]
-    fn remove(&mut self, key: usize) {
-        let Some(mut i) = self.find(key) else {
-            return;
-        };
-        let mask = self.mask;
-        let mut j = i;
-        loop {
-            j = (j + 1) & mask;
-            let (k, id) = self.slots[j];
-            if id == VACANT {
-                break;
-            }
-            // An entry may fill the hole at `i` unless its home lies after `i` (cyclically) up to
-            // `j`: it would then be found no longer.
-            let home = self.home(k);
-            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(i) & mask) {
-                self.slots[i] = (k, id);
-                i = j;
-            }
-        }
-        self.slots[i].1 = VACANT;
-        self.len -= 1;
-    }
-
-    #[cold]
-    fn grow(&mut self) {
-        let size = (self.slots.len() * 2).max(16);
-        let old = std::mem::replace(&mut self.slots, vec![(0, VACANT); size]);
-        self.len = 0;
-        self.mask = size - 1;
-        self.shift = u64::BITS - size.trailing_zeros();
-        for (k, id) in old {
-            if id != VACANT {
-                self.insert(k, id);
-            }
-        }
-    }
-
-    fn iter(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
-        self.slots.iter().copied().filter(|&(_, id)| id != VACANT)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Inserts, replacements and removals with colliding keys against a model.
-    #[test]
-    fn addr_map_matches_a_model() {
-        let mut map = AddrMap::default();
-        let mut model = std::collections::HashMap::new();
-        let mut x: u64 = 7;
-        for step in 0..20_000u32 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            // Few distinct keys, multiples of 256 and a few odd ones, so that probes collide.
-            let key = ((x >> 40) % 600) as usize * 256 + usize::from(x & 1 == 0) * 3;
-            if (x >> 20) % 3 == 0 {
-                map.remove(key);
-                model.remove(&key);
-            } else {
-                map.insert(key, step);
-                model.insert(key, step);
-            }
-            assert_eq!(map.len(), model.len());
-            assert_eq!(map.get(key), model.get(&key).copied());
-        }
-        for (&k, &v) in &model {
-            assert_eq!(map.get(k), Some(v));
-        }
-        assert_eq!(map.iter().count(), model.len());
-        assert_eq!(map.get(usize::MAX), None);
     }
 }
