@@ -54,6 +54,24 @@ impl<V: Value> AddrMap<V> {
         ((key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
     }
 
+    /// Slot `i & mask` of a table that has slots.
+    #[inline]
+    fn at(&self, i: usize) -> &(usize, V) {
+        debug_assert!(self.slots.len() == self.mask + 1, "the table has slots");
+        // SAFETY: a table with slots has `mask + 1` of them (`grow` sets both), and every caller
+        // holds a table with slots: `find` returns early on an empty one, `insert` grows it first
+        // and `remove` runs only after `find` found the key.
+        unsafe { self.slots.get_unchecked(i & self.mask) }
+    }
+
+    /// Slot `i & mask` of a table that has slots, to write.
+    #[inline]
+    fn at_mut(&mut self, i: usize) -> &mut (usize, V) {
+        debug_assert!(self.slots.len() == self.mask + 1, "the table has slots");
+        // SAFETY: as in `at`.
+        unsafe { self.slots.get_unchecked_mut(i & self.mask) }
+    }
+
     #[inline]
     fn find(&self, key: usize) -> Option<usize> {
         if self.slots.is_empty() {
@@ -62,7 +80,7 @@ impl<V: Value> AddrMap<V> {
         let mask = self.mask;
         let mut i = self.home(key);
         loop {
-            let (k, id) = self.slots[i];
+            let &(k, id) = self.at(i);
             if id == V::VACANT {
                 return None;
             }
@@ -76,13 +94,13 @@ impl<V: Value> AddrMap<V> {
     /// The value of `key`.
     #[inline]
     pub(crate) fn get(&self, key: usize) -> Option<V> {
-        self.find(key).map(|i| self.slots[i].1)
+        self.find(key).map(|i| self.at(i).1)
     }
 
     /// The value of `key`, to change in place (not to [`Value::VACANT`]).
     #[inline]
     pub(crate) fn get_mut(&mut self, key: usize) -> Option<&mut V> {
-        self.find(key).map(|i| &mut self.slots[i].1)
+        self.find(key).map(|i| &mut self.at_mut(i).1)
     }
 
     /// Maps `key` to `id` (`id` is not [`Value::VACANT`]).
@@ -95,14 +113,14 @@ impl<V: Value> AddrMap<V> {
         let mask = self.mask;
         let mut i = self.home(key);
         loop {
-            let (k, old) = self.slots[i];
-            if old == V::VACANT {
-                self.slots[i] = (key, id);
+            let slot = self.at_mut(i);
+            if slot.1 == V::VACANT {
+                *slot = (key, id);
                 self.len += 1;
                 return;
             }
-            if k == key {
-                self.slots[i].1 = id;
+            if slot.0 == key {
+                slot.1 = id;
                 return;
             }
             i = (i + 1) & mask;
@@ -119,7 +137,7 @@ impl<V: Value> AddrMap<V> {
         let mut j = i;
         loop {
             j = (j + 1) & mask;
-            let (k, id) = self.slots[j];
+            let &(k, id) = self.at(j);
             if id == V::VACANT {
                 break;
             }
@@ -127,11 +145,11 @@ impl<V: Value> AddrMap<V> {
             // `j`: it would then be found no longer.
             let home = self.home(k);
             if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(i) & mask) {
-                self.slots[i] = (k, id);
+                *self.at_mut(i) = (k, id);
                 i = j;
             }
         }
-        self.slots[i].1 = V::VACANT;
+        self.at_mut(i).1 = V::VACANT;
         self.len -= 1;
     }
 
