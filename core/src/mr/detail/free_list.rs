@@ -608,7 +608,38 @@ impl<T: BlockTag> FreeList<T> {
         size: usize,
         rest_tag: Option<T>,
     ) -> FreeBlock<T> {
-        let id = id.0;
+        let (region, tag) = self.cut(id.0, start, size, rest_tag, true);
+        FreeBlock {
+            addr: start,
+            size,
+            region,
+            tag,
+        }
+    }
+
+    /// [`FreeList::take_range`] for a caller that needs nothing back: the block's tag is not
+    /// copied for it.
+    pub(crate) fn take_range_untagged(
+        &mut self,
+        id: BlockId,
+        start: usize,
+        size: usize,
+        rest_tag: Option<T>,
+    ) {
+        self.cut(id.0, start, size, rest_tag, false);
+    }
+
+    /// [`FreeList::take_range`]'s work, returning the region and, with `want_tag`, the block's tag
+    /// (else the default tag).
+    #[inline]
+    fn cut(
+        &mut self,
+        id: u32,
+        start: usize,
+        size: usize,
+        rest_tag: Option<T>,
+        want_tag: bool,
+    ) -> (usize, T) {
         let node = &self.nodes[id as usize];
         let (block, end, region) = (node.addr, node.end(), node.region);
         debug_assert!(
@@ -619,10 +650,12 @@ impl<T: BlockTag> FreeList<T> {
         // after the range keeps the block's record (and its end); the piece before is a new block.
         let retag = rest_tag.is_some();
         let (taken_tag, rest) = if start + size < end {
-            let taken_tag = self.nodes[id as usize].tag.clone();
-            if let Some(tag) = rest_tag {
-                self.nodes[id as usize].tag = tag;
-            }
+            let node = &mut self.nodes[id as usize];
+            let taken_tag = match rest_tag {
+                Some(tag) => std::mem::replace(&mut node.tag, tag),
+                None if want_tag => node.tag.clone(),
+                None => T::default(),
+            };
             self.resize_below_end(id, start + size, end - start - size, retag);
             (taken_tag, None)
         } else {
@@ -636,12 +669,7 @@ impl<T: BlockTag> FreeList<T> {
             };
             self.add(block, start - block, region, tag);
         }
-        FreeBlock {
-            addr: start,
-            size,
-            region,
-            tag: taken_tag,
-        }
+        (region, taken_tag)
     }
 
     /// Removes the region `[region, region + size)` if it is wholly free (one block), returning its

@@ -167,7 +167,8 @@ impl Shard {
             return Some(b.addr);
         }
         let (block, start, _) = best_unordered(&self.free, key, size, alignment)?;
-        Some(self.free.take_range(block, start, size, None).addr)
+        self.free.take_range_untagged(block, start, size, None);
+        Some(start)
     }
 
     /// Moves to `out` the oldest recent frees beyond `depth`, then what the shard holds above
