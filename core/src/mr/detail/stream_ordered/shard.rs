@@ -208,11 +208,15 @@ pub(super) fn best_unordered(
     size: usize,
     alignment: usize,
 ) -> Option<(BlockId, usize, usize)> {
-    [TagClass::Empty, TagClass::Owner(key)]
-        .into_iter()
-        .filter_map(|class| list.good_fit_in(class, size, alignment))
-        .min_by_key(|f| (f.len, f.block))
-        .map(|f| (f.id, f.start, f.block + f.len))
+    let untagged = list.good_fit_in(TagClass::Empty, size, alignment);
+    let own = list.good_fit_in(TagClass::Owner(key), size, alignment);
+    // The smaller block, the untagged one on a tie.
+    let best = match (untagged, own) {
+        (Some(u), Some(o)) if (o.len, o.block) < (u.len, u.block) => o,
+        (Some(u), _) => u,
+        (None, o) => o?,
+    };
+    Some((best.id, best.start, best.block + best.len))
 }
 
 /// One shard per cache line pair, so threads on different shards do not share lines.
