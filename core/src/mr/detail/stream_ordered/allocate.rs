@@ -471,8 +471,7 @@ impl Core {
             }
             // The latest free ends on top of the shard's LIFO too.
             for b in moved.into_iter().rev() {
-                shard.recent_bytes += b.size;
-                shard.recent.push(Cached {
+                shard.push_recent(Cached {
                     addr: b.addr,
                     size: b.size,
                     region: b.region,

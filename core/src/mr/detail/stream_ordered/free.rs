@@ -197,13 +197,12 @@ impl Core {
             "{}: a verified free of a free range",
             self.name
         );
-        s.recent.push(Cached {
+        s.push_recent(Cached {
             addr,
             size,
             region,
             tag,
         });
-        s.recent_bytes += size;
         s.used = s.used.wrapping_sub(size);
         let budget = self.shard_budget.load(Ordering::Relaxed);
         if s.recent.len() > self.cache.recent + SPILL_BATCH || s.bytes() > budget {
@@ -222,6 +221,7 @@ impl Core {
                     *recent_bytes -= b.size;
                     free.insert(b.addr, b.size, b.region, b.tag);
                 }
+                s.resize_filter();
                 return Ok(None);
             }
             // Over budget: the oldest go back to the shared list together, under one lock. First

@@ -108,8 +108,12 @@ pub(super) fn region_in(regions: &[(usize, usize)], addr: usize, size: usize) ->
 /// workload go back to the shared list anyway.
 #[derive(Debug, Default)]
 pub(super) struct Shard {
+    /// Push with [`Shard::push_recent`], which keeps `recent_sizes` a superset.
     pub(super) recent: Vec<Cached>,
     pub(super) recent_bytes: usize,
+    /// A bit per size class ([`size_bit`]) of every block in `recent`, and perhaps of some that
+    /// left it: a request whose bit is clear skips the LIFO's scan.
+    pub(super) recent_sizes: u64,
     pub(super) free: FreeList<Pending>,
     /// The pool's regions as of generation `regions_gen` (see
     /// [`Core::regions_gen`](super::Core::regions_gen)): a free finds its region here without
@@ -135,7 +139,33 @@ pub(super) struct Batch {
     pub(super) bytes: usize,
 }
 
+/// The bit of `size` in [`Shard::recent_sizes`].
+#[inline]
+fn size_bit(size: usize) -> u64 {
+    1 << ((size as u64 >> 8).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
+}
+
 impl Shard {
+    /// Puts `b` on top of the LIFO of recent frees.
+    #[inline]
+    pub(super) fn push_recent(&mut self, b: Cached) {
+        self.recent_sizes |= size_bit(b.size);
+        self.recent_bytes += b.size;
+        self.recent.push(b);
+    }
+
+    /// Recomputes `recent_sizes` from the blocks in `recent` (after blocks left it). With one bit
+    /// set (a fixed-size core's LIFO: one size), only an empty LIFO clears it.
+    pub(super) fn resize_filter(&mut self) {
+        self.recent_sizes = if self.recent.is_empty() {
+            0
+        } else if self.recent_sizes & self.recent_sizes.wrapping_sub(1) == 0 {
+            self.recent_sizes
+        } else {
+            self.recent.iter().fold(0, |f, b| f | size_bit(b.size))
+        };
+    }
+
     pub(super) fn bytes(&self) -> usize {
         self.recent_bytes + self.free.free_bytes()
     }
@@ -157,7 +187,11 @@ impl Shard {
         alignment: usize,
         depth: usize,
     ) -> Option<usize> {
-        let from = self.recent.len().saturating_sub(depth);
+        let from = if self.recent_sizes & size_bit(size) == 0 {
+            self.recent.len()
+        } else {
+            self.recent.len().saturating_sub(depth)
+        };
         let latest = self.recent[from..]
             .iter()
             .rposition(|b| b.size == size && is_aligned(b.addr, alignment) && b.tag.only(key));
@@ -196,6 +230,7 @@ impl Shard {
             k += 1;
         }
         out.extend(self.recent.drain(..k));
+        self.resize_filter();
     }
 }
 
