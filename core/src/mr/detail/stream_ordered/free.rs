@@ -106,9 +106,6 @@ impl Core {
         if !self.on_boundary(addr, size, region) {
             return Err(self.not_a_block(addr, size));
         }
-        if !verified {
-            g.free.keep_address_order();
-        }
         if !verified && g.free.overlaps(addr, size) {
             return Err(Error::invalid(format!(
                 "{}: [{addr:#x}, +{size}) is already free",
@@ -182,7 +179,6 @@ impl Core {
                 || s.free.overlaps(addr, size)
         };
         if !verified {
-            s.free.keep_address_order();
             if overlaps(&s) {
                 return Err(Error::invalid(format!(
                     "{}: [{addr:#x}, +{size}) is already free",
@@ -197,12 +193,13 @@ impl Core {
             "{}: a verified free of a free range",
             self.name
         );
-        s.push_recent(Cached {
+        s.recent.push(Cached {
             addr,
             size,
             region,
             tag,
         });
+        s.recent_bytes += size;
         s.used = s.used.wrapping_sub(size);
         let budget = self.shard_budget.load(Ordering::Relaxed);
         if s.recent.len() > self.cache.recent + SPILL_BATCH || s.bytes() > budget {
@@ -211,17 +208,11 @@ impl Core {
                 // list (coalescing, tags kept), where this thread's later requests of other sizes
                 // find them without the shared lock.
                 let k = s.recent.len() - self.cache.recent;
-                let Shard {
-                    recent,
-                    recent_bytes,
-                    free,
-                    ..
-                } = &mut *s;
-                for b in recent.drain(..k) {
-                    *recent_bytes -= b.size;
-                    free.insert(b.addr, b.size, b.region, b.tag);
+                let moved: Vec<Cached> = s.recent.drain(..k).collect();
+                for b in moved {
+                    s.recent_bytes -= b.size;
+                    s.free.insert(b.addr, b.size, b.region, b.tag);
                 }
-                s.resize_filter();
                 return Ok(None);
             }
             // Over budget: the oldest go back to the shared list together, under one lock. First
@@ -246,12 +237,9 @@ impl Core {
         let mut g = self.lock_shared();
         let mut s = lock(shard);
         let target = self.shard_budget.load(Ordering::Relaxed) / 2;
-        let mut out = std::mem::take(&mut s.evicted);
-        s.evict(self.cache.recent, target, &mut out);
-        for b in out.drain(..) {
+        for b in s.evict(self.cache.recent, target) {
             self.insert_free(&mut g, b.addr, b.size, b.region, b.tag);
         }
-        s.evicted = out;
         drop(s);
         let over = self.over_release_threshold(&g, None);
         drop(g);
@@ -294,11 +282,9 @@ impl Core {
             .get(&region)
             .is_some_and(|&len| region <= addr && addr + size <= region + len)
             && self.on_boundary(addr, size, region);
-        let unverified = self.unverified_in_shards.load(Ordering::Relaxed);
-        if unverified {
-            g.free.keep_address_order();
-        }
-        if in_region && !(unverified && g.free.overlaps(addr, size)) {
+        let twice =
+            || self.unverified_in_shards.load(Ordering::Relaxed) && g.free.overlaps(addr, size);
+        if in_region && !twice() {
             g.free.insert(addr, size, region, tag);
         } else {
             tracing::error!(
