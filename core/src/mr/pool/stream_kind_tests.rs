@@ -643,18 +643,21 @@ fn driver_calls_of_rmm_random_rounds_on_each_kind_of_stream() {
     let mut failures = Vec::new();
     for resource in ["pool", "binning"] {
         for kind in ["own", "legacy", "ptds", "foreign"] {
+            // As in a release build (the CPU tests close batches every few frees).
             let pool = cuda_pool(4096 * MIB, None);
+            pool.core
+                .set_close_frees(crate::mr::detail::stream_ordered::CLOSE_FREES);
             let mr: AnyResource = if resource == "pool" {
                 AnyResource::new(pool)
             } else {
-                AnyResource::new(
-                    crate::mr::BinningMemoryResource::with_exponents(
-                        AnyResource::new(pool),
-                        18,
-                        22,
-                    )
-                    .unwrap(),
+                let binning = crate::mr::BinningMemoryResource::with_exponents(
+                    AnyResource::new(pool),
+                    18,
+                    22,
                 )
+                .unwrap();
+                binning.set_close_frees(crate::mr::detail::stream_ordered::CLOSE_FREES);
+                AnyResource::new(binning)
             };
             let stream = match kind {
                 "own" => own.stream(),
