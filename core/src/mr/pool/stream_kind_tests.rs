@@ -531,10 +531,7 @@ fn driver_calls_of_binning_random_churn_on_each_kind_of_stream() {
                                 let seed = (round * threads + t) as u64;
                                 random_steps(mr, stream, STEPS, seed, USAGE / threads);
                                 let done = std::time::Instant::now();
-                                let mut calls = cu::calls::by_name();
-                                for (name, n) in before {
-                                    *calls.get_mut(name).unwrap() -= n;
-                                }
+                                let calls = calls_since(before);
                                 if kind == "foreign" {
                                     stream.synchronize().unwrap();
                                     destroy(stream);
@@ -558,20 +555,6 @@ fn driver_calls_of_binning_random_churn_on_each_kind_of_stream() {
                 elapsed += began;
             }
             let steps = (ROUNDS * threads) as u64 * STEPS;
-            let per_k = |n: u64| n as f64 * 1000.0 / steps as f64;
-            let all: u64 = totals.values().sum();
-            let named: Vec<String> = totals
-                .iter()
-                .filter(|(_, &n)| n > 0)
-                .map(|(name, &n)| format!("{name} {:.2}", per_k(n)))
-                .collect();
-            eprintln!(
-                "{resource} random.{kind}, {threads} threads: {:.0} ns per step, {:.2} driver calls per 1000 steps ({})",
-                elapsed.as_nanos() as f64 / steps as f64,
-                per_k(all),
-                named.join(", ")
-            );
-            let get_id = totals.get("cuStreamGetId").copied().unwrap_or(0);
             // From one thread, the legacy stream and a stream of ours need no driver call; from 16
             // threads at once, a block of one stream of ours may go to another (an event recorded
             // and waited on: about 20 per 1000 steps seen, each 6 calls with the context checks).
@@ -581,22 +564,66 @@ fn driver_calls_of_binning_random_churn_on_each_kind_of_stream() {
             let bound = match (kind, threads) {
                 ("own" | "legacy", 1) => 5.0,
                 _ => 300.0,
-            } + per_k(get_id);
-            if per_k(all) > bound {
-                failures.push(format!(
-                    "{resource} random.{kind}, {threads} threads: {:.1} driver calls per 1000 steps, expected at most {bound:.1}",
-                    per_k(all)
-                ));
-            }
-            if get_id > 2 * steps {
-                // One id per call: each step is one allocate or one free.
-                failures.push(format!(
-                    "{resource} random.{kind}: {get_id} ids for {steps} steps"
-                ));
-            }
+            };
+            check_driver_calls(
+                &format!("{resource} random.{kind}, {threads} threads"),
+                &totals,
+                steps,
+                elapsed,
+                bound,
+                &mut failures,
+            );
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The driver calls this thread made by name since `before` (`cuda::calls::by_name`).
+fn calls_since(
+    before: std::collections::BTreeMap<&'static str, u64>,
+) -> std::collections::BTreeMap<&'static str, u64> {
+    let mut calls = cu::calls::by_name();
+    for (name, n) in before {
+        *calls.get_mut(name).unwrap() -= n;
+    }
+    calls
+}
+
+/// Prints the time per step and the driver calls by name per 1000 steps of a run (`label`), and
+/// records in `failures` a run that made more than `bound` calls per 1000 steps besides its
+/// `cuStreamGetId`s, or more than one of those per step (each step is one allocate or one free).
+fn check_driver_calls(
+    label: &str,
+    calls: &std::collections::BTreeMap<&'static str, u64>,
+    steps: u64,
+    elapsed: std::time::Duration,
+    bound: f64,
+    failures: &mut Vec<String>,
+) {
+    let per_k = |n: u64| n as f64 * 1000.0 / steps as f64;
+    let all: u64 = calls.values().sum();
+    let named: Vec<String> = calls
+        .iter()
+        .filter(|(_, &n)| n > 0)
+        .map(|(name, &n)| format!("{name} {:.2}", per_k(n)))
+        .collect();
+    eprintln!(
+        "{label}: {:.0} ns per step, {:.2} driver calls per 1000 steps ({})",
+        elapsed.as_nanos() as f64 / steps as f64,
+        per_k(all),
+        named.join(", ")
+    );
+    let get_id = calls.get("cuStreamGetId").copied().unwrap_or(0);
+    let bound = bound + per_k(get_id);
+    if per_k(all) > bound {
+        failures.push(format!(
+            "{label}: {:.1} driver calls per 1000 steps, expected at most {bound:.1}",
+            per_k(all)
+        ));
+    }
+    if get_id > 2 * steps {
+        failures.push(format!("{label}: {get_id} ids for {steps} steps"));
+    }
 }
 
 /// RMM's random workload on one stream (splitmix64: 73% chance to allocate a size uniform in
@@ -694,40 +721,19 @@ fn driver_calls_of_rmm_random_rounds_on_each_kind_of_stream() {
                 round(&mut live);
             }
             let elapsed = start.elapsed();
-            let mut calls = cu::calls::by_name();
-            for (name, n) in before {
-                *calls.get_mut(name).unwrap() -= n;
-            }
-            let steps = ROUNDS * 2 * ALLOCATIONS;
-            let per_k = |n: u64| n as f64 * 1000.0 / steps as f64;
-            let all: u64 = calls.values().sum();
-            let named: Vec<String> = calls
-                .iter()
-                .filter(|(_, &n)| n > 0)
-                .map(|(name, &n)| format!("{name} {:.2}", per_k(n)))
-                .collect();
-            eprintln!(
-                "{resource} rmmrandom.{kind}, 1 thread: {:.0} ns per step, {:.2} driver calls per 1000 steps ({})",
-                elapsed.as_nanos() as f64 / steps as f64,
-                per_k(all),
-                named.join(", ")
-            );
-            let get_id = calls.get("cuStreamGetId").copied().unwrap_or(0);
+            let calls = calls_since(before);
             let bound = match kind {
                 "own" | "legacy" => 5.0,
                 _ => 300.0,
-            } + per_k(get_id);
-            if per_k(all) > bound {
-                failures.push(format!(
-                    "{resource} rmmrandom.{kind}: {:.1} driver calls per 1000 steps, expected at most {bound:.1}",
-                    per_k(all)
-                ));
-            }
-            if get_id > 2 * steps {
-                failures.push(format!(
-                    "{resource} rmmrandom.{kind}: {get_id} ids for {steps} steps"
-                ));
-            }
+            };
+            check_driver_calls(
+                &format!("{resource} rmmrandom.{kind}, 1 thread"),
+                &calls,
+                ROUNDS * 2 * ALLOCATIONS,
+                elapsed,
+                bound,
+                &mut failures,
+            );
             drop(mr);
             if kind == "foreign" {
                 stream.synchronize().unwrap();
