@@ -1252,7 +1252,7 @@ mod gpu_tests {
     use super::*;
     use crate::cuda::{OwnedStream, StreamFlags};
     use crate::mr::CudaMemoryResource;
-    use crate::testing::{require_gpu, skip};
+    use crate::testing::require_gpu;
 
     fn device_mr() -> AnyResource {
         AnyResource::new(CudaMemoryResource::new())
@@ -1388,12 +1388,9 @@ mod gpu_tests {
     #[test]
     #[ignore = "needs a CUDA GPU"]
     fn buffer_made_on_device_0_is_freed_there_with_device_1_current() {
-        require_gpu();
-        if cuda::device_count().unwrap() < 2 {
-            skip(
-                "buffer_made_on_device_0_is_freed_there_with_device_1_current",
-                "needs 2 devices",
-            );
+        if !crate::testing::two_devices(
+            "buffer_made_on_device_0_is_freed_there_with_device_1_current",
+        ) {
             return;
         }
         cuda::set_current_device(0).unwrap();

@@ -317,10 +317,8 @@ macro_rules! resource_tests {
             #[test]
             #[ignore = "needs a CUDA GPU"]
             fn free_on_another_device() {
-                $crate::testing::require_gpu();
                 let test = format!("{}::free_on_another_device", module_path!());
-                if $crate::cuda::device_count().unwrap() < 2 {
-                    $crate::testing::skip(&test, "needs 2 devices");
+                if !$crate::testing::two_devices(&test) {
                     return;
                 }
                 let _device0 = $crate::cuda::DeviceGuard::new(0).unwrap();

@@ -11,20 +11,10 @@ use crate::mr::{
     ArenaMemoryResource, BinningMemoryResource, CudaMemoryResource, PoolMemoryResource,
 };
 use crate::registry;
-use crate::testing::{require_gpu, skip};
+use crate::testing::two_devices;
 use crate::{AnyResource, DeviceBuffer, MemoryResource};
 
 const MIB: usize = 1 << 20;
-
-/// True when two devices are visible; otherwise records the skip of `test`.
-fn two_devices(test: &str) -> bool {
-    require_gpu();
-    if cuda::device_count().unwrap() < 2 {
-        skip(test, "needs 2 devices");
-        return false;
-    }
-    true
-}
 
 /// Runs `f` with `device` current, then makes `back` current again.
 fn on_device<T>(device: i32, back: i32, f: impl FnOnce() -> T) -> T {

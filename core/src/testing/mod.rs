@@ -12,6 +12,17 @@ pub fn require_gpu() {
     );
 }
 
+/// For a GPU test that needs two devices: true when two are visible; otherwise records the skip of
+/// `test` ("needs 2 devices"). Fails loudly without a GPU, as [`require_gpu`].
+pub fn two_devices(test: &str) -> bool {
+    require_gpu();
+    if crate::cuda::device_count().unwrap() < 2 {
+        skip(test, "needs 2 devices");
+        return false;
+    }
+    true
+}
+
 /// The number of cases of a property test: `PROPTEST_CASES` when it is set (so a long run is one
 /// variable away), else `default` (an explicit `cases` in a proptest config overrides the variable).
 pub fn proptest_cases(default: u32) -> u32 {

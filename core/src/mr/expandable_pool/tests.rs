@@ -862,9 +862,7 @@ mod gpu {
     #[ignore = "needs a CUDA GPU"]
     fn on_two_gpus_a_peer_reads_the_pools_memory() {
         const NAME: &str = "on_two_gpus_a_peer_reads_the_pools_memory";
-        require_gpu();
-        if cu::device_count().unwrap() < 2 {
-            skip(NAME, "needs 2 devices");
+        if !crate::testing::two_devices(NAME) {
             return;
         }
         if !cu::device::can_access_peer(1, 0).unwrap() {
@@ -913,10 +911,7 @@ mod gpu {
     #[test]
     #[ignore = "needs a CUDA GPU"]
     fn on_two_gpus_the_registry_keeps_one_pool_per_device() {
-        const NAME: &str = "on_two_gpus_the_registry_keeps_one_pool_per_device";
-        require_gpu();
-        if cu::device_count().unwrap() < 2 {
-            skip(NAME, "needs 2 devices");
+        if !crate::testing::two_devices("on_two_gpus_the_registry_keeps_one_pool_per_device") {
             return;
         }
         let _shared = DEVICE_MEMORY.read().unwrap_or_else(|e| e.into_inner());

@@ -144,9 +144,7 @@ fn on_a_gpu_out_of_memory_says_how_much_is_mapped_and_free_and_maps_nothing() {
 #[ignore = "needs a CUDA GPU"]
 fn on_two_gpus_a_peer_reads_memory_it_was_granted() {
     const NAME: &str = "on_two_gpus_a_peer_reads_memory_it_was_granted";
-    require_gpu();
-    if cuda::device_count().unwrap() < 2 {
-        skip(NAME, "needs 2 devices");
+    if !crate::testing::two_devices(NAME) {
         return;
     }
     if !cuda::device::can_access_peer(1, 0).unwrap() {
