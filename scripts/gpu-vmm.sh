@@ -122,14 +122,19 @@ run_tests() {
     [ "$rc" -eq 0 ] || status=1
 
     log=$OUT/tests-cpp.log
-    LD_LIBRARY_PATH=$S/py/rmm/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-        limited 150 "$S/bin/test_cpp_expandable_pool" >"$log" 2>&1
-    rc=$?
-    LD_LIBRARY_PATH=$S/py/rmm/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-        limited 60 "$S/bin/test_cpp_two_devices" >>"$log" 2>&1 || rc=$?
-    grep -E '^\[  (FAILED|SKIPPED) \]|Failure' "$log" | head -20 | tee -a "$SUMMARY"
-    say "cpp: $(grep -E '^\[  PASSED  \]' "$log" | tail -1) $(grep -cE '^\[  FAILED  \] [A-Z]' "$log") failed (exit $rc; tests-cpp.log)"
-    [ "$rc" -eq 0 ] || status=1
+    : >"$log"
+    for t in test_cpp_expandable_pool:150 test_cpp_two_devices:60; do
+        local one=$OUT/tests-cpp.one
+        LD_LIBRARY_PATH=$S/py/rmm/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+            limited "${t#*:}" "$S/bin/${t%%:*}" >"$one" 2>&1
+        rc=$?
+        cat "$one" >>"$log"
+        grep -E '^\[  (FAILED|SKIPPED) \]|Failure' "$one" | head -20 | tee -a "$SUMMARY"
+        # The last PASSED line is the program's own (an IPC child's output comes before it).
+        say "cpp ${t%%:*}: $(grep -E '^\[  PASSED  \]' "$one" | tail -1) $(grep -cE '^\[  FAILED  \] [A-Z]' "$one") failed (exit $rc; tests-cpp.log)"
+        [ "$rc" -eq 0 ] || status=1
+    done
+    rm -f "$OUT/tests-cpp.one"
 
     log=$OUT/tests-python.log
     PYTHONPATH=$S/py limited 200 python3 -m pytest bindings-python/tests/test_expandable_pool.py bindings-python/tests/test_two_devices.py \
