@@ -1,7 +1,8 @@
 """Where a Python `rmm.DeviceBuffer` create+drop spends its time, for rmm-rs or RMM (whichever `rmm`
 is on the path): the buffer with nothing allocated (`size=0`: the binding alone), with 256 bytes
-(from the current device resource, and from `mr=` named), and the resource's own `allocate`/`deallocate` pair called from Python, for Pool, Arena and Binning
-over the device (host memory in host mode). Best of 5 rounds, ns per create+drop or per pair.
+(from the current device resource, and from `mr=` named), and the resource's own
+`allocate`/`deallocate` pair called from Python, for Pool, Arena and Binning over the device (host
+memory in host mode). Best of 5 rounds, ns per create+drop or per pair.
 
     python3 benchmarks/python/buffer_path.py [--calls N] [--json OUT]
 """
