@@ -3,28 +3,27 @@
 //! Every block has the same size (`unit`) and sits on a block boundary of its region, so the
 //! coalescing list's work is wasted there: neighbours never need merging to serve a request, and
 //! any block fits any request. This list keeps, per class of tag (for a pool: no stream, one
-//! stream, several), a stack of block addresses (the latest free on top, as RMM's per-stream
-//! lists), a map from address to the block's tag and place, and a count of free blocks per region,
-//! so a region that is wholly free can still be found and given back. Every operation but
-//! [`FixedList::retag`] and [`FixedList::remove_whole_region`] (trim and stream retirement, rare)
-//! is O(1) expected.
+//! stream, several), a stack of block records (the latest free on top, as RMM's per-stream
+//! lists), a map from address to the block's record (tag and place), and a count of free blocks
+//! per region, so a region that is wholly free can still be found and given back. Every operation
+//! but [`FixedList::retag`] and [`FixedList::remove_whole_region`] (trim and stream retirement,
+//! rare) is O(1) expected.
 //!
 //! Invariants (checked by [`FixedList::check_invariants`] in tests):
 //! - every block in `blocks` is in the stack of its tag's class at its recorded position, and the
 //!   stacks hold nothing else; no stack is empty;
 //! - `region_free` counts, per region, the blocks of `blocks` in it (no zero counts).
 
-use std::collections::BTreeMap;
-
-use foldhash::{HashMap, HashMapExt};
-
 use crate::aligned::is_aligned;
+use crate::mr::detail::addr_map::AddrMap;
 use crate::mr::detail::free_list::{BlockTag, FreeBlock};
 
 #[derive(Debug)]
 struct Slot<T: BlockTag> {
+    addr: usize,
     region: usize,
     tag: T,
+    /// Its tag's class: the stack it is in.
     class: T::Class,
     /// Index in the stack of `class`.
     pos: usize,
@@ -34,9 +33,17 @@ struct Slot<T: BlockTag> {
 #[derive(Debug)]
 pub(crate) struct FixedList<T: BlockTag> {
     unit: usize,
-    blocks: HashMap<usize, Slot<T>>,
-    stacks: BTreeMap<T::Class, Vec<usize>>,
-    region_free: HashMap<usize, usize>,
+    /// Every free block's record; `vacant` lists the unused ones.
+    slots: Vec<Slot<T>>,
+    vacant: Vec<u32>,
+    /// Address → record.
+    blocks: AddrMap<u32>,
+    /// Per class with blocks, in order, its stack of records (the latest free on top).
+    stacks: Vec<(T::Class, Vec<u32>)>,
+    /// Emptied stacks, kept for the next new class (no allocation per class change).
+    spare: Vec<Vec<u32>>,
+    /// Region → free blocks in it.
+    region_free: AddrMap<usize>,
 }
 
 impl<T: BlockTag> FixedList<T> {
@@ -44,9 +51,12 @@ impl<T: BlockTag> FixedList<T> {
     pub(crate) fn new(unit: usize) -> Self {
         Self {
             unit: unit.max(1),
-            blocks: HashMap::new(),
-            stacks: BTreeMap::new(),
-            region_free: HashMap::new(),
+            slots: Vec::new(),
+            vacant: Vec::new(),
+            blocks: AddrMap::default(),
+            stacks: Vec::new(),
+            spare: Vec::new(),
+            region_free: AddrMap::default(),
         }
     }
 
@@ -64,7 +74,7 @@ impl<T: BlockTag> FixedList<T> {
     }
 
     pub(crate) fn largest(&self) -> usize {
-        if self.blocks.is_empty() {
+        if self.blocks.len() == 0 {
             0
         } else {
             self.unit
@@ -72,13 +82,32 @@ impl<T: BlockTag> FixedList<T> {
     }
 
     pub(crate) fn classes(&self) -> impl Iterator<Item = T::Class> + '_ {
-        self.stacks.keys().copied()
+        self.stacks.iter().map(|(class, _)| *class)
+    }
+
+    /// The index in `stacks` of `class`'s stack.
+    #[inline]
+    fn stack(&self, class: T::Class) -> Option<usize> {
+        self.stacks.binary_search_by(|(c, _)| c.cmp(&class)).ok()
+    }
+
+    /// The index in `stacks` of `class`'s stack, made (from a spare one) when it has none.
+    #[inline]
+    fn stack_or_new(&mut self, class: T::Class) -> usize {
+        match self.stacks.binary_search_by(|(c, _)| c.cmp(&class)) {
+            Ok(s) => s,
+            Err(at) => {
+                let stack = self.spare.pop().unwrap_or_default();
+                self.stacks.insert(at, (class, stack));
+                at
+            }
+        }
     }
 
     /// True when a block of the list starts in `[addr, addr + size)` on a block boundary counted
     /// from `addr` (callers pass block-aligned ranges: see `Core`'s checks).
     pub(crate) fn overlaps(&self, addr: usize, size: usize) -> bool {
-        (0..size.div_ceil(self.unit)).any(|k| self.blocks.contains_key(&(addr + k * self.unit)))
+        (0..size.div_ceil(self.unit)).any(|k| self.blocks.get(addr + k * self.unit).is_some())
     }
 
     /// Adds `[addr, addr + size)` of `region` (whole blocks: `size` a multiple of the unit, `addr`
@@ -90,85 +119,101 @@ impl<T: BlockTag> FixedList<T> {
             self.unit
         );
         let class = tag.class();
-        let stack = self.stacks.entry(class).or_default();
+        let s = self.stack_or_new(class);
         for k in 0..size / self.unit {
             let block = addr + k * self.unit;
             debug_assert!(
-                !self.blocks.contains_key(&block),
+                self.blocks.get(block).is_none(),
                 "double free of {block:#x}"
             );
-            self.blocks.insert(
-                block,
-                Slot {
-                    region,
-                    tag: tag.clone(),
-                    class,
-                    pos: stack.len(),
-                },
-            );
-            stack.push(block);
+            let slot = Slot {
+                addr: block,
+                region,
+                tag: tag.clone(),
+                class,
+                pos: self.stacks[s].1.len(),
+            };
+            let id = match self.vacant.pop() {
+                Some(id) => {
+                    self.slots[id as usize] = slot;
+                    id
+                }
+                None => {
+                    self.slots.push(slot);
+                    (self.slots.len() - 1) as u32
+                }
+            };
+            self.blocks.insert(block, id);
+            self.stacks[s].1.push(id);
         }
-        *self.region_free.entry(region).or_default() += size / self.unit;
+        match self.region_free.get_mut(region) {
+            Some(count) => *count += size / self.unit,
+            None => self.region_free.insert(region, size / self.unit),
+        }
     }
 
     /// Up to `n` blocks of `class` from the top of its stack (latest first, no removal).
     pub(crate) fn top(&self, class: T::Class, n: usize) -> impl Iterator<Item = (usize, &T)> + '_ {
-        self.stacks
-            .get(&class)
+        self.stack(class)
             .into_iter()
-            .flat_map(move |stack| stack.iter().rev().take(n))
-            .map(move |&addr| (addr, &self.blocks[&addr].tag))
+            .flat_map(move |s| self.stacks[s].1.iter().rev().take(n))
+            .map(move |&id| {
+                let slot = &self.slots[id as usize];
+                (slot.addr, &slot.tag)
+            })
     }
 
     /// The topmost block of `class` whose address is a multiple of `alignment` (a power of two).
     pub(crate) fn aligned_in(&self, class: T::Class, alignment: usize) -> Option<(usize, &T)> {
-        let addr = self
-            .stacks
-            .get(&class)?
+        let s = self.stack(class)?;
+        self.stacks[s]
+            .1
             .iter()
             .rev()
-            .copied()
-            .find(|&a| is_aligned(a, alignment))?;
-        Some((addr, &self.blocks[&addr].tag))
+            .map(|&id| &self.slots[id as usize])
+            .find(|slot| is_aligned(slot.addr, alignment))
+            .map(|slot| (slot.addr, &slot.tag))
     }
 
     /// Takes the free block at `addr` out of the list.
     pub(crate) fn remove(&mut self, addr: usize) -> Option<FreeBlock<T>> {
-        let slot = self.blocks.remove(&addr)?;
-        let stack = self
-            .stacks
-            .get_mut(&slot.class)
-            .expect("a free block's class has a stack");
-        stack.swap_remove(slot.pos);
-        if let Some(&moved) = stack.get(slot.pos) {
-            self.blocks
-                .get_mut(&moved)
-                .expect("stacked blocks are free")
-                .pos = slot.pos;
+        let id = self.blocks.get(addr)?;
+        self.blocks.remove(addr);
+        self.vacant.push(id);
+        let (class, pos, region) = {
+            let slot = &self.slots[id as usize];
+            (slot.class, slot.pos, slot.region)
+        };
+        let s = self.stack(class).expect("a free block's class has a stack");
+        let stack = &mut self.stacks[s].1;
+        stack.swap_remove(pos);
+        if let Some(&moved) = stack.get(pos) {
+            self.slots[moved as usize].pos = pos;
         }
         if stack.is_empty() {
-            self.stacks.remove(&slot.class);
+            let (_, stack) = self.stacks.remove(s);
+            self.spare.push(stack);
         }
         let count = self
             .region_free
-            .get_mut(&slot.region)
+            .get_mut(region)
             .expect("a free block's region is counted");
         *count -= 1;
         if *count == 0 {
-            self.region_free.remove(&slot.region);
+            self.region_free.remove(region);
         }
         Some(FreeBlock {
             addr,
             size: self.unit,
-            region: slot.region,
-            tag: slot.tag,
+            region,
+            tag: std::mem::take(&mut self.slots[id as usize].tag),
         })
     }
 
     /// Takes every block of `region` (of `size` bytes) when all of them are free; their tags
     /// merged.
     pub(crate) fn remove_whole_region(&mut self, region: usize, size: usize) -> Option<T> {
-        if self.region_free.get(&region).copied().unwrap_or(0) * self.unit != size || size == 0 {
+        if self.region_free.get(region).unwrap_or(0) * self.unit != size || size == 0 {
             return None;
         }
         let mut tag: Option<T> = None;
@@ -185,48 +230,71 @@ impl<T: BlockTag> FixedList<T> {
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = FreeBlock<T>> + '_ {
-        self.blocks.iter().map(|(&addr, s)| FreeBlock {
-            addr,
-            size: self.unit,
-            region: s.region,
-            tag: s.tag.clone(),
+        self.blocks.iter().map(|(addr, id)| {
+            let s = &self.slots[id as usize];
+            FreeBlock {
+                addr,
+                size: self.unit,
+                region: s.region,
+                tag: s.tag.clone(),
+            }
         })
     }
 
     /// Applies `f` to every tag and restacks the blocks by their new classes (address order: the
     /// stacks' recency is lost, which only matters for locality).
     pub(crate) fn retag(&mut self, mut f: impl FnMut(&mut T)) {
-        let mut addrs: Vec<usize> = self.blocks.keys().copied().collect();
-        addrs.sort_unstable();
-        self.stacks.clear();
-        for addr in addrs {
-            let slot = self.blocks.get_mut(&addr).expect("listed above");
+        let mut blocks: Vec<(usize, u32)> = self.blocks.iter().collect();
+        blocks.sort_unstable();
+        for (_, mut stack) in self.stacks.drain(..) {
+            stack.clear();
+            self.spare.push(stack);
+        }
+        for (_, id) in blocks {
+            let slot = &mut self.slots[id as usize];
             f(&mut slot.tag);
-            slot.class = slot.tag.class();
-            let stack = self.stacks.entry(slot.class).or_default();
-            slot.pos = stack.len();
-            stack.push(addr);
+            let class = slot.tag.class();
+            slot.class = class;
+            let s = self.stack_or_new(class);
+            self.slots[id as usize].pos = self.stacks[s].1.len();
+            self.stacks[s].1.push(id);
         }
     }
 
     #[cfg(test)]
     pub(crate) fn check_invariants(&self) {
-        let stacked: usize = self.stacks.values().map(Vec::len).sum();
+        use std::collections::HashMap;
+        let stacked: usize = self.stacks.iter().map(|(_, s)| s.len()).sum();
         assert_eq!(stacked, self.blocks.len(), "stacks and blocks disagree");
         assert!(
-            self.stacks.values().all(|s| !s.is_empty()),
+            self.stacks.iter().all(|(_, s)| !s.is_empty()),
             "an empty stack is kept"
         );
+        assert!(
+            self.stacks.windows(2).all(|w| w[0].0 < w[1].0),
+            "classes out of order"
+        );
+        assert!(
+            self.spare.iter().all(Vec::is_empty),
+            "a spare stack holds blocks"
+        );
         let mut per_region: HashMap<usize, usize> = HashMap::new();
-        for (&addr, slot) in &self.blocks {
+        for (addr, id) in self.blocks.iter() {
+            let slot = &self.slots[id as usize];
+            assert_eq!(
+                slot.addr, addr,
+                "block {addr:#x} indexed under a wrong address"
+            );
+            assert!(!self.vacant.contains(&id), "block {addr:#x} is also vacant");
             assert_eq!(
                 slot.class,
                 slot.tag.class(),
                 "block {addr:#x} filed under a stale class"
             );
+            let s = self.stack(slot.class).expect("its class has a stack");
             assert_eq!(
-                self.stacks[&slot.class].get(slot.pos),
-                Some(&addr),
+                self.stacks[s].1.get(slot.pos),
+                Some(&id),
                 "block {addr:#x} misplaced"
             );
             assert!(
@@ -235,7 +303,8 @@ impl<T: BlockTag> FixedList<T> {
             );
             *per_region.entry(slot.region).or_default() += 1;
         }
-        assert_eq!(per_region, self.region_free, "region counts drifted");
+        let counted: HashMap<usize, usize> = self.region_free.iter().collect();
+        assert_eq!(per_region, counted, "region counts drifted");
     }
 }
 

@@ -1,5 +1,6 @@
 //! Helpers shared by several resources (RMM's `mr/detail/`): never part of the public API.
 
+pub(crate) mod addr_map;
 pub(crate) mod arena;
 pub(crate) mod arena_impl;
 mod arena_superblock;

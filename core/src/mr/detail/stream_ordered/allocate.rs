@@ -366,9 +366,9 @@ impl Core {
                 (!key.needs_marker()).then(|| Pending::one(PendingOn::Stream(key)))
             }
         };
-        let taken = list.take_range(block, start, size, rest);
+        list.take_range_untagged(block, start, size, rest);
         g.used = g.used.wrapping_add(size);
-        Ok(Some(taken.addr))
+        Ok(Some(start))
     }
 
     /// [`Core::take`] for a fixed-size core (`size` is the block size): the latest free block that
@@ -471,8 +471,7 @@ impl Core {
             }
             // The latest free ends on top of the shard's LIFO too.
             for b in moved.into_iter().rev() {
-                shard.recent_bytes += b.size;
-                shard.recent.push(Cached {
+                shard.push_recent(Cached {
                     addr: b.addr,
                     size: b.size,
                     region: b.region,

@@ -53,6 +53,14 @@ impl Blocks {
         }
     }
 
+    /// Keeps a coalescing list in address order from now on, for the overlap checks of frees the
+    /// live set did not verify (see [`FreeList::keep_address_order`]).
+    pub(super) fn keep_address_order(&mut self) {
+        if let Blocks::Coalescing(l) = self {
+            l.keep_address_order();
+        }
+    }
+
     pub(super) fn insert(&mut self, addr: usize, size: usize, region: usize, tag: Pending) {
         match self {
             Blocks::Coalescing(l) => l.insert(addr, size, region, tag),

@@ -36,9 +36,8 @@ impl Core {
             let free = std::mem::take(&mut s.free);
             for b in recent {
                 if keep(&b.tag) {
-                    s.recent_bytes += b.size;
                     kept += b.size;
-                    s.recent.push(b);
+                    s.push_recent(b);
                 } else {
                     moved += 1;
                     self.insert_free(g, b.addr, b.size, b.region, b.tag);

@@ -106,6 +106,9 @@ impl Core {
         if !self.on_boundary(addr, size, region) {
             return Err(self.not_a_block(addr, size));
         }
+        if !verified {
+            g.free.keep_address_order();
+        }
         if !verified && g.free.overlaps(addr, size) {
             return Err(Error::invalid(format!(
                 "{}: [{addr:#x}, +{size}) is already free",
@@ -179,6 +182,7 @@ impl Core {
                 || s.free.overlaps(addr, size)
         };
         if !verified {
+            s.free.keep_address_order();
             if overlaps(&s) {
                 return Err(Error::invalid(format!(
                     "{}: [{addr:#x}, +{size}) is already free",
@@ -193,13 +197,12 @@ impl Core {
             "{}: a verified free of a free range",
             self.name
         );
-        s.recent.push(Cached {
+        s.push_recent(Cached {
             addr,
             size,
             region,
             tag,
         });
-        s.recent_bytes += size;
         s.used = s.used.wrapping_sub(size);
         let budget = self.shard_budget.load(Ordering::Relaxed);
         if s.recent.len() > self.cache.recent + SPILL_BATCH || s.bytes() > budget {
@@ -208,11 +211,17 @@ impl Core {
                 // list (coalescing, tags kept), where this thread's later requests of other sizes
                 // find them without the shared lock.
                 let k = s.recent.len() - self.cache.recent;
-                let moved: Vec<Cached> = s.recent.drain(..k).collect();
-                for b in moved {
-                    s.recent_bytes -= b.size;
-                    s.free.insert(b.addr, b.size, b.region, b.tag);
+                let Shard {
+                    recent,
+                    recent_bytes,
+                    free,
+                    ..
+                } = &mut *s;
+                for b in recent.drain(..k) {
+                    *recent_bytes -= b.size;
+                    free.insert(b.addr, b.size, b.region, b.tag);
                 }
+                s.resize_filter();
                 return Ok(None);
             }
             // Over budget: the oldest go back to the shared list together, under one lock. First
@@ -237,9 +246,12 @@ impl Core {
         let mut g = self.lock_shared();
         let mut s = lock(shard);
         let target = self.shard_budget.load(Ordering::Relaxed) / 2;
-        for b in s.evict(self.cache.recent, target) {
+        let mut out = std::mem::take(&mut s.evicted);
+        s.evict(self.cache.recent, target, &mut out);
+        for b in out.drain(..) {
             self.insert_free(&mut g, b.addr, b.size, b.region, b.tag);
         }
+        s.evicted = out;
         drop(s);
         let over = self.over_release_threshold(&g, None);
         drop(g);
@@ -282,9 +294,11 @@ impl Core {
             .get(&region)
             .is_some_and(|&len| region <= addr && addr + size <= region + len)
             && self.on_boundary(addr, size, region);
-        let twice =
-            || self.unverified_in_shards.load(Ordering::Relaxed) && g.free.overlaps(addr, size);
-        if in_region && !twice() {
+        let unverified = self.unverified_in_shards.load(Ordering::Relaxed);
+        if unverified {
+            g.free.keep_address_order();
+        }
+        if in_region && !(unverified && g.free.overlaps(addr, size)) {
             g.free.insert(addr, size, region, tag);
         } else {
             tracing::error!(

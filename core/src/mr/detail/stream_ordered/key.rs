@@ -391,7 +391,15 @@ impl Pending {
                 self.0 = Repr::One(on);
                 return;
             }
-            Repr::One(e) => vec![e],
+            // `e` does not cover `on` (checked above): `on` alone if it covers `e`, else both.
+            Repr::One(e) if on.covers(&e) => {
+                self.0 = Repr::One(on);
+                return;
+            }
+            Repr::One(e) => {
+                self.0 = Repr::Many(vec![e, on]);
+                return;
+            }
             Repr::Many(v) => v,
         };
         v.retain(|have| !on.covers(have));

@@ -340,7 +340,7 @@ impl Core {
             None
         };
         let id = fit.id;
-        list.take_range(id, start, size, rest);
+        list.take_range_untagged(id, start, size, rest);
         g.used = g.used.wrapping_add(size);
         if grown > 0 {
             self.pool_size_changed(g);
@@ -651,7 +651,7 @@ impl Core {
             return;
         }
         let id = tail.id;
-        list.take_range(id, new_end, frontier - new_end, None);
+        list.take_range_untagged(id, new_end, frontier - new_end, None);
         g.pool_size -= frontier - new_end;
         // Lowered after the unmapped bytes left the books.
         m.unmapped.fetch_sub(frontier - new_end, Ordering::AcqRel);

@@ -270,7 +270,13 @@ impl Core {
             global: Mutex::new(Global {
                 free: match growth {
                     Growth::Chunks { unit, .. } => Blocks::Fixed(FixedList::new(unit)),
-                    Growth::Pool { .. } | Growth::Mapped => Blocks::default(),
+                    Growth::Pool { .. } => Blocks::default(),
+                    // Its release asks which free block holds an address.
+                    Growth::Mapped => {
+                        let mut blocks = Blocks::default();
+                        blocks.keep_address_order();
+                        blocks
+                    }
                 },
                 ..Global::default()
             }),

@@ -108,8 +108,12 @@ pub(super) fn region_in(regions: &[(usize, usize)], addr: usize, size: usize) ->
 /// workload go back to the shared list anyway.
 #[derive(Debug, Default)]
 pub(super) struct Shard {
+    /// Push with [`Shard::push_recent`], which keeps `recent_sizes` a superset.
     pub(super) recent: Vec<Cached>,
     pub(super) recent_bytes: usize,
+    /// A bit per size class ([`size_bit`]) of every block in `recent`, and perhaps of some that
+    /// left it: a request whose bit is clear skips the LIFO's scan.
+    pub(super) recent_sizes: u64,
     pub(super) free: FreeList<Pending>,
     /// The pool's regions as of generation `regions_gen` (see
     /// [`Core::regions_gen`](super::Core::regions_gen)): a free finds its region here without
@@ -123,6 +127,8 @@ pub(super) struct Shard {
     /// The open batches of the streams this shard's threads free on that only a call may name,
     /// oldest first (see the glossary).
     pub(super) open: Vec<Batch>,
+    /// Room for what [`Shard::evict`] takes out, kept between spills (empty between them).
+    pub(super) evicted: Vec<Cached>,
 }
 
 /// Frees on one stream not yet captured by an event (see the glossary).
@@ -133,7 +139,33 @@ pub(super) struct Batch {
     pub(super) bytes: usize,
 }
 
+/// The bit of `size` in [`Shard::recent_sizes`].
+#[inline]
+fn size_bit(size: usize) -> u64 {
+    1 << ((size as u64 >> 8).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
+}
+
 impl Shard {
+    /// Puts `b` on top of the LIFO of recent frees.
+    #[inline]
+    pub(super) fn push_recent(&mut self, b: Cached) {
+        self.recent_sizes |= size_bit(b.size);
+        self.recent_bytes += b.size;
+        self.recent.push(b);
+    }
+
+    /// Recomputes `recent_sizes` from the blocks in `recent` (after blocks left it). With one bit
+    /// set (a fixed-size core's LIFO: one size), only an empty LIFO clears it.
+    pub(super) fn resize_filter(&mut self) {
+        self.recent_sizes = if self.recent.is_empty() {
+            0
+        } else if self.recent_sizes & self.recent_sizes.wrapping_sub(1) == 0 {
+            self.recent_sizes
+        } else {
+            self.recent.iter().fold(0, |f, b| f | size_bit(b.size))
+        };
+    }
+
     pub(super) fn bytes(&self) -> usize {
         self.recent_bytes + self.free.free_bytes()
     }
@@ -155,7 +187,11 @@ impl Shard {
         alignment: usize,
         depth: usize,
     ) -> Option<usize> {
-        let from = self.recent.len().saturating_sub(depth);
+        let from = if self.recent_sizes & size_bit(size) == 0 {
+            self.recent.len()
+        } else {
+            self.recent.len().saturating_sub(depth)
+        };
         let latest = self.recent[from..]
             .iter()
             .rposition(|b| b.size == size && is_aligned(b.addr, alignment) && b.tag.only(key));
@@ -165,16 +201,18 @@ impl Shard {
             return Some(b.addr);
         }
         let (block, start, _) = best_unordered(&self.free, key, size, alignment)?;
-        Some(self.free.take_range(block, start, size, None).addr)
+        self.free.take_range_untagged(block, start, size, None);
+        Some(start)
     }
 
-    /// Takes out the oldest recent frees beyond `depth`, then what the shard holds above `target`
-    /// bytes: the smallest blocks of the list first (least useful to the thread, most likely to
-    /// coalesce in the shared list), then more of the oldest recent frees.
-    pub(super) fn evict(&mut self, depth: usize, target: usize) -> Vec<Cached> {
+    /// Moves to `out` the oldest recent frees beyond `depth`, then what the shard holds above
+    /// `target` bytes: the smallest blocks of the list first (least useful to the thread, most
+    /// likely to coalesce in the shared list), then more of the oldest recent frees.
+    pub(super) fn evict(&mut self, depth: usize, target: usize, out: &mut Vec<Cached>) {
         let mut k = self.recent.len().saturating_sub(depth);
-        let mut out: Vec<Cached> = self.recent.drain(..k).collect();
-        self.recent_bytes -= out.iter().map(|b| b.size).sum::<usize>();
+        let from = out.len();
+        out.extend(self.recent.drain(..k));
+        self.recent_bytes -= out[from..].iter().map(|b| b.size).sum::<usize>();
         while self.bytes() > target {
             let Some(b) = self.free.pop_smallest() else {
                 break;
@@ -192,7 +230,7 @@ impl Shard {
             k += 1;
         }
         out.extend(self.recent.drain(..k));
-        out
+        self.resize_filter();
     }
 }
 
@@ -205,11 +243,15 @@ pub(super) fn best_unordered(
     size: usize,
     alignment: usize,
 ) -> Option<(BlockId, usize, usize)> {
-    [TagClass::Empty, TagClass::Owner(key)]
-        .into_iter()
-        .filter_map(|class| list.good_fit_in(class, size, alignment))
-        .min_by_key(|f| (f.len, f.block))
-        .map(|f| (f.id, f.start, f.block + f.len))
+    let untagged = list.good_fit_in(TagClass::Empty, size, alignment);
+    let own = list.good_fit_in(TagClass::Owner(key), size, alignment);
+    // The smaller block, the untagged one on a tie.
+    let best = match (untagged, own) {
+        (Some(u), Some(o)) if (o.len, o.block) < (u.len, u.block) => o,
+        (Some(u), _) => u,
+        (None, o) => o?,
+    };
+    Some((best.id, best.start, best.block + best.len))
 }
 
 /// One shard per cache line pair, so threads on different shards do not share lines.
