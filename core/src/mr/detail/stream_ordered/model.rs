@@ -670,7 +670,9 @@ pub(crate) fn stress_threads<R: Subject>(
         scope.spawn(move || {
             while running.load(std::sync::atomic::Ordering::Relaxed) > 0 {
                 mr.check_books();
-                std::thread::yield_now();
+                // A pause, not a yield: a checker that takes every lock in a loop can starve
+                // the workers on a machine with many CPUs (the standard mutex is not fair).
+                std::thread::sleep(std::time::Duration::from_micros(100));
             }
         });
         let mut workers = Vec::with_capacity(threads);
