@@ -148,11 +148,19 @@ pub(crate) fn ensure_context() -> Result<DeviceId> {
 /// several, [`ensure_context`] (one `cuCtxGetCurrent`). The stream-ordered pools ask on every
 /// operation on the legacy or per-thread default stream.
 pub(crate) fn stream_device() -> Result<DeviceId> {
-    static SINGLE: OnceLock<bool> = OnceLock::new();
-    if *SINGLE.get_or_init(|| device_count().is_ok_and(|n| n == 1)) {
-        return Ok(0);
+    match only_device() {
+        Some(d) => Ok(d),
+        None => ensure_context(),
     }
-    ensure_context()
+}
+
+/// Device 0 when the process sees exactly one device (every stream and context is then its),
+/// asked of the driver once.
+pub(crate) fn only_device() -> Option<DeviceId> {
+    static SINGLE: OnceLock<bool> = OnceLock::new();
+    SINGLE
+        .get_or_init(|| device_count().is_ok_and(|n| n == 1))
+        .then_some(0)
 }
 
 /// Free and total memory of `device`, in bytes.

@@ -122,11 +122,7 @@ impl Core {
         // of two shards), the higher number is then the later event, which covers the other.
         static RECORD_ORDER: Mutex<()> = Mutex::new(());
         let order = lock(&RECORD_ORDER);
-        let recorded = if self.syncer.is_capturing(key) {
-            None
-        } else {
-            Some(self.syncer.record_marker(key))
-        };
+        let recorded = self.syncer.close_marker(key);
         match recorded {
             Some(Ok(token)) => {
                 s.open.remove(i).marker.close(token);

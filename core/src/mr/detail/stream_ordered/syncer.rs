@@ -52,6 +52,15 @@ pub(crate) trait Syncer: Send + Sync + fmt::Debug {
     fn is_capturing(&self, _key: StreamKey) -> bool {
         false
     }
+    /// Closes a batch of `key`, which the current call names: a marker recorded now, or `None`
+    /// while `key` is being captured into a graph (the batch then stays open).
+    fn close_marker(&self, key: StreamKey) -> Option<Result<MarkerToken>> {
+        if self.is_capturing(key) {
+            None
+        } else {
+            Some(self.record_marker(key))
+        }
+    }
     /// True when streams can be destroyed under us (GPU mode): the core then listens for
     /// [`OwnedStream`](crate::cuda::OwnedStream) destruction.
     fn tracks_stream_lifetimes(&self) -> bool {
@@ -155,6 +164,15 @@ impl Drop for PooledEvent {
     }
 }
 
+/// What [`CudaSyncer::record_on`] did.
+enum Recorded {
+    Event(PooledEvent),
+    /// The stream is gone (see [`CudaSyncer::record`]).
+    Gone,
+    /// The stream is being captured: nothing was recorded.
+    Capturing,
+}
+
 /// GPU mode: events from a per-device pool, recorded only when a block changes streams.
 #[derive(Debug, Default)]
 pub(crate) struct CudaSyncer {
@@ -165,7 +183,12 @@ impl CudaSyncer {
     pub(super) fn device_of(&self, key: StreamKey) -> Result<DeviceId> {
         match key.device() {
             Some(d) => Ok(d),
-            None => key.stream().device(),
+            // With one device every stream is its: no `cuStreamGetDevice` for each batch closed
+            // on a stream made elsewhere.
+            None => match cuda::device::only_device() {
+                Some(d) => Ok(d),
+                None => key.stream().device(),
+            },
         }
     }
 
@@ -173,20 +196,36 @@ impl CudaSyncer {
     /// event's context require); `None` when the stream is gone (destroyed, its handle perhaps
     /// reused by another stream): it can no longer be recorded on.
     pub(super) fn record(&self, key: StreamKey) -> Result<Option<PooledEvent>> {
+        match self.record_on(key, false)? {
+            Recorded::Event(event) => Ok(Some(event)),
+            Recorded::Gone => Ok(None),
+            Recorded::Capturing => Err(Error::invalid(
+                "internal: a capture found where none was asked about",
+            )),
+        }
+    }
+
+    /// [`CudaSyncer::record`], and when `unless_capturing`, first asks (in the same context
+    /// switch) whether the stream is being captured, recording nothing then.
+    fn record_on(&self, key: StreamKey, unless_capturing: bool) -> Result<Recorded> {
         // An untracked stream is only ever recorded on during the call that named it (alive). A
         // tracked one is looked up without the driver: asking the driver about a destroyed handle
         // can crash it.
         if key.device().is_none() && key.tracked() && key.stream().owned_id() != Some(key.id()) {
-            return Ok(None);
+            return Ok(Recorded::Gone);
         }
         let device = self.device_of(key)?;
         let _guard = DeviceGuard::new(device)?;
+        // An error (an old driver) counts as capturing: the batch then stays open, which is safe.
+        if unless_capturing && key.stream().is_capturing_in_context().unwrap_or(true) {
+            return Ok(Recorded::Capturing);
+        }
         let event = PooledEvent {
             event: Some(self.events.get(device)?),
             pool: self.events.clone(),
         };
         event.event().record(key.stream())?;
-        Ok(Some(event))
+        Ok(Recorded::Event(event))
     }
 
     /// For a stream that is gone: its remaining work still runs, and only a device-wide
@@ -286,6 +325,17 @@ impl Syncer for CudaSyncer {
             cuda::memory::device_synchronize()?;
         }
         Ok(())
+    }
+    fn close_marker(&self, key: StreamKey) -> Option<Result<MarkerToken>> {
+        // One context switch for the capture query and the record, not one each.
+        match self.record_on(key, true) {
+            Ok(Recorded::Event(event)) => Some(Ok(MarkerToken::Event(event))),
+            Ok(Recorded::Gone) => {
+                Some(Self::synchronize_everything(key).map(|()| MarkerToken::Id(0)))
+            }
+            Ok(Recorded::Capturing) => None,
+            Err(e) => Some(Err(e)),
+        }
     }
     fn is_capturing(&self, key: StreamKey) -> bool {
         let _guard = key.device().map(DeviceGuard::new).transpose();
