@@ -284,7 +284,11 @@ fn buffer_through_export(b: &mut Bytes<'_>, s: &Stack) {
         let original = (e.data as usize, e.size, e.capacity, e.version);
         match b.u8() % 6 {
             0 => e.capacity += 256 * (1 + usize::from(b.u8())),
-            1 if e.capacity > 0 => e.data = e.data.wrapping_byte_add(256),
+            // Not onto another live allocation of the stack: one whose rounded size matches is
+            // indistinguishable from a genuine export of it (the check is against the live set).
+            1 if e.capacity > 0 && !s.live.iter().any(|&(p, ..)| p == e.data as usize + 256) => {
+                e.data = e.data.wrapping_byte_add(256)
+            }
             2 => e.version = u32::from(b.u8()),
             3 => e.size = e.capacity + 1,
             4 => e.size = e.size.min(usize::from(b.u8())),
