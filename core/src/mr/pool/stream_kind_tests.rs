@@ -496,21 +496,7 @@ fn driver_calls_of_binning_random_churn_on_each_kind_of_stream() {
     let mut failures = Vec::new();
     for (resource, threads) in [("binning", 1usize), ("binning", 16), ("pool", 16)] {
         for kind in ["own", "legacy", "ptds", "foreign"] {
-            let pool = cuda_pool(USAGE, None);
-            pool.core
-                .set_close_frees(crate::mr::detail::stream_ordered::CLOSE_FREES);
-            let mr: AnyResource = if resource == "pool" {
-                AnyResource::new(pool)
-            } else {
-                let binning = crate::mr::BinningMemoryResource::with_exponents(
-                    AnyResource::new(pool),
-                    18,
-                    22,
-                )
-                .unwrap();
-                binning.set_close_frees(crate::mr::detail::stream_ordered::CLOSE_FREES);
-                AnyResource::new(binning)
-            };
+            let mr = closing_as_released(resource, USAGE);
             let mut totals: std::collections::BTreeMap<&'static str, u64> = Default::default();
             let mut elapsed = std::time::Duration::ZERO;
             for round in 0..ROUNDS {
@@ -520,12 +506,7 @@ fn driver_calls_of_binning_random_churn_on_each_kind_of_stream() {
                         .map(|t| {
                             let (start, mr, own) = (&start, &mr, &own);
                             scope.spawn(move || {
-                                let stream = match kind {
-                                    "own" => own[t].stream(),
-                                    "legacy" => Stream::DEFAULT,
-                                    "ptds" => Stream::PER_THREAD,
-                                    _ => foreign(),
-                                };
+                                let stream = stream_of_kind(kind, own[t].stream());
                                 let before = cu::calls::by_name();
                                 start.wait();
                                 let seed = (round * threads + t) as u64;
@@ -576,6 +557,33 @@ fn driver_calls_of_binning_random_churn_on_each_kind_of_stream() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// A pool of `usage` bytes (`"pool"`), or binning with bins of 256 KiB to 4 MiB over one
+/// (`"binning"`), that closes its batches as a release build does: the CPU tests' builds close one
+/// every few frees, which would count closings users never pay.
+fn closing_as_released(resource: &str, usage: usize) -> AnyResource {
+    let pool = cuda_pool(usage, None);
+    pool.core
+        .set_close_frees(crate::mr::detail::stream_ordered::CLOSE_FREES);
+    if resource == "pool" {
+        return AnyResource::new(pool);
+    }
+    let binning =
+        crate::mr::BinningMemoryResource::with_exponents(AnyResource::new(pool), 18, 22).unwrap();
+    binning.set_close_frees(crate::mr::detail::stream_ordered::CLOSE_FREES);
+    AnyResource::new(binning)
+}
+
+/// The stream a run on `kind` (`"own"`, `"legacy"`, `"ptds"` or `"foreign"`) uses: `own` for a
+/// stream of ours, a new stream made elsewhere (to be destroyed by the caller) for `"foreign"`.
+fn stream_of_kind(kind: &str, own: Stream) -> Stream {
+    match kind {
+        "own" => own,
+        "legacy" => Stream::DEFAULT,
+        "ptds" => Stream::PER_THREAD,
+        _ => foreign(),
+    }
 }
 
 /// The driver calls this thread made by name since `before` (`cuda::calls::by_name`).
@@ -670,28 +678,8 @@ fn driver_calls_of_rmm_random_rounds_on_each_kind_of_stream() {
     let mut failures = Vec::new();
     for resource in ["pool", "binning"] {
         for kind in ["own", "legacy", "ptds", "foreign"] {
-            // As in a release build (the CPU tests close batches every few frees).
-            let pool = cuda_pool(4096 * MIB, None);
-            pool.core
-                .set_close_frees(crate::mr::detail::stream_ordered::CLOSE_FREES);
-            let mr: AnyResource = if resource == "pool" {
-                AnyResource::new(pool)
-            } else {
-                let binning = crate::mr::BinningMemoryResource::with_exponents(
-                    AnyResource::new(pool),
-                    18,
-                    22,
-                )
-                .unwrap();
-                binning.set_close_frees(crate::mr::detail::stream_ordered::CLOSE_FREES);
-                AnyResource::new(binning)
-            };
-            let stream = match kind {
-                "own" => own.stream(),
-                "legacy" => Stream::DEFAULT,
-                "ptds" => Stream::PER_THREAD,
-                _ => foreign(),
-            };
+            let mr = closing_as_released(resource, 4096 * MIB);
+            let stream = stream_of_kind(kind, own.stream());
             let mut next = crate::testing::SplitMix64(4321);
             let mut live: Vec<(*mut u8, usize)> = Vec::new();
             let mut round = |live: &mut Vec<(*mut u8, usize)>| {
