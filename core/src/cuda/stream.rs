@@ -210,11 +210,9 @@ impl Stream {
     }
 
     /// [`Stream::is_capturing`] where the caller has made a context current (as a
-    /// [`DeviceGuard`](super::DeviceGuard) does): no `cuCtxGetCurrent` of its own.
+    /// [`DeviceGuard`](super::DeviceGuard) does, which host mode refuses): no `cuCtxGetCurrent`
+    /// of its own.
     pub(crate) fn is_capturing_in_context(self) -> Result<bool> {
-        if super::is_host_mode() {
-            return Ok(false);
-        }
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         check(
             // SAFETY: a context is current, the handle is valid (constructor contract) and `status` is a
