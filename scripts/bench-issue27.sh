@@ -25,6 +25,7 @@
 #            $OUT/bench/bench.{md,csv}
 #   peer-one the one-thread half of `peer` only, in RMM_ISSUE27_ROUNDS rounds (default 1) of
 #            RMM 26.10 then ours, and no Rust side. $OUT/bench/bench.{md,csv}
+#   peer-many the multi-thread half of `peer` only (no Rust side). $OUT/bench/bench.{md,csv}
 #   probes   benchmarks/probes/replay_floor.cu on REPLAY_BENCH's synthetic log and the recorded
 #            ones (stage/bench/replay-*.csv): the harness's own time and the synchronizations'
 #            floors. $OUT/probes/replay-floor.txt
@@ -81,7 +82,7 @@ if want rmm-cpp; then
     tar -C "$OUT" -czf "$OUT/peer-bench.tgz" peer-bench && rm -rf "$OUT/peer-bench"
 fi
 
-if want peer || want peer-one; then
+if want peer || want peer-one || want peer-many; then
     B=$STAGE/bench
     W=/tmp/rmm-issue27-peer
     rm -rf "$W" && mkdir -p "$W/peer" "$W/cccl" "$W/bin" "$OUT/bench"
@@ -118,7 +119,7 @@ if want peer || want peer-one; then
     # One thread: the targets (pool and binning churn, the arena's pair), in ROUNDS rounds, RMM and
     # ours alternating within each: a cell's rows are then process runs spread over the call, and
     # the table gives their median and range.
-    for round in $(seq "${RMM_ISSUE27_ROUNDS:-1}"); do
+    want peer-many || for round in $(seq "${RMM_ISSUE27_ROUNDS:-1}"); do
         for r in pool binning; do run "$r" random,rmmrandom,pair256 1 5 100 20000; done
         run arena pair256,rmmrandom 1 5 100 20000
         say "peer: one thread, round $round done"
@@ -131,6 +132,10 @@ if want peer || want peer-one; then
     for r in pool binning arena; do run "$r" pair256,multistream,rmmrandom 4,16 3 50 200000; done
     for r in binning arena; do run "$r" random 4,16 3 0 200000; done
     say "peer: many threads done"
+    if want peer-many; then
+        python3 "$B/bench-table.py" /nonexistent "$csv" "$OUT/bench/bench.csv" "$OUT/bench/bench.md" >/dev/null
+        say "peer-many: done ($OUT/bench/bench.md)"
+    else
     # The Rust side: one-thread churn and pairs, every kind of stream (criterion, quick times).
     export CRITERION_HOME=/tmp/criterion-issue27 && rm -rf "$CRITERION_HOME"
     RMM_BENCH_WORKLOADS=random,rmmrandom,pair256 RMM_BENCH_RESOURCES=pool,binning,arena \
@@ -138,6 +143,7 @@ if want peer || want peer-one; then
         '/(pool|binning|arena)\.[a-z]+/1$' >"$OUT/bench/rust.log" 2>&1 || say "rust benchmark: exit $? (rust.log)"
     python3 "$B/bench-table.py" "$CRITERION_HOME" "$csv" "$OUT/bench/bench.csv" "$OUT/bench/bench.md" >/dev/null
     say "peer: done ($OUT/bench/bench.md)"
+    fi
     fi
 fi
 
