@@ -29,6 +29,10 @@
 #   probes   benchmarks/probes/replay_floor.cu on REPLAY_BENCH's synthetic log and the recorded
 #            ones (stage/bench/replay-*.csv): the harness's own time and the synchronizations'
 #            floors. $OUT/probes/replay-floor.txt
+#   cuda-async benchmarks/probes/async_floor.cu (the driver's pool through the runtime and the driver
+#            API, with and without the decompression usage), then RANDOM_ALLOCATIONS_BENCH's
+#            cuda_async cells at 1, 4, 64 MiB, RMM 26.08 and ours alternately, 3 rounds, where a
+#            `rmm-cpp` call on the same warm machine left the builds. $OUT/cuda-async/
 #   python-path  benchmarks/python/buffer_path.py, ours and RMM 26.10 alternately, twice each: a
 #            DeviceBuffer with nothing allocated (the binding alone), with 256 bytes, and the
 #            resource's own pair called from Python. $OUT/python/buffer-path.txt
@@ -160,6 +164,33 @@ if want probes; then
     else
         say "probes: nvcc build of replay_floor.cu FAILED ($P/build.log)"
     fi
+fi
+
+if want cuda-async; then
+    # RANDOM_ALLOCATIONS' cuda_async cells: the driver's pool through the runtime and the driver API,
+    # with and without the decompression usage, in one process (benchmarks/probes/async_floor.cu);
+    # then RMM's program itself, ours and 26.08 alternately, where a `rmm-cpp` call on this warm
+    # machine left its builds.
+    P=$OUT/cuda-async
+    mkdir -p "$P"
+    if nvcc -std=c++20 -O2 benchmarks/probes/async_floor.cu -o "$P/async_floor" -lcuda >"$P/build.log" 2>&1; then
+        timeout 200 "$P/async_floor" 7 1 4 64 | tee -a "$P/async-floor.txt" || say "async_floor: exit $?"
+    else
+        say "cuda-async: nvcc build of async_floor.cu FAILED ($P/build.log)"
+    fi
+    G=$ROOT/build/peer-bench-gpu
+    for round in 1 2 3; do
+        for variant in rmm-26.08 ours; do
+            exe=$G/$variant/gbenchmarks/RANDOM_ALLOCATIONS_BENCH
+            [ -x "$exe" ] || { [ "$round" = 1 ] && say "cuda-async: no $variant build of RANDOM_ALLOCATIONS_BENCH here"; continue; }
+            # As scripts/peer/bench.sh runs them: each build finds its libraries by its run path.
+            timeout 120 "$exe" -r cuda_async -n 1000 \
+                '--benchmark_filter=cuda_async_mr/1000/(1|4|64)$' --benchmark_min_time=0.2s \
+                --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>&1 |
+                sed "s/^/$variant round $round: /" | grep -E 'median|rror' | tee -a "$P/random-allocations.txt"
+        done
+    done
+    say "cuda-async: done ($P)"
 fi
 
 if want python-path; then
