@@ -30,7 +30,8 @@
 #            ones (stage/bench/replay-*.csv): the harness's own time and the synchronizations'
 #            floors. $OUT/probes/replay-floor.txt
 #   cuda-async benchmarks/probes/async_floor.cu (the driver's pool through the runtime and the driver
-#            API, with and without the decompression usage), then RANDOM_ALLOCATIONS_BENCH's
+#            API, with and without the decompression usage; then again with rmm-rs loaded, beside
+#            rmm-rs's own cuda_async resource), then RANDOM_ALLOCATIONS_BENCH's
 #            cuda_async cells at 1, 4, 64 MiB, RMM 26.08 and ours alternately, 3 rounds, where a
 #            `rmm-cpp` call on the same warm machine left the builds. $OUT/cuda-async/
 #   python-path  benchmarks/python/buffer_path.py, ours and RMM 26.10 alternately, twice each: a
@@ -173,8 +174,10 @@ if want cuda-async; then
     # machine left its builds.
     P=$OUT/cuda-async
     mkdir -p "$P"
-    if nvcc -std=c++20 -O2 benchmarks/probes/async_floor.cu -o "$P/async_floor" -lcuda >"$P/build.log" 2>&1; then
-        timeout 200 "$P/async_floor" 7 1 4 64 | tee -a "$P/async-floor.txt" || say "async_floor: exit $?"
+    if nvcc -std=c++20 -O2 -I bindings-cpp/include benchmarks/probes/async_floor.cu -o "$P/async_floor" \
+        -lcuda -ldl >"$P/build.log" 2>&1; then
+        RMM_RS_LIBRARY=$STAGE/cpp/librmm_rs.so timeout 200 "$P/async_floor" 7 1 4 64 |
+            tee -a "$P/async-floor.txt" || say "async_floor: exit $?"
     else
         say "cuda-async: nvcc build of async_floor.cu FAILED ($P/build.log)"
     fi

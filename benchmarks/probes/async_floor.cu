@@ -14,10 +14,21 @@
 //   driver       the same without the usage flag
 // and prints each one's median and range of ms per run, as RANDOM_ALLOCATIONS_BENCH reports.
 //
-// Build: nvcc -std=c++20 -O2 async_floor.cu -o async_floor -lcuda
-// Run:   async_floor [rounds=7] [max MiB...=1 4 64]
+// With RMM_RS_LIBRARY=path/to/librmm_rs.so it then loads rmm-rs (dlopen, its C ABI), runs one
+// churn through an rmm-rs pool of half the free memory and drops it (RANDOM_ALLOCATIONS_BENCH runs
+// pool, binning and arena before cuda_async), adds rmm-rs's cuda_async_memory_resource as a fifth
+// allocator (`rmm-rs`, rmm_resource_allocate on the default stream) and measures all five again:
+// the four floors before and after show whether a process with rmm-rs loaded and active makes the
+// driver's pool slower (the Python end-to-end run saw the driver's own cuMemAllocAsync pair take
+// 3.32 us in our process against 2.04 in RMM's), `rmm-rs` against `driver+hw` whether our call
+// path adds to it.
+//
+// Build: nvcc -std=c++20 -O2 -I bindings-cpp/include async_floor.cu -o async_floor -lcuda -ldl
+// Run:   [RMM_RS_LIBRARY=...] async_floor [rounds=7] [max MiB...=1 4 64]
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <rmm_rs/rmm_c.h>
 
 #include <algorithm>
 #include <chrono>
@@ -50,14 +61,63 @@ void check(CUresult status, char const* what)
   }
 }
 
+// rmm-rs's C ABI, loaded at run time (so that the floors are first measured without it).
+struct rmm_rs_abi {
+  decltype(&rmm_cuda_async_memory_resource_new) make_cuda_async;
+  decltype(&rmm_cuda_memory_resource_new) make_cuda;
+  decltype(&rmm_pool_memory_resource_new) make_pool;
+  decltype(&rmm_resource_allocate) allocate;
+  decltype(&rmm_resource_deallocate) deallocate;
+  decltype(&rmm_resource_release) release;
+
+  static rmm_rs_abi load(char const* path)
+  {
+    void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      std::fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+      std::exit(1);
+    }
+    auto sym = [&](char const* name) {
+      void* f = dlsym(lib, name);
+      if (f == nullptr) {
+        std::fprintf(stderr, "dlsym %s: %s\n", name, dlerror());
+        std::exit(1);
+      }
+      return f;
+    };
+    return {reinterpret_cast<decltype(&rmm_cuda_async_memory_resource_new)>(sym("rmm_cuda_async_memory_resource_new")),
+            reinterpret_cast<decltype(&rmm_cuda_memory_resource_new)>(sym("rmm_cuda_memory_resource_new")),
+            reinterpret_cast<decltype(&rmm_pool_memory_resource_new)>(sym("rmm_pool_memory_resource_new")),
+            reinterpret_cast<decltype(&rmm_resource_allocate)>(sym("rmm_resource_allocate")),
+            reinterpret_cast<decltype(&rmm_resource_deallocate)>(sym("rmm_resource_deallocate")),
+            reinterpret_cast<decltype(&rmm_resource_release)>(sym("rmm_resource_release"))};
+  }
+};
+
+void check_rmm(int status, rmm_error const& err, char const* what)
+{
+  if (status != RMM_OK) {
+    std::fprintf(stderr, "%s: %s\n", what, err.message);
+    std::exit(1);
+  }
+}
+
 struct allocator {
   char const* name;
   bool driver;
   bool hw_decompress;
   cudaMemPool_t pool{};
+  rmm_rs_abi const* rmm_rs = nullptr;  // set: allocate through rmm-rs's resource instead
+  rmm_resource resource{};
 
   void make_pool()
   {
+    if (rmm_rs != nullptr) {
+      rmm_error err{};
+      check_rmm(rmm_rs->make_cuda_async(RMM_SIZE_NONE, RMM_SIZE_NONE, 0, &resource, &err), err,
+                "rmm_cuda_async_memory_resource_new");
+      return;
+    }
     cudaMemPoolProps props{};
     props.allocType     = cudaMemAllocationTypePinned;
     props.handleTypes   = cudaMemHandleTypeNone;
@@ -75,7 +135,10 @@ struct allocator {
   void* allocate(std::size_t bytes) const
   {
     void* ptr = nullptr;
-    if (driver) {
+    if (rmm_rs != nullptr) {
+      rmm_error err{};
+      check_rmm(rmm_rs->allocate(resource, nullptr, bytes, 256, &ptr, &err), err, "rmm_resource_allocate");
+    } else if (driver) {
       CUdeviceptr p{};
       check(cuMemAllocFromPoolAsync(&p, bytes, reinterpret_cast<CUmemoryPool>(pool), nullptr),
             "cuMemAllocFromPoolAsync");
@@ -86,12 +149,24 @@ struct allocator {
     return ptr;
   }
 
-  void deallocate(void* ptr) const
+  void deallocate(void* ptr, std::size_t bytes) const
   {
-    if (driver) {
+    if (rmm_rs != nullptr) {
+      rmm_error err{};
+      check_rmm(rmm_rs->deallocate(resource, nullptr, ptr, bytes, 256, &err), err, "rmm_resource_deallocate");
+    } else if (driver) {
       check(cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(ptr), nullptr), "cuMemFreeAsync");
     } else {
       check(cudaFreeAsync(ptr, nullptr), "cudaFreeAsync");
+    }
+  }
+
+  void destroy()
+  {
+    if (rmm_rs != nullptr) {
+      rmm_rs->release(resource);
+    } else {
+      check(cudaMemPoolDestroy(pool), "cudaMemPoolDestroy");
     }
   }
 };
@@ -126,14 +201,38 @@ void random_allocation_free(allocator const& a, std::size_t max_mib)
     } else if (!allocations.empty()) {
       std::size_t index = index_distribution(generator) % allocations.size();
       std::swap(allocations[index], allocations.back());
-      a.deallocate(allocations.back().ptr);
+      a.deallocate(allocations.back().ptr, allocations.back().size);
       allocation_size -= allocations.back().size;
       allocations.pop_back();
     }
   }
-  for (auto const& l : allocations) { a.deallocate(l.ptr); }
+  for (auto const& l : allocations) { a.deallocate(l.ptr, l.size); }
 }
 }  // namespace
+
+void measure(std::vector<allocator> const& allocators, std::vector<std::size_t> const& sizes, int rounds,
+             char const* phase)
+{
+  for (std::size_t max_mib : sizes) {
+    std::vector<std::vector<double>> ms(allocators.size());
+    for (int round = 0; round < rounds + 1; ++round) {  // round 0 warms each pool up
+      for (std::size_t k = 0; k < allocators.size(); ++k) {
+        auto start = std::chrono::steady_clock::now();
+        random_allocation_free(allocators[k], max_mib);
+        check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize");
+        double elapsed =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        if (round > 0) { ms[k].push_back(elapsed); }
+      }
+    }
+    for (std::size_t k = 0; k < allocators.size(); ++k) {
+      auto& v = ms[k];
+      std::sort(v.begin(), v.end());
+      std::printf("%-14s max %4zu MiB  %-11s  median %8.3f ms  range %8.3f-%8.3f\n", phase, max_mib,
+                  allocators[k].name, v[v.size() / 2], v.front(), v.back());
+    }
+  }
+}
 
 int main(int argc, char** argv)
 {
@@ -150,25 +249,34 @@ int main(int argc, char** argv)
                                     {"runtime", false, false},
                                     {"driver", true, false}};
   for (auto& a : allocators) { a.make_pool(); }
-  for (std::size_t max_mib : sizes) {
-    std::vector<std::vector<double>> ms(allocators.size());
-    for (int round = 0; round < rounds + 1; ++round) {  // round 0 warms each pool up
-      for (std::size_t k = 0; k < allocators.size(); ++k) {
-        auto start = std::chrono::steady_clock::now();
-        random_allocation_free(allocators[k], max_mib);
-        check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize");
-        double elapsed =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-        if (round > 0) { ms[k].push_back(elapsed); }
-      }
+  measure(allocators, sizes, rounds, "without rmm-rs");
+  if (char const* path = std::getenv("RMM_RS_LIBRARY"); path != nullptr && *path != '\0') {
+    static rmm_rs_abi const abi = rmm_rs_abi::load(path);
+    // As RANDOM_ALLOCATIONS_BENCH runs pool, binning and arena before cuda_async: rmm-rs's pool over
+    // its cuda resource (half the free memory), one churn through it, dropped.
+    {
+      rmm_error err{};
+      rmm_resource cuda{};
+      rmm_resource pool{};
+      std::size_t free_bytes = 0;
+      std::size_t total      = 0;
+      check(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
+      check_rmm(abi.make_cuda(&cuda, &err), err, "rmm_cuda_memory_resource_new");
+      check_rmm(abi.make_pool(cuda, free_bytes / 2 / 256 * 256, RMM_SIZE_NONE, &pool, &err), err,
+                "rmm_pool_memory_resource_new");
+      allocator through_pool{"rmm-rs pool", true, true};
+      through_pool.rmm_rs   = &abi;
+      through_pool.resource = pool;
+      random_allocation_free(through_pool, 64);
+      check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize");
+      abi.release(pool);
+      abi.release(cuda);
     }
-    for (std::size_t k = 0; k < allocators.size(); ++k) {
-      auto& v = ms[k];
-      std::sort(v.begin(), v.end());
-      std::printf("max %4zu MiB  %-11s  median %8.3f ms  range %8.3f-%8.3f\n", max_mib, allocators[k].name,
-                  v[v.size() / 2], v.front(), v.back());
-    }
+    allocators.push_back({"rmm-rs", true, true});
+    allocators.back().rmm_rs = &abi;
+    allocators.back().make_pool();
+    measure(allocators, sizes, rounds, "with rmm-rs");
   }
-  for (auto& a : allocators) { check(cudaMemPoolDestroy(a.pool), "cudaMemPoolDestroy"); }
+  for (auto& a : allocators) { a.destroy(); }
   return 0;
 }
