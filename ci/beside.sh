@@ -6,7 +6,8 @@
 #     linked for glibc 2.28, auditwheel) and the cuDF-style test extension; its site folder
 #     ($RMM_BESIDE_BUILD/site: RMM 26.10, Cython, the CUDA runtime, pytest) gets our wheel installed.
 #   - C++: beside/tests/cpp/run.sh builds each test with g++ against RMM's wheel and our
-#     librmm_rs.so and runs it; Python: pytest beside/tests; a smoke run of benchmarks/beside.
+#     librmm_rs.so and runs it; Python: pytest beside/tests; a smoke run of benchmarks/beside; the
+#     GPU probes of benchmarks/probes compiled with g++ against the site's CUDA headers.
 # GPU tests skip themselves in host mode (and run when `nvidia-smi -L` succeeds). Without RMM's
 # wheels (no network) or with a Python older than 3.11 (RMM 26.10 needs 3.11) the suite's steps
 # skip, naming the reason.
@@ -47,6 +48,18 @@ bench_smoke() {
         --thread-pairs 500 --buffers 100 --repeats 1 --pool-size $((64 << 20))
 }
 
+# The GPU probes (benchmarks/probes/*.cu: host code over the CUDA runtime and driver APIs, built
+# with nvcc on the GPU machine) compiled here with g++ against the CUDA 13 headers of the site, so
+# that they do not rot between GPU sessions.
+probes_compile() {
+    local probe status=0
+    for probe in benchmarks/probes/*.cu; do
+        g++ -std=c++20 -fsyntax-only -Wall -Werror -x c++ -I "$SITE/nvidia/cu13/include" -I bindings-cpp/include \
+            "$probe" || { echo "does not compile: $probe"; status=1; }
+    done
+    return "$status"
+}
+
 need_python || fail "python3 could not be installed"
 python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip || fail "pip could not be installed"
 apt_install g++ binutils || fail "g++ could not be installed"
@@ -71,6 +84,7 @@ if [ "$ready" = 1 ] && [ "$RMM_FAILED" -eq 0 ]; then
         "$SITE/nvidia/cu13/lib"
     step "beside python $scope: pytest beside/tests (RMM 26.10 and rmm_rs in one process)" run_pytest
     step "beside bench: benchmarks/beside/bench.py, a short run" bench_smoke
+    step "probes compile: benchmarks/probes/*.cu (g++ -fsyntax-only against the site's CUDA headers)" probes_compile
 fi
 
 finish beside
