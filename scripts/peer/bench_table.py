@@ -12,7 +12,10 @@ the repetitions, and its spread is (slowest - fastest) / median. A ratio above 1
 slower. A benchmark that reported an error (Google Benchmark's error_occurred) or did not run in one
 variant shows why instead of a time. The summary gives the geometric mean over every benchmark and
 over the allocator-bound programs (ALLOCATOR_BOUND), and lists the cells above 1.0 by more than
-their spread.
+their spread. With several RMM versions it also gives the allocator-bound programs each against
+the first version in VARIANT order that ran it (the newest, as the scripts order them: a program
+that does not build against 26.10 counts against 26.08), with and without the cells that time the
+driver rather than a sub-allocator (DRIVER_BOUND).
 """
 import csv
 import glob
@@ -23,6 +26,22 @@ import sys
 
 # The programs whose time is mostly allocation (issue 27's target: geometric mean <= 0.5 over them).
 ALLOCATOR_BOUND = ("RANDOM_ALLOCATIONS_BENCH", "REPLAY_BENCH", "CUDA_STREAM_POOL_BENCH", "ASYNC_PRIMING_BENCH")
+# Benchmarks of those programs that time the driver's own allocator, ours as RMM's (cudaMalloc,
+# cudaMallocManaged, the driver's pool per call, or making and priming the driver's pool).
+DRIVER_BOUND = ("cuda_mr/", "cuda_async_mr/", "CUDA Resource", "Managed Resource", "BM_AsyncConstructionTime")
+
+
+def newest_peer_ratios(rows, peers):
+    """[(row, ratio)] of the allocator-bound rows, each against the first peer (in `peers` order)
+    with a ratio for it."""
+    out = []
+    for r in rows:
+        if r["program"].split("-")[0] not in ALLOCATOR_BOUND:
+            continue
+        ratio = next((r["ratio " + p] for p in peers if r["ratio " + p]), None)
+        if ratio:
+            out.append((r, ratio))
+    return out
 
 
 def load(out, variant):
@@ -119,6 +138,15 @@ def main():
         for r in over:
             lines.append(f"  slower than {p} beyond the spread: {r['program']} `{r['benchmark']}` "
                          f"{r['ratio ' + p]:.2f}")
+    if len(peers) > 1:
+        newest = newest_peer_ratios(rows, peers)
+        if newest:
+            lines.append(f"ours against the first of {', '.join(peers)} that ran each allocator-bound benchmark: "
+                         f"{len(newest)} benchmarks, geometric mean {geomean([x for _, x in newest]):.3f}")
+            allocator = [x for r, x in newest if not any(d in r["benchmark"] for d in DRIVER_BOUND)]
+            if allocator:
+                lines.append(f"  the same without the cells that time the driver ({', '.join(DRIVER_BOUND)}): "
+                             f"{len(allocator)} benchmarks, geometric mean {geomean(allocator):.3f}")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(out, "peer-bench.md"), "w") as f:
         f.write(text)
