@@ -122,38 +122,39 @@ if want peer || want peer-one || want peer-many; then
                 >>"$csv" 2>>"$OUT/bench/peer.log" || say "${impl%%:*} $1 $2 $3: exit $? (peer.log)"
         done
     }
+    # Which halves run: `peer` both and the Rust side, `peer-one` the one-thread cells only,
+    # `peer-many` the multi-thread tables only.
+    one_thread=1 many_threads=1 rust_side=1
+    want peer-one && many_threads=0 rust_side=0
+    want peer-many && one_thread=0 rust_side=0
     # One thread: the targets (pool and binning churn, the arena's pair), in ROUNDS rounds, RMM and
     # ours alternating within each: a cell's rows are then process runs spread over the call, and
     # the table gives their median and range.
-    want peer-many || for round in $(seq "${RMM_ISSUE27_ROUNDS:-1}"); do
+    [ "$one_thread" = 1 ] && for round in $(seq "${RMM_ISSUE27_ROUNDS:-1}"); do
         for r in pool binning; do run "$r" random,rmmrandom,pair256 1 5 100 20000; done
         run arena pair256,rmmrandom 1 5 100 20000
         say "peer: one thread, round $round done"
     done
-    if want peer-one; then
-        python3 "$B/bench-table.py" /nonexistent "$csv" "$OUT/bench/bench.csv" "$OUT/bench/bench.md" >/dev/null
-        say "peer-one: done ($OUT/bench/bench.md)"
-    else
-    # Many threads: the tables that must not fall behind.
-    many=" ${RMM_ISSUE27_MANY_RESOURCES:-pool binning arena} "
-    for r in pool binning arena; do
-        [[ $many == *" $r "* ]] && run "$r" pair256,multistream,rmmrandom 4,16 3 50 200000
-    done
-    for r in binning arena; do [[ $many == *" $r "* ]] && run "$r" random 4,16 3 0 200000; done
-    say "peer: many threads done"
-    if want peer-many; then
-        python3 "$B/bench-table.py" /nonexistent "$csv" "$OUT/bench/bench.csv" "$OUT/bench/bench.md" >/dev/null
-        say "peer-many: done ($OUT/bench/bench.md)"
-    else
+    # Many threads: the tables that must not fall behind (RMM_ISSUE27_MANY_RESOURCES: a subset).
+    if [ "$many_threads" = 1 ]; then
+        many=" ${RMM_ISSUE27_MANY_RESOURCES:-pool binning arena} "
+        for r in pool binning arena; do
+            [[ $many == *" $r "* ]] && run "$r" pair256,multistream,rmmrandom 4,16 3 50 200000
+        done
+        for r in binning arena; do [[ $many == *" $r "* ]] && run "$r" random 4,16 3 0 200000; done
+        say "peer: many threads done"
+    fi
     # The Rust side: one-thread churn and pairs, every kind of stream (criterion, quick times).
-    export CRITERION_HOME=/tmp/criterion-issue27 && rm -rf "$CRITERION_HOME"
-    RMM_BENCH_WORKLOADS=random,rmmrandom,pair256 RMM_BENCH_RESOURCES=pool,binning,arena \
-        LD_LIBRARY_PATH=$CUDA_LIB timeout 200 "$B/allocations" --bench --warm-up-time 0.2 --measurement-time 0.5 \
-        '/(pool|binning|arena)\.[a-z]+/1$' >"$OUT/bench/rust.log" 2>&1 || say "rust benchmark: exit $? (rust.log)"
-    python3 "$B/bench-table.py" "$CRITERION_HOME" "$csv" "$OUT/bench/bench.csv" "$OUT/bench/bench.md" >/dev/null
+    criterion=/nonexistent
+    if [ "$rust_side" = 1 ]; then
+        export CRITERION_HOME=/tmp/criterion-issue27 && rm -rf "$CRITERION_HOME"
+        RMM_BENCH_WORKLOADS=random,rmmrandom,pair256 RMM_BENCH_RESOURCES=pool,binning,arena \
+            LD_LIBRARY_PATH=$CUDA_LIB timeout 200 "$B/allocations" --bench --warm-up-time 0.2 --measurement-time 0.5 \
+            '/(pool|binning|arena)\.[a-z]+/1$' >"$OUT/bench/rust.log" 2>&1 || say "rust benchmark: exit $? (rust.log)"
+        criterion=$CRITERION_HOME
+    fi
+    python3 "$B/bench-table.py" "$criterion" "$csv" "$OUT/bench/bench.csv" "$OUT/bench/bench.md" >/dev/null
     say "peer: done ($OUT/bench/bench.md)"
-    fi
-    fi
 fi
 
 if want probes; then
