@@ -31,12 +31,17 @@ ALLOCATOR_BOUND = ("RANDOM_ALLOCATIONS_BENCH", "REPLAY_BENCH", "CUDA_STREAM_POOL
 DRIVER_BOUND = ("cuda_mr/", "cuda_async_mr/", "CUDA Resource", "Managed Resource", "BM_AsyncConstructionTime")
 
 
+def is_allocator_bound(row):
+    """Whether the row's program (the part before a run's -<label>) is in ALLOCATOR_BOUND."""
+    return row["program"].split("-")[0] in ALLOCATOR_BOUND
+
+
 def newest_peer_ratios(rows, peers):
     """[(row, ratio)] of the allocator-bound rows, each against the first peer (in `peers` order)
     with a ratio for it."""
     out = []
     for r in rows:
-        if r["program"].split("-")[0] not in ALLOCATOR_BOUND:
+        if not is_allocator_bound(r):
             continue
         ratio = next((r["ratio " + p] for p in peers if r["ratio " + p]), None)
         if ratio:
@@ -127,8 +132,7 @@ def main():
         lines.append(f"ours against {p}: {len(ratios)} benchmarks in both; geometric mean of the time ratio "
                      f"{geomean(ratios):.2f} (ours faster in {sum(1 for x in ratios if x < 1)}, slower in "
                      f"{sum(1 for x in ratios if x > 1)})")
-        bound = [r["ratio " + p] for r in rows
-                 if r["ratio " + p] and r["program"].split("-")[0] in ALLOCATOR_BOUND]
+        bound = [r["ratio " + p] for r in rows if r["ratio " + p] and is_allocator_bound(r)]
         if bound:
             lines.append(f"ours against {p}, allocator-bound programs ({', '.join(ALLOCATOR_BOUND)}): "
                          f"{len(bound)} benchmarks, geometric mean {geomean(bound):.2f}")
