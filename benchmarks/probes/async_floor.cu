@@ -37,7 +37,7 @@
 #include <cstdlib>
 #include <limits>
 #include <random>
-#include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -77,20 +77,22 @@ struct rmm_rs_abi {
       std::fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
       std::exit(1);
     }
-    auto sym = [&](char const* name) {
+    auto sym = [&](auto& fn, char const* name) {
       void* f = dlsym(lib, name);
       if (f == nullptr) {
         std::fprintf(stderr, "dlsym %s: %s\n", name, dlerror());
         std::exit(1);
       }
-      return f;
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(f);
     };
-    return {reinterpret_cast<decltype(&rmm_cuda_async_memory_resource_new)>(sym("rmm_cuda_async_memory_resource_new")),
-            reinterpret_cast<decltype(&rmm_cuda_memory_resource_new)>(sym("rmm_cuda_memory_resource_new")),
-            reinterpret_cast<decltype(&rmm_pool_memory_resource_new)>(sym("rmm_pool_memory_resource_new")),
-            reinterpret_cast<decltype(&rmm_resource_allocate)>(sym("rmm_resource_allocate")),
-            reinterpret_cast<decltype(&rmm_resource_deallocate)>(sym("rmm_resource_deallocate")),
-            reinterpret_cast<decltype(&rmm_resource_release)>(sym("rmm_resource_release"))};
+    rmm_rs_abi abi{};
+    sym(abi.make_cuda_async, "rmm_cuda_async_memory_resource_new");
+    sym(abi.make_cuda, "rmm_cuda_memory_resource_new");
+    sym(abi.make_pool, "rmm_pool_memory_resource_new");
+    sym(abi.allocate, "rmm_resource_allocate");
+    sym(abi.deallocate, "rmm_resource_deallocate");
+    sym(abi.release, "rmm_resource_release");
+    return abi;
   }
 };
 
