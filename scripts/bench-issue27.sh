@@ -33,8 +33,10 @@
 #   cuda-async benchmarks/probes/async_floor.cu (the driver's pool through the runtime and the driver
 #            API, with and without the decompression usage; then again with rmm-rs loaded, beside
 #            rmm-rs's own cuda_async resource), then RANDOM_ALLOCATIONS_BENCH's
-#            cuda_async cells at 1, 4, 64 MiB, RMM 26.08 and ours alternately, 3 rounds, where a
-#            `rmm-cpp` call on the same warm machine left the builds. $OUT/cuda-async/
+#            cuda_async cells at 1, 4, 64 MiB, RMM 26.08 and ours alternately, alone and after
+#            pool, binning and arena as the program runs them, RMM_ISSUE27_ASYNC_ROUNDS (5) rounds,
+#            where a `rmm-cpp` call on the same warm machine left the builds (RMM_ISSUE27_ASYNC_FLOOR=0:
+#            RMM's program only). $OUT/cuda-async/
 #   python-path  benchmarks/python/buffer_path.py, ours and RMM 26.10 alternately, twice each: a
 #            DeviceBuffer with nothing allocated (the binding alone), with 256 bytes, and the
 #            resource's own pair called from Python. $OUT/python/buffer-path.txt
@@ -179,26 +181,42 @@ if want cuda-async; then
     # machine left its builds.
     P=$OUT/cuda-async
     mkdir -p "$P"
-    if nvcc -std=c++20 -O2 -I bindings-cpp/include benchmarks/probes/async_floor.cu -o "$P/async_floor" \
+    if [ "${RMM_ISSUE27_ASYNC_FLOOR:-1}" = 0 ]; then
+        say "cuda-async: async_floor.cu not run (RMM_ISSUE27_ASYNC_FLOOR=0)"
+    elif nvcc -std=c++20 -O2 -I bindings-cpp/include benchmarks/probes/async_floor.cu -o "$P/async_floor" \
         -lcuda -ldl >"$P/build.log" 2>&1; then
         RMM_RS_LIBRARY=$STAGE/cpp/librmm_rs.so timeout 200 "$P/async_floor" 7 1 4 64 |
             tee -a "$P/async-floor.txt" || say "async_floor: exit $?"
     else
         say "cuda-async: nvcc build of async_floor.cu FAILED ($P/build.log)"
     fi
+    # RMM's program itself, each run a new process, RMM 26.08 and ours alternately: `alone` runs
+    # the cuda_async cells only (-r cuda_async); `program` runs them after pool, binning and arena
+    # at the same sizes, as the full program orders them. Each run's median of 3 repetitions; the
+    # spread between runs of one variant is what a ratio of two single runs must be read against.
     G=$ROOT/build/peer-bench-gpu
-    for round in 1 2 3; do
+    rounds=${RMM_ISSUE27_ASYNC_ROUNDS:-5}
+    for round in $(seq "$rounds"); do
         for variant in rmm-26.08 ours; do
             exe=$G/$variant/gbenchmarks/RANDOM_ALLOCATIONS_BENCH
             [ -x "$exe" ] || { [ "$round" = 1 ] && say "cuda-async: no $variant build of RANDOM_ALLOCATIONS_BENCH here"; continue; }
             # As scripts/peer/bench.sh runs them: each build finds its libraries by its run path.
-            timeout 120 "$exe" -r cuda_async -n 1000 \
-                '--benchmark_filter=cuda_async_mr/1000/(1|4|64)$' --benchmark_min_time=0.2s \
-                --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>&1 |
-                sed "s/^/$variant round $round: /" | grep -E 'median|rror' | tee -a "$P/random-allocations.txt"
+            for shape in alone program; do
+                if [ $shape = alone ]; then args=(-r cuda_async); filter='cuda_async_mr/1000/(1|4|64)$'
+                else args=(); filter='(pool_mr|binning_mr|arena_mr|cuda_async_mr)/1000/(1|4|64)$'; fi
+                timeout 120 "$exe" "${args[@]}" -n 1000 "--benchmark_filter=$filter" \
+                    --benchmark_min_time=0.2s --benchmark_repetitions=3 \
+                    --benchmark_report_aggregates_only=true 2>&1 |
+                    sed "s/^/$variant $shape round $round: /" | grep -E 'cuda_async.*median|rror' |
+                    tee -a "$P/random-allocations.txt"
+            done
         done
     done
-    say "cuda-async: done ($P)"
+    python3 benchmarks/probes/async_runs_table.py "$P/random-allocations.txt" | tee "$P/runs-table.md"
+    rm -f "$P/async_floor"
+    # One file back instead of several (the device tool returns a few files a call).
+    tar -C "$OUT" -czf "$OUT/cuda-async.tgz" cuda-async && rm -rf "$P"
+    say "cuda-async: done ($OUT/cuda-async.tgz)"
 fi
 
 if want python-path; then
