@@ -14,8 +14,9 @@
 #            scripts/peer/bench_table.py): ours, RMM 26.10, and RMM 26.08 for
 #            the programs that do not build against 26.10; 3 repetitions of at least 0.2 s each (the
 #            table gives each cell's median and spread); RANDOM_ALLOCATIONS_BENCH with 1000
-#            allocations for every resource and 10,000 for pool, binning and arena; REPLAY_BENCH on
-#            the synthetic log and on the recorded ones. $OUT/peer-bench/peer-bench.{md,csv}
+#            allocations for every resource and 10,000 for pool, binning and arena (another set of
+#            runs: RMM_PEER_RANDOM_RUNS, as scripts/peer/bench.sh reads it); REPLAY_BENCH on the
+#            synthetic log and on the recorded ones. $OUT/peer-bench/peer-bench.{md,csv}
 #   peer     benchmarks/peer/rmm_peer_bench.cpp, ours (C++ API) and RMM 26.10 built by nvcc in this
 #            call: one thread, every stream kind (own, foreign, legacy, ptds): pool and binning
 #            random churn (peer benchmark's `random`, and `rmmrandom`: RMM's -n 1000 -m 4 shape)
@@ -81,7 +82,7 @@ if want rmm-cpp; then
         RMM_PEER_BENCH_MIN_TIME=${RMM_PEER_BENCH_MIN_TIME:-0.2s} \
         RMM_PEER_BENCH_REPETITIONS=${RMM_PEER_BENCH_REPETITIONS:-3} \
         RMM_PEER_BENCH_TIMEOUT=${RMM_PEER_BENCH_TIMEOUT:-150} \
-        RMM_PEER_RANDOM_RUNS="=-n 1000;pool-n10000=-r pool -n 10000;binning-n10000=-r binning -n 10000;arena-n10000=-r arena -n 10000" \
+        RMM_PEER_RANDOM_RUNS=${RMM_PEER_RANDOM_RUNS:-"=-n 1000;pool-n10000=-r pool -n 10000;binning-n10000=-r binning -n 10000;arena-n10000=-r arena -n 10000"} \
         RMM_PEER_REPLAY_LOGS="$logs" \
         bash scripts/gpu-peer-bench.sh >"$OUT/rmm-cpp.log" 2>&1
     say "rmm-cpp: exit $? (rmm-cpp.log); $(grep -E '^ours against' "$OUT/peer-bench/peer-bench.md" 2>/dev/null | tr '\n' ' ')"
