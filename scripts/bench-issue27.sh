@@ -213,7 +213,9 @@ if want cuda-async; then
             done
         done
     done
-    python3 benchmarks/probes/async_runs_table.py "$P/random-allocations.txt" | tee "$P/runs-table.md"
+    # No file when neither build was here (a `rmm-cpp` call leaves them on a warm machine).
+    [ -s "$P/random-allocations.txt" ] &&
+        python3 benchmarks/probes/async_runs_table.py "$P/random-allocations.txt" | tee "$P/runs-table.md"
     rm -f "$P/async_floor"
     # One file back instead of several (the device tool returns a few files a call).
     tar -C "$OUT" -czf "$OUT/cuda-async.tgz" cuda-async && rm -rf "$P"
